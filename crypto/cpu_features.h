@@ -1,0 +1,21 @@
+// Which instruction-set extensions the CPU offers to the cipher code
+// (GnuTLS and Nettle pick their accelerated paths from these).
+#pragma once
+
+#include <string>
+
+namespace espvpn {
+
+struct CpuFeatures {
+    bool aes_ni = false;     // AES round instructions
+    bool pclmul = false;     // carry-less multiply (GHASH for GCM)
+    bool sha_ni = false;     // SHA-1/SHA-256 instructions
+    bool avx2 = false;
+    bool vaes = false;       // vector AES (AVX2/AVX-512 widths)
+    bool vpclmulqdq = false;
+};
+
+CpuFeatures detect_cpu_features();
+std::string describe(const CpuFeatures& f);
+
+}  // namespace espvpn
