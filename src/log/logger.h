@@ -54,10 +54,12 @@ private:
 
 }  // namespace espvpn::log
 
-#define ESPVPN_LOG(lvl)                                       \
-    if (!::espvpn::log::enabled(::espvpn::log::Level::lvl)) { \
-    } else                                                    \
-        ::espvpn::log::Line(::espvpn::log::Level::lvl)
+// A for-statement rather than if/else, so the macro nests safely inside
+// unbraced if/else chains.
+#define ESPVPN_LOG(lvl)                                                              \
+    for (bool espvpn_log_once_ = ::espvpn::log::enabled(::espvpn::log::Level::lvl); \
+         espvpn_log_once_; espvpn_log_once_ = false)                                \
+    ::espvpn::log::Line(::espvpn::log::Level::lvl)
 
 #define LOG_ERROR ESPVPN_LOG(error)
 #define LOG_WARN ESPVPN_LOG(warn)

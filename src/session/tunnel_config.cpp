@@ -1,0 +1,95 @@
+#include "src/session/tunnel_config.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+namespace espvpn {
+
+Result<std::string> normalise_ip(std::string_view text, bool* is_v6) {
+    std::string s(text);
+    unsigned char buf[16];
+    char out[INET6_ADDRSTRLEN];
+    if (inet_pton(AF_INET, s.c_str(), buf) == 1) {
+        if (is_v6) *is_v6 = false;
+        inet_ntop(AF_INET, buf, out, sizeof out);
+        return std::string(out);
+    }
+    if (inet_pton(AF_INET6, s.c_str(), buf) == 1) {
+        if (is_v6) *is_v6 = true;
+        inet_ntop(AF_INET6, buf, out, sizeof out);
+        return std::string(out);
+    }
+    return make_error("not a numeric IP address: '" + s + "'");
+}
+
+Result<int> netmask_length(std::string_view dotted) {
+    std::string s(dotted);
+    in_addr a{};
+    if (inet_pton(AF_INET, s.c_str(), &a) != 1) return make_error("not a dotted netmask: '" + s + "'");
+    std::uint32_t m = ntohl(a.s_addr);
+    int len = 0;
+    while (len < 32 && (m & (0x80000000u >> len))) ++len;
+    std::uint32_t expect = len == 0 ? 0 : ~0u << (32 - len);
+    if (m != expect) return make_error("netmask is not contiguous: '" + s + "'");
+    return len;
+}
+
+Result<IpPrefix> IpPrefix::parse(std::string_view text) {
+    IpPrefix p;
+    std::size_t slash = text.find('/');
+    std::string addr(text.substr(0, slash));
+    if (inet_pton(AF_INET, addr.c_str(), p.bytes) == 1) {
+        p.v6 = false;
+        p.length = 32;
+    } else if (inet_pton(AF_INET6, addr.c_str(), p.bytes) == 1) {
+        p.v6 = true;
+        p.length = 128;
+    } else {
+        return make_error("route '" + std::string(text) + "': not an IP address");
+    }
+    if (slash != std::string_view::npos) {
+        std::string_view len_text = text.substr(slash + 1);
+        if (!p.v6 && len_text.find('.') != std::string_view::npos) {
+            auto l = netmask_length(len_text);
+            if (!l) return make_error("route '" + std::string(text) + "': " + l.error().message);
+            p.length = *l;
+        } else {
+            int max = p.v6 ? 128 : 32, v = 0;
+            if (len_text.empty() || len_text.size() > 3)
+                return make_error("route '" + std::string(text) + "': bad prefix length");
+            for (char c : len_text) {
+                if (c < '0' || c > '9')
+                    return make_error("route '" + std::string(text) + "': bad prefix length");
+                v = v * 10 + (c - '0');
+            }
+            if (v > max) return make_error("route '" + std::string(text) + "': prefix length over " + std::to_string(max));
+            p.length = v;
+        }
+    }
+    int bytes = p.v6 ? 16 : 4;
+    for (int i = 0; i < bytes; ++i) {
+        int keep = p.length - 8 * i;
+        if (keep >= 8) continue;
+        p.bytes[i] &= keep <= 0 ? 0 : static_cast<std::uint8_t>(0xff << (8 - keep));
+    }
+    return p;
+}
+
+std::string IpPrefix::address() const {
+    char out[INET6_ADDRSTRLEN];
+    inet_ntop(v6 ? AF_INET6 : AF_INET, bytes, out, sizeof out);
+    return out;
+}
+
+std::string IpPrefix::netmask() const {
+    std::uint32_t m = length == 0 ? 0 : ~0u << (32 - length);
+    in_addr a{htonl(m)};
+    char out[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &a, out, sizeof out);
+    return out;
+}
+
+std::string IpPrefix::to_string() const { return address() + "/" + std::to_string(length); }
+
+}  // namespace espvpn

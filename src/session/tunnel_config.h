@@ -1,0 +1,63 @@
+// TunnelConfig: what a login hands to the host side, whatever the protocol.
+// The GlobalProtect and AnyConnect sessions fill it from their own replies; the
+// vpnc-script runner, the built-in network setup and the NetworkManager plugin
+// read it. Addresses are kept as validated text (they are only ever passed on).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "crypto/result.h"
+
+namespace espvpn {
+
+// An IPv4 or IPv6 network: address with host bits cleared, and a prefix length.
+struct IpPrefix {
+    bool v6 = false;
+    std::uint8_t bytes[16] = {};
+    int length = 0;
+
+    // "10.1.0.0/16", "10.1.0.0/255.255.0.0", "10.1.2.3" (= /32), "fd00::/64", "fd00::1"
+    // (= /128). Host bits are cleared. A non-contiguous dotted mask is an error.
+    static Result<IpPrefix> parse(std::string_view text);
+
+    std::string address() const;  // "10.1.0.0"
+    std::string netmask() const;   // IPv4 only: "255.255.0.0"
+    std::string to_string() const; // "10.1.0.0/16"
+    bool operator==(const IpPrefix&) const = default;
+};
+
+// Validates and normalises a numeric address ("10.0.0.1", "fd00::1").
+Result<std::string> normalise_ip(std::string_view text, bool* is_v6 = nullptr);
+// Dotted IPv4 netmask → prefix length, or an error if not contiguous.
+Result<int> netmask_length(std::string_view dotted);
+
+struct TunnelConfig {
+    std::string gateway_address;  // numeric address of the peer we connected to
+
+    std::string ip4_address;      // empty when the tunnel has no IPv4
+    std::string ip4_netmask;      // dotted, empty when unknown
+    std::string ip6_address;      // empty when the tunnel has no IPv6
+    int ip6_prefix = 128;
+    int mtu = 0;
+
+    std::vector<std::string> dns;   // IPv4 and IPv6 servers, in the server's order
+    std::vector<std::string> nbns;
+    std::string default_domain;     // may hold several, space-separated
+    std::vector<std::string> split_dns;
+    std::string banner;
+    std::string proxy_pac;
+    int idle_timeout_s = 0;         // 0: none
+
+    std::vector<IpPrefix> split_include;  // both families; empty: default route
+    std::vector<IpPrefix> split_exclude;
+
+    // Protocol headers worth passing on verbatim (AnyConnect's X-CSTP-*), in order.
+    std::vector<std::pair<std::string, std::string>> protocol_options;
+};
+
+}  // namespace espvpn

@@ -1,0 +1,46 @@
+#include <doctest/doctest.h>
+
+#include "src/session/tunnel_config.h"
+
+using namespace espvpn;
+
+TEST_CASE("IpPrefix parses CIDR, dotted masks and bare addresses, clearing host bits") {
+    auto a = IpPrefix::parse("10.99.5.7/255.255.255.0");
+    REQUIRE(a.ok());
+    CHECK(a->to_string() == "10.99.5.0/24");
+    CHECK(a->netmask() == "255.255.255.0");
+    auto b = IpPrefix::parse("172.30.1.1/16");
+    REQUIRE(b.ok());
+    CHECK(b->address() == "172.30.0.0");
+    auto c = IpPrefix::parse("192.0.2.1");
+    REQUIRE(c.ok());
+    CHECK(c->length == 32);
+    auto d = IpPrefix::parse("fd00:1:2:3::5/64");
+    REQUIRE(d.ok());
+    CHECK(d->v6);
+    CHECK(d->to_string() == "fd00:1:2:3::/64");
+    auto e = IpPrefix::parse("0.0.0.0/0");
+    REQUIRE(e.ok());
+    CHECK(e->netmask() == "0.0.0.0");
+}
+
+TEST_CASE("IpPrefix rejects bad routes with a reason") {
+    for (const char* bad : {"10.0.0.0/33", "fd00::/129", "10.0.0.0/255.0.255.0", "hello/8",
+                            "10.0.0.0/", "10.0.0.0/1a", ""}) {
+        CAPTURE(bad);
+        auto r = IpPrefix::parse(bad);
+        CHECK_FALSE(r.ok());
+        if (!r.ok()) CHECK(r.error().message.find("route") != std::string::npos);
+    }
+}
+
+TEST_CASE("netmask_length and normalise_ip") {
+    CHECK(*netmask_length("255.255.255.0") == 24);
+    CHECK(*netmask_length("0.0.0.0") == 0);
+    CHECK(*netmask_length("255.255.255.255") == 32);
+    CHECK_FALSE(netmask_length("255.0.255.0").ok());
+    bool v6 = false;
+    CHECK(*normalise_ip("FD00:0::1", &v6) == "fd00::1");
+    CHECK(v6);
+    CHECK_FALSE(normalise_ip("10.0.0.256").ok());
+}
