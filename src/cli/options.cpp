@@ -1,0 +1,393 @@
+#include "src/cli/options.h"
+
+#include <getopt.h>
+
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+namespace espvpn::cli {
+namespace {
+
+enum class Arg { none, required };
+
+struct OptionSpec {
+    const char* name;
+    char short_name;  // 0: long only
+    Arg arg;
+    const char* group;
+    const char* help;  // nullptr: accepted but not listed
+    std::function<Status(ClientOptions&, const char*)> apply;
+};
+
+Status parse_int(const char* option, const char* text, int min, int max, int& out) {
+    char* end = nullptr;
+    errno = 0;
+    long v = std::strtol(text, &end, 10);
+    if (errno || !end || *end || end == text || v < min || v > max)
+        return make_error(std::string("--") + option + ": '" + text + "' is not a number from " +
+                          std::to_string(min) + " to " + std::to_string(max));
+    out = static_cast<int>(v);
+    return {};
+}
+
+Status unsupported(const char* option, const char* why) {
+    return make_error(std::string("--") + option + " is not supported: " + why);
+}
+
+#define SET_STRING(field) [](ClientOptions& o, const char* v) -> Status { o.field = v; return {}; }
+#define SET_FLAG(field) [](ClientOptions& o, const char*) -> Status { o.field = true; return {}; }
+#define SET_INT(field, opt, lo, hi) \
+    [](ClientOptions& o, const char* v) -> Status { return parse_int(opt, v, lo, hi, o.field); }
+
+const std::vector<OptionSpec>& option_table() {
+    static const std::vector<OptionSpec> table = {
+        // General
+        {"help", 'h', Arg::none, "General", "show this help and exit",
+         [](ClientOptions& o, const char*) -> Status { o.action = Action::help; return {}; }},
+        {"version", 'V', Arg::none, "General", "print the version and exit",
+         [](ClientOptions& o, const char*) -> Status { o.action = Action::version; return {}; }},
+        {"self-check", 0, Arg::none, "General",
+         "print crypto library, CPU features and ESP suites, then exit",
+         [](ClientOptions& o, const char*) -> Status { o.action = Action::self_check; return {}; }},
+        {"config", 0, Arg::required, "General", "read further options from FILE (one per line, no dashes)",
+         [](ClientOptions&, const char*) -> Status { return {}; }},  // expanded before parsing
+        {"protocol", 0, Arg::required, "General", "gp (GlobalProtect) or anyconnect (default)",
+         [](ClientOptions& o, const char* v) -> Status {
+             std::string p = v;
+             if (p == "gp" || p == "globalprotect") o.protocol = Protocol::gp;
+             else if (p == "anyconnect" || p == "openconnect") o.protocol = Protocol::anyconnect;
+             else return make_error("--protocol: '" + p + "' is not supported (use gp or anyconnect)");
+             return {};
+         }},
+        {"server", 0, Arg::required, "General", "the server URL (instead of the positional argument)",
+         SET_STRING(server)},
+        {"background", 'b', Arg::none, "General", "continue in background after startup", SET_FLAG(background)},
+        {"pid-file", 0, Arg::required, "General", "write the daemon's PID to this file", SET_STRING(pid_file)},
+        {"setuid", 'U', Arg::required, "General", "drop privileges to USER after setup", SET_STRING(setuid_user)},
+        {"stats-json", 0, Arg::required, "General", "write traffic and drop counters to FILE periodically",
+         SET_STRING(stats_json)},
+
+        // Logging
+        {"verbose", 'v', Arg::none, "Logging", "more output (repeat for debug, trace)",
+         [](ClientOptions& o, const char*) -> Status { o.verbosity = std::min(o.verbosity + 1, 3); return {}; }},
+        {"quiet", 'q', Arg::none, "Logging", "errors only",
+         [](ClientOptions& o, const char*) -> Status { o.verbosity = 0; return {}; }},
+        {"timestamp", 0, Arg::none, "Logging", "prefix each line with a timestamp", SET_FLAG(timestamp)},
+        {"syslog", 'l', Arg::none, "Logging", "log to syslog", SET_FLAG(syslog)},
+        {"dump-http-traffic", 0, Arg::none, "Logging", "log HTTP requests and responses (secrets redacted)",
+         [](ClientOptions& o, const char*) -> Status {
+             o.dump_http_traffic = true;
+             o.verbosity = std::max(o.verbosity, 2);
+             return {};
+         }},
+
+        // Authentication
+        {"user", 'u', Arg::required, "Authentication", "set login username", SET_STRING(user)},
+        {"passwd-on-stdin", 0, Arg::none, "Authentication", "read password from standard input",
+         SET_FLAG(passwd_on_stdin)},
+        {"non-inter", 0, Arg::none, "Authentication", "do not expect user input; fail if it is needed",
+         SET_FLAG(non_interactive)},
+        {"no-passwd", 0, Arg::none, "Authentication", "fail if a password is asked for", SET_FLAG(no_passwd)},
+        {"authgroup", 0, Arg::required, "Authentication",
+         "choose the gateway (GlobalProtect) or group (AnyConnect) by name", SET_STRING(authgroup)},
+        {"usergroup", 'g', Arg::required, "Authentication",
+         "GlobalProtect: portal or gateway; AnyConnect: URL path", SET_STRING(usergroup)},
+        {"form-entry", 'F', Arg::required, "Authentication", "pre-fill form field: FORM:OPT=VALUE",
+         [](ClientOptions& o, const char* v) -> Status {
+             std::string e = v;
+             if (e.find(':') == std::string::npos || e.find('=') == std::string::npos)
+                 return make_error("--form-entry: expected FORM:OPT=VALUE, got '" + e + "'");
+             o.form_entries.push_back(e);
+             return {};
+         }},
+        {"cookie", 'C', Arg::required, "Authentication", "use this cookie instead of logging in",
+         [](ClientOptions& o, const char* v) -> Status { o.cookie = Secret::from_string(v); return {}; }},
+        {"cookie-on-stdin", 0, Arg::none, "Authentication", "read the cookie from standard input",
+         SET_FLAG(cookie_on_stdin)},
+        {"authenticate", 0, Arg::none, "Authentication",
+         "log in, print COOKIE/HOST/CONNECT_URL/FINGERPRINT/RESOLVE, exit",
+         [](ClientOptions& o, const char*) -> Status { o.action = Action::authenticate; return {}; }},
+        {"cookieonly", 0, Arg::none, "Authentication", "log in, print the cookie, exit",
+         [](ClientOptions& o, const char*) -> Status { o.action = Action::cookie_only; return {}; }},
+        {"printcookie", 0, Arg::none, "Authentication", "print the cookie before connecting",
+         SET_FLAG(print_cookie)},
+        {"os", 0, Arg::required, "Authentication",
+         "OS to report: linux, linux-64, win, mac-intel, android, apple-ios",
+         [](ClientOptions& o, const char* v) -> Status {
+             std::string os = v;
+             for (const char* ok : {"linux", "linux-64", "win", "mac-intel", "android", "apple-ios"})
+                 if (os == ok) { o.os = os; return {}; }
+             return make_error("--os: unknown OS '" + os + "'");
+         }},
+        {"csd-wrapper", 0, Arg::required, "Authentication", "program that writes the HIP report",
+         SET_STRING(csd_wrapper)},
+        {"hip-wrapper", 0, Arg::required, "Authentication", nullptr, SET_STRING(csd_wrapper)},
+        {"csd-user", 0, Arg::required, "Authentication", "run the HIP program as USER", SET_STRING(csd_user)},
+        {"gateway-select", 0, Arg::required, "Authentication",
+         "priority (default) or latency: pick the portal's fastest gateway",
+         [](ClientOptions& o, const char* v) -> Status {
+             std::string s = v;
+             if (s == "latency") o.gateway_by_latency = true;
+             else if (s == "priority") o.gateway_by_latency = false;
+             else return make_error("--gateway-select: expected priority or latency, got '" + s + "'");
+             return {};
+         }},
+        {"useragent", 0, Arg::required, "Authentication", "HTTP User-Agent", SET_STRING(useragent)},
+        {"version-string", 0, Arg::required, "Authentication", "client version to report",
+         SET_STRING(version_string)},
+        {"local-hostname", 0, Arg::required, "Authentication", "host name to report", SET_STRING(local_hostname)},
+        {"no-http-keepalive", 0, Arg::none, "Authentication", "new TLS connection per request (slow; for broken servers)",
+         SET_FLAG(no_http_keepalive)},
+
+        // Certificates
+        {"servercert", 0, Arg::required, "Server certificate",
+         "accept only this server key (pin-sha256:BASE64, sha256:HEX, ...); repeatable",
+         [](ClientOptions& o, const char* v) -> Status { o.servercert.emplace_back(v); return {}; }},
+        {"cafile", 0, Arg::required, "Server certificate", "extra trusted CA certificates", SET_STRING(cafile)},
+        {"no-system-trust", 0, Arg::none, "Server certificate", "do not trust the system's CAs",
+         SET_FLAG(no_system_trust)},
+        {"resolve", 0, Arg::required, "Server certificate", "use IP for HOST: HOST:IP",
+         [](ClientOptions& o, const char* v) -> Status {
+             std::string r = v;
+             if (r.find(':') == std::string::npos || r.front() == ':' || r.back() == ':')
+                 return make_error("--resolve: expected HOST:IP, got '" + r + "'");
+             o.resolve.push_back(r);
+             return {};
+         }},
+        {"certificate", 'c', Arg::required, "Client certificate", "client certificate (PEM or PKCS#12)",
+         SET_STRING(certificate)},
+        {"sslkey", 'k', Arg::required, "Client certificate", "client private key (default: the certificate file)",
+         SET_STRING(sslkey)},
+        {"key-password", 'p', Arg::required, "Client certificate", "key or PKCS#12 password",
+         [](ClientOptions& o, const char* v) -> Status { o.key_password = Secret::from_string(v); return {}; }},
+        {"no-cert-check", 0, Arg::none, "Server certificate", nullptr,
+         [](ClientOptions&, const char*) -> Status {
+             return make_error("--no-cert-check was insecure and is not supported; use --servercert");
+         }},
+
+        // Networking
+        {"script", 's', Arg::required, "Networking", "vpnc-script command line", SET_STRING(script)},
+        {"interface", 'i', Arg::required, "Networking", "tun device name (may be a persistent tun)",
+         [](ClientOptions& o, const char* v) -> Status {
+             if (std::strlen(v) == 0 || std::strlen(v) >= 16)
+                 return make_error(std::string("--interface: '") + v + "' is not a valid interface name");
+             o.interface_name = v;
+             return {};
+         }},
+        {"disable-ipv6", 0, Arg::none, "Networking", "do not ask for IPv6", SET_FLAG(disable_ipv6)},
+        {"no-dtls", 0, Arg::none, "Networking", "no UDP tunnel (ESP/DTLS): HTTPS/TLS only", SET_FLAG(no_dtls)},
+        {"no-esp", 0, Arg::none, "Networking", nullptr, SET_FLAG(no_dtls)},
+        {"dtls-local-port", 0, Arg::required, "Networking", "local UDP port for ESP/DTLS",
+         SET_INT(dtls_local_port, "dtls-local-port", 1, 65535)},
+        {"reconnect-timeout", 0, Arg::required, "Networking", "give up reconnecting after SECONDS (300)",
+         SET_INT(reconnect_timeout_s, "reconnect-timeout", 0, 86400 * 7)},
+        {"force-dpd", 0, Arg::required, "Networking", "dead peer detection interval in SECONDS",
+         SET_INT(force_dpd_s, "force-dpd", 1, 3600)},
+        {"mtu", 'm', Arg::required, "Networking", "tunnel MTU", SET_INT(mtu, "mtu", 576, 65535)},
+        {"base-mtu", 0, Arg::required, "Networking", "path MTU to the server", SET_INT(base_mtu, "base-mtu", 576, 65535)},
+        {"queue-len", 'Q', Arg::required, "Networking", "packet batch size", SET_INT(queue_len, "queue-len", 1, 4096)},
+
+        // Recognised openconnect options espvpn does not implement: a clear error, never silence.
+        {"proxy", 'P', Arg::required, "Unsupported", nullptr,
+         [](ClientOptions&, const char*) -> Status { return unsupported("proxy", "no proxy support yet"); }},
+        {"script-tun", 'S', Arg::none, "Unsupported", nullptr,
+         [](ClientOptions&, const char*) -> Status { return unsupported("script-tun", "a tun device is required"); }},
+        {"token-mode", 0, Arg::required, "Unsupported", nullptr,
+         [](ClientOptions&, const char*) -> Status { return unsupported("token-mode", "no OTP generators"); }},
+        {"xmlconfig", 'x', Arg::required, "Unsupported", nullptr,
+         [](ClientOptions&, const char*) -> Status { return unsupported("xmlconfig", "no Cisco XML profiles"); }},
+    };
+    return table;
+}
+
+#undef SET_STRING
+#undef SET_FLAG
+#undef SET_INT
+
+// Replaces every --config FILE with the options the file holds ("name value" or
+// "name=value" per line, without dashes; '#' starts a comment), as openconnect does.
+Result<std::vector<std::string>> expand_config(const std::vector<std::string>& args, int depth = 0) {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        std::string file;
+        if (args[i] == "--config") {
+            if (i + 1 >= args.size()) return make_error("--config needs a file name");
+            file = args[++i];
+        } else if (args[i].rfind("--config=", 0) == 0) {
+            file = args[i].substr(9);
+        } else {
+            out.push_back(args[i]);
+            continue;
+        }
+        if (depth > 4) return make_error("--config files nest too deeply");
+        std::ifstream in(file);
+        if (!in) return make_error("--config: cannot read '" + file + "'");
+        std::vector<std::string> from_file;
+        std::string line;
+        while (std::getline(in, line)) {
+            auto b = line.find_first_not_of(" \t");
+            if (b == std::string::npos || line[b] == '#') continue;
+            line = line.substr(b);
+            while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r'))
+                line.pop_back();
+            auto sep = line.find_first_of(" \t=");
+            if (sep == std::string::npos) {
+                from_file.push_back("--" + line);
+            } else {
+                auto v = line.find_first_not_of(" \t=", sep);
+                from_file.push_back("--" + line.substr(0, sep) + "=" +
+                                    (v == std::string::npos ? "" : line.substr(v)));
+            }
+        }
+        auto nested = expand_config(from_file, depth + 1);
+        if (!nested) return nested.error();
+        out.insert(out.end(), nested->begin(), nested->end());
+    }
+    return out;
+}
+
+// Overwrites the values of -C/--cookie and -p/--key-password in the real argv.
+void scrub_secrets(int argc, char** argv) {
+    auto wipe = [](char* s) { std::memset(s, 0, std::strlen(s)); };
+    for (int i = 1; i < argc; ++i) {
+        char* a = argv[i];
+        for (const char* opt : {"--cookie", "--key-password"}) {
+            std::size_t n = std::strlen(opt);
+            if (std::strncmp(a, opt, n) == 0 && a[n] == '=') wipe(a + n + 1);
+            else if (std::strcmp(a, opt) == 0 && i + 1 < argc) wipe(argv[i + 1]);
+        }
+        for (const char* opt : {"-C", "-p"}) {
+            if (std::strcmp(a, opt) == 0 && i + 1 < argc) wipe(argv[i + 1]);
+            else if (std::strncmp(a, opt, 2) == 0 && a[2] != '\0' && a[1] != '-') wipe(a + 2);
+        }
+    }
+}
+
+}  // namespace
+
+Result<ClientOptions> parse_options(int argc, char** argv) {
+    std::vector<std::string> raw(argv + 1, argv + argc);
+    auto expanded = expand_config(raw);
+    scrub_secrets(argc, argv);
+    if (!expanded) return expanded.error();
+
+    const auto& table = option_table();
+    std::vector<option> longs;
+    // Leading ':' reports a missing value as ':'. GNU getopt permutes, so options may
+    // follow the server URL (NetworkManager passes them so).
+    std::string shorts = ":";
+    for (std::size_t i = 0; i < table.size(); ++i) {
+        const auto& spec = table[i];
+        longs.push_back({spec.name, spec.arg == Arg::required ? required_argument : no_argument,
+                         nullptr, static_cast<int>(1000 + i)});
+        if (spec.short_name) {
+            shorts += spec.short_name;
+            if (spec.arg == Arg::required) shorts += ':';
+        }
+    }
+    longs.push_back({nullptr, 0, nullptr, 0});
+
+    std::vector<std::string> storage;
+    storage.reserve(expanded->size() + 1);
+    storage.push_back(argc > 0 ? argv[0] : "espvpn");
+    storage.insert(storage.end(), expanded->begin(), expanded->end());
+    std::vector<char*> args;
+    for (auto& s : storage) args.push_back(s.data());
+    args.push_back(nullptr);
+
+    ClientOptions options;
+    std::vector<std::string> positionals;
+    optind = 0;  // full reset of getopt's state (GNU)
+    opterr = 0;
+    int nargs = static_cast<int>(args.size()) - 1;
+    int c;
+    Status status;
+    while ((c = getopt_long(nargs, args.data(), shorts.c_str(), longs.data(), nullptr)) != -1) {
+        const OptionSpec* spec = nullptr;
+        if (c >= 1000) {
+            spec = &table[static_cast<std::size_t>(c - 1000)];
+        } else if (c == '?' || c == ':') {
+            std::string what = optopt ? std::string("-") + static_cast<char>(optopt)
+                                      : std::string(args[optind - 1]);
+            status = make_error(c == ':' ? "option " + what + " needs a value"
+                                         : "unknown option " + what);
+            break;
+        } else {
+            for (const auto& s : table)
+                if (s.short_name == c) spec = &s;
+        }
+        if (!spec) continue;
+        Status st = spec->apply(options, optarg ? optarg : "");
+        if (!st) {
+            status = st;
+            break;
+        }
+    }
+    for (int i = optind; i < nargs; ++i) positionals.emplace_back(args[i]);
+    for (auto& s : storage) secure_zero(s.data(), s.size());
+    if (!status) return status.error();
+
+    if (options.action != Action::connect && options.action != Action::authenticate &&
+        options.action != Action::cookie_only)
+        return options;
+    if (positionals.size() > 1)
+        return make_error("more than one server given: '" + positionals[0] + "' and '" +
+                          positionals[1] + "'");
+    if (!positionals.empty()) {
+        if (!options.server.empty()) return make_error("the server is given twice (--server and argument)");
+        options.server = positionals[0];
+    }
+    if (options.server.empty()) return make_error("no server given");
+    if (options.cookie_on_stdin && options.passwd_on_stdin)
+        return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
+    if (!options.pid_file.empty() && !options.background)
+        return make_error("--pid-file needs --background");
+    return options;
+}
+
+// The placeholder shown in --help for an option's value.
+const char* metavar(std::string_view name) {
+    static const std::pair<const char*, const char*> names[] = {
+        {"config", "FILE"}, {"protocol", "PROTO"}, {"server", "URL"}, {"pid-file", "FILE"},
+        {"setuid", "USER"}, {"stats-json", "FILE"}, {"user", "NAME"}, {"authgroup", "GROUP"},
+        {"usergroup", "GROUP"}, {"form-entry", "FORM:OPT=VALUE"}, {"cookie", "COOKIE"},
+        {"os", "OS"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"gateway-select", "HOW"},
+        {"useragent", "STRING"}, {"version-string", "STRING"}, {"local-hostname", "NAME"},
+        {"servercert", "PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
+        {"sslkey", "KEY"}, {"key-password", "PASS"}, {"script", "CMD"}, {"interface", "IFNAME"},
+        {"dtls-local-port", "PORT"}, {"reconnect-timeout", "SECONDS"}, {"force-dpd", "SECONDS"},
+        {"mtu", "MTU"}, {"base-mtu", "MTU"}, {"queue-len", "N"},
+    };
+    for (const auto& [n, m] : names)
+        if (name == n) return m;
+    return "VALUE";
+}
+
+std::string usage_text() {
+    std::ostringstream out;
+    out << "Usage: espvpn [options] <server>\n\n"
+           "A userspace VPN client for GlobalProtect (ESP) and AnyConnect (DTLS) gateways.\n"
+           "Options follow openconnect's names and meanings.\n";
+    std::string group;
+    for (const auto& spec : option_table()) {
+        if (!spec.help) continue;
+        if (group != spec.group) {
+            group = spec.group;
+            out << "\n" << group << ":\n";
+        }
+        std::string left = "  ";
+        left += spec.short_name ? std::string("-") + spec.short_name + ", " : "    ";
+        left += std::string("--") + spec.name;
+        if (spec.arg == Arg::required) left += std::string("=") + metavar(spec.name);
+        out << left;
+        if (left.size() < 32) out << std::string(32 - left.size(), ' ');
+        else out << "\n" << std::string(32, ' ');
+        out << spec.help << "\n";
+    }
+    out << "\nExit codes: 0 success or user disconnect, 1 error, 2 cookie or credentials rejected.\n";
+    return out.str();
+}
+
+}  // namespace espvpn::cli

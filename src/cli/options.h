@@ -1,0 +1,91 @@
+// The espvpn command line: openconnect's option names and meanings where the two
+// overlap (see the project's vpnc-script/NetworkManager notes, part C), parsed
+// into one ClientOptions value. Options may follow the server URL, as
+// NetworkManager passes them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crypto/result.h"
+#include "crypto/secret.h"
+
+namespace espvpn::cli {
+
+enum class Protocol { gp, anyconnect };
+enum class Action {
+    connect,        // log in (or use a cookie) and run the tunnel
+    authenticate,   // --authenticate: print COOKIE=/HOST=/... lines and exit
+    cookie_only,    // --cookieonly: print the cookie and exit
+    help,
+    version,
+    self_check,
+};
+
+struct ClientOptions {
+    Action action = Action::connect;
+    std::string server;  // as given: [https://]host[:port][/path]
+    Protocol protocol = Protocol::anyconnect;  // openconnect's default
+
+    // Authentication
+    std::string user;
+    bool passwd_on_stdin = false;
+    bool non_interactive = false;
+    bool no_passwd = false;
+    std::string authgroup;
+    std::string usergroup;   // GlobalProtect: portal | gateway; AnyConnect: URL path
+    std::vector<std::string> form_entries;  // FORM:OPT=VALUE
+    Secret cookie;           // -C/--cookie (scrubbed from argv) or --cookie-on-stdin
+    bool cookie_on_stdin = false;
+    bool print_cookie = false;
+    std::string os = "linux-64";
+    std::string csd_wrapper;  // GlobalProtect HIP report program
+    std::string csd_user;
+    bool gateway_by_latency = false;  // --gateway-select=latency (espvpn extension)
+
+    // Server and client certificates
+    std::vector<std::string> servercert;  // pins; given → system trust is off
+    std::string cafile;
+    bool no_system_trust = false;
+    std::string certificate;
+    std::string sslkey;
+    Secret key_password;
+    std::vector<std::string> resolve;  // HOST:IP
+
+    // Networking
+    std::string script;
+    std::string interface_name;
+    std::string setuid_user;
+    bool background = false;
+    std::string pid_file;
+    bool disable_ipv6 = false;
+    bool no_dtls = false;  // GlobalProtect: no ESP, HTTPS tunnel only
+    int dtls_local_port = 0;
+    int reconnect_timeout_s = 300;
+    int force_dpd_s = 0;
+    int mtu = 0;
+    int base_mtu = 0;
+    int queue_len = 0;
+    bool no_http_keepalive = false;
+    std::string useragent;
+    std::string version_string;
+    std::string local_hostname;
+    std::string stats_json;  // --stats-json FILE (espvpn extension)
+
+    // Logging
+    int verbosity = 1;  // openconnect's LOG_LEVEL scale: 0 quiet .. 3 trace
+    bool timestamp = false;
+    bool syslog = false;
+    bool dump_http_traffic = false;
+};
+
+// Parses argv. Secrets given on the command line (-C, -p) are moved into Secret
+// values and overwritten in argv, so /proc/PID/cmdline no longer shows them.
+// stdin is not read here: the caller reads the cookie/password when it needs them.
+Result<ClientOptions> parse_options(int argc, char** argv);
+
+// `espvpn --help`, grouped as openconnect groups its options.
+std::string usage_text();
+
+}  // namespace espvpn::cli

@@ -1,0 +1,145 @@
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "src/cli/options.h"
+
+using namespace espvpn;
+using namespace espvpn::cli;
+
+namespace {
+// Owns a mutable argv, as main() gets it.
+struct Argv {
+    std::vector<std::string> store;
+    std::vector<char*> ptrs;
+    explicit Argv(std::vector<std::string> args) : store(std::move(args)) {
+        store.insert(store.begin(), "espvpn");
+        for (auto& s : store) ptrs.push_back(s.data());
+        ptrs.push_back(nullptr);
+    }
+    int argc() const { return static_cast<int>(ptrs.size()) - 1; }
+    char** argv() { return ptrs.data(); }
+    // The argument as the kernel would show it in /proc/PID/cmdline (up to its first NUL).
+    std::string shown(int i) const { return std::string(ptrs[i]); }
+};
+
+Result<ClientOptions> parse(Argv& a) { return parse_options(a.argc(), a.argv()); }
+}  // namespace
+
+TEST_CASE("NetworkManager-openconnect's argv, with options after the server URL") {
+    Argv a({"--protocol", "gp", "--servercert", "pin-sha256:AAAA", "--mtu", "1300", "--syslog",
+            "--cookie-on-stdin", "--script", "/usr/lib/NetworkManager/nm-openconnect-service-openconnect-helper",
+            "--interface", "vpn0", "https://vpn.example.com/", "--resolve", "vpn.example.com:10.201.0.1",
+            "--verbose", "--verbose"});
+    auto o = parse(a);
+    REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.error().message));
+    CHECK(o->protocol == Protocol::gp);
+    CHECK(o->server == "https://vpn.example.com/");
+    CHECK(o->servercert == std::vector<std::string>{"pin-sha256:AAAA"});
+    CHECK(o->mtu == 1300);
+    CHECK(o->syslog);
+    CHECK(o->cookie_on_stdin);
+    CHECK(o->interface_name == "vpn0");
+    CHECK(o->resolve == std::vector<std::string>{"vpn.example.com:10.201.0.1"});
+    CHECK(o->verbosity == 3);
+    CHECK(o->action == Action::connect);
+}
+
+TEST_CASE("short options, = forms and defaults") {
+    Argv a({"-u", "alice", "--passwd-on-stdin", "--usergroup=gateway", "-q", "gw.test"});
+    auto o = parse(a);
+    REQUIRE(o.ok());
+    CHECK(o->user == "alice");
+    CHECK(o->passwd_on_stdin);
+    CHECK(o->usergroup == "gateway");
+    CHECK(o->verbosity == 0);
+    CHECK(o->protocol == Protocol::anyconnect);  // openconnect's default
+    CHECK(o->reconnect_timeout_s == 300);
+}
+
+TEST_CASE("cookies and key passwords on argv are taken out of /proc/PID/cmdline") {
+    Argv a({"--cookie", "authcookie=SECRET1", "-pSECRET2", "--key-password=SECRET3", "gw.test"});
+    auto o = parse(a);
+    REQUIRE(o.ok());
+    CHECK(o->cookie.reveal_text() == "authcookie=SECRET1");
+    CHECK(o->key_password.reveal_text() == "SECRET3");
+    for (int i = 1; i < a.argc(); ++i) {
+        CAPTURE(a.shown(i));
+        CHECK(a.shown(i).find("SECRET") == std::string::npos);
+    }
+}
+
+TEST_CASE("bad input gets an error that names the problem") {
+    struct Case {
+        std::vector<std::string> args;
+        const char* expect;
+    } cases[] = {
+        {{"--mtu", "12", "gw"}, "--mtu"},
+        {{"--mtu", "abc", "gw"}, "--mtu"},
+        {{"--protocol", "pulse", "gw"}, "pulse"},
+        {{"--bogus", "gw"}, "unknown option --bogus"},
+        {{"gw", "--user"}, "needs a value"},
+        {{}, "no server"},
+        {{"a", "b"}, "more than one server"},
+        {{"--proxy", "http://p:3128", "gw"}, "not supported"},
+        {{"--no-cert-check", "gw"}, "--servercert"},
+        {{"--cookie-on-stdin", "--passwd-on-stdin", "gw"}, "standard input"},
+        {{"--resolve", "nocolon", "gw"}, "HOST:IP"},
+        {{"--pid-file", "/tmp/x", "gw"}, "--background"},
+        {{"--interface", "a-name-far-too-long-for-linux", "gw"}, "--interface"},
+        {{"--config", "/nonexistent/espvpn.conf", "gw"}, "cannot read"},
+    };
+    for (auto& c : cases) {
+        Argv a(c.args);
+        auto o = parse(a);
+        CAPTURE(c.expect);
+        REQUIRE_FALSE(o.ok());
+        CHECK(o.error().message.find(c.expect) != std::string::npos);
+    }
+}
+
+TEST_CASE("--config reads long options without dashes") {
+    char path[] = "/tmp/espvpn-config-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    std::ofstream(path) << "# a comment\nprotocol gp\nuser=bob\n  no-dtls  \nservercert pin-sha256:BBBB\n";
+    Argv a({"--config", path, "gw.test"});
+    auto o = parse(a);
+    unlink(path);
+    REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.error().message));
+    CHECK(o->protocol == Protocol::gp);
+    CHECK(o->user == "bob");
+    CHECK(o->no_dtls);
+    CHECK(o->servercert.size() == 1);
+}
+
+TEST_CASE("help, version and self-check need no server; help lists groups") {
+    for (const char* flag : {"--help", "-V", "--self-check"}) {
+        Argv a({flag});
+        CAPTURE(flag);
+        CHECK(parse(a).ok());
+    }
+    std::string help = usage_text();
+    for (const char* s : {"General:", "Authentication:", "Server certificate:", "Client certificate:",
+                          "Networking:", "Logging:", "--passwd-on-stdin", "--servercert=PIN",
+                          "--cookie-on-stdin", "--authenticate"}) {
+        CAPTURE(s);
+        CHECK(help.find(s) != std::string::npos);
+    }
+}
+
+TEST_CASE("parse_options can run twice in one process (getopt state reset)") {
+    Argv a({"-u", "x", "gw1"});
+    Argv b({"-u", "y", "gw2"});
+    CHECK(parse(a)->user == "x");
+    auto o = parse(b);
+    REQUIRE(o.ok());
+    CHECK(o->user == "y");
+    CHECK(o->server == "gw2");
+}
