@@ -52,7 +52,7 @@ class Fake:
         listen = []
         for _ in range(listeners):
             listen += ["--listen", "127.0.0.1:0"]
-        cmd = [FAKE, *listen, "--ready-file", self.ready, "--stats-file", self.stats_file,
+        cmd = [sys.executable, FAKE, *listen, "--ready-file", self.ready, "--stats-file", self.stats_file,
                "--log-file", self.log, "--admin-port", "0", "--max-runtime", "120", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 15
@@ -269,7 +269,7 @@ def case_oc_tunnel_echo():
         with open(script, "w") as fh:
             fh.write(TUNNEL_SCRIPT)
         cmd = ["openconnect", "-v", "--protocol=gp", "--cafile", CA, "-u", "alice", "--passwd-on-stdin", "--usergroup",
-               "gateway", "--no-dtls", "--script-tun", "--script", f"python3 {script} {result} </dev/null >/dev/null 2>&1", f.url]
+               "gateway", "--no-dtls", "--script-tun", "--script", f"{sys.executable} {script} {result} </dev/null >/dev/null 2>&1", f.url]
         print("  $ " + " ".join(cmd))
         oc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
@@ -476,12 +476,12 @@ def case_selftest_keepalive_lifecycle():
         check(headers.get("Connection") == "close", "keep-alive off sends Connection: close")
     d = tempfile.mkdtemp(prefix="gpfake.")
     ready = os.path.join(d, "ready.json")
-    p = subprocess.Popen([FAKE, "--ready-file", ready, "--max-runtime", "1"], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, FAKE, "--ready-file", ready, "--max-runtime", "1"], stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     check(line.startswith("fake-gp-gateway listening on 127.0.0.1:"), "prints the listening line")
     check(p.wait(10) == 3, "--max-runtime bound ends the process with exit 3")
     shutil.rmtree(d, ignore_errors=True)
-    r = subprocess.run([FAKE, "--esp", "des-cbc"], capture_output=True, text=True, timeout=10)
+    r = subprocess.run([sys.executable, FAKE, "--esp", "des-cbc"], capture_output=True, text=True, timeout=10)
     check(r.returncode != 0 and "unknown ESP suite" in r.stderr, "bad knob value gives a clear error")
 
 
