@@ -142,6 +142,11 @@ def case_oc_direct_gateway():
         s = f.stats()
         check(not any(p.startswith("/global-protect/") for p in s["requests_by_path"]), "portal never contacted")
         check(s["requests_by_path"].get("/ssl-vpn/prelogin.esp") == 1, "gateway prelogin ran once")
+    with Fake("--no-portal") as f:
+        expect_auth_ok(openconnect(f.url, ["--authenticate", "-u", "alice", "--passwd-on-stdin"], "secret\n"))
+        s = f.stats()
+        check(s["requests_by_path"].get("/global-protect/prelogin.esp") == 1 and s["login_ok"] == 1,
+              "'portal does not exist' makes openconnect retry the host as a gateway")
 
 
 def case_oc_otp_two_rounds():
@@ -360,6 +365,38 @@ def case_selftest_auth_errors():
         time.sleep(1.3)
         check("Invalid authentication cookie" in getconfig(f, cookie)[1], "cookie older than max age rejected")
         check(f.stats()["expired_cookie_rejections"] == 1, "expiry counted")
+
+
+def case_selftest_saml_and_portal():
+    import base64
+    with Fake("--portal-saml", "POST", "--gw-saml", "REDIRECT", "--portal-cookie",
+              "--gateway", "0:3:a", "--gateway", "0:1:b") as f:
+        _, _, body = post(f, "/global-protect/prelogin.esp", {})
+        root = ET.fromstring(body)
+        html_form = base64.b64decode(root.findtext("saml-request")).decode()
+        check(root.findtext("saml-auth-method") == "POST" and "<form" in html_form, "portal SAML POST: base64 HTML form")
+        _, _, body = post(f, "/ssl-vpn/prelogin.esp", {})
+        url = base64.b64decode(ET.fromstring(body).findtext("saml-request")).decode()
+        check(url.startswith("https://") and "/SAML20/SP/ACS" in url, "gateway SAML REDIRECT: base64 IdP URL")
+        c = http.client.HTTPSConnection("127.0.0.1", f.port, context=client_ctx(), timeout=5)
+        c.request("GET", "/SAML20/SP/ACS?user=bob")
+        r = c.getresponse()
+        r.read()
+        check(r.getheader("saml-auth-status") == "1" and r.getheader("saml-username") == "bob"
+              and r.getheader("prelogin-cookie") == "FAKE-SAML-COOKIE", "ACS answers with the saml-* headers")
+        status, _, body = post(f, "/global-protect/getconfig.esp", {"user": "bob", "prelogin-cookie": "FAKE-SAML-COOKIE"})
+        policy = ET.fromstring(body)
+        puc = policy.findtext("portal-userauthcookie")
+        prios = {e.findtext("description"): e.findtext("priority") for e in policy.iter("entry")
+                 if e.findtext("description")}
+        check(status == 200 and len(puc) == 32, "portal accepts the SAML cookie and issues portal-userauthcookie")
+        check(prios == {"a": "3", "b": "1"}, "portal lists both gateways with their priorities")
+        status, _, _ = post(f, "/ssl-vpn/login.esp", {**LOGIN_FORM, "user": "bob", "passwd": "",
+                                                       "portal-userauthcookie": puc})
+        check(status == 200, "gateway accepts the portal-userauthcookie")
+        status, _, _ = post(f, "/ssl-vpn/login.esp", {**LOGIN_FORM, "user": "alice", "passwd": "",
+                                                       "portal-userauthcookie": puc})
+        check(status == 512, "portal-userauthcookie is bound to its user")
 
 
 def case_selftest_stall_delay_malformed():
