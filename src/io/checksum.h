@@ -1,0 +1,72 @@
+// Internet checksum (RFC 1071) in native byte order: summing 16-bit words as
+// the machine reads them and storing the folded result the same way gives the
+// right bytes on the wire on either endianness. Chunks must start at even
+// offsets of the checksummed range (all headers here are multiples of 4).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace espvpn::io::checksum {
+
+inline std::uint64_t add(std::uint64_t acc, std::span<const std::uint8_t> bytes) {
+    const std::uint8_t* p = bytes.data();
+    std::size_t n = bytes.size();
+    while (n >= 8) {
+        std::uint64_t v;
+        std::memcpy(&v, p, 8);
+        acc += v;
+        acc += (acc < v);  // end-around carry keeps it a ones' complement sum
+        p += 8;
+        n -= 8;
+    }
+    std::uint64_t tail = 0;
+    while (n >= 2) {
+        std::uint16_t v;
+        std::memcpy(&v, p, 2);
+        tail += v;
+        p += 2;
+        n -= 2;
+    }
+    if (n) {
+        const std::uint8_t last[2] = {p[0], 0};
+        std::uint16_t v;
+        std::memcpy(&v, last, 2);
+        tail += v;
+    }
+    acc += tail;
+    acc += (acc < tail);
+    return acc;
+}
+
+// Folds to 16 bits, not complemented (the form a partial/pseudo-header sum takes).
+inline std::uint16_t fold(std::uint64_t acc) {
+    acc = (acc & 0xffffffffu) + (acc >> 32);
+    acc = (acc & 0xffffffffu) + (acc >> 32);
+    acc = (acc & 0xffffu) + (acc >> 16);
+    acc = (acc & 0xffffu) + (acc >> 16);
+    acc = (acc & 0xffffu) + (acc >> 16);
+    return static_cast<std::uint16_t>(acc);
+}
+
+// The TCP/UDP pseudo-header sum: addresses as they sit in the IP header.
+inline std::uint64_t pseudo_header(std::span<const std::uint8_t> src, std::span<const std::uint8_t> dst,
+                                   std::uint8_t protocol, std::uint32_t l4_length) {
+    std::uint64_t acc = add(add(0, src), dst);
+    const std::uint8_t tail[8] = {0,
+                                  0,
+                                  0,
+                                  protocol,
+                                  static_cast<std::uint8_t>(l4_length >> 24),
+                                  static_cast<std::uint8_t>(l4_length >> 16),
+                                  static_cast<std::uint8_t>(l4_length >> 8),
+                                  static_cast<std::uint8_t>(l4_length)};
+    return add(acc, tail);
+}
+
+// Stores a 16-bit value already in native checksum order.
+inline void store(std::uint8_t* at, std::uint16_t value) { std::memcpy(at, &value, 2); }
+
+}  // namespace espvpn::io::checksum

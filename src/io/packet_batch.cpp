@@ -1,0 +1,95 @@
+#include "src/io/packet_batch.h"
+
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+
+namespace espvpn::io {
+
+namespace {
+constexpr std::size_t kSlotAlign = 64;  // cache line: slots never share one
+}
+
+void PacketBatch::FreeStorage::operator()(std::uint8_t* p) const { std::free(p); }
+
+PacketBatch::PacketBatch(const PacketBatchShape& shape) : shape_(shape) {
+    if (shape.slots == 0 || shape.capacity == 0)
+        throw std::invalid_argument("PacketBatch: slots and capacity must be non-zero");
+    std::size_t raw = shape.headroom + shape.capacity + shape.tailroom;
+    if (raw > UINT32_MAX / 2) throw std::invalid_argument("PacketBatch: slot too large");
+    slot_size_ = (raw + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+    storage_.reset(static_cast<std::uint8_t*>(std::aligned_alloc(kSlotAlign, slot_size_ * shape.slots)));
+    if (!storage_) throw std::bad_alloc();
+    meta_.reset(new Meta[shape.slots]);
+    for (std::size_t i = 0; i < shape.slots; ++i) reset_slot(i);
+}
+
+void PacketBatch::clear() {
+    for (std::size_t i = 0; i < used_; ++i) reset_slot(i);
+    used_ = 0;
+}
+
+std::span<std::uint8_t> PacketBatch::next_room() {
+    if (full()) return {};
+    reset_slot(used_);
+    return {storage_.get() + used_ * slot_size_ + shape_.headroom, shape_.capacity};
+}
+
+void PacketBatch::commit(std::size_t length) {
+    if (full() || length > shape_.capacity) throw std::logic_error("PacketBatch::commit beyond slot");
+    meta_[used_].length = static_cast<std::uint32_t>(length);
+    ++used_;
+}
+
+void PacketBatch::set_size(std::size_t n) {
+    if (n > shape_.slots) throw std::logic_error("PacketBatch::set_size beyond slots");
+    used_ = n;
+}
+
+std::span<std::uint8_t> PacketBatch::packet(std::size_t i) {
+    return {storage_.get() + i * slot_size_ + meta_[i].offset, meta_[i].length};
+}
+
+std::span<const std::uint8_t> PacketBatch::packet(std::size_t i) const {
+    return {storage_.get() + i * slot_size_ + meta_[i].offset, meta_[i].length};
+}
+
+void PacketBatch::set_length(std::size_t i, std::size_t length) {
+    if (meta_[i].offset + length > slot_size_) throw std::logic_error("PacketBatch::set_length beyond slot");
+    meta_[i].length = static_cast<std::uint32_t>(length);
+}
+
+void PacketBatch::reset_slot(std::size_t i) {
+    meta_[i].offset = static_cast<std::uint32_t>(shape_.headroom);
+    meta_[i].length = 0;
+}
+
+std::size_t PacketBatch::back_room(std::size_t i) const {
+    return slot_size_ - meta_[i].offset - meta_[i].length;
+}
+
+bool PacketBatch::grow_front(std::size_t i, std::size_t n) {
+    if (n > meta_[i].offset) return false;
+    meta_[i].offset -= static_cast<std::uint32_t>(n);
+    meta_[i].length += static_cast<std::uint32_t>(n);
+    return true;
+}
+
+bool PacketBatch::shrink_front(std::size_t i, std::size_t n) {
+    if (n > meta_[i].length) return false;
+    meta_[i].offset += static_cast<std::uint32_t>(n);
+    meta_[i].length -= static_cast<std::uint32_t>(n);
+    return true;
+}
+
+bool PacketBatch::grow_back(std::size_t i, std::size_t n) {
+    if (n > back_room(i)) return false;
+    meta_[i].length += static_cast<std::uint32_t>(n);
+    return true;
+}
+
+std::span<std::uint8_t> PacketBatch::slot(std::size_t i) {
+    return {storage_.get() + i * slot_size_, slot_size_};
+}
+
+}  // namespace espvpn::io
