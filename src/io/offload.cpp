@@ -281,7 +281,11 @@ GroCoalescer::Outcome GroCoalescer::coalesce(PacketBatch& batch, bool tcp, bool 
         outcome.error = OffloadError::no_headroom;
         return outcome;
     }
-    const std::size_t n = std::min(batch.size(), max_packets_);
+    if (batch.size() > max_packets_) {
+        outcome.error = OffloadError::too_many_segments;
+        return outcome;
+    }
+    const std::size_t n = batch.size();
     std::size_t items = 0;
     for (std::size_t i = 0; i < n; ++i) {
         std::span<std::uint8_t> pkt = batch.packet(i);

@@ -1,0 +1,210 @@
+#include "src/io/rtnetlink.h"
+
+#include <arpa/inet.h>
+#include <linux/if.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace espvpn::io {
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// A netlink request assembled in a fixed buffer: header, family struct, attributes.
+struct Request {
+    alignas(NLMSG_ALIGNTO) std::uint8_t buf[512] = {};
+    nlmsghdr* hdr() { return reinterpret_cast<nlmsghdr*>(buf); }
+
+    Request(std::uint16_t type, std::uint16_t flags, const void* body, std::size_t body_len) {
+        hdr()->nlmsg_type = type;
+        hdr()->nlmsg_flags = static_cast<std::uint16_t>(NLM_F_REQUEST | NLM_F_ACK | flags);
+        hdr()->nlmsg_len = static_cast<std::uint32_t>(NLMSG_LENGTH(body_len));
+        std::memcpy(NLMSG_DATA(hdr()), body, body_len);
+    }
+    void attr(std::uint16_t type, const void* data, std::size_t len) {
+        std::size_t at = NLMSG_ALIGN(hdr()->nlmsg_len);
+        auto* rta = reinterpret_cast<rtattr*>(buf + at);
+        rta->rta_type = type;
+        rta->rta_len = static_cast<std::uint16_t>(RTA_LENGTH(len));
+        std::memcpy(RTA_DATA(rta), data, len);
+        hdr()->nlmsg_len = static_cast<std::uint32_t>(at + RTA_ALIGN(rta->rta_len));
+    }
+    void attr_u32(std::uint16_t type, std::uint32_t v) { attr(type, &v, sizeof v); }
+};
+
+}  // namespace
+
+Result<IpPrefix> IpPrefix::parse(std::string_view text) {
+    IpPrefix p;
+    std::string_view addr = text;
+    int max_len;
+    std::size_t slash = text.find('/');
+    if (slash != std::string_view::npos) addr = text.substr(0, slash);
+    std::string addr_str(addr);
+    if (inet_pton(AF_INET, addr_str.c_str(), p.address) == 1) {
+        p.family = AF_INET;
+        max_len = 32;
+    } else if (inet_pton(AF_INET6, addr_str.c_str(), p.address) == 1) {
+        p.family = AF_INET6;
+        max_len = 128;
+    } else {
+        return make_error("not an IPv4 or IPv6 address: '" + addr_str + "'");
+    }
+    p.prefix_len = static_cast<std::uint8_t>(max_len);
+    if (slash != std::string_view::npos) {
+        std::string_view len = text.substr(slash + 1);
+        int value = -1;
+        auto [ptr, ec] = std::from_chars(len.data(), len.data() + len.size(), value);
+        if (ec != std::errc{} || ptr != len.data() + len.size() || value < 0 || value > max_len)
+            return make_error("bad prefix length in '" + std::string(text) + "'");
+        p.prefix_len = static_cast<std::uint8_t>(value);
+    }
+    return p;
+}
+
+std::string IpPrefix::to_string() const {
+    char text[INET6_ADDRSTRLEN] = {};
+    inet_ntop(family, address, text, sizeof text);
+    return std::string(text) + "/" + std::to_string(prefix_len);
+}
+
+bool IpPrefix::operator==(const IpPrefix& other) const {
+    return family == other.family && prefix_len == other.prefix_len &&
+           std::memcmp(address, other.address, 16) == 0;
+}
+
+Result<RtNetlink> RtNetlink::open() {
+    int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0) return make_error("rtnetlink socket: " + errno_text(errno));
+    sockaddr_nl local{};
+    local.nl_family = AF_NETLINK;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+        int err = errno;
+        ::close(fd);
+        return make_error("rtnetlink bind: " + errno_text(err));
+    }
+    return RtNetlink(fd);
+}
+
+RtNetlink::RtNetlink(RtNetlink&& other) noexcept : fd_(other.fd_), seq_(other.seq_) { other.fd_ = -1; }
+RtNetlink& RtNetlink::operator=(RtNetlink&& other) noexcept {
+    if (this != &other) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = other.fd_;
+        seq_ = other.seq_;
+        other.fd_ = -1;
+    }
+    return *this;
+}
+RtNetlink::~RtNetlink() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+Status RtNetlink::transact(void* request, std::size_t length, const char* what) {
+    auto* hdr = static_cast<nlmsghdr*>(request);
+    hdr->nlmsg_seq = ++seq_;
+    sockaddr_nl kernel{};
+    kernel.nl_family = AF_NETLINK;
+    if (::sendto(fd_, request, length, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
+        return make_error(std::string(what) + ": netlink send: " + errno_text(errno));
+    alignas(NLMSG_ALIGNTO) std::uint8_t reply[4096];
+    for (int attempts = 0; attempts < 16; ++attempts) {
+        ssize_t n = ::recv(fd_, reply, sizeof reply, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return make_error(std::string(what) + ": netlink receive: " + errno_text(errno));
+        }
+        int left = static_cast<int>(n);
+        for (auto* m = reinterpret_cast<nlmsghdr*>(reply); NLMSG_OK(m, left); m = NLMSG_NEXT(m, left)) {
+            if (m->nlmsg_seq != seq_ || m->nlmsg_type != NLMSG_ERROR) continue;
+            if (m->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) return make_error(std::string(what) + ": short netlink ack");
+            const auto* err = static_cast<const nlmsgerr*>(NLMSG_DATA(m));
+            if (err->error == 0) return {};
+            return make_error(std::string(what) + ": " + errno_text(-err->error));
+        }
+    }
+    return make_error(std::string(what) + ": no netlink acknowledgement");
+}
+
+Status RtNetlink::set_mtu(int ifindex, unsigned mtu) {
+    ifinfomsg info{};
+    info.ifi_family = AF_UNSPEC;
+    info.ifi_index = ifindex;
+    Request r(RTM_NEWLINK, 0, &info, sizeof info);
+    r.attr_u32(IFLA_MTU, mtu);
+    return transact(r.buf, r.hdr()->nlmsg_len, ("set MTU " + std::to_string(mtu)).c_str());
+}
+
+Status RtNetlink::set_up(int ifindex, bool up) {
+    ifinfomsg info{};
+    info.ifi_family = AF_UNSPEC;
+    info.ifi_index = ifindex;
+    info.ifi_change = IFF_UP;
+    info.ifi_flags = up ? IFF_UP : 0;
+    Request r(RTM_NEWLINK, 0, &info, sizeof info);
+    return transact(r.buf, r.hdr()->nlmsg_len, up ? "set link up" : "set link down");
+}
+
+namespace {
+Request address_request(std::uint16_t type, std::uint16_t flags, int ifindex, const IpPrefix& p) {
+    ifaddrmsg msg{};
+    msg.ifa_family = static_cast<std::uint8_t>(p.family);
+    msg.ifa_prefixlen = p.prefix_len;
+    msg.ifa_index = static_cast<std::uint32_t>(ifindex);
+    msg.ifa_scope = RT_SCOPE_UNIVERSE;
+    Request r(type, flags, &msg, sizeof msg);
+    std::size_t len = p.family == AF_INET ? 4 : 16;
+    r.attr(IFA_LOCAL, p.address, len);
+    r.attr(IFA_ADDRESS, p.address, len);
+    return r;
+}
+
+Request route_request(std::uint16_t type, std::uint16_t flags, int ifindex, const IpPrefix& p, unsigned metric) {
+    rtmsg msg{};
+    msg.rtm_family = static_cast<std::uint8_t>(p.family);
+    msg.rtm_dst_len = p.prefix_len;
+    msg.rtm_table = RT_TABLE_MAIN;
+    msg.rtm_protocol = RTPROT_STATIC;
+    msg.rtm_scope = RT_SCOPE_LINK;
+    msg.rtm_type = RTN_UNICAST;
+    Request r(type, flags, &msg, sizeof msg);
+    // Zero the host bits: the kernel rejects a destination that has them set.
+    std::uint8_t dst[16] = {};
+    std::size_t len = p.family == AF_INET ? 4 : 16;
+    for (std::size_t bit = 0; bit < p.prefix_len; ++bit)
+        dst[bit / 8] |= static_cast<std::uint8_t>(p.address[bit / 8] & (0x80 >> (bit % 8)));
+    r.attr(RTA_DST, dst, len);
+    r.attr_u32(RTA_OIF, static_cast<std::uint32_t>(ifindex));
+    if (metric) r.attr_u32(RTA_PRIORITY, metric);
+    return r;
+}
+}  // namespace
+
+Status RtNetlink::add_address(int ifindex, const IpPrefix& prefix) {
+    Request r = address_request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE, ifindex, prefix);
+    return transact(r.buf, r.hdr()->nlmsg_len, ("add address " + prefix.to_string()).c_str());
+}
+
+Status RtNetlink::delete_address(int ifindex, const IpPrefix& prefix) {
+    Request r = address_request(RTM_DELADDR, 0, ifindex, prefix);
+    return transact(r.buf, r.hdr()->nlmsg_len, ("delete address " + prefix.to_string()).c_str());
+}
+
+Status RtNetlink::add_route(int ifindex, const IpPrefix& destination, unsigned metric) {
+    Request r = route_request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, ifindex, destination, metric);
+    return transact(r.buf, r.hdr()->nlmsg_len, ("add route " + destination.to_string()).c_str());
+}
+
+Status RtNetlink::delete_route(int ifindex, const IpPrefix& destination, unsigned metric) {
+    Request r = route_request(RTM_DELROUTE, 0, ifindex, destination, metric);
+    return transact(r.buf, r.hdr()->nlmsg_len, ("delete route " + destination.to_string()).c_str());
+}
+
+}  // namespace espvpn::io
