@@ -1,0 +1,110 @@
+// UdpSocket: the ESP/DTLS datagram socket, read and written in batches.
+//
+// send_batch groups runs of equal-sized packets into one UDP_SEGMENT (GSO)
+// message each and sends all messages with one sendmmsg; recv_batch takes a
+// recvmmsg batch and, with UDP_GRO, splits coalesced buffers back into
+// datagrams by their gso_size. Both fall back to one datagram per message
+// when the kernel (or the route) does not support GSO/GRO.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "crypto/result.h"
+#include "src/io/packet_batch.h"
+
+struct mmsghdr;
+
+namespace espvpn::io {
+
+// "192.0.2.1:4501", "[2001:db8::1]:443".
+struct SocketAddress {
+    sockaddr_storage storage{};
+    socklen_t length = 0;
+
+    static Result<SocketAddress> parse(std::string_view text);
+    int family() const { return storage.ss_family; }
+    std::string to_string() const;
+};
+
+struct UdpOptions {
+    std::string local;             // bind address; empty: any address of the remote's family, any port
+    std::string remote;            // connect to this peer; empty: unconnected (receive only)
+    int send_buffer = 4 << 20;
+    int receive_buffer = 4 << 20;
+    bool gso = true;
+    bool gro = true;
+};
+
+struct UdpCounters {
+    std::uint64_t sent = 0;             // datagrams handed to the kernel
+    std::uint64_t send_calls = 0;       // sendmmsg calls
+    std::uint64_t gso_messages = 0;     // messages carrying more than one segment
+    std::uint64_t received = 0;         // datagrams given to the caller
+    std::uint64_t receive_calls = 0;
+    std::uint64_t gro_buffers = 0;      // received buffers holding more than one datagram
+    std::uint64_t peer_errors = 0;      // ICMP errors (refused/unreachable) reported on receive
+    // Drops by reason (datagrams):
+    std::uint64_t drop_would_block = 0; // socket send buffer full (EAGAIN)
+    std::uint64_t drop_no_buffers = 0;  // ENOBUFS: the qdisc/device queue is full
+    std::uint64_t drop_unreachable = 0; // ECONNREFUSED / host or net unreachable (ICMP)
+    std::uint64_t drop_too_big = 0;     // EMSGSIZE
+    std::uint64_t drop_other = 0;
+    std::uint64_t drop_truncated = 0;   // received datagram larger than a slot
+};
+
+enum class SendStatus { ok, would_block, no_buffers, unreachable, error };
+
+struct SendOutcome {
+    std::size_t sent = 0;      // packets sent, from the first given
+    SendStatus status = SendStatus::ok;
+    int error = 0;             // errno of the last failure, if any
+};
+
+class UdpSocket {
+public:
+    static constexpr std::size_t kMaxBatch = 256;
+    static constexpr std::size_t kMaxSegments = 64;  // UDP_MAX_SEGMENTS
+
+    static Result<UdpSocket> open(const UdpOptions& options);
+    UdpSocket(UdpSocket&&) noexcept;
+    UdpSocket& operator=(UdpSocket&&) noexcept;
+    ~UdpSocket();
+
+    int fd() const { return fd_; }
+    bool gso() const { return gso_; }
+    bool gro() const { return gro_; }
+    Result<SocketAddress> local_address() const;
+    const UdpCounters& counters() const { return counters_; }
+
+    bool wait_readable(int timeout_ms) const;
+
+    // Sends packets [first, batch.size()) to the connected peer. Packets that
+    // could not be sent are dropped and counted by reason; the outcome says
+    // why the last failure happened (never blocks).
+    SendOutcome send_batch(const PacketBatch& batch, std::size_t first = 0);
+
+    // Appends received datagrams to `out` (never blocks). Returns how many.
+    // Datagrams of a GRO buffer that do not fit `out` stay for the next call.
+    Result<std::size_t> recv_batch(PacketBatch& out);
+
+private:
+    UdpSocket() = default;
+    struct Buffers;
+    std::size_t drain_gro(PacketBatch& out);
+
+    int fd_ = -1;
+    bool gso_ = false;
+    bool gro_ = false;
+    bool connected_ = false;
+    UdpCounters counters_;
+    std::unique_ptr<Buffers> buf_;
+};
+
+}  // namespace espvpn::io
