@@ -49,6 +49,8 @@ Result<SocketAddress> SocketAddress::parse(std::string_view text) {
         if (colon == std::string_view::npos) return make_error("bad address '" + std::string(text) + "': no port");
         host = text.substr(0, colon);
         port = text.substr(colon + 1);
+        if (host.find(':') != std::string_view::npos)
+            return make_error("bad address '" + std::string(text) + "': write IPv6 as [address]:port");
     }
     unsigned p = 0;
     auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), p);

@@ -1,0 +1,101 @@
+// UdpSocket on loopback (no privileges needed): batches, GSO/GRO and the
+// mapping of ICMP errors to drop counters.
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "src/io/rtnetlink.h"
+#include "src/io/udp_socket.h"
+
+using namespace espvpn::io;
+
+TEST_CASE("SocketAddress and IpPrefix parse and reject with a reason") {
+    auto v4 = SocketAddress::parse("127.0.0.1:4501");
+    REQUIRE(v4.ok());
+    CHECK(v4->to_string() == "127.0.0.1:4501");
+    auto v6 = SocketAddress::parse("[::1]:443");
+    REQUIRE(v6.ok());
+    CHECK(v6->to_string() == "[::1]:443");
+    CHECK_FALSE(SocketAddress::parse("::1:443").ok());
+    CHECK(SocketAddress::parse("1.2.3.4").error().message.find("no port") != std::string::npos);
+    CHECK_FALSE(SocketAddress::parse("1.2.3.4:70000").ok());
+    CHECK_FALSE(SocketAddress::parse("host.example:80").ok());
+    CHECK_FALSE(SocketAddress::parse("[::1]443").ok());
+
+    auto p = IpPrefix::parse("10.0.0.2/24");
+    REQUIRE(p.ok());
+    CHECK(p->to_string() == "10.0.0.2/24");
+    CHECK(IpPrefix::parse("fd00::1")->prefix_len == 128);
+    CHECK(IpPrefix::parse("10.0.0.1")->prefix_len == 32);
+    CHECK_FALSE(IpPrefix::parse("10.0.0.1/33").ok());
+    CHECK_FALSE(IpPrefix::parse("fd00::1/129").ok());
+    CHECK_FALSE(IpPrefix::parse("10.0.0.1/x").ok());
+    CHECK(IpPrefix::parse("10.0.0/8").error().message.find("10.0.0") != std::string::npos);
+}
+
+TEST_CASE("UdpSocket: a batch over loopback arrives whole, with or without offload") {
+    for (bool offload : {true, false}) {
+        UdpOptions ro;
+        ro.local = "127.0.0.1:0";
+        ro.gro = offload;
+        auto rx = UdpSocket::open(ro);
+        REQUIRE(rx.ok());
+        UdpOptions to;
+        to.remote = rx->local_address()->to_string();
+        to.gso = offload;
+        auto tx = UdpSocket::open(to);
+        REQUIRE(tx.ok());
+        PacketBatch out({20, 1500, 16, 16});
+        for (int i = 0; i < 20; ++i) {
+            auto room = out.next_room();
+            std::fill(room.begin(), room.begin() + 1000, std::uint8_t(i));
+            out.commit(i == 19 ? 10 : 1000);
+        }
+        SendOutcome s = tx->send_batch(out);
+        CHECK(s.status == SendStatus::ok);
+        CHECK(s.sent == 20);
+        PacketBatch in({32, 1500, 16, 16});
+        for (int tries = 0; tries < 50 && in.size() < 20; ++tries) {
+            if (rx->wait_readable(100)) REQUIRE(rx->recv_batch(in).ok());
+        }
+        REQUIRE(in.size() == 20);
+        for (int i = 0; i < 20; ++i) {
+            CHECK(in.length(i) == (i == 19 ? 10u : 1000u));
+            CHECK(in.packet(i)[0] == i);
+        }
+        if (offload && tx->gso()) CHECK(tx->counters().gso_messages == 1);
+    }
+}
+
+TEST_CASE("UdpSocket: ICMP port unreachable is counted as a drop, not a failure") {
+    // A port nobody listens on: bind one, note it, close it.
+    std::string dead;
+    {
+        UdpOptions o;
+        o.local = "127.0.0.1:0";
+        auto s = UdpSocket::open(o);
+        REQUIRE(s.ok());
+        dead = s->local_address()->to_string();
+    }
+    UdpOptions o;
+    o.remote = dead;
+    auto tx = UdpSocket::open(o);
+    REQUIRE(tx.ok());
+    PacketBatch out({1, 100, 0, 0});
+    out.next_room()[0] = 1;
+    out.commit(1);
+    SendOutcome last;
+    for (int i = 0; i < 20 && last.status != SendStatus::unreachable; ++i) {
+        last = tx->send_batch(out);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(last.status == SendStatus::unreachable);
+    CHECK(tx->counters().drop_unreachable >= 1);
+
+    UdpOptions none;
+    CHECK_FALSE(UdpSocket::open(none).ok());
+    UdpOptions mixed;
+    mixed.local = "127.0.0.1:0";
+    mixed.remote = "[::1]:9";
+    CHECK(UdpSocket::open(mixed).error().message.find("family") != std::string::npos);
+}
