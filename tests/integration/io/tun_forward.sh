@@ -26,8 +26,8 @@ ip netns add "$nsb"
 ip -n "$nsa" link set lo up
 ip -n "$nsb" link set lo up
 
-start_forwarder() {  # $1: extra flag
-  "$fwd_bin" /run/netns/"$nsa" /run/netns/"$nsb" "${p}A" "${p}B" $1 --seconds 120 >"$work/fwd.out" 2>&1 &
+start_forwarder() {  # $1: name of B's tun, $2: extra flag
+  "$fwd_bin" /run/netns/"$nsa" /run/netns/"$nsb" "${p}A" "$1" $2 --seconds 120 >"$work/fwd.out" 2>&1 &
   fwd=$!
   pids+=("$fwd")
   for _ in $(seq 50); do grep -q ready "$work/fwd.out" 2>/dev/null && return 0; sleep 0.1; done
@@ -65,8 +65,13 @@ throughput() {  # prints Gbit/s of an iperf3 run A -> B
 }
 
 for mode in offload plain; do
-  flag=""; [[ $mode == plain ]] && flag=--no-offload
-  start_forwarder "$flag"
+  if [[ $mode == offload ]]; then
+    start_forwarder - ""   # B: kernel-chosen name
+  else
+    # B: a pre-created persistent tun, attached to (and left in place on close).
+    ip -n "$nsb" tuntap add mode tun name "${p}B"
+    start_forwarder "${p}B" --no-offload
+  fi
   ip netns exec "$nsa" ping -c 2 -i 0.2 -W 2 10.99.0.2 >/dev/null || { echo "FAIL: ping v4 ($mode)"; exit 1; }
   ip netns exec "$nsa" ping -6 -c 2 -i 0.2 -W 2 fd99::2 >/dev/null || { echo "FAIL: ping v6 ($mode)"; exit 1; }
   transfer "$nsb" "$nsa" 10.99.0.2
@@ -81,8 +86,15 @@ for mode in offload plain; do
     [[ $super -gt 0 ]] || { echo "FAIL: no TSO super-packets read with offloads on"; exit 1; }
     [[ $writes -lt $packets ]] || { echo "FAIL: no coalescing on tun writes ($writes writes for $packets packets)"; exit 1; }
     [[ $drops -eq 0 ]] || { echo "FAIL: $drops packets dropped by split"; exit 1; }
+    # Closing a non-persistent tun removes it.
+    ! ip -n "$nsa" link show "${p}A" >/dev/null 2>&1 || { echo "FAIL: tun left behind"; exit 1; }
+  else
+    # The persistent tun stays, without the addresses and routes we gave it.
+    ip -n "$nsb" link show "${p}B" >/dev/null || { echo "FAIL: persistent tun vanished"; exit 1; }
+    left=$(ip -n "$nsb" addr show dev "${p}B" | grep -c -e 10.99.0 -e fd99:: || true)
+    routes=$(ip -n "$nsb" route show dev "${p}B"; ip -n "$nsb" -6 route show dev "${p}B" | grep fd99 || true)
+    [[ $left -eq 0 && -z $routes ]] || { echo "FAIL: left on persistent tun: $left addresses, routes '$routes'"; exit 1; }
+    ip -n "$nsb" tuntap del mode tun name "${p}B"
   fi
 done
-# Closing the devices removed them with their addresses.
-! ip -n "$nsa" link show "${p}A" >/dev/null 2>&1 || { echo "FAIL: tun left behind"; exit 1; }
 echo "PASS"

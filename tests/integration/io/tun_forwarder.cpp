@@ -3,6 +3,7 @@
 // between the namespaces exercises the whole offload path.
 //
 //   tun_forwarder NETNS_A NETNS_B NAME_A NAME_B [--no-offload] [--seconds N]
+// A name of "-" lets the kernel choose one; an existing persistent tun is attached to.
 // A gets 10.99.0.1 / fd99::1, B gets 10.99.0.2 / fd99::2, MTU 1400, routes to
 // each other. Prints "ready" once both are up, counters on exit (SIGTERM).
 #include <fcntl.h>
@@ -41,7 +42,7 @@ TunDevice open_in(const std::string& netns, const std::string& name, bool offloa
     if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) die("setns " + netns + ": " + std::strerror(errno));
     ::close(fd);
     TunOptions o;
-    o.name = name;
+    o.name = name == "-" ? "" : name;  // "-": let the kernel pick tunN
     o.offload = offload;
     auto tun = TunDevice::open(o);
     if (!tun) die(tun.error().message);
