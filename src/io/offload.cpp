@@ -268,8 +268,11 @@ bool same_transport(const std::uint8_t* a, const std::uint8_t* b, const Headers&
     if (h.protocol != kProtoTcp) return true;
     const std::uint8_t* ta = a + h.ip_len;
     const std::uint8_t* tb = b + h.ip_len;
-    return std::memcmp(ta + 8, tb + 8, 4) == 0                // ack number
-           && std::memcmp(ta + 12, tb + 12, 1) == 0           // data offset
+    // Like the kernel's GRO: ack, data offset, window and options all equal
+    // (a window update must reach the stack, not vanish into a merge).
+    return std::memcmp(ta + 8, tb + 8, 4) == 0                 // ack number
+           && ta[12] == tb[12]                                 // data offset
+           && std::memcmp(ta + 14, tb + 14, 2) == 0            // window
            && std::memcmp(ta + 20, tb + 20, h.l4_len - 20) == 0;  // options
 }
 

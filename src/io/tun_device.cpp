@@ -193,7 +193,7 @@ Result<std::size_t> TunDevice::read_packets(PacketBatch& out) {
         VirtioNetHdr hdr;
         if (hdr_size) (void)parse_virtio_net_hdr({read_buf_.get(), hdr_size}, hdr);
         SplitOutcome r = split_super_packet(hdr, packet, out);
-        if (r.error == OffloadError::batch_full && out.size() > start) break;  // keep it for the next call
+        if (r.error == OffloadError::batch_full) break;  // fits an emptier batch: keep it for the next call
         pending_ = 0;
         if (r.error != OffloadError::none) {
             ++counters_.split_drops[static_cast<std::size_t>(r.error)];

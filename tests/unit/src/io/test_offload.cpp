@@ -337,6 +337,18 @@ TEST_CASE("gro: options must match, and TCP merging can be off") {
     push(c, make_packet(f, 0, kAck, pattern(1000)));
     push(c, make_packet(f, 1000, kAck, pattern(1000)));
     CHECK(run_gro(c, false, false).size() == 2);
+
+    // A window update is not merged away.
+    PacketBatch d = gro_batch();
+    push(d, make_packet(f, 0, kAck, pattern(1000)));
+    Bytes moved = make_packet(f, 1000, kAck, pattern(1000));
+    put_be16(&moved[34], 501);  // window
+    put_be16(&moved[36], 0);
+    put_be16(&moved[36], ~ref_sum(&moved[20], moved.size() - 20, ref_pseudo(moved, 6, moved.size() - 20)) & 0xffff);
+    push(d, moved);
+    auto wd = run_gro(d);
+    REQUIRE(wd.size() == 2);
+    CHECK(l4_checksum_ok(wd[1].packet));
 }
 
 TEST_CASE("gro: UDP datagrams coalesce only when USO is on, and split back") {
