@@ -41,8 +41,8 @@ struct Request {
 
 }  // namespace
 
-Result<IpPrefix> IpPrefix::parse(std::string_view text) {
-    IpPrefix p;
+Result<InterfaceAddress> InterfaceAddress::parse(std::string_view text) {
+    InterfaceAddress p;
     std::string_view addr = text;
     int max_len;
     std::size_t slash = text.find('/');
@@ -69,13 +69,13 @@ Result<IpPrefix> IpPrefix::parse(std::string_view text) {
     return p;
 }
 
-std::string IpPrefix::to_string() const {
+std::string InterfaceAddress::to_string() const {
     char text[INET6_ADDRSTRLEN] = {};
     inet_ntop(family, address, text, sizeof text);
     return std::string(text) + "/" + std::to_string(prefix_len);
 }
 
-bool IpPrefix::operator==(const IpPrefix& other) const {
+bool InterfaceAddress::operator==(const InterfaceAddress& other) const {
     return family == other.family && prefix_len == other.prefix_len &&
            std::memcmp(address, other.address, 16) == 0;
 }
@@ -153,7 +153,7 @@ Status RtNetlink::set_up(int ifindex, bool up) {
 }
 
 namespace {
-Request address_request(std::uint16_t type, std::uint16_t flags, int ifindex, const IpPrefix& p) {
+Request address_request(std::uint16_t type, std::uint16_t flags, int ifindex, const InterfaceAddress& p) {
     ifaddrmsg msg{};
     msg.ifa_family = static_cast<std::uint8_t>(p.family);
     msg.ifa_prefixlen = p.prefix_len;
@@ -166,7 +166,7 @@ Request address_request(std::uint16_t type, std::uint16_t flags, int ifindex, co
     return r;
 }
 
-Request route_request(std::uint16_t type, std::uint16_t flags, int ifindex, const IpPrefix& p, unsigned metric) {
+Request route_request(std::uint16_t type, std::uint16_t flags, int ifindex, const InterfaceAddress& p, unsigned metric) {
     rtmsg msg{};
     msg.rtm_family = static_cast<std::uint8_t>(p.family);
     msg.rtm_dst_len = p.prefix_len;
@@ -187,22 +187,22 @@ Request route_request(std::uint16_t type, std::uint16_t flags, int ifindex, cons
 }
 }  // namespace
 
-Status RtNetlink::add_address(int ifindex, const IpPrefix& prefix) {
+Status RtNetlink::add_address(int ifindex, const InterfaceAddress& prefix) {
     Request r = address_request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE, ifindex, prefix);
     return transact(r.buf, r.hdr()->nlmsg_len, ("add address " + prefix.to_string()).c_str());
 }
 
-Status RtNetlink::delete_address(int ifindex, const IpPrefix& prefix) {
+Status RtNetlink::delete_address(int ifindex, const InterfaceAddress& prefix) {
     Request r = address_request(RTM_DELADDR, 0, ifindex, prefix);
     return transact(r.buf, r.hdr()->nlmsg_len, ("delete address " + prefix.to_string()).c_str());
 }
 
-Status RtNetlink::add_route(int ifindex, const IpPrefix& destination, unsigned metric) {
+Status RtNetlink::add_route(int ifindex, const InterfaceAddress& destination, unsigned metric) {
     Request r = route_request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, ifindex, destination, metric);
     return transact(r.buf, r.hdr()->nlmsg_len, ("add route " + destination.to_string()).c_str());
 }
 
-Status RtNetlink::delete_route(int ifindex, const IpPrefix& destination, unsigned metric) {
+Status RtNetlink::delete_route(int ifindex, const InterfaceAddress& destination, unsigned metric) {
     Request r = route_request(RTM_DELROUTE, 0, ifindex, destination, metric);
     return transact(r.buf, r.hdr()->nlmsg_len, ("delete route " + destination.to_string()).c_str());
 }

@@ -10,15 +10,17 @@
 
 namespace espvpn::io {
 
-// An IPv4 or IPv6 address with a prefix length, e.g. "10.0.0.2/24", "fd00::2/64".
-struct IpPrefix {
+// An interface address with its prefix length, host bits kept: "10.0.0.2/24",
+// "fd00::2/64" (no length: /32, /128). As a route destination its host bits
+// are cleared when sent. (session's IpPrefix is a network: host bits cleared.)
+struct InterfaceAddress {
     int family = 0;  // AF_INET or AF_INET6
     std::uint8_t address[16] = {};
     std::uint8_t prefix_len = 0;
 
-    static Result<IpPrefix> parse(std::string_view text);
+    static Result<InterfaceAddress> parse(std::string_view text);
     std::string to_string() const;
-    bool operator==(const IpPrefix& other) const;
+    bool operator==(const InterfaceAddress& other) const;
 };
 
 class RtNetlink {
@@ -30,11 +32,11 @@ public:
 
     Status set_mtu(int ifindex, unsigned mtu);
     Status set_up(int ifindex, bool up);
-    Status add_address(int ifindex, const IpPrefix& prefix);
-    Status delete_address(int ifindex, const IpPrefix& prefix);
+    Status add_address(int ifindex, const InterfaceAddress& prefix);
+    Status delete_address(int ifindex, const InterfaceAddress& prefix);
     // A route to `destination` through the interface (no gateway: tun is point-to-point).
-    Status add_route(int ifindex, const IpPrefix& destination, unsigned metric = 0);
-    Status delete_route(int ifindex, const IpPrefix& destination, unsigned metric = 0);
+    Status add_route(int ifindex, const InterfaceAddress& destination, unsigned metric = 0);
+    Status delete_route(int ifindex, const InterfaceAddress& destination, unsigned metric = 0);
 
 private:
     explicit RtNetlink(int fd) : fd_(fd) {}

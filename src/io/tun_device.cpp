@@ -151,14 +151,14 @@ Status TunDevice::set_up(bool up) {
     return netlink_->set_up(ifindex_, up);
 }
 
-Status TunDevice::add_address(const IpPrefix& prefix) {
+Status TunDevice::add_address(const InterfaceAddress& prefix) {
     if (Status s = ensure_netlink(netlink_); !s) return s;
     if (Status s = netlink_->add_address(ifindex_, prefix); !s) return s;
     addresses_.push_back(prefix);
     return {};
 }
 
-Status TunDevice::add_route(const IpPrefix& destination, unsigned metric) {
+Status TunDevice::add_route(const InterfaceAddress& destination, unsigned metric) {
     if (Status s = ensure_netlink(netlink_); !s) return s;
     if (Status s = netlink_->add_route(ifindex_, destination, metric); !s) return s;
     routes_.emplace_back(destination, metric);

@@ -61,8 +61,8 @@ public:
 
     Status set_mtu(unsigned mtu);
     Status set_up(bool up);
-    Status add_address(const IpPrefix& prefix);
-    Status add_route(const IpPrefix& destination, unsigned metric = 0);
+    Status add_address(const InterfaceAddress& prefix);
+    Status add_route(const InterfaceAddress& destination, unsigned metric = 0);
 
     // Waits up to timeout_ms for a packet; false on timeout.
     bool wait_readable(int timeout_ms) const;
@@ -91,8 +91,8 @@ private:
     std::size_t pending_ = 0;                    // bytes of a read not yet split
     std::unique_ptr<GroCoalescer> gro_;
     std::unique_ptr<RtNetlink> netlink_;
-    std::vector<IpPrefix> addresses_;
-    std::vector<std::pair<IpPrefix, unsigned>> routes_;
+    std::vector<InterfaceAddress> addresses_;
+    std::vector<std::pair<InterfaceAddress, unsigned>> routes_;
 };
 
 }  // namespace espvpn::io

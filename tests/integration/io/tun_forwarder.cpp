@@ -47,11 +47,11 @@ TunDevice open_in(const std::string& netns, const std::string& name, bool offloa
     auto tun = TunDevice::open(o);
     if (!tun) die(tun.error().message);
     check(tun->set_mtu(1400));
-    check(tun->add_address(*IpPrefix::parse(self4)));
-    check(tun->add_address(*IpPrefix::parse(self6)));
+    check(tun->add_address(*InterfaceAddress::parse(self4)));
+    check(tun->add_address(*InterfaceAddress::parse(self6)));
     check(tun->set_up(true));
-    check(tun->add_route(*IpPrefix::parse(peer4)));
-    check(tun->add_route(*IpPrefix::parse(peer6)));
+    check(tun->add_route(*InterfaceAddress::parse(peer4)));
+    check(tun->add_route(*InterfaceAddress::parse(peer6)));
     return std::move(*tun);
 }
 

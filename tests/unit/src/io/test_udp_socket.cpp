@@ -9,7 +9,7 @@
 
 using namespace espvpn::io;
 
-TEST_CASE("SocketAddress and IpPrefix parse and reject with a reason") {
+TEST_CASE("SocketAddress and InterfaceAddress parse and reject with a reason") {
     auto v4 = SocketAddress::parse("127.0.0.1:4501");
     REQUIRE(v4.ok());
     CHECK(v4->to_string() == "127.0.0.1:4501");
@@ -22,15 +22,15 @@ TEST_CASE("SocketAddress and IpPrefix parse and reject with a reason") {
     CHECK_FALSE(SocketAddress::parse("host.example:80").ok());
     CHECK_FALSE(SocketAddress::parse("[::1]443").ok());
 
-    auto p = IpPrefix::parse("10.0.0.2/24");
+    auto p = InterfaceAddress::parse("10.0.0.2/24");
     REQUIRE(p.ok());
     CHECK(p->to_string() == "10.0.0.2/24");
-    CHECK(IpPrefix::parse("fd00::1")->prefix_len == 128);
-    CHECK(IpPrefix::parse("10.0.0.1")->prefix_len == 32);
-    CHECK_FALSE(IpPrefix::parse("10.0.0.1/33").ok());
-    CHECK_FALSE(IpPrefix::parse("fd00::1/129").ok());
-    CHECK_FALSE(IpPrefix::parse("10.0.0.1/x").ok());
-    CHECK(IpPrefix::parse("10.0.0/8").error().message.find("10.0.0") != std::string::npos);
+    CHECK(InterfaceAddress::parse("fd00::1")->prefix_len == 128);
+    CHECK(InterfaceAddress::parse("10.0.0.1")->prefix_len == 32);
+    CHECK_FALSE(InterfaceAddress::parse("10.0.0.1/33").ok());
+    CHECK_FALSE(InterfaceAddress::parse("fd00::1/129").ok());
+    CHECK_FALSE(InterfaceAddress::parse("10.0.0.1/x").ok());
+    CHECK(InterfaceAddress::parse("10.0.0/8").error().message.find("10.0.0") != std::string::npos);
 }
 
 TEST_CASE("UdpSocket: a batch over loopback arrives whole, with or without offload") {
