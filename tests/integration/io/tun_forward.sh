@@ -9,6 +9,7 @@ set -euo pipefail
 fwd_bin=$1
 here=$(cd "$(dirname "$0")" && pwd)
 secs=${IPERF_SECONDS:-3}
+py=/usr/bin/python3; [[ -x $py ]] || py=python3   # a pyenv shim on PATH starts slowly
 p=tf$$
 nsa=${p}a nsb=${p}b
 work=$(mktemp -d)
@@ -41,12 +42,12 @@ stop_forwarder() {
 field() { sed -n "s/^$1 .* $2=\([0-9]*\).*/\1/p" "$work/fwd.out"; }
 
 transfer() {  # $1 server ns, $2 client ns, $3 address
-  ip netns exec "$1" python3 "$here/tcp_integrity.py" serve "$3" 5555 >"$work/srv.out" &
+  ip netns exec "$1" $py "$here/tcp_integrity.py" serve "$3" 5555 >"$work/srv.out" &
   local srv=$!
   pids+=("$srv")
   sleep 0.5
   local sent
-  sent=$(timeout 60 ip netns exec "$2" python3 "$here/tcp_integrity.py" send "$3" 5555 32)
+  sent=$(timeout 60 ip netns exec "$2" $py "$here/tcp_integrity.py" send "$3" 5555 32)
   wait "$srv"
   local got
   got=$(cat "$work/srv.out")
@@ -61,7 +62,7 @@ throughput() {  # prints Gbit/s of an iperf3 run A -> B
   sleep 0.5
   timeout $((secs + 20)) ip netns exec "$nsa" iperf3 -c 10.99.0.2 -t "$secs" -J >"$work/iperf.json"
   wait "$srv" || true
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.2f" % (d["end"]["sum_received"]["bits_per_second"]/1e9))' "$work/iperf.json"
+  $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.2f" % (d["end"]["sum_received"]["bits_per_second"]/1e9))' "$work/iperf.json"
 }
 
 for mode in offload plain; do
