@@ -55,6 +55,19 @@ transfer() {  # $1 server ns, $2 client ns, $3 address
   echo "transfer to $3 intact: $got"
 }
 
+udp_burst() {  # $1 server ns, $2 client ns, $3 address: back-to-back datagrams (coalesced via USO)
+  ip netns exec "$1" $py "$here/tcp_integrity.py" udp-serve "$3" 5556 300 >"$work/usrv.out" &
+  local srv=$!
+  pids+=("$srv")
+  sleep 0.5
+  local sent got
+  sent=$(timeout 20 ip netns exec "$2" $py "$here/tcp_integrity.py" udp-send "$3" 5556 300)
+  wait "$srv"
+  got=$(cat "$work/usrv.out")
+  [[ -n $sent && $sent == "$got" ]] || { echo "FAIL: UDP burst to $3: sent '$sent' got '$got'"; exit 1; }
+  echo "UDP burst to $3 intact: $got"
+}
+
 throughput() {  # prints Gbit/s of an iperf3 run A -> B
   ip netns exec "$nsb" iperf3 -s -1 -B 10.99.0.2 >/dev/null 2>&1 &
   local srv=$!
@@ -77,6 +90,8 @@ for mode in offload plain; do
   ip netns exec "$nsa" ping -6 -c 2 -i 0.2 -W 2 fd99::2 >/dev/null || { echo "FAIL: ping v6 ($mode)"; exit 1; }
   transfer "$nsb" "$nsa" 10.99.0.2
   transfer "$nsa" "$nsb" fd99::1
+  udp_burst "$nsb" "$nsa" 10.99.0.2
+  udp_burst "$nsa" "$nsb" fd99::1
   gbps=$(throughput)
   stop_forwarder
   echo "RESULT $mode: iperf3 TCP A->B through the tun forwarder ${secs}s: $gbps Gbit/s"
