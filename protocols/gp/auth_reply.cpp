@@ -214,6 +214,8 @@ Result<GpReply> classify_reply(std::string_view body) {
         return std::visit([](auto&& v) { return Result<GpReply>(GpReply(std::move(v))); },
                           std::move(*js));
     }
+    if (looks_html)  // a login page or a proxy's error page, not GP
+        return make_error("server sent an HTML page without a GlobalProtect reply");
     if (t.front() != '<') {
         // e.g. "errors getting SSL/VPN config" with HTTP 200
         std::string message(t.substr(0, 200));

@@ -4,6 +4,7 @@
 #include <libxml/tree.h>
 #include <libxml/xmlerror.h>
 
+#include <cctype>
 #include <cstring>
 #include <mutex>
 
@@ -57,6 +58,48 @@ std::size_t element_depth(xmlNodePtr root) {
     return max_depth;
 }
 
+// Length of a character reference or one of XML's five predefined entity
+// references at s[0] == '&', or 0. With DTDs refused no other entity can be
+// defined, and libxml2's recover mode drops the rest of a text node after an
+// undefined one, so everything else is escaped as literal text.
+std::size_t reference_length(std::string_view s) {
+    std::size_t i = 1;
+    if (i < s.size() && s[i] == '#') {
+        ++i;
+        const bool hex = i < s.size() && (s[i] == 'x' || s[i] == 'X');
+        if (hex) ++i;
+        std::size_t start = i;
+        while (i < s.size() && (hex ? std::isxdigit(static_cast<unsigned char>(s[i]))
+                                    : std::isdigit(static_cast<unsigned char>(s[i]))))
+            ++i;
+        if (i == start) return 0;
+        return i < s.size() && s[i] == ';' ? i + 1 : 0;
+    }
+    for (std::string_view name : {"amp;", "lt;", "gt;", "quot;", "apos;"})
+        if (s.substr(1, name.size()) == name) return 1 + name.size();
+    return 0;
+}
+
+// Servers send bare '&' in text (OC's fake server does). libxml2's recover
+// mode would silently drop it, so escape it first and keep the character.
+std::string escape_bare_ampersands(std::string_view bytes) {
+    std::string out;
+    out.reserve(bytes.size() + 16);
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+        if (bytes[i] == '&' && reference_length(bytes.substr(i)) == 0)
+            out += "&amp;";
+        else
+            out += bytes[i];
+    }
+    return out;
+}
+
+bool is_truncation(int code) {
+    return code == XML_ERR_TAG_NOT_FINISHED || code == XML_ERR_GT_REQUIRED ||
+           code == XML_ERR_LTSLASH_REQUIRED || code == XML_ERR_ATTRIBUTE_NOT_FINISHED ||
+           code == XML_ERR_LITERAL_NOT_FINISHED || code == XML_ERR_COMMENT_NOT_FINISHED;
+}
+
 std::string last_error_text(xmlParserCtxtPtr ctxt) {
     const xmlError* err = xmlCtxtGetLastError(ctxt);
     if (!err || !err->message) return "unknown parse error";
@@ -86,14 +129,22 @@ Result<Document> Document::parse(std::string_view bytes, const ParseLimits& limi
     if (contains_nocase(bytes, "<!DOCTYPE") || contains_nocase(bytes, "<!ENTITY"))
         return make_error("DTDs are not accepted in server replies");
 
+    const std::string_view body = trim(bytes);
+    if (body.front() != '<') return make_error("not XML: does not start with '<'");
+    // Every complete document ends with '>' (an end tag, empty tag, comment or
+    // PI); recover mode would quietly accept a reply cut inside its last tag.
+    if (body.back() != '>') return make_error("truncated XML document: does not end with '>'");
+
     init_libxml_once();
     std::unique_ptr<xmlParserCtxt, void (*)(xmlParserCtxtPtr)> ctxt(xmlNewParserCtxt(),
                                                                     xmlFreeParserCtxt);
     if (!ctxt) return make_error("out of memory creating XML parser");
     const int options = XML_PARSE_RECOVER | XML_PARSE_NONET | XML_PARSE_NOERROR |
                         XML_PARSE_NOWARNING | XML_PARSE_NOCDATA;
-    xmlDocPtr raw = xmlCtxtReadMemory(ctxt.get(), bytes.data(), static_cast<int>(bytes.size()),
+    std::string text = escape_bare_ampersands(bytes);
+    xmlDocPtr raw = xmlCtxtReadMemory(ctxt.get(), text.data(), static_cast<int>(text.size()),
                                       "reply.xml", nullptr, options);
+    secure_zero(text.data(), text.size());  // replies carry cookies and keys
     Document doc(raw);
     if (!raw || !xmlDocGetRootElement(raw))
         return make_error("not XML: " + last_error_text(ctxt.get()));
@@ -106,6 +157,9 @@ Result<Document> Document::parse(std::string_view bytes, const ParseLimits& limi
     const xmlError* err = xmlCtxtGetLastError(ctxt.get());
     if (err && err->code == XML_ERR_INTERNAL_ERROR)
         return make_error("not XML: " + last_error_text(ctxt.get()));
+    // Recover mode accepts a cut-off document; a cut-off reply is an error.
+    if (err && is_truncation(err->code))
+        return make_error("truncated XML document: " + last_error_text(ctxt.get()));
     return doc;
 }
 
