@@ -20,45 +20,57 @@ Secret cookie_value(xml::Node policy, std::string_view name) {
     return v;
 }
 
-Result<GpGateway> parse_gateway(xml::Node entry, std::string_view region, bool internal) {
+Result<int> parse_priority(std::string_view text, const std::string& gateway, std::string_view what) {
+    auto v = parse_int(text);
+    if (!v || *v < 0 || *v > 1000000)
+        return make_error("portal config: gateway " + gateway + ": bad " + std::string(what) +
+                          " \"" + std::string(text) + "\"");
+    return static_cast<int>(*v);
+}
+
+Result<GpGateway> parse_gateway(xml::Node entry, bool internal) {
     GpGateway g;
     g.address = entry.attribute("name").value_or("");
     if (g.address.empty()) return make_error("portal config: gateway entry without a name");
     g.description = entry.child_text_or_empty("description");
     g.internal = internal;
-    auto consider = [&](std::string_view text, std::string_view what) -> Status {
-        auto v = parse_int(text);
-        if (!v || *v < 0 || *v > 1000000)
-            return make_error("portal config: gateway " + g.address + ": bad " +
-                              std::string(what) + " \"" + std::string(text) + "\"");
-        if (!g.priority || *v < *g.priority) g.priority = static_cast<int>(*v);
-        return {};
-    };
     for (xml::Node rule : entry.child("priority-rule").children("entry")) {
-        std::string name = rule.attribute("name").value_or("");
-        if (name != "Any" && (region.empty() || name != region)) continue;
-        if (auto st = consider(rule.child_text_or_empty("priority"), "priority-rule"); !st)
-            return st.error();
+        auto p = parse_priority(rule.child_text_or_empty("priority"), g.address, "priority-rule");
+        if (!p) return p.error();
+        g.rules.push_back({rule.attribute("name").value_or(""), *p});
     }
-    if (auto p = entry.child_text("priority"); p && !p->empty())
-        if (auto st = consider(*p, "priority"); !st) return st.error();
+    if (auto text = entry.child_text("priority"); text && !text->empty()) {
+        auto p = parse_priority(*text, g.address, "priority");
+        if (!p) return p.error();
+        g.priority = *p;
+    }
     return g;
 }
 
 }  // namespace
 
-std::vector<GpGateway> GpPortalConfig::preferred_gateways() const {
-    std::vector<GpGateway> out;
+std::optional<int> GpGateway::priority_for(std::string_view region) const {
+    std::optional<int> best = priority;
+    for (const auto& r : rules)
+        if (r.region == "Any" || (!region.empty() && r.region == region))
+            if (!best || r.priority < *best) best = r.priority;
+    return best;
+}
+
+std::vector<GpGateway> GpPortalConfig::preferred_gateways(std::string_view region) const {
+    std::vector<std::pair<std::optional<int>, const GpGateway*>> ranked;
     for (const auto& g : gateways)
-        if (!g.internal) out.push_back(g);
-    std::stable_sort(out.begin(), out.end(), [](const GpGateway& a, const GpGateway& b) {
-        if (a.priority && b.priority) return *a.priority < *b.priority;
-        return a.priority.has_value() && !b.priority.has_value();
+        if (!g.internal) ranked.emplace_back(g.priority_for(region), &g);
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+        if (a.first && b.first) return *a.first < *b.first;
+        return a.first.has_value() && !b.first.has_value();
     });
+    std::vector<GpGateway> out;
+    for (const auto& [prio, g] : ranked) out.push_back(*g);
     return out;
 }
 
-Result<GpPortalConfig> parse_portal_config(const xml::Document& doc, std::string_view region) {
+Result<GpPortalConfig> parse_portal_config(const xml::Document& doc) {
     if (auto st = doc.expect_root("policy"); !st) return st.error();
     xml::Node p = doc.root();
     GpPortalConfig c;
@@ -73,7 +85,7 @@ Result<GpPortalConfig> parse_portal_config(const xml::Document& doc, std::string
     for (auto [path, internal] : {std::pair{"gateways/external/list", false},
                                   std::pair{"gateways/internal/list", true}}) {
         for (xml::Node e : p.child(path).children("entry")) {
-            auto g = parse_gateway(e, region, internal);
+            auto g = parse_gateway(e, internal);
             if (!g) return g.error();
             c.gateways.push_back(std::move(*g));
             if (c.gateways.size() > 1024) return make_error("portal config: more than 1024 gateways");
@@ -94,10 +106,8 @@ Result<GpPortalConfig> parse_portal_config(const xml::Document& doc, std::string
     return c;
 }
 
-Result<GpAuthOutcome<GpPortalConfig>> parse_portal_config_reply(std::string_view body,
-                                                                std::string_view region) {
-    return parse_outcome<GpPortalConfig>(
-        body, [&](const xml::Document& d) { return parse_portal_config(d, region); });
+Result<GpAuthOutcome<GpPortalConfig>> parse_portal_config_reply(std::string_view body) {
+    return parse_outcome<GpPortalConfig>(body, parse_portal_config);
 }
 
 }  // namespace espvpn::gp

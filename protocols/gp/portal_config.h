@@ -11,13 +11,21 @@
 
 namespace espvpn::gp {
 
+struct GpPriorityRule {
+    std::string region;  // a prelogin <region> value, or "Any"
+    int priority = 0;    // lower = preferred
+};
+
 struct GpGateway {
     std::string address;      // entry name: "host" or "host:port"
     std::string description;  // display label
-    // Lowest priority among the rules named after the region or "Any";
-    // nullopt = unprioritised (sorts last).
-    std::optional<int> priority;
+    std::vector<GpPriorityRule> rules;  // priority-rule/entry
+    std::optional<int> priority;        // plain <priority>, if any
     bool internal = false;
+
+    // Lowest priority among the plain one and the rules named `region` or
+    // "Any"; nullopt = unprioritised (sorts last).
+    std::optional<int> priority_for(std::string_view region) const;
 };
 
 struct GpPortalConfig {
@@ -30,13 +38,12 @@ struct GpPortalConfig {
     std::vector<std::string> hip_categories;
     bool has_config = true;  // false when the portal refused this client
 
-    // External gateways sorted by priority (stable; unprioritised last).
-    std::vector<GpGateway> preferred_gateways() const;
+    // External gateways sorted by priority_for(region) (stable; unprioritised
+    // last). `region` is the prelogin reply's <region>; the first is the default.
+    std::vector<GpGateway> preferred_gateways(std::string_view region) const;
 };
 
-// `region` comes from the prelogin reply and selects the priority rules.
-Result<GpPortalConfig> parse_portal_config(const xml::Document& doc, std::string_view region);
-Result<GpAuthOutcome<GpPortalConfig>> parse_portal_config_reply(std::string_view body,
-                                                                std::string_view region);
+Result<GpPortalConfig> parse_portal_config(const xml::Document& doc);
+Result<GpAuthOutcome<GpPortalConfig>> parse_portal_config_reply(std::string_view body);
 
 }  // namespace espvpn::gp

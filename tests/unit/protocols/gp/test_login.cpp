@@ -8,7 +8,7 @@ using namespace espvpn;
 using namespace espvpn::gp;
 
 TEST_CASE("gp portal config: gateways, cookies, HIP settings") {
-    auto r = parse_portal_config_reply(gp_fixture("portal_config.xml"), "US");
+    auto r = parse_portal_config_reply(gp_fixture("portal_config.xml"));
     REQUIRE(r.ok());
     REQUIRE(std::holds_alternative<GpPortalConfig>(*r));
     const auto& c = std::get<GpPortalConfig>(*r);
@@ -17,50 +17,57 @@ TEST_CASE("gp portal config: gateways, cookies, HIP settings") {
     REQUIRE(c.gateways.size() == 4);
     CHECK(c.gateways[0].address == "gw-eu.example.com");
     CHECK(c.gateways[0].description == "Europe");
-    CHECK(c.gateways[0].priority == std::optional<int>(4));  // only "Any" matches region US
-    CHECK(c.gateways[1].priority == std::optional<int>(1));
-    CHECK_FALSE(c.gateways[2].priority.has_value());
+    REQUIRE(c.gateways[0].rules.size() == 2);
+    CHECK(c.gateways[0].rules[0].region == "EU");
+    CHECK(c.gateways[0].rules[0].priority == 1);
+    CHECK(c.gateways[0].priority_for("US") == std::optional<int>(4));  // only "Any" matches
+    CHECK(c.gateways[0].priority_for("EU") == std::optional<int>(1));
+    CHECK(c.gateways[1].priority_for("US") == std::optional<int>(1));
+    CHECK_FALSE(c.gateways[2].priority_for("US").has_value());
     CHECK(c.gateways[3].internal);
     CHECK(c.portal_userauthcookie.reveal_text() == "AbCd+/Efgh==");
     CHECK(c.portal_prelogonuserauthcookie.empty());  // "empty" means absent
     CHECK(c.hip_report_interval == std::optional<unsigned>(3600));
     CHECK(c.hip_categories == std::vector<std::string>{"antivirus", "disk-encryption"});
 
-    auto order = c.preferred_gateways();
+    auto order = c.preferred_gateways("US");
     REQUIRE(order.size() == 3);
     CHECK(order[0].address == "gw-us.example.com:4443");
     CHECK(order[1].address == "gw-eu.example.com");
     CHECK(order[2].address == "gw-manual.example.com");
 
-    auto eu = parse_portal_config_reply(gp_fixture("portal_config.xml"), "EU");
-    REQUIRE(eu.ok());
-    CHECK(std::get<GpPortalConfig>(*eu).preferred_gateways()[0].address == "gw-eu.example.com");
+    CHECK(c.preferred_gateways("EU")[0].address == "gw-eu.example.com");
+    // No region: "Any" rules decide (2 beats 4).
+    CHECK(c.preferred_gateways("")[0].address == "gw-us.example.com:4443");
+
+    GpGateway plain{"g", "", {{"Any", 7}}, 3, false};
+    CHECK(plain.priority_for("X") == std::optional<int>(3));
 }
 
 TEST_CASE("gp portal config: refusal, missing gateways, bad values") {
-    auto refused = parse_portal_config_reply("<policy><has-config>no</has-config></policy>", "");
+    auto refused = parse_portal_config_reply("<policy><has-config>no</has-config></policy>");
     REQUIRE(refused.ok());
     CHECK_FALSE(std::get<GpPortalConfig>(*refused).has_config);
 
-    auto none = parse_portal_config_reply("<policy><version>1</version></policy>", "");
+    auto none = parse_portal_config_reply("<policy><version>1</version></policy>");
     REQUIRE_FALSE(none.ok());
     CHECK(none.error().message.find("no external gateway") != std::string::npos);
 
     auto bad_prio = parse_portal_config_reply(
         R"(<policy><gateways><external><list><entry name="g"><priority-rule>
 <entry name="Any"><priority>soon</priority></entry></priority-rule></entry></list></external>
-</gateways></policy>)", "");
+</gateways></policy>)");
     REQUIRE_FALSE(bad_prio.ok());
     CHECK(bad_prio.error().message.find("bad priority-rule \"soon\"") != std::string::npos);
 
     auto bad_hip = parse_portal_config_reply(
         R"(<policy><gateways><external><list><entry name="g"/></list></external></gateways>
-<hip-collection><hip-report-interval>5</hip-report-interval></hip-collection></policy>)", "");
+<hip-collection><hip-report-interval>5</hip-report-interval></hip-collection></policy>)");
     REQUIRE_FALSE(bad_hip.ok());
     CHECK(bad_hip.error().message.find("hip-report-interval") != std::string::npos);
 
     auto fail = parse_portal_config_reply(
-        "var respStatus = \"Error\";\nvar respMsg = \"Invalid username or password\";", "");
+        "var respStatus = \"Error\";\nvar respMsg = \"Invalid username or password\";");
     REQUIRE(fail.ok());
     CHECK(std::get<GpServerError>(*fail).kind == GpErrorKind::AuthFailed);
 }
