@@ -274,7 +274,8 @@ Result<GpTunnelConfig> parse_tunnel_config(const xml::Document& doc) {
         c.ssl_tunnel_url = *url;
     }
     for (auto [name, field] : {std::pair{"timeout", &c.timeout}, std::pair{"lifetime", &c.lifetime},
-                               std::pair{"disconnect-on-idle", &c.disconnect_on_idle}}) {
+                               std::pair{"disconnect-on-idle", &c.disconnect_on_idle},
+                               std::pair{"hip-report-interval", &c.hip_report_interval}}) {
         auto v = seconds(r, name);
         if (!v) return v.error();
         *field = *v;

@@ -58,6 +58,7 @@ struct GpTunnelConfig {
     unsigned timeout = 0;             // ESP key / tunnel lifetime, s (0 = not given)
     unsigned lifetime = 0;            // authcookie lifetime, s
     unsigned disconnect_on_idle = 0;  // s
+    unsigned hip_report_interval = 0;  // s; some gateways send it here, most only in the portal
     std::string quarantine;           // "no" normally
     std::optional<GpIpsecConfig> ipsec;  // absent: ESP impossible, use HTTPS
 };
