@@ -95,6 +95,15 @@ GpFrameDecoder::GpFrameDecoder(std::size_t max_payload)
     : buf_(kFrameHeaderSize + std::min<std::size_t>(max_payload, 0xFFFF)),
       max_payload_(std::min<std::size_t>(max_payload, 0xFFFF)) {}
 
+Result<GpFrameInfo> GpFrameDecoder::check_header(
+    std::span<const std::uint8_t, kFrameHeaderSize> header) const {
+    auto info = decode_frame_header(header);
+    if (info && info->payload_len > max_payload_)
+        return make_error("frame payload of " + std::to_string(info->payload_len) +
+                          " bytes exceeds the limit of " + std::to_string(max_payload_));
+    return info;
+}
+
 Result<std::optional<GpFrame>> GpFrameDecoder::fail(std::string message) {
     failed_ = true;
     return make_error("HTTPS tunnel: " + std::move(message));
@@ -102,6 +111,18 @@ Result<std::optional<GpFrame>> GpFrameDecoder::fail(std::string message) {
 
 Result<std::optional<GpFrame>> GpFrameDecoder::next(std::span<const std::uint8_t>& input) {
     if (failed_) return make_error("HTTPS tunnel: decoder stopped after an earlier bad frame");
+    // Fast path: a whole frame at the front of the input is handed out in
+    // place, without a copy (the usual case when a TLS record holds frames).
+    if (have_ == 0 && input.size() >= kFrameHeaderSize) {
+        auto info = check_header(input.first<kFrameHeaderSize>());
+        if (!info) return fail(info.error().message);
+        const std::size_t total = kFrameHeaderSize + info->payload_len;
+        if (input.size() >= total) {
+            GpFrame frame{info->type, input.subspan(kFrameHeaderSize, info->payload_len)};
+            input = input.subspan(total);
+            return std::optional<GpFrame>(frame);
+        }
+    }
     while (!input.empty()) {
         const std::size_t take = std::min(need_ - have_, input.size());
         std::memcpy(buf_.data() + have_, input.data(), take);
@@ -110,12 +131,9 @@ Result<std::optional<GpFrame>> GpFrameDecoder::next(std::span<const std::uint8_t
         if (have_ < need_) break;
 
         if (need_ == kFrameHeaderSize) {
-            auto info = decode_frame_header(std::span<const std::uint8_t, kFrameHeaderSize>(
+            auto info = check_header(std::span<const std::uint8_t, kFrameHeaderSize>(
                 buf_.data(), kFrameHeaderSize));
             if (!info) return fail(info.error().message);
-            if (info->payload_len > max_payload_)
-                return fail("frame payload of " + std::to_string(info->payload_len) +
-                            " bytes exceeds the limit of " + std::to_string(max_payload_));
             info_ = *info;
             need_ = kFrameHeaderSize + info->payload_len;
             if (have_ < need_) continue;

@@ -61,7 +61,10 @@ Result<GpFrameInfo> decode_frame_header(std::span<const std::uint8_t, kFrameHead
 
 struct GpFrame {
     GpFrameType type;
-    std::span<const std::uint8_t> payload;  // valid until the next call to next()
+    // Points into the caller's input (whole frame at hand) or into the
+    // decoder's buffer (frame split across inputs); valid until the next call
+    // to next() and while the caller's input buffer is unchanged.
+    std::span<const std::uint8_t> payload;
 };
 
 // Splits a TLS byte stream into frames, however the stream is cut. Its
@@ -80,6 +83,7 @@ public:
     std::size_t pending() const { return have_; }
 
 private:
+    Result<GpFrameInfo> check_header(std::span<const std::uint8_t, kFrameHeaderSize> header) const;
     Result<std::optional<GpFrame>> fail(std::string message);
 
     std::vector<std::uint8_t> buf_;  // header + largest payload
