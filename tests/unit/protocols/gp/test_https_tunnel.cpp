@@ -142,6 +142,15 @@ TEST_CASE("gp tunnel: decoder yields the same frames however the stream is cut")
         CHECK(d.pending() == 0);
     }
 
+    // A frame whole in the input is handed out in place (no copy).
+    GpFrameDecoder inplace;
+    std::span<const std::uint8_t> all(stream);
+    auto first = inplace.next(all);
+    REQUIRE(first.ok());
+    REQUIRE(first->has_value());
+    CHECK((*first)->payload.data() == stream.data() + kFrameHeaderSize);
+    CHECK(all.size() == stream.size() - kFrameHeaderSize - p1.size());
+
     // Byte by byte.
     GpFrameDecoder d;
     std::size_t frames = 0;
