@@ -1,0 +1,115 @@
+// https_probe: drives io::HttpsClient from the command line for the HTTPS
+// integration tests (https_scenarios.py). Sends --requests requests to one URL
+// over the client's kept-alive connection and prints what happened:
+//   response <i>: status=<code> body_bytes=<n>
+//   body: <text>                (with --print-body)
+//   stats: handshakes=<h> requests=<r> reopened=<x>
+// Exit 0 when every request got a response, 1 with "error: ..." otherwise.
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <string_view>
+
+#include "protocols/http/url.h"
+#include "src/io/https_client.h"
+#include "src/log/logger.h"
+
+using namespace espvpn;
+
+namespace {
+
+int usage() {
+    std::cerr << "usage: https_probe URL [--cafile F] [--no-system-trust] [--pin pin-sha256:...]...\n"
+                 "  [--cert F [--key F]] [--p12 F --p12-password-env VAR] [--io-timeout-ms N]\n"
+                 "  [--response-timeout-ms N] [--max-body N] [--max-header-bytes N] [--requests N]\n"
+                 "  [--method M] [--body TEXT] [--follow] [--no-keepalive] [--print-body]\n"
+                 "  [--then URL] [--debug]\n";
+    return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) return usage();
+    io::HttpsClientConfig config;
+    std::string url_text = argv[1];
+    std::string then_url;
+    int requests = 1;
+    std::string method = "GET";
+    std::string body;
+    bool follow = false, print_body = false;
+    log::Config log_config;
+    for (int i = 2; i < argc; ++i) {
+        std::string_view arg = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::cerr << "https_probe: " << arg << " needs a value\n";
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (arg == "--cafile") config.tls.ca_file = value();
+        else if (arg == "--no-system-trust") config.tls.system_trust = false;
+        else if (arg == "--pin") config.tls.server_pins.push_back(value());
+        else if (arg == "--cert") config.tls.client_cert_file = value();
+        else if (arg == "--key") config.tls.client_key_file = value();
+        else if (arg == "--p12") config.tls.pkcs12_file = value();
+        else if (arg == "--p12-password-env") {
+            const char* pw = std::getenv(value().c_str());
+            config.tls.pkcs12_password = Secret::from_string(pw ? pw : "");
+        } else if (arg == "--io-timeout-ms") config.tls.io_timeout = std::chrono::milliseconds(std::stol(value()));
+        else if (arg == "--response-timeout-ms") config.response_timeout = std::chrono::milliseconds(std::stol(value()));
+        else if (arg == "--max-body") config.limits.max_body_bytes = std::stoul(value());
+        else if (arg == "--max-header-bytes") config.limits.max_header_bytes = std::stoul(value());
+        else if (arg == "--requests") requests = std::stoi(value());
+        else if (arg == "--method") method = value();
+        else if (arg == "--body") body = value();
+        else if (arg == "--follow") follow = true;
+        else if (arg == "--no-keepalive") config.keep_alive = false;
+        else if (arg == "--print-body") print_body = true;
+        else if (arg == "--then") then_url = value();
+        else if (arg == "--debug") log_config.level = log::Level::debug;
+        else return usage();
+    }
+    log::configure(log_config);
+
+    auto client = io::HttpsClient::create(std::move(config));
+    if (!client) {
+        std::cerr << "error: " << client.error().message << "\n";
+        return 1;
+    }
+    auto run = [&](const std::string& text, int count) -> bool {
+        auto url = http::parse_url(text);
+        if (!url) {
+            std::cerr << "error: " << url.error().message << "\n";
+            return false;
+        }
+        for (int i = 1; i <= count; ++i) {
+            http::Request request;
+            request.method = method;
+            request.host = url->host;
+            request.port = url->port;
+            request.target = url->target;
+            request.headers.add("User-Agent", "espvpn-https-probe");
+            if (!body.empty()) {
+                request.headers.add("Content-Type", "application/x-www-form-urlencoded");
+                request.body = Secret::from_string(body);
+            }
+            auto response = client->send(std::move(request), follow ? io::Redirects::follow : io::Redirects::no);
+            if (!response) {
+                std::cerr << "error: " << response.error().message << "\n";
+                return false;
+            }
+            std::cout << "response " << i << ": status=" << response->status
+                      << " body_bytes=" << response->body.size() << "\n";
+            if (print_body) std::cout << "body: " << response->body.reveal_text() << "\n";
+        }
+        return true;
+    };
+    bool ok = run(url_text, requests) && (then_url.empty() || run(then_url, 1));
+    const auto& stats = client->stats();
+    std::cout << "stats: handshakes=" << stats.handshakes << " requests=" << stats.requests
+              << " reopened=" << stats.reopened << std::endl;
+    client->log_summary("probe");
+    return ok ? 0 : 1;
+}
