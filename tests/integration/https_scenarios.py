@@ -328,7 +328,7 @@ def main():
             check(1.4 <= r.elapsed < 5, f"response timeout took {r.elapsed:.2f} s, configured 1.5 s", r)
         elif scenario == "endless-headers":
             for newline in (True, False):  # many long lines, or one line that never ends
-                p = peer(behaviour=lambda pe, co, i: serve_endless_headers(pe, co, i, 1000, newline))
+                p = peer(behaviour=lambda pe, co, i, nl=newline: serve_endless_headers(pe, co, i, 1000, nl))
                 r = run(p, *trusted, "--max-header-bytes", "32768")
                 check(r.returncode == 1 and "header section exceeds the limit of 32768 bytes" in r.stderr,
                       "endless headers did not hit the byte limit", r)
@@ -348,7 +348,7 @@ def main():
             check(r.elapsed < 5, "a huge Content-Length was not refused at once", r)
         elif scenario == "redirect-cookie":
             p = peer(behaviour=serve_redirect_cookie)
-            r = run(p, *trusted, "--method", "POST", "--body", "user=a", "--follow", "--print-body",
+            r = run(p, *trusted, "--method", "POST", "--body", "user=a", "--follow", "--print-body", "--debug",
                     path="/start")
             check(r.returncode == 0 and "body: cookie-ok" in r.stdout,
                   "redirect with cookie not followed as GET with the cookie", r)
