@@ -3,6 +3,7 @@
 // over the client's kept-alive connection and prints what happened:
 //   response <i>: status=<code> body_bytes=<n>
 //   body: <text>                (with --print-body)
+//   failed after <ms> ms        (when a request fails; connect and handshake included)
 //   stats: handshakes=<h> requests=<r> reopened=<x>
 // Exit 0 when every request got a response, 1 with "error: ..." otherwise.
 #include <cstdlib>
@@ -95,9 +96,12 @@ int main(int argc, char** argv) {
                 request.headers.add("Content-Type", "application/x-www-form-urlencoded");
                 request.body = Secret::from_string(body);
             }
+            const auto started = std::chrono::steady_clock::now();
             auto response = client->send(std::move(request), follow ? io::Redirects::follow : io::Redirects::no);
             if (!response) {
+                auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
                 std::cerr << "error: " << response.error().message << "\n";
+                std::cout << "failed after " << ms.count() << " ms\n";
                 return false;
             }
             std::cout << "response " << i << ": status=" << response->status

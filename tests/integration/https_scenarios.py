@@ -232,11 +232,13 @@ def main():
 
     def run(peer, *extra, path="/", env=None):
         cmd = [args.probe, f"https://localhost:{peer.port}{path}", *extra]
-        started = time.monotonic()
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT,
-                                env=dict(os.environ, **(env or {})))
-        result.elapsed = time.monotonic() - started
-        return result
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT,
+                              env=dict(os.environ, **(env or {})))
+
+    def failed_after(result):
+        m = re.search(r"failed after (\d+) ms", result.stdout)
+        check(m, "probe printed no failure time", result)
+        return int(m.group(1)) / 1000.0
 
     def stats(result):
         m = re.search(r"stats: handshakes=(\d+) requests=(\d+) reopened=(\d+)", result.stdout)
@@ -320,12 +322,15 @@ def main():
             p = peer(behaviour=serve_stall)
             r = run(p, *trusted, "--io-timeout-ms", "1000")
             check(r.returncode == 1 and "timed out" in r.stderr, "a stalled server did not time out", r)
-            check(0.9 <= r.elapsed < 4, f"timeout took {r.elapsed:.2f} s, configured 1 s", r)
+            # The bound includes connect and handshake on a loaded machine.
+            took = failed_after(r)
+            check(0.95 <= took < 4, f"timeout took {took:.2f} s, configured 1 s", r)
         elif scenario == "dribbling-server":
             p = peer(behaviour=serve_dribble)
             r = run(p, *trusted, "--io-timeout-ms", "1000", "--response-timeout-ms", "1500")
             check(r.returncode == 1 and "no complete response" in r.stderr, "a dribbling server did not time out", r)
-            check(1.4 <= r.elapsed < 5, f"response timeout took {r.elapsed:.2f} s, configured 1.5 s", r)
+            took = failed_after(r)
+            check(1.45 <= took < 4.5, f"response timeout took {took:.2f} s, configured 1.5 s", r)
         elif scenario == "endless-headers":
             for newline in (True, False):  # many long lines, or one line that never ends
                 p = peer(behaviour=lambda pe, co, i, nl=newline: serve_endless_headers(pe, co, i, 1000, nl))
@@ -345,7 +350,7 @@ def main():
             r = run(p, *trusted, "--max-body", "1000000")
             check(r.returncode == 1 and "body of 10000000000 bytes exceeds" in r.stderr,
                   "a huge Content-Length was not refused at once", r)
-            check(r.elapsed < 5, "a huge Content-Length was not refused at once", r)
+            check(failed_after(r) < 3, "a huge Content-Length was not refused at once", r)
         elif scenario == "redirect-cookie":
             p = peer(behaviour=serve_redirect_cookie)
             r = run(p, *trusted, "--method", "POST", "--body", "user=a", "--follow", "--print-body", "--debug",
