@@ -27,7 +27,8 @@ constexpr std::string_view kPinPrefix = "pin-sha256:";
 std::string gnutls_message(int code) { return gnutls_strerror(code); }
 
 long long ms_left(Deadline deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    // Rounded up, so poll never wakes before the deadline has passed.
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     return std::max<long long>(0, left.count());
 }
 

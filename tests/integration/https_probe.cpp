@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "protocols/http/response_parser.h"
 #include "protocols/http/url.h"
 #include "src/io/https_client.h"
 #include "src/log/logger.h"
@@ -24,7 +25,7 @@ int usage() {
                  "  [--cert F [--key F]] [--p12 F --p12-password-env VAR] [--io-timeout-ms N]\n"
                  "  [--response-timeout-ms N] [--max-body N] [--max-header-bytes N] [--requests N]\n"
                  "  [--method M] [--body TEXT] [--follow] [--no-keepalive] [--print-body]\n"
-                 "  [--then URL] [--debug]\n";
+                 "  [--then URL] [--release] [--debug]\n";
     return 2;
 }
 
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
     int requests = 1;
     std::string method = "GET";
     std::string body;
-    bool follow = false, print_body = false;
+    bool follow = false, print_body = false, release = false;
     log::Config log_config;
     for (int i = 2; i < argc; ++i) {
         std::string_view arg = argv[i];
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
         else if (arg == "--no-keepalive") config.keep_alive = false;
         else if (arg == "--print-body") print_body = true;
         else if (arg == "--then") then_url = value();
+        else if (arg == "--release") release = true;
         else if (arg == "--debug") log_config.level = log::Level::debug;
         else return usage();
     }
@@ -110,7 +112,38 @@ int main(int argc, char** argv) {
         }
         return true;
     };
-    bool ok = run(url_text, requests) && (then_url.empty() || run(then_url, 1));
+    // Takes the kept-alive connection out of the client and sends GET /stats on it
+    // by hand, as AnyConnect's CONNECT will.
+    auto released_stats = [&]() -> bool {
+        auto url = http::parse_url(url_text);
+        auto stream = client->release_connection(url->host, url->port);
+        if (!stream) {
+            std::cerr << "error: " << stream.error().message << "\n";
+            return false;
+        }
+        http::Request request;
+        request.host = url->host;
+        request.port = url->port;
+        request.target = "/stats";
+        auto wire = http::serialize(request);
+        if (auto st = (*stream)->write_all(wire->reveal()); !st) {
+            std::cerr << "error: " << st.error().message << "\n";
+            return false;
+        }
+        http::ResponseParser parser;
+        parser.begin("GET");
+        std::uint8_t buf[4096];
+        while (!parser.done()) {
+            auto n = (*stream)->read_some(buf);
+            if (!n || *n == 0 || !parser.feed(std::span<const std::uint8_t>(buf, *n))) {
+                std::cerr << "error: released connection failed\n";
+                return false;
+            }
+        }
+        std::cout << "released body: " << parser.take_response().body.reveal_text() << "\n";
+        return true;
+    };
+    bool ok = run(url_text, requests) && (then_url.empty() || run(then_url, 1)) && (!release || released_stats());
     const auto& stats = client->stats();
     std::cout << "stats: handshakes=" << stats.handshakes << " requests=" << stats.requests
               << " reopened=" << stats.reopened << std::endl;

@@ -25,8 +25,10 @@ class Peer:
     """A TLS server on an ephemeral loopback port; `behaviour(peer, conn, index)`
     serves one accepted connection (index counts connections from 1)."""
 
-    def __init__(self, cert, key, behaviour, client_ca=None):
+    def __init__(self, cert, key, behaviour, client_ca=None, max_version=None):
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        if max_version:
+            self.ctx.maximum_version = max_version
         self.ctx.load_cert_chain(cert, key)
         if client_ca:
             self.ctx.verify_mode = ssl.CERT_REQUIRED
@@ -192,6 +194,8 @@ def serve_redirect_cookie(peer, conn, index):
         if path == "/start":
             respond(conn, 302, b"", [("Location", "next?x=1"),
                                      ("Set-Cookie", "SESSION=s3cr3t-value; Path=/; Secure; HttpOnly")])
+        elif path == "/loop":
+            respond(conn, 302, b"", [("Location", "https://localhost:%d/loop" % peer.port)])
         elif path == "/next?x=1":
             ok = headers.get("cookie") == "SESSION=s3cr3t-value" and method == "GET"
             respond(conn, 200, b"cookie-ok" if ok else b"cookie-missing " + method.encode())
@@ -248,8 +252,8 @@ def main():
     scenario = args.scenario
     peers = []
 
-    def peer(cert="server.pem", key="server-key.pem", behaviour=serve_ok, client_ca=None):
-        p = Peer(c(cert), c(key), behaviour, client_ca)
+    def peer(cert="server.pem", key="server-key.pem", behaviour=serve_ok, client_ca=None, max_version=None):
+        p = Peer(c(cert), c(key), behaviour, client_ca, max_version)
         peers.append(p)
         return p
 
@@ -262,6 +266,12 @@ def main():
             check(stats(r)[:2] == (1, 6), "expected 6 requests over 1 handshake", r)
             check("server-handshakes=1 server-requests=6" in r.stdout, "server saw more than one handshake", r)
             check("probe: 6 HTTPS request(s) over 1 TLS handshake(s)" in r.stderr, "no info summary", r)
+        elif scenario == "release-connection":
+            p = peer()
+            r = run(p, *trusted, "--requests", "2", "--release")
+            check(r.returncode == 0, "the released connection did not work", r)
+            check("released body: server-handshakes=1 server-requests=3" in r.stdout,
+                  "the released connection was not the kept-alive one", r)
         elif scenario == "server-closes-idle":
             p = peer(behaviour=lambda pe, co, i: serve_ok(pe, co, i, close_after=True))
             r = run(p, *trusted, "--requests", "3")
@@ -359,6 +369,13 @@ def main():
                   "redirect with cookie not followed as GET with the cookie", r)
             check("s3cr3t" not in r.stderr, "a cookie value reached the log", r)
             check(stats(r)[:2] == (1, 2), "the redirect did not reuse the connection", r)
+            r = run(p, *trusted, "--follow", path="/loop")
+            check(r.returncode == 1 and "more than 10 redirects" in r.stderr, "a redirect loop was not cut off", r)
+        elif scenario == "tls12":
+            p = peer(max_version=ssl.TLSVersion.TLSv1_2)
+            r = run(p, *trusted, "--requests", "2", "--debug")
+            check(r.returncode == 0 and "(TLS1.2)" in r.stderr, "TLS 1.2 connection failed", r)
+            check(stats(r)[:2] == (1, 2), "TLS 1.2 connection not kept alive", r)
         else:
             print(f"unknown scenario {scenario}", file=sys.stderr)
             return 2
