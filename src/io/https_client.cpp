@@ -146,6 +146,8 @@ Result<http::Response> HttpsClient::send_once(http::Request& request) {
 }
 
 Result<http::Response> HttpsClient::send(http::Request request, Redirects redirects) {
+    if (request.method == "CONNECT")
+        return make_error("CONNECT turns the connection into a tunnel: use release_connection() and write it yourself");
     for (int hop = 0;; ++hop) {
         auto response = send_once(request);
         if (!response) return response;

@@ -43,6 +43,7 @@ public:
     // Sends the request (Cookie header from the jar unless request.cookie is
     // set) and reads the whole response; Set-Cookie lines go into the jar.
     // With Redirects::follow, 3xx responses with a Location are followed.
+    // CONNECT is refused here: see release_connection().
     Result<http::Response> send(http::Request request, Redirects redirects = Redirects::no);
 
     // The URL the last response came from (differs from the request after redirects).
