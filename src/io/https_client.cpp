@@ -23,7 +23,7 @@ std::string without_query(const http::Url& url) {
 
 HttpsClient::HttpsClient(HttpsClientConfig config, std::shared_ptr<const TlsCredentials> credentials)
     : config_(std::move(config)), credentials_(std::move(credentials)), parser_(config_.limits) {
-    config_.tls.pkcs12_password.clear();  // the loaded credentials hold what is needed
+    config_.tls.key_password.clear();  // the loaded credentials hold what is needed
 }
 
 Result<HttpsClient> HttpsClient::create(HttpsClientConfig config) {

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "src/log/logger.h"
@@ -76,6 +77,38 @@ Result<std::string> public_key_pin(const gnutls_datum_t& der_cert) {
     return pin;
 }
 
+bool looks_like_pem(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return true;  // let the PEM loader report the missing file
+    char head[4096];
+    std::size_t n = std::fread(head, 1, sizeof head, f);
+    std::fclose(f);
+    return std::string_view(head, n).find("-----BEGIN ") != std::string_view::npos;
+}
+
+// --certificate may name a PEM file (key in it or in --sslkey) or a PKCS#12
+// bundle, as in openconnect; --key-password opens either.
+Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsClientConfig& config) {
+    // GnuTLS wants a NUL-terminated password; keep that copy in a Secret too.
+    Secret password(config.key_password.size() + 1);
+    std::copy(config.key_password.reveal().begin(), config.key_password.reveal().end(),
+              password.reveal_mutable().begin());
+    const char* pass = config.key_password.empty() ? nullptr : reinterpret_cast<const char*>(password.reveal().data());
+    const auto& cert = config.client_cert_file;
+    if (!looks_like_pem(cert)) {
+        int rc = gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert.c_str(), GNUTLS_X509_FMT_DER, pass);
+        if (rc < 0)
+            return make_error("cannot load client certificate " + cert + " (PKCS#12; wrong password?): " +
+                              gnutls_message(rc));
+        return {};
+    }
+    const auto& key = config.client_key_file.empty() ? cert : config.client_key_file;
+    int rc = gnutls_certificate_set_x509_key_file2(cred, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM, pass, 0);
+    if (rc < 0)
+        return make_error("cannot load client certificate " + cert + " with key " + key + ": " + gnutls_message(rc));
+    return {};
+}
+
 }  // namespace
 
 Result<std::string> parse_pin(std::string_view text) {
@@ -120,29 +153,14 @@ Result<std::shared_ptr<const TlsCredentials>> TlsCredentials::load(const TlsClie
         if (rc < 0) return make_error("cannot load CA file " + config.ca_file + ": " + gnutls_message(rc));
         if (rc == 0) return make_error("CA file " + config.ca_file + " holds no certificate");
     }
-    if (!config.pkcs12_file.empty()) {
-        // GnuTLS wants a NUL-terminated password; keep that copy in a Secret too.
-        Secret password(config.pkcs12_password.size() + 1);
-        std::copy(config.pkcs12_password.reveal().begin(), config.pkcs12_password.reveal().end(),
-                  password.reveal_mutable().begin());
-        int rc = gnutls_certificate_set_x509_simple_pkcs12_file(
-            self->cred_, config.pkcs12_file.c_str(), GNUTLS_X509_FMT_DER,
-            reinterpret_cast<const char*>(password.reveal().data()));
-        if (rc < 0)
-            return make_error("cannot load client certificate " + config.pkcs12_file +
-                              " (PKCS#12; wrong password?): " + gnutls_message(rc));
-    } else if (!config.client_cert_file.empty()) {
-        const auto& key = config.client_key_file.empty() ? config.client_cert_file : config.client_key_file;
-        int rc = gnutls_certificate_set_x509_key_file2(self->cred_, config.client_cert_file.c_str(), key.c_str(),
-                                                       GNUTLS_X509_FMT_PEM, nullptr, 0);
-        if (rc < 0)
-            return make_error("cannot load client certificate " + config.client_cert_file + " with key " + key + ": " +
-                              gnutls_message(rc));
+    if (!config.client_cert_file.empty()) {
+        if (auto st = load_client_certificate(self->cred_, config); !st) return st.error();
     }
     gnutls_certificate_set_verify_function(self->cred_, &TlsStream::verify_callback);
-    self->config_ = TlsClientConfig{config.system_trust, config.ca_file, config.server_pins,
-                                    config.client_cert_file, config.client_key_file, config.pkcs12_file,
-                                    Secret(), config.priority, config.connect_timeout, config.io_timeout};
+    self->config_ = TlsClientConfig{config.system_trust,    config.ca_file,         config.server_pins,
+                                    config.client_cert_file, config.client_key_file, Secret(),
+                                    config.resolve,          config.priority,        config.connect_timeout,
+                                    config.io_timeout};
     return std::shared_ptr<const TlsCredentials>(std::move(self));
 }
 
@@ -200,7 +218,9 @@ Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono
 Result<std::unique_ptr<TlsStream>> TlsStream::connect(const std::string& host, std::uint16_t port,
                                                       std::shared_ptr<const TlsCredentials> credentials) {
     const auto& config = credentials->config();
-    auto fd = tcp_connect(host, port, config.connect_timeout);
+    auto override_ip = config.resolve.find(host);
+    auto fd = tcp_connect(override_ip != config.resolve.end() ? override_ip->second : host, port,
+                          config.connect_timeout);
     if (!fd) return fd.error();
 
     std::unique_ptr<TlsStream> self(new TlsStream());

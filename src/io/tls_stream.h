@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,10 +28,10 @@ struct TlsClientConfig {
     bool system_trust = true;            // the system CA store (openconnect: unless --no-system-trust)
     std::string ca_file;                 // extra trusted CAs, PEM (--cafile)
     std::vector<std::string> server_pins;  // "pin-sha256:..."; when set, only a pin match is accepted
-    std::string client_cert_file;        // PEM certificate (--certificate)
-    std::string client_key_file;         // PEM key; empty: the key is in client_cert_file
-    std::string pkcs12_file;             // PKCS#12 with certificate and key, instead of PEM
-    Secret pkcs12_password;
+    std::string client_cert_file;        // --certificate: PEM, or PKCS#12 (told apart by content)
+    std::string client_key_file;         // --sslkey, PEM; empty: the key is in client_cert_file
+    Secret key_password;                 // --key-password: for an encrypted PEM key or the PKCS#12 file
+    std::map<std::string, std::string> resolve;  // --resolve HOST:IP: connect to IP, verify as HOST
     std::string priority = "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
     std::chrono::milliseconds connect_timeout{10000};  // per address tried
     std::chrono::milliseconds io_timeout{30000};       // handshake, each read and each write

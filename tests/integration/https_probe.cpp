@@ -22,7 +22,7 @@ namespace {
 
 int usage() {
     std::cerr << "usage: https_probe URL [--cafile F] [--no-system-trust] [--pin pin-sha256:...]...\n"
-                 "  [--cert F [--key F]] [--p12 F --p12-password-env VAR] [--io-timeout-ms N]\n"
+                 "  [--cert F [--key F]] [--key-password-env VAR] [--resolve HOST:IP] [--io-timeout-ms N]\n"
                  "  [--response-timeout-ms N] [--max-body N] [--max-header-bytes N] [--requests N]\n"
                  "  [--method M] [--body TEXT] [--follow] [--no-keepalive] [--print-body]\n"
                  "  [--then URL] [--release] [--debug]\n";
@@ -55,10 +55,13 @@ int main(int argc, char** argv) {
         else if (arg == "--pin") config.tls.server_pins.push_back(value());
         else if (arg == "--cert") config.tls.client_cert_file = value();
         else if (arg == "--key") config.tls.client_key_file = value();
-        else if (arg == "--p12") config.tls.pkcs12_file = value();
-        else if (arg == "--p12-password-env") {
+        else if (arg == "--resolve") {
+            auto spec = value();
+            auto colon = spec.find(':');
+            config.tls.resolve[spec.substr(0, colon)] = colon == std::string::npos ? "" : spec.substr(colon + 1);
+        } else if (arg == "--key-password-env") {
             const char* pw = std::getenv(value().c_str());
-            config.tls.pkcs12_password = Secret::from_string(pw ? pw : "");
+            config.tls.key_password = Secret::from_string(pw ? pw : "");
         } else if (arg == "--io-timeout-ms") config.tls.io_timeout = std::chrono::milliseconds(std::stol(value()));
         else if (arg == "--response-timeout-ms") config.response_timeout = std::chrono::milliseconds(std::stol(value()));
         else if (arg == "--max-body") config.limits.max_body_bytes = std::stoul(value());

@@ -15,6 +15,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -311,6 +312,12 @@ def main():
             r = run(p, *trusted)
             check(r.returncode == 1 and "failed verification" in r.stderr and "does not match" in r.stderr,
                   "a certificate for another name was accepted", r)
+        elif scenario == "resolve-override":
+            # vpn.test is in the certificate but resolves nowhere: --resolve maps it to loopback.
+            p = peer()
+            cmd = [args.probe, f"https://vpn.test:{p.port}/", *trusted, "--resolve", "vpn.test:127.0.0.1"]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
+            check(r.returncode == 0, "--resolve did not connect to the given address as vpn.test", r)
         elif scenario == "trusted-by-ip":
             p = peer()
             cmd = [args.probe, f"https://127.0.0.1:{p.port}/", *trusted]
@@ -322,12 +329,23 @@ def main():
             check(r.returncode == 1, "the server's demand for a client certificate went unnoticed", r)
             r = run(p, *trusted, "--cert", c("client.pem"), "--key", c("client-key.pem"))
             check(r.returncode == 0, "PEM client certificate refused", r)
-            r = run(p, *trusted, "--p12", c("client.p12"), "--p12-password-env", "P12PW",
+            r = run(p, *trusted, "--cert", c("client.p12"), "--key-password-env", "P12PW",
                     env={"P12PW": "espvpn-p12"})
             check(r.returncode == 0, "PKCS#12 client certificate refused", r)
-            r = run(p, *trusted, "--p12", c("client.p12"), "--p12-password-env", "P12PW",
+            r = run(p, *trusted, "--cert", c("client.p12"), "--key-password-env", "P12PW",
                     env={"P12PW": "wrong"})
             check(r.returncode == 1 and "PKCS#12" in r.stderr, "a wrong PKCS#12 password went unnoticed", r)
+            with tempfile.TemporaryDirectory() as tmp:  # a password-protected PKCS#8 PEM key
+                encrypted = os.path.join(tmp, "client-key-encrypted.pem")
+                subprocess.run(["certtool", "--to-p8", "--load-privkey", c("client-key.pem"), "--password",
+                                "pem-pass", "--outfile", encrypted], capture_output=True, check=True)
+                r = run(p, *trusted, "--cert", c("client.pem"), "--key", encrypted, "--key-password-env", "PW",
+                        env={"PW": "pem-pass"})
+                check(r.returncode == 0, "encrypted PEM key with the right password refused", r)
+                r = run(p, *trusted, "--cert", c("client.pem"), "--key", encrypted, "--key-password-env", "PW",
+                        env={"PW": "nope"})
+                check(r.returncode == 1 and "cannot load client certificate" in r.stderr,
+                      "encrypted PEM key with a wrong password accepted", r)
         elif scenario == "stalled-server":
             p = peer(behaviour=serve_stall)
             r = run(p, *trusted, "--io-timeout-ms", "1000")
