@@ -339,6 +339,7 @@ int TlsStream::verify_peer() {
         if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0) >= 0) {
             reason = std::string(reinterpret_cast<char*>(text.data), text.size);
             gnutls_free(text.data);
+            while (!reason.empty() && (reason.back() == ' ' || reason.back() == '\0')) reason.pop_back();
         }
         verify_failure_ = "server certificate of " + endpoint() + " (for host name " + host_ +
                           ") failed verification: " + reason + " To trust this server anyway, use --servercert " +
