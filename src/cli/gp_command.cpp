@@ -36,14 +36,14 @@ gp::GpClientInfo client_info(const ClientOptions& o) {
     return c;
 }
 
-Result<io::HttpsClientConfig> https_config(ClientOptions& o) {
+io::HttpsClientConfig https_config(const ClientOptions& o) {
     io::HttpsClientConfig h;
     h.tls.system_trust = !o.no_system_trust;
     h.tls.ca_file = o.cafile;
     h.tls.server_pins = o.servercert;
     h.tls.client_cert_file = o.certificate;
     h.tls.client_key_file = o.sslkey;
-    h.tls.key_password = std::move(o.key_password);
+    h.tls.key_password = o.key_password.clone();
     for (const auto& r : o.resolve) {
         auto colon = r.find(':');
         h.tls.resolve[r.substr(0, colon)] = r.substr(colon + 1);
@@ -84,12 +84,7 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
         return kExitError;
     }
     auto client = client_info(options);
-    auto config = https_config(options);
-    if (!config) {
-        LOG_ERROR << config.error().message;
-        return kExitError;
-    }
-    auto https = io::HttpsClient::create(std::move(*config));
+    auto https = io::HttpsClient::create(https_config(options));
     if (!https) {
         LOG_ERROR << https.error().message;
         return kExitError;
@@ -128,6 +123,17 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
         settings.authgroup = options.authgroup;
         settings.gateway_by_latency = options.gateway_by_latency;
         settings.latency_budget = std::chrono::milliseconds(std::min(3000, options.http_timeout_s * 1000));
+        if (options.gateway_by_latency) {
+            // Probes get timeouts of the budget, so a silent gateway is given up on in time.
+            auto probe = https_config(options);
+            probe.tls.connect_timeout = probe.tls.io_timeout = settings.latency_budget;
+            auto credentials = io::TlsCredentials::load(probe.tls);
+            if (!credentials) {
+                LOG_ERROR << credentials.error().message;
+                return kExitError;
+            }
+            settings.probe_credentials = std::move(*credentials);
+        }
         settings.client_certificate = !options.certificate.empty();
         TerminalPrompter prompter(options.non_interactive);
         session::GpLogin login(transport, std::move(settings), prompter);

@@ -10,7 +10,7 @@ namespace espvpn::session {
 
 namespace {
 
-// Shared with the probe threads, which may outlive the call.
+// Shared with the probe threads, which may outlive the call (not its owner).
 struct ProbeBoard {
     std::mutex mutex;
     std::condition_variable done;
@@ -21,9 +21,14 @@ struct ProbeBoard {
 
 }  // namespace
 
+LatencyProbeThreads::~LatencyProbeThreads() {
+    for (auto& t : threads_)
+        if (t.joinable()) t.join();
+}
+
 std::vector<GatewayLatency> probe_gateway_latency(const std::vector<std::string>& addresses,
                                                   std::shared_ptr<const io::TlsCredentials> credentials,
-                                                  std::chrono::milliseconds budget) {
+                                                  std::chrono::milliseconds budget, LatencyProbeThreads& threads) {
     auto board = std::make_shared<ProbeBoard>();
     board->results.resize(addresses.size());
     for (std::size_t i = 0; i < addresses.size(); ++i) {
@@ -31,7 +36,7 @@ std::vector<GatewayLatency> probe_gateway_latency(const std::vector<std::string>
         board->results[i].error = "no TLS connect within " + std::to_string(budget.count()) + " ms";
     }
     for (std::size_t i = 0; i < addresses.size(); ++i) {
-        std::thread([board, credentials, i, address = addresses[i]] {
+        threads.add(std::thread([board, credentials, i, address = addresses[i]] {
             GatewayLatency r{address, std::nullopt, {}};
             auto url = http::parse_url(address);
             if (!url) {
@@ -50,7 +55,7 @@ std::vector<GatewayLatency> probe_gateway_latency(const std::vector<std::string>
             if (!board->closed) board->results[i] = std::move(r);
             ++board->finished;
             board->done.notify_all();
-        }).detach();
+        }));
     }
     std::unique_lock lock(board->mutex);
     board->done.wait_for(lock, budget, [&] { return board->finished == addresses.size(); });

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/io/tls_stream.h"
@@ -19,11 +20,24 @@ struct GatewayLatency {
     std::string error;                                     // why there is no time
 };
 
-// One result per address, in the same order. Returns within about `budget`;
-// probes still running then keep going in the background until their own
-// connect/handshake timeouts end them, and are reported as too slow.
+// Probe threads still running when the answer was due. They end on their own
+// connect/handshake timeouts (give the probe credentials short ones); the
+// destructor waits for them so none outlives its owner.
+class LatencyProbeThreads {
+public:
+    LatencyProbeThreads() = default;
+    LatencyProbeThreads(LatencyProbeThreads&&) = default;
+    LatencyProbeThreads& operator=(LatencyProbeThreads&&) = default;
+    ~LatencyProbeThreads();
+    void add(std::thread t) { threads_.push_back(std::move(t)); }
+
+private:
+    std::vector<std::thread> threads_;
+};
+
+// One result per address, in the same order, within about `budget`.
 std::vector<GatewayLatency> probe_gateway_latency(const std::vector<std::string>& addresses,
                                                   std::shared_ptr<const io::TlsCredentials> credentials,
-                                                  std::chrono::milliseconds budget);
+                                                  std::chrono::milliseconds budget, LatencyProbeThreads& threads);
 
 }  // namespace espvpn::session

@@ -2,7 +2,6 @@
 
 #include <variant>
 
-#include "src/session/gp_gateway_latency.h"
 #include "src/log/logger.h"
 
 namespace espvpn::session {
@@ -73,14 +72,14 @@ Result<GpAuthenticated> GpLogin::run() {
     return via_gateway(target.server, nullptr, nullptr);
 }
 
-Result<gp::GpPrelogin> GpLogin::prelogin(gp::GpInterface iface, const http::Url& server) {
+Result<gp::GpPrelogin> GpLogin::prelogin(gp::GpInterface iface, const http::Url& server, bool* wrong_interface) {
     const char* what = iface == gp::GpInterface::Portal ? "portal prelogin" : "gateway prelogin";
     auto reply = http_.send(server, gp::prelogin_request(iface, settings_.client), true);
     if (!reply) return reply.error();
     auto outcome = gp::parse_prelogin_reply(reply->body.reveal_text());
     if (!outcome) return make_error(std::string(what) + " reply from " + server.host + ": " + outcome.error().message);
     if (auto* e = std::get_if<gp::GpServerError>(&*outcome)) {
-        if (e->kind == gp::GpErrorKind::WrongInterface) return make_error("wrong-interface: " + e->message);
+        *wrong_interface = e->kind == gp::GpErrorKind::WrongInterface;
         return make_error(std::string(what) + " on " + server.host + " failed: " + describe_failure(*e, *reply));
     }
     if (std::holds_alternative<gp::GpChallenge>(*outcome))
@@ -188,14 +187,8 @@ Result<gp::GpLoginResult> GpLogin::gateway_login(const http::Url& gateway, Crede
 
 Result<GpAuthenticated> GpLogin::via_portal(bool* portal_missing) {
     const auto& server = settings_.target.server;
-    auto pre = prelogin(gp::GpInterface::Portal, server);
-    if (!pre) {
-        if (pre.error().message.rfind("wrong-interface: ", 0) == 0) {
-            *portal_missing = true;
-            return make_error("portal prelogin on " + server.host + " failed: " + pre.error().message.substr(17));
-        }
-        return pre.error();
-    }
+    auto pre = prelogin(gp::GpInterface::Portal, server, portal_missing);
+    if (!pre) return pre.error();
     auto creds = ask_credentials(*pre, server);
     if (!creds) return creds.error();
     auto config = portal_login(*creds);
@@ -237,12 +230,9 @@ Result<GpAuthenticated> GpLogin::via_gateway(const http::Url& gateway, Credentia
         }
     }
     if (!login) {
-        auto pre = prelogin(gp::GpInterface::Gateway, gateway);
-        if (!pre) {
-            if (pre.error().message.rfind("wrong-interface: ", 0) == 0)
-                return make_error("gateway prelogin on " + gateway.host + " failed: " + pre.error().message.substr(17));
-            return pre.error();
-        }
+        bool missing = false;
+        auto pre = prelogin(gp::GpInterface::Gateway, gateway, &missing);
+        if (!pre) return pre.error();
         auto creds = ask_credentials(*pre, gateway);
         if (!creds) return creds.error();
         if (portal) {
@@ -289,7 +279,8 @@ Result<http::Url> GpLogin::choose_gateway(const gp::GpPortalConfig& config, cons
     } else if (settings_.gateway_by_latency && gateways.size() > 1) {
         std::vector<std::string> addresses;
         for (const auto& g : gateways) addresses.push_back(g.address);
-        auto measured = probe_gateway_latency(addresses, http_.https().credentials(), settings_.latency_budget);
+        auto credentials = settings_.probe_credentials ? settings_.probe_credentials : http_.https().credentials();
+        auto measured = probe_gateway_latency(addresses, credentials, settings_.latency_budget, probe_threads_);
         const GatewayLatency* best = nullptr;
         for (std::size_t i = 0; i < measured.size(); ++i) {
             const auto& m = measured[i];

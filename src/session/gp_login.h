@@ -14,6 +14,7 @@
 #include "protocols/gp/requests.h"
 #include "protocols/gp/session_cookie.h"
 #include "protocols/http/url.h"
+#include "src/session/gp_gateway_latency.h"
 #include "src/session/gp_transport.h"
 #include "src/session/login_prompter.h"
 
@@ -43,6 +44,9 @@ struct GpLoginSettings {
     std::string authgroup;        // gateway by name or address
     bool gateway_by_latency = false;
     std::chrono::milliseconds latency_budget{3000};
+    // TLS rules for the latency probe, with connect/I/O timeouts of about the
+    // budget; null: the login's own (slow probes then linger until its timeouts).
+    std::shared_ptr<const io::TlsCredentials> probe_credentials;
     bool client_certificate = false;  // -c given: try a certificate-only login first
     int max_challenge_rounds = 8;
 };
@@ -71,7 +75,8 @@ private:
     Result<GpAuthenticated> via_portal(bool* portal_missing);
     Result<GpAuthenticated> via_gateway(const http::Url& gateway, Credentials* replay,
                                         const gp::GpPortalConfig* portal);
-    Result<gp::GpPrelogin> prelogin(gp::GpInterface iface, const http::Url& server);
+    // `wrong_interface`: set when the server says this portal/gateway does not exist.
+    Result<gp::GpPrelogin> prelogin(gp::GpInterface iface, const http::Url& server, bool* wrong_interface);
     Result<Credentials> ask_credentials(const gp::GpPrelogin& info, const http::Url& server);
     template <class T, class Send, class Parse>
     Result<T> answer_rounds(Credentials& creds, const std::string& what, Send&& send, Parse&& parse);
@@ -83,6 +88,7 @@ private:
     GpLoginSettings settings_;
     LoginPrompter& prompter_;
     bool rejected_ = false;
+    LatencyProbeThreads probe_threads_;  // joined when the login object goes
 };
 
 }  // namespace espvpn::session
