@@ -410,6 +410,53 @@ def case_secrets_not_logged():
               "the dump covered getconfig, HIP report and logout")
 
 
+def case_tty_prompt():
+    """On a terminal: user name echoed, password read from /dev/tty with echo off."""
+    import pty
+    import select
+    import termios
+    with Fake("--user", "alice:pty-pass-123") as f:
+        cmd = [ESPVPN, "--protocol=gp", "--cafile", CA, "--authenticate", "--usergroup", "gateway", f.url]
+        print("  $ (on a pty) " + " ".join(cmd))
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execv(ESPVPN, cmd)
+        out = b""
+        echo_at_password = None
+        deadline = time.monotonic() + 20
+        sent_user = sent_password = False
+        try:
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([fd], [], [], 0.2)
+                if ready:
+                    try:
+                        chunk = os.read(fd, 4096)
+                    except OSError:
+                        break
+                    if not chunk:
+                        break
+                    out += chunk
+                if not sent_user and b"Username:" in out:
+                    os.write(fd, b"alice\n")
+                    sent_user = True
+                if sent_user and not sent_password and b"Password:" in out:
+                    time.sleep(0.1)  # let the prompt's tcsetattr land
+                    echo_at_password = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
+                    os.write(fd, b"pty-pass-123\n")
+                    sent_password = True
+        finally:
+            _, status = os.waitpid(pid, 0)
+            os.close(fd)
+        text = out.decode(errors="replace")
+        print("  ---- pty transcript ----\n" + text.replace("\r", ""))
+        check(sent_user and sent_password, "prompted for Username: and Password: on the terminal")
+        check(echo_at_password is False, "echo was off while the password was typed")
+        check("pty-pass-123" not in text, "the password never appeared on the terminal")
+        check("alice" in text, "the user name was echoed as typed")
+        check(os.WEXITSTATUS(status) == 0 and f.stats()["login_ok"] == 1 and "COOKIE=" in text,
+              "the typed password reached the server intact: login ok, exit 0")
+
+
 def case_measure_vs_openconnect():
     """Login time and handshakes, espvpn vs openconnect --authenticate (reported, not asserted)."""
     if subprocess.run(["which", "openconnect"], capture_output=True).returncode != 0:
