@@ -135,7 +135,7 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
             settings.probe_credentials = std::move(*credentials);
         }
         settings.client_certificate = !options.certificate.empty();
-        TerminalPrompter prompter(options.non_interactive);
+        TerminalPrompter prompter(options.non_interactive, options.no_passwd);
         session::GpLogin login(transport, std::move(settings), prompter);
         auto done = login.run();
         https->log_summary("login");

@@ -68,6 +68,7 @@ Result<std::string> TerminalPrompter::ask_text(std::string_view prompt) {
 }
 
 Result<Secret> TerminalPrompter::ask_secret(std::string_view prompt) {
+    if (no_password_) return make_error("the server asks for '" + std::string(prompt) + "' but --no-passwd was given");
     if (non_interactive_) return make_error("user input required ('" + std::string(prompt) + "') but --non-inter was given");
     if (!::isatty(0)) return read_line(0, "'" + std::string(prompt) + "' on standard input");
     int tty = ::open("/dev/tty", O_RDWR | O_CLOEXEC);

@@ -10,13 +10,16 @@ namespace espvpn::cli {
 
 class TerminalPrompter : public session::LoginPrompter {
 public:
-    explicit TerminalPrompter(bool non_interactive) : non_interactive_(non_interactive) {}
+    // no_password (--no-passwd): any hidden-field prompt is an error.
+    TerminalPrompter(bool non_interactive, bool no_password)
+        : non_interactive_(non_interactive), no_password_(no_password) {}
     Result<std::string> ask_text(std::string_view prompt) override;
     Result<Secret> ask_secret(std::string_view prompt) override;
     void show(std::string_view message) override;
 
 private:
     bool non_interactive_;
+    bool no_password_;
 };
 
 // One line of standard input (without the newline) as a Secret, read byte by

@@ -203,6 +203,15 @@ def case_client_cert():
             s = f.stats()
             check(s["login_via"] == {"client-certificate": 1} and s["client_certs"],
                   f"{label}: the gateway logged in by the certificate ({s['client_certs'][:1]})")
+        with Fake("--client-ca", CA, "--require-client-cert") as f:
+            r = espvpn(f.url, ["--authenticate", "--usergroup", "gateway", "--no-passwd", *cert_args], "")
+            check(r.returncode == 1 and "--no-passwd" in r.stderr,
+                  f"{label}: gateway not in certificate-only mode: the password prompt fails under --no-passwd")
+    with Fake("--client-ca", CA, "--require-client-cert", "--user", "testuser:pw9") as f:
+        cert = ["-c", os.path.join(CERTS, "client.pem"), "-k", os.path.join(CERTS, "client-key.pem")]
+        r = espvpn(f.url, ["--authenticate", "--usergroup", "gateway", *cert], "pw9\n")
+        check(r.returncode == 0 and f.stats()["login_via"] == {"password": 1} and f.stats()["login_failed"] == 1,
+              "certificate alone refused → user from the certificate, password asked once, login ok")
     with Fake("--cert-only-login", "--client-ca", CA, "--require-client-cert") as f:
         r = espvpn(f.url, ["--authenticate", "--usergroup", "gateway", "--non-inter"], "")
         check(r.returncode == 1, "without a certificate the required client auth fails (exit 1)")
