@@ -69,13 +69,13 @@ for suite in "${suites[@]}"; do
   for v in $probe $we_to_k $k_to_we $k_tamper $k_replay $w_tamper $w_replay; do [[ $v == ok ]] || result=FAIL; done
   ((peer_rc == 0)) || result=FAIL
   [[ $result == PASS ]] || failures=$((failures + 1))
-  rows+=("$(printf '%-20s %-6s %-9s %-10s %-10s %-13s %-13s %-10s %s' "$suite" "$probe" \
+  rows+=("$(printf '%-20s %-6s %-9s %-9s %-12s %-12s %-10s %-10s %s' "$suite" "$probe" \
     "$we_to_k($k_in)" "$k_to_we($k_out)" "$k_tamper(icv=$k_in_icv)" "$k_replay(rpl=$k_in_replay)" \
     "$w_tamper" "$w_replay" "$result")")
 done
 
 echo
-printf '%-20s %-6s %-9s %-10s %-10s %-13s %-13s %-10s %s\n' suite probe "we→kern" "kern→we" \
+printf '%-20s %-6s %-9s %-9s %-12s %-12s %-10s %-10s %s\n' suite probe "us>kern" "kern>us" \
   "kern-tamper" "kern-replay" "we-tamper" "we-replay" result
 printf '%s\n' "${rows[@]}"
 echo "esp-peer matrix: ${#suites[@]} suites, $failures failed, $((SECONDS - started)) s in the test"
