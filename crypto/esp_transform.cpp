@@ -6,17 +6,17 @@
 //                  (~50 cycles per packet; gnutls_rnd(NONCE) costs ~10x that)
 #include "crypto/esp_transform.h"
 
+#include "crypto/hmac.h"
+
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <nettle/aes.h>
-#include <nettle/hmac.h>
 #include <nettle/memops.h>
 
 #include <array>
 #include <cstring>
 #include <optional>
 #include <string>
-#include <variant>
 
 namespace espvpn {
 
@@ -155,46 +155,6 @@ Error gnutls_failure(const char* what, int rc) {
     return make_error(std::string(what) + " failed: " + gnutls_strerror(rc));
 }
 
-// HMAC with the keyed inner/outer states computed once; digest() leaves the context
-// ready for the next packet, so nothing is rehashed from the key per packet.
-class Hmac {
-public:
-    Hmac(EspIntegrity alg, const Secret& key) {
-        auto k = key.reveal();
-        switch (alg) {
-            case EspIntegrity::hmac_sha1_96:
-                hmac_sha1_set_key(&ctx_.emplace<hmac_sha1_ctx>(), k.size(), k.data());
-                break;
-            case EspIntegrity::hmac_sha256_128:
-                hmac_sha256_set_key(&ctx_.emplace<hmac_sha256_ctx>(), k.size(), k.data());
-                break;
-            case EspIntegrity::hmac_md5_96:
-                hmac_md5_set_key(&ctx_.emplace<hmac_md5_ctx>(), k.size(), k.data());
-                break;
-            case EspIntegrity::none: break;
-        }
-    }
-    Hmac(const Hmac&) = delete;
-    Hmac& operator=(const Hmac&) = delete;
-    ~Hmac() { secure_zero(&ctx_, sizeof ctx_); }
-
-    void compute(const std::uint8_t* data, std::size_t len, std::uint8_t* out, std::size_t out_len) {
-        if (auto* c = std::get_if<hmac_sha1_ctx>(&ctx_)) {
-            hmac_sha1_update(c, len, data);
-            hmac_sha1_digest(c, out_len, out);
-        } else if (auto* c2 = std::get_if<hmac_sha256_ctx>(&ctx_)) {
-            hmac_sha256_update(c2, len, data);
-            hmac_sha256_digest(c2, out_len, out);
-        } else if (auto* c3 = std::get_if<hmac_md5_ctx>(&ctx_)) {
-            hmac_md5_update(c3, len, data);
-            hmac_md5_digest(c3, out_len, out);
-        }
-    }
-
-private:
-    std::variant<std::monostate, hmac_sha1_ctx, hmac_sha256_ctx, hmac_md5_ctx> ctx_;
-};
-
 struct CbcHandle {
     gnutls_cipher_hd_t h = nullptr;
     CbcHandle() = default;
@@ -283,7 +243,7 @@ Result<EspSealer> EspSealer::create(const EspSaKeys& keys) {
         if (auto st = impl->gcm.init(keys.suite().cipher, keys.enc_key()); !st) return st.error();
     } else {
         if (auto st = impl->cbc.init(keys.suite().cipher, keys.enc_key()); !st) return st.error();
-        impl->hmac.emplace(keys.suite().integrity, keys.auth_key());
+        impl->hmac.emplace(keys.suite().integrity, keys.auth_key().reveal());
         std::array<std::uint8_t, 16> k{};
         int rc = gnutls_rnd(GNUTLS_RND_KEY, k.data(), k.size());
         if (rc >= 0) rc = gnutls_rnd(GNUTLS_RND_NONCE, impl->iv_block.data(), 8);
@@ -295,18 +255,30 @@ Result<EspSealer> EspSealer::create(const EspSaKeys& keys) {
 }
 
 bool EspSealer::seal(std::span<std::uint8_t> packet, std::uint64_t counter) noexcept {
+    std::array<std::uint8_t, kEspMaxIvSize> iv;
+    if (suite_.is_aead()) {
+        store_be64(iv.data(), counter);
+    } else {
+        Impl& s = *impl_;
+        store_be64(s.iv_block.data() + 8, ++s.iv_counter);
+        aes128_encrypt(&s.iv_key, 16, iv.data(), s.iv_block.data());
+    }
+    return seal_with_iv(packet, {iv.data(), suite_.iv_size()});
+}
+
+bool EspSealer::seal_with_iv(std::span<std::uint8_t> packet, std::span<const std::uint8_t> iv_in) noexcept {
     const std::size_t header = suite_.header_size();
     const std::size_t icv = suite_.icv_size();
-    if (packet.size() < header + icv) return false;
+    if (iv_in.size() != suite_.iv_size() || packet.size() < header + icv) return false;
     const std::size_t text_len = packet.size() - header - icv;
     if (text_len == 0 || text_len % suite_.block_size() != 0) return false;
     std::uint8_t* p = packet.data();
     std::uint8_t* iv = p + kEspSpiSeqSize;
     std::uint8_t* text = p + header;
+    std::memcpy(iv, iv_in.data(), iv_in.size());
     Impl& s = *impl_;
 
     if (suite_.is_aead()) {
-        store_be64(iv, counter);
         s.gcm.load_iv(iv);
         giovec_t aad{p, kEspSpiSeqSize};
         giovec_t data{text, text_len};
@@ -314,12 +286,9 @@ bool EspSealer::seal(std::span<std::uint8_t> packet, std::uint64_t counter) noex
         return gnutls_aead_cipher_encryptv2(s.gcm.h, s.gcm.nonce.data(), s.gcm.nonce.size(), &aad, 1, &data, 1,
                                             text + text_len, &tag_len) >= 0;
     }
-
-    store_be64(s.iv_block.data() + 8, ++s.iv_counter);
-    aes128_encrypt(&s.iv_key, 16, iv, s.iv_block.data());
     gnutls_cipher_set_iv(s.cbc.h, iv, 16);
     if (gnutls_cipher_encrypt2(s.cbc.h, text, text_len, text, text_len) < 0) return false;
-    s.hmac->compute(p, header + text_len, text + text_len, icv);
+    s.hmac->compute({p, header + text_len}, text + text_len, icv);
     return true;
 }
 
@@ -344,7 +313,7 @@ Result<EspOpener> EspOpener::create(const EspSaKeys& keys) {
         if (auto st = impl->gcm.init(keys.suite().cipher, keys.enc_key()); !st) return st.error();
     } else {
         if (auto st = impl->cbc.init(keys.suite().cipher, keys.enc_key()); !st) return st.error();
-        impl->hmac.emplace(keys.suite().integrity, keys.auth_key());
+        impl->hmac.emplace(keys.suite().integrity, keys.auth_key().reveal());
     }
     return EspOpener(keys.suite(), std::move(impl));
 }
@@ -370,7 +339,7 @@ EspOpenStatus EspOpener::open(std::span<std::uint8_t> packet) noexcept {
     }
 
     std::array<std::uint8_t, kEspMaxIcvSize> expected;
-    s.hmac->compute(p, header + text_len, expected.data(), icv);
+    s.hmac->compute({p, header + text_len}, expected.data(), icv);
     if (!memeql_sec(expected.data(), text + text_len, icv)) return EspOpenStatus::bad_icv;
     gnutls_cipher_set_iv(s.cbc.h, iv, 16);
     if (gnutls_cipher_decrypt2(s.cbc.h, text, text_len, text, text_len) < 0) return EspOpenStatus::bad_length;

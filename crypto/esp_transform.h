@@ -103,6 +103,9 @@ public:
     // must never repeat under this key; CBC: a fresh unpredictable IV), encrypts the
     // plaintext in place and writes the ICV. False only if the sizes are inconsistent.
     bool seal(std::span<std::uint8_t> packet, std::uint64_t counter) noexcept;
+    // As seal(), with the caller's explicit IV (iv_size() bytes): for known-answer tests
+    // and interop tools that need reproducible packets. The datapath uses seal().
+    bool seal_with_iv(std::span<std::uint8_t> packet, std::span<const std::uint8_t> iv) noexcept;
 
     struct Impl;
 
