@@ -20,6 +20,9 @@ const std::array<std::uint8_t, 32> kKey = {1,  2,  3,  4,  5,  6,  7,  8,  9,  1
                                            12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
                                            23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
 
+// CBC works on whole blocks: a payload of n bytes costs ceil(n/16) blocks (ESP pads it).
+std::size_t cbc_blocks(std::size_t n) { return (n + 15) / 16 * 16; }
+
 void check(int rc, const char* what) {
     if (rc < 0) throw std::runtime_error(std::string(what) + ": " + gnutls_strerror(rc));
 }
@@ -52,11 +55,13 @@ struct GnutlsCbc {
         check(gnutls_cipher_init(&h, GNUTLS_CIPHER_AES_128_CBC, &k, &v), "gnutls_cipher_init");
     }
     void encrypt(std::uint8_t* d, std::size_t n) {
+        n = cbc_blocks(n);
         std::array<std::uint8_t, 16> iv{};
         gnutls_cipher_set_iv(h, iv.data(), iv.size());
         check(gnutls_cipher_encrypt2(h, d, n, d, n), "gnutls_cipher_encrypt2");
     }
     void decrypt(std::uint8_t* d, std::size_t n) {
+        n = cbc_blocks(n);
         std::array<std::uint8_t, 16> iv{};
         gnutls_cipher_set_iv(h, iv.data(), iv.size());
         check(gnutls_cipher_decrypt2(h, d, n, d, n), "gnutls_cipher_decrypt2");
@@ -96,10 +101,12 @@ struct NettleCbc {
         aes128_invert_key(&dec, &enc);
     }
     void encrypt(std::uint8_t* d, std::size_t n) {
+        n = cbc_blocks(n);
         std::array<std::uint8_t, 16> iv{};
         cbc_aes128_encrypt(&enc, iv.data(), n, d, d);
     }
     void decrypt(std::uint8_t* d, std::size_t n) {
+        n = cbc_blocks(n);
         std::array<std::uint8_t, 16> iv{};
         cbc_decrypt(&dec, reinterpret_cast<nettle_cipher_func*>(aes128_decrypt), 16, iv.data(), n, d, d);
     }
@@ -190,7 +197,7 @@ std::vector<PrimitiveCase> primitive_cases() {
 void raw_gcm128_encrypt(std::uint8_t* data, std::size_t size) { gnutls_gcm128().encrypt(data, size); }
 
 void raw_cbc128_sha1(std::uint8_t* data, std::size_t size) {
-    instance<NettleCbc>().encrypt(data, size);
+    instance<GnutlsCbc>().encrypt(data, size);
     nettle_sha1().mac(data, size);
 }
 

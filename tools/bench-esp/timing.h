@@ -1,5 +1,5 @@
-// Throughput measurement: run an operation over a buffer until a time budget is spent,
-// report Gbit/s and TSC cycles per byte.
+// Throughput measurement: run an operation over a buffer until a budget of this thread's
+// CPU time is spent; report Gbit/s and cycles per byte (CPU time x TSC frequency).
 #pragma once
 
 #include <cstddef>
