@@ -138,6 +138,7 @@ void run_esp(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows when piped
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--quick")) {
             o.seconds = 0.002;
