@@ -1,25 +1,33 @@
 #include "crypto/hmac.h"
 
+#include <array>
+#include <cstring>
+#include <string>
+
 #include "crypto/secret.h"
 
 namespace espvpn {
 
-Hmac::Hmac(EspIntegrity alg, std::span<const std::uint8_t> key) {
-    switch (alg) {
-        case EspIntegrity::hmac_sha1_96:
-            hmac_sha1_set_key(&ctx_.emplace<hmac_sha1_ctx>(), key.size(), key.data());
-            break;
-        case EspIntegrity::hmac_sha256_128:
-            hmac_sha256_set_key(&ctx_.emplace<hmac_sha256_ctx>(), key.size(), key.data());
-            break;
-        case EspIntegrity::hmac_md5_96:
-            hmac_md5_set_key(&ctx_.emplace<hmac_md5_ctx>(), key.size(), key.data());
-            break;
-        case EspIntegrity::none: break;
+Status Hmac::init(EspIntegrity alg, std::span<const std::uint8_t> key) {
+    alg_ = alg;
+    if (alg == EspIntegrity::hmac_md5_96) {
+        hmac_md5_set_key(&md5_, key.size(), key.data());
+        return {};
     }
+    if (alg == EspIntegrity::none) return make_error("HMAC needs an integrity algorithm");
+    const gnutls_mac_algorithm_t m = alg == EspIntegrity::hmac_sha1_96 ? GNUTLS_MAC_SHA1 : GNUTLS_MAC_SHA256;
+    int rc = gnutls_hmac_init(&gnutls_, m, key.data(), key.size());
+    if (rc < 0) {
+        gnutls_ = nullptr;
+        return make_error(std::string("gnutls_hmac_init failed: ") + gnutls_strerror(rc));
+    }
+    return {};
 }
 
-Hmac::~Hmac() { secure_zero(&ctx_, sizeof ctx_); }
+Hmac::~Hmac() {
+    if (gnutls_) gnutls_hmac_deinit(gnutls_, nullptr);
+    secure_zero(&md5_, sizeof md5_);
+}
 
 std::size_t Hmac::digest_size(EspIntegrity alg) {
     switch (alg) {
@@ -31,19 +39,20 @@ std::size_t Hmac::digest_size(EspIntegrity alg) {
     return 0;
 }
 
-// Nettle's digest() finishes the inner hash, runs the outer one, then restores the
-// keyed inner state: no per-message key processing.
+// Both libraries finish the inner hash, run the outer one and then restore the keyed
+// inner state (gnutls_hmac_output "resets"): no per-message key processing.
 void Hmac::compute(std::span<const std::uint8_t> data, std::uint8_t* out, std::size_t out_len) noexcept {
-    if (auto* c = std::get_if<hmac_sha1_ctx>(&ctx_)) {
-        hmac_sha1_update(c, data.size(), data.data());
-        hmac_sha1_digest(c, out_len, out);
-    } else if (auto* c2 = std::get_if<hmac_sha256_ctx>(&ctx_)) {
-        hmac_sha256_update(c2, data.size(), data.data());
-        hmac_sha256_digest(c2, out_len, out);
-    } else if (auto* c3 = std::get_if<hmac_md5_ctx>(&ctx_)) {
-        hmac_md5_update(c3, data.size(), data.data());
-        hmac_md5_digest(c3, out_len, out);
+    if (alg_ == EspIntegrity::hmac_md5_96) {
+        hmac_md5_update(&md5_, data.size(), data.data());
+        hmac_md5_digest(&md5_, out_len, out);
+        return;
     }
+    if (!gnutls_) return;
+    std::array<std::uint8_t, SHA256_DIGEST_SIZE> full;
+    gnutls_hmac(gnutls_, data.data(), data.size());
+    gnutls_hmac_output(gnutls_, full.data());
+    std::memcpy(out, full.data(), out_len);
+    secure_zero(full.data(), full.size());
 }
 
 }  // namespace espvpn

@@ -198,7 +198,7 @@ void raw_gcm128_encrypt(std::uint8_t* data, std::size_t size) { gnutls_gcm128().
 
 void raw_cbc128_sha1(std::uint8_t* data, std::size_t size) {
     instance<NettleCbc>().encrypt(data, size);
-    nettle_sha1().mac(data, size);
+    gnutls_sha1().mac(data, size);
 }
 
 }  // namespace espvpn::bench

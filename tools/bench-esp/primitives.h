@@ -23,7 +23,7 @@ std::vector<PrimitiveCase> primitive_cases();
 // The ceilings the ESP numbers are compared with: the same primitives as the ESP suite,
 // called directly on `size` bytes (no header, padding, IV generation or framing).
 //   AES-128-GCM       GnuTLS encrypt (the library the transform uses for GCM)
-//   AES-128-CBC+SHA1  Nettle CBC encrypt + Nettle HMAC-SHA1 (the transform's choices)
+//   AES-128-CBC+SHA1  Nettle CBC encrypt + GnuTLS HMAC-SHA1 (the transform's choices)
 void raw_gcm128_encrypt(std::uint8_t* data, std::size_t size);
 void raw_cbc128_sha1(std::uint8_t* data, std::size_t size);
 

@@ -96,7 +96,8 @@ TEST_CASE("HMAC known answers (RFC 2202, RFC 4231), state reused across messages
          hex("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")},
     };
     for (const auto& kat : kats) {
-        Hmac h(kat.alg, kat.key);
+        Hmac h;
+        REQUIRE(h.init(kat.alg, kat.key).ok());
         Bytes data(kat.data.begin(), kat.data.end());
         for (int round = 0; round < 3; ++round) {  // the keyed state must survive each digest
             Bytes out(Hmac::digest_size(kat.alg));
