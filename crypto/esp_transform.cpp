@@ -1,0 +1,373 @@
+// Library choice per primitive, by measurement (tools/bench-esp, docs/PERFORMANCE.md):
+//   AES-GCM        GnuTLS (its AVX/PCLMUL GCM is about twice Nettle 3.8's)
+//   AES-CBC enc    Nettle (cbc_aes*_encrypt: 2x GnuTLS at 64 bytes, a tie from 512 up)
+//   AES-CBC dec    GnuTLS (~1.3x Nettle's from 512 bytes up)
+//   HMAC           GnuTLS for SHA-1/SHA-256 (5-9% faster from 512 B), Nettle for MD5 (tie)
+//   CBC IV         Nettle AES-128 of a counter under a per-SA random key
+//                  (~50 cycles per packet; gnutls_rnd(NONCE) costs ~10x that)
+#include "crypto/esp_transform.h"
+
+#include "crypto/hmac.h"
+
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <nettle/aes.h>
+#include <nettle/cbc.h>
+#include <nettle/memops.h>
+
+#include <array>
+#include <cstring>
+#include <optional>
+#include <string>
+
+namespace espvpn {
+
+// ---- suite --------------------------------------------------------------------------
+
+std::size_t EspSuite::icv_size() const {
+    switch (integrity) {
+        case EspIntegrity::none: return 16;
+        case EspIntegrity::hmac_sha1_96: return 12;
+        case EspIntegrity::hmac_sha256_128: return 16;
+        case EspIntegrity::hmac_md5_96: return 12;
+    }
+    return 16;
+}
+
+static std::size_t aes_key_size(EspCipher c) {
+    return (c == EspCipher::aes128_cbc || c == EspCipher::aes128_gcm) ? 16 : 32;
+}
+
+static constexpr std::size_t kGcmSaltSize = 4;
+
+std::size_t EspSuite::enc_key_size() const { return aes_key_size(cipher) + (is_aead() ? kGcmSaltSize : 0); }
+
+std::size_t EspSuite::auth_key_size() const {
+    switch (integrity) {
+        case EspIntegrity::none: return 0;
+        case EspIntegrity::hmac_sha1_96: return 20;
+        case EspIntegrity::hmac_sha256_128: return 32;
+        case EspIntegrity::hmac_md5_96: return 16;
+    }
+    return 0;
+}
+
+std::string_view EspSuite::name() const {
+    switch (cipher) {
+        case EspCipher::aes128_gcm: return "aes-128-gcm";
+        case EspCipher::aes256_gcm: return "aes-256-gcm";
+        case EspCipher::aes128_cbc:
+            switch (integrity) {
+                case EspIntegrity::hmac_sha1_96: return "aes-128-cbc/hmac-sha1-96";
+                case EspIntegrity::hmac_sha256_128: return "aes-128-cbc/hmac-sha256-128";
+                case EspIntegrity::hmac_md5_96: return "aes-128-cbc/hmac-md5-96";
+                case EspIntegrity::none: break;
+            }
+            break;
+        case EspCipher::aes256_cbc:
+            switch (integrity) {
+                case EspIntegrity::hmac_sha1_96: return "aes-256-cbc/hmac-sha1-96";
+                case EspIntegrity::hmac_sha256_128: return "aes-256-cbc/hmac-sha256-128";
+                case EspIntegrity::hmac_md5_96: return "aes-256-cbc/hmac-md5-96";
+                case EspIntegrity::none: break;
+            }
+            break;
+    }
+    return "invalid";
+}
+
+Result<EspSuite> esp_suite_from_names(std::string_view enc_algo, std::string_view hmac_algo) {
+    EspSuite s;
+    if (enc_algo == "aes-128-gcm" || enc_algo == "aes-256-gcm") {
+        s.cipher = enc_algo == "aes-128-gcm" ? EspCipher::aes128_gcm : EspCipher::aes256_gcm;
+        s.integrity = EspIntegrity::none;  // GCM authenticates itself; hmac-algo is ignored
+        return s;
+    }
+    if (enc_algo == "aes-128-cbc" || enc_algo == "aes128") {
+        s.cipher = EspCipher::aes128_cbc;
+    } else if (enc_algo == "aes-256-cbc") {
+        s.cipher = EspCipher::aes256_cbc;
+    } else {
+        return make_error("unsupported ESP enc-algo '" + std::string(enc_algo) +
+                          "' (known: aes-128-cbc, aes-256-cbc, aes-128-gcm, aes-256-gcm)");
+    }
+    if (hmac_algo == "sha1") {
+        s.integrity = EspIntegrity::hmac_sha1_96;
+    } else if (hmac_algo == "sha256") {
+        s.integrity = EspIntegrity::hmac_sha256_128;
+    } else if (hmac_algo == "md5") {
+        s.integrity = EspIntegrity::hmac_md5_96;
+    } else {
+        return make_error("unsupported ESP hmac-algo '" + std::string(hmac_algo) + "' for " +
+                          std::string(enc_algo) + " (known: sha1, sha256, md5)");
+    }
+    return s;
+}
+
+// ---- keys ---------------------------------------------------------------------------
+
+Result<EspSaKeys> EspSaKeys::create(EspSuite suite, Secret enc_key, Secret auth_key) {
+    if (enc_key.size() != suite.enc_key_size()) {
+        std::string msg = "ESP encryption key for " + std::string(suite.name()) + " must be " +
+                          std::to_string(suite.enc_key_size() * 8) + " bits";
+        if (suite.is_aead())
+            msg += " (" + std::to_string(aes_key_size(suite.cipher) * 8) + "-bit AES key + 32-bit salt)";
+        return make_error(msg + ", got " + std::to_string(enc_key.size() * 8) + " bits");
+    }
+    if (suite.is_aead()) {
+        auth_key.clear();
+    } else if (auth_key.size() != suite.auth_key_size()) {
+        return make_error("ESP authentication key for " + std::string(suite.name()) + " must be " +
+                          std::to_string(suite.auth_key_size() * 8) + " bits, got " +
+                          std::to_string(auth_key.size() * 8) + " bits");
+    }
+    return EspSaKeys(suite, std::move(enc_key), std::move(auth_key));
+}
+
+Result<EspSaKeys> EspSaKeys::from_getconfig(std::string_view enc_algo, std::string_view hmac_algo,
+                                            std::string_view ekey_hex, std::string_view akey_hex) {
+    auto suite = esp_suite_from_names(enc_algo, hmac_algo);
+    if (!suite) return suite.error();
+    auto ekey = Secret::from_hex(ekey_hex);
+    if (!ekey) return make_error("ESP ekey: " + ekey.error().message);
+    Secret akey;
+    if (!suite->is_aead()) {
+        auto a = Secret::from_hex(akey_hex);
+        if (!a) return make_error("ESP akey: " + a.error().message);
+        akey = std::move(*a);
+    }
+    return create(*suite, std::move(*ekey), std::move(akey));
+}
+
+// ---- shared pieces --------------------------------------------------------------------
+
+namespace {
+
+gnutls_cipher_algorithm_t gnutls_cipher_of(EspCipher c) {
+    switch (c) {
+        case EspCipher::aes128_cbc: return GNUTLS_CIPHER_AES_128_CBC;
+        case EspCipher::aes256_cbc: return GNUTLS_CIPHER_AES_256_CBC;
+        case EspCipher::aes128_gcm: return GNUTLS_CIPHER_AES_128_GCM;
+        case EspCipher::aes256_gcm: return GNUTLS_CIPHER_AES_256_GCM;
+    }
+    return GNUTLS_CIPHER_UNKNOWN;
+}
+
+Error gnutls_failure(const char* what, int rc) {
+    return make_error(std::string(what) + " failed: " + gnutls_strerror(rc));
+}
+
+struct CbcHandle {
+    gnutls_cipher_hd_t h = nullptr;
+    CbcHandle() = default;
+    CbcHandle(const CbcHandle&) = delete;
+    CbcHandle& operator=(const CbcHandle&) = delete;
+    ~CbcHandle() {
+        if (h) gnutls_cipher_deinit(h);
+    }
+    Status init(EspCipher c, const Secret& key) {
+        std::array<std::uint8_t, 16> iv{};
+        auto k = key.reveal();
+        gnutls_datum_t kd{const_cast<std::uint8_t*>(k.data()), static_cast<unsigned>(k.size())};
+        gnutls_datum_t ivd{iv.data(), static_cast<unsigned>(iv.size())};
+        int rc = gnutls_cipher_init(&h, gnutls_cipher_of(c), &kd, &ivd);
+        if (rc < 0) {
+            h = nullptr;
+            return gnutls_failure("gnutls_cipher_init (AES-CBC)", rc);
+        }
+        return {};
+    }
+};
+
+struct GcmHandle {
+    gnutls_aead_cipher_hd_t h = nullptr;
+    std::array<std::uint8_t, 12> nonce{};  // salt(4) ‖ explicit IV(8)
+    GcmHandle() = default;
+    GcmHandle(const GcmHandle&) = delete;
+    GcmHandle& operator=(const GcmHandle&) = delete;
+    ~GcmHandle() {
+        if (h) gnutls_aead_cipher_deinit(h);
+        secure_zero(nonce.data(), nonce.size());
+    }
+    Status init(EspCipher c, const Secret& key_and_salt) {
+        auto k = key_and_salt.reveal();
+        std::size_t key_len = k.size() - kGcmSaltSize;
+        std::memcpy(nonce.data(), k.data() + key_len, kGcmSaltSize);
+        gnutls_datum_t kd{const_cast<std::uint8_t*>(k.data()), static_cast<unsigned>(key_len)};
+        int rc = gnutls_aead_cipher_init(&h, gnutls_cipher_of(c), &kd);
+        if (rc < 0) {
+            h = nullptr;
+            return gnutls_failure("gnutls_aead_cipher_init (AES-GCM)", rc);
+        }
+        return {};
+    }
+    // Sets the explicit IV part of the nonce from the packet.
+    void load_iv(const std::uint8_t* iv) { std::memcpy(nonce.data() + kGcmSaltSize, iv, 8); }
+};
+
+void store_be64(std::uint8_t* p, std::uint64_t v) {
+    for (int i = 7; i >= 0; --i) {
+        p[i] = static_cast<std::uint8_t>(v);
+        v >>= 8;
+    }
+}
+
+}  // namespace
+
+// ---- sealer -------------------------------------------------------------------------
+
+// Nettle AES encryption key schedule for CBC sealing, for either key size.
+struct CbcEncryptKey {
+    EspCipher cipher = EspCipher::aes128_cbc;
+    aes128_ctx k128{};
+    aes256_ctx k256{};
+    void set(EspCipher c, const Secret& key) {
+        cipher = c;
+        if (c == EspCipher::aes128_cbc) aes128_set_encrypt_key(&k128, key.reveal().data());
+        else aes256_set_encrypt_key(&k256, key.reveal().data());
+    }
+    // iv is consumed (Nettle leaves the last ciphertext block in it).
+    void encrypt(std::uint8_t* iv, std::uint8_t* text, std::size_t len) {
+        if (cipher == EspCipher::aes128_cbc) cbc_aes128_encrypt(&k128, iv, len, text, text);
+        else cbc_aes256_encrypt(&k256, iv, len, text, text);
+    }
+    ~CbcEncryptKey() {
+        secure_zero(&k128, sizeof k128);
+        secure_zero(&k256, sizeof k256);
+    }
+};
+
+struct EspSealer::Impl {
+    EspSuite suite;
+    CbcEncryptKey cbc;
+    GcmHandle gcm;
+    Hmac hmac;
+    // CBC IVs: AES under a random key of (random prefix ‖ packet counter). Unpredictable
+    // to anyone without iv_key, never repeating, and far cheaper than a RNG call.
+    aes128_ctx iv_key{};
+    std::array<std::uint8_t, 16> iv_block{};
+    std::uint64_t iv_counter = 0;
+
+    ~Impl() {
+        secure_zero(&iv_key, sizeof iv_key);
+        secure_zero(iv_block.data(), iv_block.size());
+    }
+};
+
+EspSealer::EspSealer(EspSuite suite, std::unique_ptr<Impl> impl) : suite_(suite), impl_(std::move(impl)) {}
+EspSealer::EspSealer(EspSealer&&) noexcept = default;
+EspSealer& EspSealer::operator=(EspSealer&&) noexcept = default;
+EspSealer::~EspSealer() = default;
+
+Result<EspSealer> EspSealer::create(const EspSaKeys& keys) {
+    auto impl = std::make_unique<Impl>();
+    impl->suite = keys.suite();
+    if (keys.suite().is_aead()) {
+        if (auto st = impl->gcm.init(keys.suite().cipher, keys.enc_key()); !st) return st.error();
+    } else {
+        impl->cbc.set(keys.suite().cipher, keys.enc_key());
+        if (auto st = impl->hmac.init(keys.suite().integrity, keys.auth_key().reveal()); !st) return st.error();
+        std::array<std::uint8_t, 16> k{};
+        int rc = gnutls_rnd(GNUTLS_RND_KEY, k.data(), k.size());
+        if (rc >= 0) rc = gnutls_rnd(GNUTLS_RND_NONCE, impl->iv_block.data(), 8);
+        if (rc < 0) return gnutls_failure("gnutls_rnd (CBC IV key)", rc);
+        aes128_set_encrypt_key(&impl->iv_key, k.data());
+        secure_zero(k.data(), k.size());
+    }
+    return EspSealer(keys.suite(), std::move(impl));
+}
+
+bool EspSealer::seal(std::span<std::uint8_t> packet, std::uint64_t counter) noexcept {
+    std::array<std::uint8_t, kEspMaxIvSize> iv;
+    if (suite_.is_aead()) {
+        store_be64(iv.data(), counter);
+    } else {
+        Impl& s = *impl_;
+        store_be64(s.iv_block.data() + 8, ++s.iv_counter);
+        aes128_encrypt(&s.iv_key, 16, iv.data(), s.iv_block.data());
+    }
+    return seal_with_iv(packet, {iv.data(), suite_.iv_size()});
+}
+
+bool EspSealer::seal_with_iv(std::span<std::uint8_t> packet, std::span<const std::uint8_t> iv_in) noexcept {
+    const std::size_t header = suite_.header_size();
+    const std::size_t icv = suite_.icv_size();
+    if (iv_in.size() != suite_.iv_size() || packet.size() < header + icv) return false;
+    const std::size_t text_len = packet.size() - header - icv;
+    if (text_len == 0 || text_len % suite_.block_size() != 0) return false;
+    std::uint8_t* p = packet.data();
+    std::uint8_t* iv = p + kEspSpiSeqSize;
+    std::uint8_t* text = p + header;
+    std::memcpy(iv, iv_in.data(), iv_in.size());
+    Impl& s = *impl_;
+
+    if (suite_.is_aead()) {
+        s.gcm.load_iv(iv);
+        giovec_t aad{p, kEspSpiSeqSize};
+        giovec_t data{text, text_len};
+        std::size_t tag_len = icv;
+        return gnutls_aead_cipher_encryptv2(s.gcm.h, s.gcm.nonce.data(), s.gcm.nonce.size(), &aad, 1, &data, 1,
+                                            text + text_len, &tag_len) >= 0;
+    }
+    std::array<std::uint8_t, 16> chain;
+    std::memcpy(chain.data(), iv, chain.size());
+    s.cbc.encrypt(chain.data(), text, text_len);
+    s.hmac.compute({p, header + text_len}, text + text_len, icv);
+    return true;
+}
+
+// ---- opener -------------------------------------------------------------------------
+
+struct EspOpener::Impl {
+    EspSuite suite;
+    CbcHandle cbc;
+    GcmHandle gcm;
+    Hmac hmac;
+};
+
+EspOpener::EspOpener(EspSuite suite, std::unique_ptr<Impl> impl) : suite_(suite), impl_(std::move(impl)) {}
+EspOpener::EspOpener(EspOpener&&) noexcept = default;
+EspOpener& EspOpener::operator=(EspOpener&&) noexcept = default;
+EspOpener::~EspOpener() = default;
+
+Result<EspOpener> EspOpener::create(const EspSaKeys& keys) {
+    auto impl = std::make_unique<Impl>();
+    impl->suite = keys.suite();
+    if (keys.suite().is_aead()) {
+        if (auto st = impl->gcm.init(keys.suite().cipher, keys.enc_key()); !st) return st.error();
+    } else {
+        if (auto st = impl->cbc.init(keys.suite().cipher, keys.enc_key()); !st) return st.error();
+        if (auto st = impl->hmac.init(keys.suite().integrity, keys.auth_key().reveal()); !st) return st.error();
+    }
+    return EspOpener(keys.suite(), std::move(impl));
+}
+
+EspOpenStatus EspOpener::open(std::span<std::uint8_t> packet) noexcept {
+    const std::size_t header = suite_.header_size();
+    const std::size_t icv = suite_.icv_size();
+    if (packet.size() < header + icv) return EspOpenStatus::bad_length;
+    const std::size_t text_len = packet.size() - header - icv;
+    if (text_len == 0 || text_len % suite_.block_size() != 0) return EspOpenStatus::bad_length;
+    std::uint8_t* p = packet.data();
+    std::uint8_t* iv = p + kEspSpiSeqSize;
+    std::uint8_t* text = p + header;
+    Impl& s = *impl_;
+
+    if (suite_.is_aead()) {
+        s.gcm.load_iv(iv);
+        giovec_t aad{p, kEspSpiSeqSize};
+        giovec_t data{text, text_len};
+        int rc = gnutls_aead_cipher_decryptv2(s.gcm.h, s.gcm.nonce.data(), s.gcm.nonce.size(), &aad, 1, &data, 1,
+                                              text + text_len, icv);
+        return rc >= 0 ? EspOpenStatus::ok : EspOpenStatus::bad_icv;
+    }
+
+    std::array<std::uint8_t, kEspMaxIcvSize> expected;
+    s.hmac.compute({p, header + text_len}, expected.data(), icv);
+    if (!memeql_sec(expected.data(), text + text_len, icv)) return EspOpenStatus::bad_icv;
+    gnutls_cipher_set_iv(s.cbc.h, iv, 16);
+    if (gnutls_cipher_decrypt2(s.cbc.h, text, text_len, text, text_len) < 0) return EspOpenStatus::bad_length;
+    return EspOpenStatus::ok;
+}
+
+}  // namespace espvpn

@@ -1,0 +1,163 @@
+#include "protocols/esp/esp_sa.h"
+
+namespace espvpn {
+
+namespace {
+
+void store_be32(std::uint8_t* p, std::uint32_t v) {
+    p[0] = static_cast<std::uint8_t>(v >> 24);
+    p[1] = static_cast<std::uint8_t>(v >> 16);
+    p[2] = static_cast<std::uint8_t>(v >> 8);
+    p[3] = static_cast<std::uint8_t>(v);
+}
+
+std::uint32_t load_be32(const std::uint8_t* p) {
+    return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
+}
+
+constexpr std::uint64_t kLastSequence = 0xFFFFFFFFu;
+
+}  // namespace
+
+std::string_view describe(EspSealStatus s) {
+    switch (s) {
+        case EspSealStatus::ok: return "ok";
+        case EspSealStatus::no_headroom: return "buffer has too little headroom for the ESP header";
+        case EspSealStatus::no_tailroom: return "buffer has too little tailroom for ESP padding and ICV";
+        case EspSealStatus::sequence_exhausted: return "ESP sequence numbers exhausted; the SA needs a rekey";
+        case EspSealStatus::crypto_failed: return "the crypto library failed to seal the packet";
+    }
+    return "unknown seal status";
+}
+
+std::string_view describe(EspDrop d) {
+    switch (d) {
+        case EspDrop::none: return "accepted";
+        case EspDrop::short_packet: return "packet too short for an ESP header, one block and the ICV";
+        case EspDrop::bad_length: return "ciphertext length is not a multiple of the cipher block size";
+        case EspDrop::unknown_spi: return "unknown SPI";
+        case EspDrop::replayed: return "replayed sequence number";
+        case EspDrop::too_old: return "sequence number older than the replay window";
+        case EspDrop::bad_icv: return "integrity check (ICV) failed";
+        case EspDrop::bad_padding: return "bad ESP padding";
+        case EspDrop::bad_next_header: return "next header is neither IPv4 (4) nor IPv6 (41)";
+    }
+    return "unknown drop reason";
+}
+
+// ---- outbound -----------------------------------------------------------------------
+
+Result<EspOutboundSa> EspOutboundSa::create(std::uint32_t spi, const EspSaKeys& keys,
+                                            std::uint32_t first_sequence) {
+    auto sealer = EspSealer::create(keys);
+    if (!sealer) return sealer.error();
+    return EspOutboundSa(spi, std::move(*sealer), first_sequence);
+}
+
+EspSealResult EspOutboundSa::seal(std::span<std::uint8_t> buffer, std::size_t payload_offset,
+                                  std::size_t payload_len, std::uint8_t next_header) noexcept {
+    if (next_seq_ > kLastSequence) return {EspSealStatus::sequence_exhausted, {}};
+    const EspSuite& su = suite();
+    const std::size_t header = su.header_size();
+    if (payload_offset < header) return {EspSealStatus::no_headroom, {}};
+    const std::size_t pad = su.pad_size(payload_len);
+    const std::size_t after = payload_len + pad + kEspTrailerSize + su.icv_size();
+    if (payload_offset > buffer.size() || buffer.size() - payload_offset < after)
+        return {EspSealStatus::no_tailroom, {}};
+
+    std::uint8_t* start = buffer.data() + payload_offset - header;
+    store_be32(start, spi_);
+    store_be32(start + 4, static_cast<std::uint32_t>(next_seq_));
+    std::uint8_t* trailer = buffer.data() + payload_offset + payload_len;
+    for (std::size_t i = 0; i < pad; ++i) trailer[i] = static_cast<std::uint8_t>(i + 1);  // RFC 4303 2.4
+    trailer[pad] = static_cast<std::uint8_t>(pad);
+    trailer[pad + 1] = next_header;
+
+    std::span<std::uint8_t> packet(start, header + after);
+    // The sequence number doubles as the GCM explicit IV: unique because it never wraps.
+    if (!transform_.seal(packet, next_seq_)) return {EspSealStatus::crypto_failed, {}};
+    ++next_seq_;
+    return {EspSealStatus::ok, packet};
+}
+
+// ---- inbound ------------------------------------------------------------------------
+
+Result<EspInboundSa> EspInboundSa::create(std::uint32_t spi, const EspSaKeys& keys) {
+    auto opener = EspOpener::create(keys);
+    if (!opener) return opener.error();
+    return EspInboundSa(spi, std::move(*opener));
+}
+
+EspReceived EspInboundSa::open(std::span<std::uint8_t> datagram) noexcept {
+    EspReceived r;
+    r.spi = spi_;
+    const EspSuite& su = suite();
+    const std::size_t header = su.header_size();
+    const std::size_t icv = su.icv_size();
+    if (datagram.size() < header + su.block_size() + icv) {
+        r.drop = EspDrop::short_packet;
+        return r;
+    }
+    r.seq = load_be32(datagram.data() + 4);
+    switch (window_.check(r.seq)) {
+        case ReplayVerdict::fresh: break;
+        case ReplayVerdict::duplicate: r.drop = EspDrop::replayed; return r;
+        case ReplayVerdict::too_old: r.drop = EspDrop::too_old; return r;
+    }
+    switch (transform_.open(datagram)) {
+        case EspOpenStatus::ok: break;
+        case EspOpenStatus::bad_length: r.drop = EspDrop::bad_length; return r;
+        case EspOpenStatus::bad_icv: r.drop = EspDrop::bad_icv; return r;
+    }
+    window_.accept(r.seq);
+
+    std::uint8_t* text = datagram.data() + header;
+    const std::size_t text_len = datagram.size() - header - icv;
+    const std::size_t pad = text[text_len - 2];
+    r.next_header = text[text_len - 1];
+    if (pad + kEspTrailerSize > text_len) {
+        r.drop = EspDrop::bad_padding;
+        return r;
+    }
+    const std::size_t inner_len = text_len - kEspTrailerSize - pad;
+    for (std::size_t i = 0; i < pad; ++i) {
+        if (text[inner_len + i] != static_cast<std::uint8_t>(i + 1)) {
+            r.drop = EspDrop::bad_padding;
+            return r;
+        }
+    }
+    if (r.next_header != kEspNextHeaderIpv4 && r.next_header != kEspNextHeaderIpv6) {
+        r.drop = EspDrop::bad_next_header;
+        return r;
+    }
+    r.inner = std::span<std::uint8_t>(text, inner_len);
+    return r;
+}
+
+void EspInboundSas::install(EspInboundSa sa) {
+    if (current_) previous_.emplace(std::move(*current_));
+    current_.emplace(std::move(sa));
+}
+
+EspInboundSa* EspInboundSas::find(std::uint32_t spi) {
+    if (current_ && current_->spi() == spi) return &*current_;
+    if (previous_ && previous_->spi() == spi) return &*previous_;
+    return nullptr;
+}
+
+EspReceived EspInboundSas::open(std::span<std::uint8_t> datagram) noexcept {
+    EspReceived r;
+    if (datagram.size() < kEspSpiSeqSize) {
+        r.drop = EspDrop::short_packet;
+        return r;
+    }
+    r.spi = load_be32(datagram.data());
+    EspInboundSa* sa = find(r.spi);
+    if (!sa) {
+        r.drop = EspDrop::unknown_spi;
+        return r;
+    }
+    return sa->open(datagram);
+}
+
+}  // namespace espvpn

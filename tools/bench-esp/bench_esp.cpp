@@ -1,0 +1,161 @@
+// bench-esp: ESP seal/open throughput per suite next to the raw ceiling of the same
+// primitives, and a GnuTLS-vs-Nettle comparison per primitive (the evidence behind the
+// library choices in crypto/esp_transform.cpp). See docs/PERFORMANCE.md.
+//
+//   bench-esp [--quick] [--seconds S] [--no-primitives]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "crypto/cpu_features.h"
+#include "protocols/esp/esp_sa.h"
+#include "tools/bench-esp/primitives.h"
+#include "tools/bench-esp/timing.h"
+
+using namespace espvpn;
+using namespace espvpn::bench;
+
+namespace {
+
+constexpr std::size_t kSizes[] = {64, 512, 1400, 8000};
+
+struct Options {
+    double seconds = 0.2;
+    int rounds = 3;
+    bool primitives = true;
+};
+
+std::string cpu_model() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+    return "unknown";
+}
+
+EspSaKeys bench_keys(const EspSuite& suite) {
+    Secret e(suite.enc_key_size()), a(suite.auth_key_size());
+    for (std::size_t i = 0; i < e.size(); ++i) e.reveal_mutable()[i] = static_cast<std::uint8_t>(i * 5 + 1);
+    for (std::size_t i = 0; i < a.size(); ++i) a.reveal_mutable()[i] = static_cast<std::uint8_t>(i * 3 + 2);
+    auto k = EspSaKeys::create(suite, std::move(e), std::move(a));
+    if (!k) {
+        std::fprintf(stderr, "bench-esp: %s\n", k.error().message.c_str());
+        std::exit(1);
+    }
+    return std::move(*k);
+}
+
+void die_if(bool bad, const char* what) {
+    if (bad) {
+        std::fprintf(stderr, "bench-esp: %s\n", what);
+        std::exit(1);
+    }
+}
+
+void run_primitives(const Options& o) {
+    std::printf("\n## GnuTLS vs Nettle, per primitive (in place, Gbit/s and cycles/byte)\n\n");
+    std::printf("| primitive | bytes | GnuTLS | Nettle |\n|---|---:|---:|---:|\n");
+    auto cases = primitive_cases();
+    std::vector<std::uint8_t> buf(9000, 0x5a);
+    for (std::size_t i = 0; i + 1 < cases.size(); i += 2) {
+        const auto& g = cases[i];
+        const auto& n = cases[i + 1];
+        const bool per_packet = g.name.find("IV") != std::string::npos;
+        for (std::size_t size : kSizes) {
+            if (per_packet && size != 64) continue;
+            auto tg = measure(size, o.seconds, [&](std::uint64_t) { g.run(buf.data(), size); }, o.rounds);
+            auto tn = measure(size, o.seconds, [&](std::uint64_t) { n.run(buf.data(), size); }, o.rounds);
+            if (per_packet) {  // cost per call, whatever the packet size
+                std::printf("| %s: %s vs %s | - | %.0f ns | %.0f ns |\n", g.name.c_str(), g.library.c_str(),
+                            n.library.c_str(), size * 8 / tg.gbit_per_s, size * 8 / tn.gbit_per_s);
+            } else {
+                std::printf("| %s | %zu | %.2f (%.2f c/B) | %.2f (%.2f c/B) |\n", g.name.c_str(), size, tg.gbit_per_s,
+                            tg.cycles_per_byte, tn.gbit_per_s, tn.cycles_per_byte);
+            }
+        }
+    }
+}
+
+void run_esp(const Options& o) {
+    std::printf("\n## ESP seal/open per suite (payload bytes; in place; Gbit/s and cycles/byte)\n\n");
+    std::printf("open = (seal+open round trip) - seal, so the replay window sees fresh numbers.\n");
+    std::printf("ceiling = the same primitives called raw on the payload (AES-128-GCM encrypt; "
+                "AES-128-CBC encrypt + HMAC-SHA1).\n\n");
+    std::printf("| suite | bytes | seal Gbit/s | seal c/B | open Gbit/s | open c/B | ceiling Gbit/s | seal/ceiling |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::vector<std::uint8_t> raw(9000, 0x11);
+    std::vector<EspSuite> suites;
+    for (auto c : {EspCipher::aes128_gcm, EspCipher::aes256_gcm}) suites.push_back({c, EspIntegrity::none});
+    for (auto c : {EspCipher::aes128_cbc, EspCipher::aes256_cbc})
+        for (auto i : {EspIntegrity::hmac_sha1_96, EspIntegrity::hmac_sha256_128, EspIntegrity::hmac_md5_96})
+            suites.push_back({c, i});
+
+    for (const EspSuite& suite : suites) {
+        auto keys = bench_keys(suite);
+        const bool has_ceiling = suite.cipher == EspCipher::aes128_gcm ||
+                                 (suite.cipher == EspCipher::aes128_cbc && suite.integrity == EspIntegrity::hmac_sha1_96);
+        for (std::size_t size : kSizes) {
+            std::vector<std::uint8_t> buf(kEspMaxHeadroom + size + kEspMaxTailroom, 0x22);
+            auto tx = EspOutboundSa::create(0x1000, keys);
+            die_if(!tx.ok(), "cannot create the outbound SA");
+            auto seal = measure(size, o.seconds,
+                                [&](std::uint64_t) {
+                                    auto r = tx->seal(buf, kEspMaxHeadroom, size, kEspNextHeaderIpv4);
+                                    die_if(!r.ok(), "seal failed");
+                                },
+                                o.rounds);
+
+            auto rt_tx = EspOutboundSa::create(0x2000, keys);
+            EspInboundSas rx;
+            rx.install(EspInboundSa::create(0x2000, keys).value());
+            auto round_trip = measure(size, o.seconds,
+                                      [&](std::uint64_t) {
+                                          auto r = rt_tx->seal(buf, kEspMaxHeadroom, size, kEspNextHeaderIpv4);
+                                          die_if(!r.ok(), "seal failed");
+                                          die_if(!rx.open(r.packet).ok(), "open failed");
+                                      },
+                                      o.rounds);
+            const double open_cpb = round_trip.cycles_per_byte - seal.cycles_per_byte;
+            const double open_gbps = open_cpb > 0 ? 8 * tsc_hz() / open_cpb / 1e9 : 0;
+
+            std::printf("| %s | %zu | %.2f | %.2f | %.2f | %.2f |", std::string(suite.name()).c_str(), size,
+                        seal.gbit_per_s, seal.cycles_per_byte, open_gbps, open_cpb);
+            if (has_ceiling) {
+                auto raw_op = suite.is_aead() ? raw_gcm128_encrypt : raw_cbc128_sha1;
+                auto ceil = measure(size, o.seconds, [&](std::uint64_t) { raw_op(raw.data(), size); }, o.rounds);
+                std::printf(" %.2f | %.0f%% |\n", ceil.gbit_per_s, 100 * seal.gbit_per_s / ceil.gbit_per_s);
+            } else {
+                std::printf(" - | - |\n");
+            }
+        }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows when piped
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--quick")) {
+            o.seconds = 0.002;
+            o.rounds = 1;
+        } else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) {
+            o.seconds = std::atof(argv[++i]);
+        } else if (!std::strcmp(argv[i], "--no-primitives")) {
+            o.primitives = false;
+        } else {
+            std::fprintf(stderr, "usage: bench-esp [--quick] [--seconds S] [--no-primitives]\n");
+            return 2;
+        }
+    }
+    std::printf("# bench-esp\n\nCPU: %s\nTSC: %.3f GHz (cycles/byte = thread CPU time x TSC rate)\n%s\n",
+                cpu_model().c_str(), tsc_hz() / 1e9, describe(detect_cpu_features()).c_str());
+    std::printf("Each figure: best of %d rounds of %.3f s CPU time.\n", o.rounds, o.seconds);
+    run_esp(o);
+    if (o.primitives) run_primitives(o);
+    return 0;
+}
