@@ -155,6 +155,7 @@ private:
     std::optional<io::UdpSocket> udp_;
     std::unique_ptr<datapath::Datapath> dp_;
     std::uint64_t generation_ = 0;
+    std::uint32_t c2s_spi_ = 0, s2c_spi_ = 0;  // a new SA pair even if a writer reuses a generation number
     bool connected_ = false;
     Clock::time_point last_probe_;
     Clock::time_point connected_at_;
@@ -197,6 +198,8 @@ Status EspPeer::install(const SaFile& sa, bool first) {
                         : dp_->install_outbound(std::move(*outbound));
     if (!ok) return make_error("datapath did not take the outbound SA");
     generation_ = sa.generation;
+    c2s_spi_ = sa.c2s.spi;
+    s2c_spi_ = sa.s2c.spi;
     LOG_INFO << program(role_) << ": SA generation " << sa.generation << " " << sa.enc
              << (sa.auth.empty() ? "" : "/") << sa.auth << " in=" << hex32(in.spi) << " out=" << hex32(out.spi);
     if (role_ == PeerRole::client) {  // probe the new SA
@@ -214,7 +217,7 @@ void EspPeer::reload() {
         LOG_WARN << sa.error().message;
         return;
     }
-    if (sa->generation == generation_) return;
+    if (sa->generation == generation_ && sa->c2s.spi == c2s_spi_ && sa->s2c.spi == s2c_spi_) return;
     if (Status s = install(*sa, false); !s) LOG_WARN << "SA generation " << sa->generation << ": " << s.error().message;
 }
 

@@ -60,7 +60,7 @@ wait_for() {  # FILE PATTERN SECONDS
 # start_tunnel SUITE [client options...]: fake + esp-gateway + getconfig + esp-test-client, probe answered.
 start_tunnel() {
   local suite=$1; shift
-  rm -f "$work"/gw-sa.env "$work"/cl-sa.env "$work"/gw-status "$work"/*.json
+  rm -f "$work"/gw-sa.env "$work"/cl-sa.env "$work"/gw-status "$work"/*.json "$work"/fake.ready "$work"/*.out
   ip netns exec "$nsg" $py "$fake" --listen $gw_ip:4443 --esp "$suite" --sa-file "$work/gw-sa.env" \
     --sa-file-format env --sa-hook "$here/wait_gateway_sa.sh $work/gw-status" --ip $tun_ip --ip6 $tun_ip6 \
     --gw-address $gw_addr --route 10.201.0.0/24 --route6 fd00:201::/64 --ready-file "$work/fake.ready" \

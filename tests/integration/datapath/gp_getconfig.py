@@ -66,7 +66,8 @@ def main():
         if n > 1:
             time.sleep(a.interval)
         t0 = time.monotonic()
-        text = env_from_getconfig(post(conn, "/ssl-vpn/getconfig.esp", cookie), n)
+        # Unique across runs of this helper: each reply is a new SA pair.
+        text = env_from_getconfig(post(conn, "/ssl-vpn/getconfig.esp", cookie), time.time_ns())
         tmp = a.out + ".tmp"
         with open(tmp, "w") as f:
             f.write(text)
