@@ -1,0 +1,167 @@
+#include <doctest/doctest.h>
+
+#include "fixture.h"
+#include "protocols/gp/portal_config.h"
+#include "protocols/gp/session_cookie.h"
+
+using namespace espvpn;
+using namespace espvpn::gp;
+
+TEST_CASE("gp portal config: gateways, cookies, HIP settings") {
+    auto r = parse_portal_config_reply(gp_fixture("portal_config.xml"));
+    REQUIRE(r.ok());
+    REQUIRE(std::holds_alternative<GpPortalConfig>(*r));
+    const auto& c = std::get<GpPortalConfig>(*r);
+    CHECK(c.version == "6.0.1-19");
+    CHECK(c.portal_name == "GP-Portal");
+    REQUIRE(c.gateways.size() == 4);
+    CHECK(c.gateways[0].address == "gw-eu.example.com");
+    CHECK(c.gateways[0].description == "Europe");
+    REQUIRE(c.gateways[0].rules.size() == 2);
+    CHECK(c.gateways[0].rules[0].region == "EU");
+    CHECK(c.gateways[0].rules[0].priority == 1);
+    CHECK(c.gateways[0].priority_for("US") == std::optional<int>(4));  // only "Any" matches
+    CHECK(c.gateways[0].priority_for("EU") == std::optional<int>(1));
+    CHECK(c.gateways[1].priority_for("US") == std::optional<int>(1));
+    CHECK_FALSE(c.gateways[2].priority_for("US").has_value());
+    CHECK(c.gateways[3].internal);
+    CHECK(c.portal_userauthcookie.reveal_text() == "AbCd+/Efgh==");
+    CHECK(c.portal_prelogonuserauthcookie.empty());  // "empty" means absent
+    CHECK(c.hip_report_interval == std::optional<unsigned>(3600));
+    CHECK(c.hip_categories == std::vector<std::string>{"antivirus", "disk-encryption"});
+
+    auto order = c.preferred_gateways("US");
+    REQUIRE(order.size() == 3);
+    CHECK(order[0].address == "gw-us.example.com:4443");
+    CHECK(order[1].address == "gw-eu.example.com");
+    CHECK(order[2].address == "gw-manual.example.com");
+
+    CHECK(c.preferred_gateways("EU")[0].address == "gw-eu.example.com");
+    // No region: "Any" rules decide (2 beats 4).
+    CHECK(c.preferred_gateways("")[0].address == "gw-us.example.com:4443");
+
+    GpGateway plain{"g", "", {{"Any", 7}}, 3, false};
+    CHECK(plain.priority_for("X") == std::optional<int>(3));
+}
+
+TEST_CASE("gp portal config: refusal, missing gateways, bad values") {
+    auto refused = parse_portal_config_reply("<policy><has-config>no</has-config></policy>");
+    REQUIRE(refused.ok());
+    CHECK_FALSE(std::get<GpPortalConfig>(*refused).has_config);
+
+    auto none = parse_portal_config_reply("<policy><version>1</version></policy>");
+    REQUIRE_FALSE(none.ok());
+    CHECK(none.error().message.find("no external gateway") != std::string::npos);
+
+    auto bad_prio = parse_portal_config_reply(
+        R"(<policy><gateways><external><list><entry name="g"><priority-rule>
+<entry name="Any"><priority>soon</priority></entry></priority-rule></entry></list></external>
+</gateways></policy>)");
+    REQUIRE_FALSE(bad_prio.ok());
+    CHECK(bad_prio.error().message.find("bad priority-rule \"soon\"") != std::string::npos);
+
+    auto bad_hip = parse_portal_config_reply(
+        R"(<policy><gateways><external><list><entry name="g"/></list></external></gateways>
+<hip-collection><hip-report-interval>5</hip-report-interval></hip-collection></policy>)");
+    REQUIRE_FALSE(bad_hip.ok());
+    CHECK(bad_hip.error().message.find("hip-report-interval") != std::string::npos);
+
+    auto fail = parse_portal_config_reply(
+        "var respStatus = \"Error\";\nvar respMsg = \"Invalid username or password\";");
+    REQUIRE(fail.ok());
+    CHECK(std::get<GpServerError>(*fail).kind == GpErrorKind::AuthFailed);
+}
+
+TEST_CASE("gp gateway login: jnlp to session cookie fields") {
+    auto r = parse_gateway_login_reply(gp_fixture("login_jnlp.xml"), "my-laptop");
+    REQUIRE(r.ok());
+    REQUIRE(std::holds_alternative<GpLoginResult>(*r));
+    const auto& l = std::get<GpLoginResult>(*r);
+    CHECK(l.cookie.authcookie.reveal_text() == "4dc1b2b7e6a2f8d1c3b5a79e0f123456");
+    CHECK(l.cookie.portal == "GP_Gateway-N");
+    CHECK(l.cookie.user == "Alice");
+    CHECK(l.cookie.domain == "(empty_domain)");
+    CHECK(l.cookie.preferred_ip == "10.20.30.40");
+    CHECK(l.cookie.preferred_ipv6 == "fd00::1234");
+    CHECK(l.cookie.computer == "my-laptop");
+    CHECK(l.authentication_source == "LDAP-auth");
+    CHECK(l.configuration == "vsys1");
+    CHECK(l.password_expiration_days.empty());  // -1 = absent
+    CHECK(l.portal_userauthcookie_echo == "portal-cookie-echo");
+
+    std::string cookie(l.cookie.encode().reveal_text());
+    CHECK(cookie ==
+          "authcookie=4dc1b2b7e6a2f8d1c3b5a79e0f123456&portal=GP_Gateway-N&user=Alice"
+          "&domain=%28empty_domain%29&preferred-ip=10.20.30.40&preferred-ipv6=fd00%3a%3a1234"
+          "&computer=my-laptop");
+}
+
+TEST_CASE("gp gateway login: rejects incomplete or unexpected jnlp") {
+    std::string good = gp_fixture("login_jnlp.xml");
+    auto replace = [&](std::string_view from, std::string_view to) {
+        std::string s = good;
+        auto at = s.find(from);
+        REQUIRE(at != std::string::npos);
+        s.replace(at, from.size(), to);
+        return s;
+    };
+    auto no_cookie = parse_gateway_login_reply(
+        replace("<argument>4dc1b2b7e6a2f8d1c3b5a79e0f123456</argument>", "<argument>(null)</argument>"), "h");
+    REQUIRE_FALSE(no_cookie.ok());
+    CHECK(no_cookie.error().message.find("authcookie") != std::string::npos);
+    auto not_tunnel = parse_gateway_login_reply(replace("<argument>tunnel</argument>", "<argument>x</argument>"), "h");
+    REQUIRE_FALSE(not_tunnel.ok());
+    CHECK(not_tunnel.error().message.find("connection-type") != std::string::npos);
+    auto ver = parse_gateway_login_reply(replace("<argument>4100</argument>", "<argument>4000</argument>"), "h");
+    REQUIRE_FALSE(ver.ok());
+    CHECK(ver.error().message.find("clientVer") != std::string::npos);
+    auto short_list = parse_gateway_login_reply(
+        "<jnlp><application-desc><argument>(null)</argument><argument>abc</argument></application-desc></jnlp>", "h");
+    REQUIRE_FALSE(short_list.ok());
+    CHECK(short_list.error().message.find("only 2 jnlp arguments") != std::string::npos);
+    auto no_desc = parse_gateway_login_reply("<jnlp/>", "h");
+    REQUIRE_FALSE(no_desc.ok());
+    CHECK(no_desc.error().message == "missing element <jnlp/application-desc>");
+    auto challenge = parse_gateway_login_reply(
+        "<challenge><inputstr>t1</inputstr><respmsg>OTP</respmsg></challenge>", "h");
+    REQUIRE(challenge.ok());
+    CHECK(std::get<GpChallenge>(*challenge).input_str == "t1");
+}
+
+TEST_CASE("gp session cookie: round trip through --authenticate / --cookie-on-stdin") {
+    GpSessionCookie c;
+    c.authcookie = Secret::from_string("a&b=c%d+e");
+    c.portal = "GP Gateway";
+    c.user = "dom\\user@corp";
+    c.domain = "(empty_domain)";
+    c.computer = "host,1";
+    Secret text = c.encode();
+    CHECK(text.reveal_text() ==
+          "authcookie=a%26b%3dc%25d%2be&portal=GP%20Gateway&user=dom%5cuser%40corp"
+          "&domain=%28empty_domain%29&computer=host%2c1");
+    auto back = GpSessionCookie::decode(std::string(text.reveal_text()) + "\n");
+    REQUIRE(back.ok());
+    CHECK(back->authcookie.equals(c.authcookie));
+    CHECK(back->portal == c.portal);
+    CHECK(back->user == c.user);
+    CHECK(back->domain == c.domain);
+    CHECK(back->computer == c.computer);
+    CHECK(back->preferred_ip.empty());
+    CHECK(back->encode().equals(text));
+
+    GpSessionCookie withips = c.clone();
+    withips.preferred_ip = "10.1.2.3";
+    withips.preferred_ipv6 = "fd00::1";
+    auto back2 = GpSessionCookie::decode(withips.encode().reveal_text());
+    REQUIRE(back2.ok());
+    CHECK(back2->preferred_ip == "10.1.2.3");
+    CHECK(back2->preferred_ipv6 == "fd00::1");
+
+    CHECK(GpSessionCookie::decode("user=a&portal=b").error().message ==
+          "session cookie: missing authcookie");
+    CHECK(GpSessionCookie::decode("authcookie=x&portal=b").error().message ==
+          "session cookie: missing user");
+    CHECK(GpSessionCookie::decode("authcookie=x&user=u&colour=blue").error().message ==
+          "session cookie: unknown field \"colour\"");
+    CHECK_FALSE(GpSessionCookie::decode("authcookie=%zz&user=u").ok());
+}
