@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "tools/esp-gateway/esp_peer.h"
+#include "tools/esp-gateway/esp_endpoint.h"
 
 namespace {
 std::atomic<unsigned long long> g_allocations{0};
@@ -29,7 +29,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 int main(int argc, char** argv) {
-    const int rc = espvpn::tools::run_esp_peer(espvpn::tools::PeerRole::client, argc, argv);
+    const int rc = espvpn::tools::run_esp_endpoint(espvpn::tools::EndpointRole::client, argc, argv);
     std::printf("allocations=%llu\n", g_allocations.load());
     return rc;
 }

@@ -1,4 +1,4 @@
-#include "tools/esp-gateway/esp_peer.h"
+#include "tools/esp-gateway/esp_endpoint.h"
 
 #include <poll.h>
 #include <sys/inotify.h>
@@ -27,7 +27,7 @@ namespace espvpn::tools {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-struct PeerOptions {
+struct EndpointOptions {
     std::string sa_file;
     std::string tun_name;
     std::vector<std::string> tun_addresses;
@@ -45,9 +45,9 @@ struct PeerOptions {
     std::string log_level = "info";
 };
 
-const char* program(PeerRole role) { return role == PeerRole::gateway ? "esp-gateway" : "esp-test-client"; }
+const char* program(EndpointRole role) { return role == EndpointRole::gateway ? "esp-gateway" : "esp-test-client"; }
 
-void usage(PeerRole role) {
+void usage(EndpointRole role) {
     std::fprintf(stderr,
                  "usage: %s --sa-file FILE --tun-address ADDR/LEN [--tun-address ...] [--route PREFIX ...]\n"
                  "  [--tun-name NAME] [--mtu N] [--max-inner N] [--no-offload]\n"
@@ -57,12 +57,12 @@ void usage(PeerRole role) {
                  "SA file: fake-gp-gateway --sa-file-format env; re-read when it changes (rekey).\n"
                  "SIGUSR1 prints the datapath counters; SIGINT/SIGTERM stop (the tun is removed).\n",
                  program(role),
-                 role == PeerRole::gateway ? "[--udp-local ADDR:PORT (default 0.0.0.0:4501)]"
+                 role == EndpointRole::gateway ? "[--udp-local ADDR:PORT (default 0.0.0.0:4501)]"
                                            : "--udp-remote GW:PORT [--udp-local ADDR:PORT] [--no-probe]");
 }
 
-std::optional<PeerOptions> parse(PeerRole role, int argc, char** argv) {
-    PeerOptions o;
+std::optional<EndpointOptions> parse(EndpointRole role, int argc, char** argv) {
+    EndpointOptions o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> std::optional<std::string> {
@@ -90,7 +90,7 @@ std::optional<PeerOptions> parse(PeerRole role, int argc, char** argv) {
         else if (a == "--tun-address") { auto v = value(); ok = v.has_value(); if (v) o.tun_addresses.push_back(*v); }
         else if (a == "--route") { auto v = value(); ok = v.has_value(); if (v) o.routes.push_back(*v); }
         else if (a == "--udp-local") { auto v = value(); ok = v.has_value(); if (v) o.udp_local = *v; }
-        else if (a == "--udp-remote" && role == PeerRole::client) { auto v = value(); ok = v.has_value(); if (v) o.udp_remote = *v; }
+        else if (a == "--udp-remote" && role == EndpointRole::client) { auto v = value(); ok = v.has_value(); if (v) o.udp_remote = *v; }
         else if (a == "--stats-json") { auto v = value(); ok = v.has_value(); if (v) o.stats_json = *v; }
         else if (a == "--status-file") { auto v = value(); ok = v.has_value(); if (v) o.status_file = *v; }
         else if (a == "--log-level") { auto v = value(); ok = v.has_value(); if (v) o.log_level = *v; }
@@ -99,7 +99,7 @@ std::optional<PeerOptions> parse(PeerRole role, int argc, char** argv) {
         else if (a == "--stats-interval-ms") ok = number(o.stats_interval_ms);
         else if (a == "--seconds") ok = number(o.seconds);
         else if (a == "--no-offload") o.offload = false;
-        else if (a == "--no-probe" && role == PeerRole::client) o.probe = false;
+        else if (a == "--no-probe" && role == EndpointRole::client) o.probe = false;
         else if (a == "--help" || a == "-h") { usage(role); std::exit(0); }
         else {
             std::fprintf(stderr, "%s: unknown option %s\n", program(role), a.c_str());
@@ -111,11 +111,11 @@ std::optional<PeerOptions> parse(PeerRole role, int argc, char** argv) {
         std::fprintf(stderr, "%s: --sa-file and --tun-address are required\n", program(role));
         return std::nullopt;
     }
-    if (role == PeerRole::client && o.udp_remote.empty()) {
+    if (role == EndpointRole::client && o.udp_remote.empty()) {
         std::fprintf(stderr, "%s: --udp-remote is required\n", program(role));
         return std::nullopt;
     }
-    if (role == PeerRole::gateway && o.udp_local.empty()) o.udp_local = "0.0.0.0:4501";
+    if (role == EndpointRole::gateway && o.udp_local.empty()) o.udp_local = "0.0.0.0:4501";
     if (o.max_inner == 0) o.max_inner = o.mtu;
     return o;
 }
@@ -136,9 +136,9 @@ std::string hex32(std::uint32_t v) {
 }
 
 // The end that owns the tunnel: keys in, counters out.
-class EspPeer {
+class EspEndpoint {
 public:
-    EspPeer(PeerRole role, PeerOptions o) : role_(role), o_(std::move(o)) {}
+    EspEndpoint(EndpointRole role, EndpointOptions o) : role_(role), o_(std::move(o)) {}
     int run();
 
 private:
@@ -149,8 +149,8 @@ private:
     void write_status() const;
     void probe_tick(Clock::time_point now);
 
-    PeerRole role_;
-    PeerOptions o_;
+    EndpointRole role_;
+    EndpointOptions o_;
     std::optional<io::TunDevice> tun_;
     std::optional<io::UdpSocket> udp_;
     std::unique_ptr<datapath::Datapath> dp_;
@@ -162,7 +162,7 @@ private:
     Clock::time_point probing_since_;
 };
 
-Status EspPeer::setup_tun() {
+Status EspEndpoint::setup_tun() {
     io::TunOptions t;
     t.name = o_.tun_name;
     t.offload = o_.offload;
@@ -185,15 +185,15 @@ Status EspPeer::setup_tun() {
 }
 
 // Inbound first, so the new keys open packets before the peer could see ours.
-Status EspPeer::install(const SaFile& sa, bool first) {
-    const SaFileDirection& in = role_ == PeerRole::gateway ? sa.c2s : sa.s2c;
-    const SaFileDirection& out = role_ == PeerRole::gateway ? sa.s2c : sa.c2s;
+Status EspEndpoint::install(const SaFile& sa, bool first) {
+    const SaFileDirection& in = role_ == EndpointRole::gateway ? sa.c2s : sa.s2c;
+    const SaFileDirection& out = role_ == EndpointRole::gateway ? sa.s2c : sa.c2s;
     auto inbound = sa.inbound(in);
     if (!inbound) return inbound.error();
     auto outbound = sa.outbound(out);
     if (!outbound) return outbound.error();
     if (!dp_->install_inbound(std::move(*inbound))) return make_error("datapath did not take the inbound SA");
-    const bool ok = role_ == PeerRole::gateway && !first
+    const bool ok = role_ == EndpointRole::gateway && !first
                         ? dp_->install_outbound_when_peer_uses(std::move(*outbound), in.spi)
                         : dp_->install_outbound(std::move(*outbound));
     if (!ok) return make_error("datapath did not take the outbound SA");
@@ -202,7 +202,7 @@ Status EspPeer::install(const SaFile& sa, bool first) {
     s2c_spi_ = sa.s2c.spi;
     LOG_INFO << program(role_) << ": SA generation " << sa.generation << " " << sa.enc
              << (sa.auth.empty() ? "" : "/") << sa.auth << " in=" << hex32(in.spi) << " out=" << hex32(out.spi);
-    if (role_ == PeerRole::client) {  // probe the new SA
+    if (role_ == EndpointRole::client) {  // probe the new SA
         connected_ = false;
         probing_since_ = Clock::now();
         last_probe_ = {};
@@ -211,7 +211,7 @@ Status EspPeer::install(const SaFile& sa, bool first) {
     return {};
 }
 
-void EspPeer::reload() {
+void EspEndpoint::reload() {
     auto sa = SaFile::load(o_.sa_file);
     if (!sa) {
         LOG_WARN << sa.error().message;
@@ -221,7 +221,7 @@ void EspPeer::reload() {
     if (Status s = install(*sa, false); !s) LOG_WARN << "SA generation " << sa->generation << ": " << s.error().message;
 }
 
-void EspPeer::write_status() const {
+void EspEndpoint::write_status() const {
     if (o_.status_file.empty()) return;
     const std::string tmp = o_.status_file + ".tmp";
     if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
@@ -233,8 +233,8 @@ void EspPeer::write_status() const {
 
 // GP style: a probe a second until one is answered; then one when the tunnel
 // has been quiet for 10 s (DPD).
-void EspPeer::probe_tick(Clock::time_point now) {
-    if (role_ != PeerRole::client || !o_.probe) return;
+void EspEndpoint::probe_tick(Clock::time_point now) {
+    if (role_ != EndpointRole::client || !o_.probe) return;
     const datapath::Liveness l = dp_->liveness();
     if (!connected_ && l.last_probe_reply >= probing_since_) {
         connected_ = true;
@@ -251,7 +251,7 @@ void EspPeer::probe_tick(Clock::time_point now) {
     }
 }
 
-bool EspPeer::sa_file_event(int inotify_fd) {
+bool EspEndpoint::sa_file_event(int inotify_fd) {
     alignas(inotify_event) char buf[4096];
     bool ours = false;
     const std::string name = basename_of(o_.sa_file);
@@ -267,7 +267,7 @@ bool EspPeer::sa_file_event(int inotify_fd) {
     return ours;
 }
 
-int EspPeer::run() {
+int EspEndpoint::run() {
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -313,8 +313,8 @@ int EspPeer::run() {
     datapath::DatapathOptions d;
     d.max_inner_size = o_.max_inner;
     d.tun_mtu = o_.mtu;
-    d.learn_peer = role_ == PeerRole::gateway;
-    if (role_ == PeerRole::client && o_.probe && !sa->client_ip.empty() && !sa->gw_address.empty()) {
+    d.learn_peer = role_ == EndpointRole::gateway;
+    if (role_ == EndpointRole::client && o_.probe && !sa->client_ip.empty() && !sa->gw_address.empty()) {
         auto target = datapath::ProbeTarget::parse(sa->client_ip, sa->gw_address);
         if (!target) {
             std::fprintf(stderr, "%s: %s\n", program(role_), target.error().message.c_str());
@@ -382,7 +382,7 @@ int EspPeer::run() {
 }
 }  // namespace
 
-int run_esp_peer(PeerRole role, int argc, char** argv) {
+int run_esp_endpoint(EndpointRole role, int argc, char** argv) {
     auto o = parse(role, argc, argv);
     if (!o) {
         usage(role);
@@ -397,7 +397,7 @@ int run_esp_peer(PeerRole role, int argc, char** argv) {
     lc.level = *level;
     lc.ident = program(role);
     log::configure(lc);
-    EspPeer peer(role, std::move(*o));
+    EspEndpoint peer(role, std::move(*o));
     return peer.run();
 }
 

@@ -14,10 +14,10 @@
 
 namespace espvpn::tools {
 
-enum class PeerRole { gateway, client };
+enum class EndpointRole { gateway, client };
 
-// Parses argv (see usage() in esp_peer.cpp), runs until SIGINT/SIGTERM or
+// Parses argv (see usage() in esp_endpoint.cpp), runs until SIGINT/SIGTERM or
 // --seconds, returns the process exit code.
-int run_esp_peer(PeerRole role, int argc, char** argv);
+int run_esp_endpoint(EndpointRole role, int argc, char** argv);
 
 }  // namespace espvpn::tools
