@@ -1,0 +1,45 @@
+// A growable byte buffer that zeroes every region it gives up (on growth, clear
+// and destruction), for HTTP messages that may carry passwords or cookies.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "crypto/secret.h"
+
+namespace espvpn::http {
+
+class SecretBuffer {
+public:
+    SecretBuffer() = default;
+    SecretBuffer(SecretBuffer&& other) noexcept;
+    SecretBuffer& operator=(SecretBuffer&& other) noexcept;
+    SecretBuffer(const SecretBuffer&) = delete;
+    SecretBuffer& operator=(const SecretBuffer&) = delete;
+    ~SecretBuffer();
+
+    void append(std::span<const std::uint8_t> bytes);
+    void append(std::string_view text);
+    void append(const Secret& secret) { append(secret.reveal()); }
+    // Drops the first n bytes (zeroing the tail that moves out of use).
+    void consume_front(std::size_t n);
+    void clear();
+
+    std::size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    std::span<const std::uint8_t> bytes() const { return {data_, size_}; }
+    std::string_view text() const { return {reinterpret_cast<const char*>(data_), size_}; }
+
+    // Moves the content into a Secret (one more copy, then this buffer is zeroed).
+    Secret take_secret();
+
+private:
+    void reserve(std::size_t capacity);
+    std::uint8_t* data_ = nullptr;
+    std::size_t size_ = 0;
+    std::size_t capacity_ = 0;
+};
+
+}  // namespace espvpn::http

@@ -1,0 +1,198 @@
+#include "src/io/https_client.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "src/log/logger.h"
+
+namespace espvpn::io {
+
+namespace {
+
+constexpr std::size_t kReadChunk = 16 * 1024;
+
+std::string origin_key(const std::string& host, std::uint16_t port) { return host + "|" + std::to_string(port); }
+
+// For logs: a URL without its query, which may carry tokens.
+std::string without_query(const http::Url& url) {
+    auto text = url.to_string();
+    return text.substr(0, text.find('?'));
+}
+
+}  // namespace
+
+HttpsClient::HttpsClient(HttpsClientConfig config, std::shared_ptr<const TlsCredentials> credentials)
+    : config_(std::move(config)), credentials_(std::move(credentials)), parser_(config_.limits) {
+    config_.tls.key_password.clear();  // the loaded credentials hold what is needed
+}
+
+Result<HttpsClient> HttpsClient::create(HttpsClientConfig config) {
+    auto credentials = TlsCredentials::load(config.tls);
+    if (!credentials) return credentials.error();
+    return HttpsClient(std::move(config), std::move(*credentials));
+}
+
+Result<HttpsClient::Connection*> HttpsClient::connection_to(const std::string& host, std::uint16_t port) {
+    auto key = origin_key(host, port);
+    if (auto it = connections_.find(key); it != connections_.end()) {
+        if (it->second.stream->usable_when_idle()) return &it->second;
+        LOG_DEBUG << "server " << it->second.stream->endpoint() << " closed the idle connection; reconnecting";
+        ++stats_.reopened;
+        connections_.erase(it);
+    }
+    auto stream = TlsStream::connect(host, port, credentials_);
+    if (!stream) return stream.error();
+    ++stats_.handshakes;
+    LOG_DEBUG << "TLS connection #" << stats_.handshakes << " to " << (*stream)->endpoint() << ": "
+              << (*stream)->description();
+    auto [it, inserted] = connections_.insert_or_assign(key, Connection{std::move(*stream), 0});
+    return &it->second;
+}
+
+void HttpsClient::drop(const std::string& host, std::uint16_t port) {
+    if (auto it = connections_.find(origin_key(host, port)); it != connections_.end()) {
+        it->second.stream->close();
+        connections_.erase(it);
+    }
+}
+
+Result<http::Response> HttpsClient::send_once(http::Request& request) {
+    const bool cookie_from_jar = request.cookie.empty();
+    if (cookie_from_jar) request.cookie = cookies_.cookie_header(request.host, request.target);
+    auto wire = http::serialize(request);
+    if (cookie_from_jar) request.cookie.clear();
+    if (!wire) return wire.error();
+
+    std::vector<std::uint8_t> rx(kReadChunk);
+    struct ZeroOnExit {
+        std::vector<std::uint8_t>& buf;
+        ~ZeroOnExit() { secure_zero(buf.data(), buf.size()); }
+    } zero_rx{rx};
+
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        auto conn = connection_to(request.host, request.port);
+        if (!conn) return conn.error();
+        Connection& c = **conn;
+        TlsStream& stream = *c.stream;
+        const bool may_retry = c.requests > 0 && attempt == 0;
+        const auto deadline = std::chrono::steady_clock::now() + config_.response_timeout;
+        auto retry_or_fail = [&](const Error& error) -> std::optional<Error> {
+            // A kept-alive connection the server dropped before answering: resend once.
+            if (may_retry && stream.peer_closed() && !parser_.started()) {
+                LOG_DEBUG << "server " << stream.endpoint() << " closed the kept-alive connection ("
+                          << error.message << "); resending on a new one";
+                ++stats_.reopened;
+                drop(request.host, request.port);
+                return std::nullopt;
+            }
+            std::string message = error.message;
+            if (std::chrono::steady_clock::now() >= deadline)
+                message = "no complete response from " + stream.endpoint() + " within " +
+                          std::to_string(config_.response_timeout.count()) + " ms: " + message;
+            drop(request.host, request.port);
+            return make_error(std::move(message));
+        };
+
+        parser_.begin(request.method);
+        if (auto st = stream.write_all(wire->reveal(), deadline); !st) {
+            if (auto e = retry_or_fail(st.error())) return *e;
+            continue;
+        }
+        bool trailing_bytes = false;
+        bool retry = false;
+        while (!parser_.done()) {
+            auto n = stream.read_some(rx, deadline);
+            if (!n) {
+                if (auto e = retry_or_fail(n.error())) return *e;
+                retry = true;
+                break;
+            }
+            if (*n == 0) {
+                if (auto st = parser_.finish_eof(); !st) {
+                    if (auto e = retry_or_fail(
+                            make_error(st.error().message + " (from " + stream.endpoint() + ")")))
+                        return *e;
+                    retry = true;
+                }
+                break;
+            }
+            auto used = parser_.feed(std::span<const std::uint8_t>(rx.data(), *n));
+            if (!used) {
+                auto message = used.error().message + " (from " + stream.endpoint() + ")";
+                drop(request.host, request.port);
+                return make_error(std::move(message));
+            }
+            trailing_bytes = *used < *n;
+        }
+        if (retry) continue;
+
+        http::Response response = parser_.take_response();
+        ++c.requests;
+        ++stats_.requests;
+        stats_.max_requests_per_connection = std::max(stats_.max_requests_per_connection, c.requests);
+        for (const auto& line : response.set_cookies) {
+            if (auto st = cookies_.store(request.host, request.target, line); !st) {
+                LOG_WARN << "ignoring a cookie from " << stream.endpoint() << ": " << st.error().message;
+            }
+        }
+        if (!response.keep_alive || !config_.keep_alive || trailing_bytes || stream.peer_closed()) {
+            LOG_DEBUG << "closing the connection to " << stream.endpoint() << " after " << c.requests
+                      << " request(s)" << (response.keep_alive ? "" : " (server asked to close)");
+            drop(request.host, request.port);
+        }
+        return response;
+    }
+    return make_error("the server " + request.host + " closed the connection again after a reconnect");
+}
+
+Result<http::Response> HttpsClient::send(http::Request request, Redirects redirects) {
+    if (request.method == "CONNECT")
+        return make_error("CONNECT turns the connection into a tunnel: use release_connection() and write it yourself");
+    for (int hop = 0;; ++hop) {
+        auto response = send_once(request);
+        if (!response) return response;
+        last_url_ = http::Url{request.host, request.port, request.target};
+        if (redirects == Redirects::no || !response->is_redirect()) return response;
+        auto location = response->headers.get("Location");
+        if (!location) return response;  // a 3xx without Location is final
+        if (hop >= config_.max_redirects)
+            return make_error("more than " + std::to_string(config_.max_redirects) + " redirects, last from " +
+                              without_query(last_url_));
+        auto next = http::resolve_location(last_url_, *location);
+        if (!next) return make_error("bad redirect from " + without_query(last_url_) + ": " + next.error().message);
+        auto action = http::redirect_action(response->status, request.method);
+        LOG_DEBUG << "HTTP " << response->status << " redirect to " << without_query(*next) << " (" << action.method
+                  << ")";
+        request.method = action.method;
+        if (!action.keep_body) {
+            request.body.clear();
+            request.headers.remove("Content-Type");
+            request.headers.remove("Content-Length");
+        }
+        request.host = next->host;
+        request.port = next->port;
+        request.target = next->target;
+    }
+}
+
+Result<std::unique_ptr<TlsStream>> HttpsClient::release_connection(const std::string& host, std::uint16_t port) {
+    auto conn = connection_to(host, port);
+    if (!conn) return conn.error();
+    auto stream = std::move((*conn)->stream);
+    connections_.erase(origin_key(host, port));
+    return stream;
+}
+
+void HttpsClient::log_summary(std::string_view what) const {
+    LOG_INFO << what << ": " << stats_.requests << " HTTPS request(s) over " << stats_.handshakes
+             << " TLS handshake(s)"
+             << (stats_.reopened ? ", " + std::to_string(stats_.reopened) + " reconnect(s) after the server closed"
+                                 : std::string());
+}
+
+void HttpsClient::close_all() {
+    for (auto& [key, c] : connections_) c.stream->close();
+    connections_.clear();
+}
+
+}  // namespace espvpn::io

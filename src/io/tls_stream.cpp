@@ -1,0 +1,415 @@
+#include "src/io/tls_stream.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gnutls/abstract.h>
+#include <gnutls/crypto.h>
+#include <gnutls/x509.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "src/log/logger.h"
+
+namespace espvpn::io {
+
+namespace {
+
+constexpr std::string_view kPinPrefix = "pin-sha256:";
+
+std::string gnutls_message(int code) { return gnutls_strerror(code); }
+
+long long ms_left(Deadline deadline) {
+    // Rounded up, so poll never wakes before the deadline has passed.
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    return std::max<long long>(0, left.count());
+}
+
+bool is_ip_literal(const std::string& host) {
+    unsigned char buf[sizeof(in6_addr)];
+    return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+std::string address_text(const sockaddr* sa) {
+    char text[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, text, sizeof text);
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, text, sizeof text);
+    return sa->sa_family == AF_INET6 ? "[" + std::string(text) + "]" : std::string(text);
+}
+
+std::string base64(std::span<const unsigned char> bytes) {
+    gnutls_datum_t in{const_cast<unsigned char*>(bytes.data()), static_cast<unsigned>(bytes.size())};
+    gnutls_datum_t out{};
+    if (gnutls_base64_encode2(&in, &out) < 0) return {};
+    std::string text(reinterpret_cast<char*>(out.data), out.size);
+    gnutls_free(out.data);
+    return text;
+}
+
+// SHA-256 over the DER SubjectPublicKeyInfo, as openconnect's --servercert pin-sha256.
+Result<std::string> public_key_pin(const gnutls_datum_t& der_cert) {
+    gnutls_x509_crt_t crt = nullptr;
+    gnutls_pubkey_t key = nullptr;
+    gnutls_datum_t spki{};
+    std::string pin;
+    int rc = gnutls_x509_crt_init(&crt);
+    if (rc >= 0) rc = gnutls_x509_crt_import(crt, &der_cert, GNUTLS_X509_FMT_DER);
+    if (rc >= 0) rc = gnutls_pubkey_init(&key);
+    if (rc >= 0) rc = gnutls_pubkey_import_x509(key, crt, 0);
+    if (rc >= 0) rc = gnutls_pubkey_export2(key, GNUTLS_X509_FMT_DER, &spki);
+    unsigned char digest[32];
+    if (rc >= 0) rc = gnutls_hash_fast(GNUTLS_DIG_SHA256, spki.data, spki.size, digest);
+    if (rc >= 0) pin = std::string(kPinPrefix) + base64(digest);
+    gnutls_free(spki.data);
+    if (key) gnutls_pubkey_deinit(key);
+    if (crt) gnutls_x509_crt_deinit(crt);
+    if (rc < 0) return make_error("cannot read the server certificate's public key: " + gnutls_message(rc));
+    return pin;
+}
+
+bool looks_like_pem(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return true;  // let the PEM loader report the missing file
+    char head[4096];
+    std::size_t n = std::fread(head, 1, sizeof head, f);
+    std::fclose(f);
+    return std::string_view(head, n).find("-----BEGIN ") != std::string_view::npos;
+}
+
+// --certificate may name a PEM file (key in it or in --sslkey) or a PKCS#12
+// bundle, as in openconnect; --key-password opens either.
+Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsClientConfig& config) {
+    // GnuTLS wants a NUL-terminated password; keep that copy in a Secret too.
+    Secret password(config.key_password.size() + 1);
+    std::copy(config.key_password.reveal().begin(), config.key_password.reveal().end(),
+              password.reveal_mutable().begin());
+    const char* pass = config.key_password.empty() ? nullptr : reinterpret_cast<const char*>(password.reveal().data());
+    const auto& cert = config.client_cert_file;
+    if (!looks_like_pem(cert)) {
+        int rc = gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert.c_str(), GNUTLS_X509_FMT_DER, pass);
+        if (rc < 0)
+            return make_error("cannot load client certificate " + cert + " (PKCS#12; wrong password?): " +
+                              gnutls_message(rc));
+        return {};
+    }
+    const auto& key = config.client_key_file.empty() ? cert : config.client_key_file;
+    int rc = gnutls_certificate_set_x509_key_file2(cred, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM, pass, 0);
+    if (rc < 0)
+        return make_error("cannot load client certificate " + cert + " with key " + key + ": " + gnutls_message(rc));
+    return {};
+}
+
+}  // namespace
+
+Result<std::string> parse_pin(std::string_view text) {
+    if (text.substr(0, kPinPrefix.size()) != kPinPrefix)
+        return make_error("server pin \"" + std::string(text) + "\" must look like pin-sha256:<base64>");
+    auto b64 = text.substr(kPinPrefix.size());
+    gnutls_datum_t in{reinterpret_cast<unsigned char*>(const_cast<char*>(b64.data())),
+                      static_cast<unsigned>(b64.size())};
+    gnutls_datum_t out{};
+    int rc = gnutls_base64_decode2(&in, &out);
+    bool ok = rc >= 0 && out.size == 32;
+    std::string normalised = ok ? std::string(kPinPrefix) + base64({out.data, out.size}) : std::string();
+    gnutls_free(out.data);
+    if (!ok)
+        return make_error("server pin \"" + std::string(text) + "\" is not the base64 of a 32-byte SHA-256 digest");
+    return normalised;
+}
+
+TlsCredentials::~TlsCredentials() {
+    if (cred_) gnutls_certificate_free_credentials(cred_);
+}
+
+Result<std::shared_ptr<const TlsCredentials>> TlsCredentials::load(const TlsClientConfig& config) {
+    std::shared_ptr<TlsCredentials> self(new TlsCredentials());
+    for (const auto& text : config.server_pins) {
+        auto pin = parse_pin(text);
+        if (!pin) return pin.error();
+        self->pins_.push_back(std::move(*pin));
+    }
+    if (int rc = gnutls_certificate_allocate_credentials(&self->cred_); rc < 0)
+        return make_error("TLS: cannot allocate credentials: " + gnutls_message(rc));
+    if (config.system_trust) {
+        int rc = gnutls_certificate_set_x509_system_trust(self->cred_);
+        if (rc < 0) {
+            LOG_WARN << "cannot load the system CA certificates: " << gnutls_message(rc);
+        } else {
+            LOG_DEBUG << "loaded " << rc << " system CA certificates";
+        }
+    }
+    if (!config.ca_file.empty()) {
+        int rc = gnutls_certificate_set_x509_trust_file(self->cred_, config.ca_file.c_str(), GNUTLS_X509_FMT_PEM);
+        if (rc < 0) return make_error("cannot load CA file " + config.ca_file + ": " + gnutls_message(rc));
+        if (rc == 0) return make_error("CA file " + config.ca_file + " holds no certificate");
+    }
+    if (!config.client_cert_file.empty()) {
+        if (auto st = load_client_certificate(self->cred_, config); !st) return st.error();
+    }
+    gnutls_certificate_set_verify_function(self->cred_, &TlsStream::verify_callback);
+    self->config_ = TlsClientConfig{config.system_trust,    config.ca_file,         config.server_pins,
+                                    config.client_cert_file, config.client_key_file, Secret(),
+                                    config.resolve,          config.priority,        config.connect_timeout,
+                                    config.io_timeout};
+    return std::shared_ptr<const TlsCredentials>(std::move(self));
+}
+
+bool TlsCredentials::pin_matches(const std::string& pin) const {
+    return std::find(pins_.begin(), pins_.end(), pin) != pins_.end();
+}
+
+Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* list = nullptr;
+    std::string service = std::to_string(port);
+    if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &list); rc != 0)
+        return make_error("cannot resolve " + host + ": " + gai_strerror(rc));
+    std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owner(list, &freeaddrinfo);
+
+    std::string failures;
+    for (auto* ai = list; ai; ai = ai->ai_next) {
+        std::string where = address_text(ai->ai_addr) + ":" + service;
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            failures += "; " + where + ": " + std::strerror(errno);
+            continue;
+        }
+        int err = 0;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+            err = errno;
+            if (err == EINPROGRESS) {
+                pollfd p{fd, POLLOUT, 0};
+                int n;
+                do n = poll(&p, 1, static_cast<int>(timeout.count()));
+                while (n < 0 && errno == EINTR);
+                socklen_t len = sizeof err;
+                if (n == 0) err = ETIMEDOUT;
+                else if (n < 0) err = errno;
+                else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+            }
+        }
+        if (err == 0) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            LOG_DEBUG << "TCP connected to " << host << " at " << where;
+            return fd;
+        }
+        ::close(fd);
+        failures += "; " + where + ": " +
+                    (err == ETIMEDOUT ? "no answer within " + std::to_string(timeout.count()) + " ms"
+                                      : std::string(std::strerror(err)));
+    }
+    return make_error("cannot connect to " + host + " port " + service + failures);
+}
+
+Result<std::unique_ptr<TlsStream>> TlsStream::connect(const std::string& host, std::uint16_t port,
+                                                      std::shared_ptr<const TlsCredentials> credentials) {
+    const auto& config = credentials->config();
+    auto override_ip = config.resolve.find(host);
+    auto fd = tcp_connect(override_ip != config.resolve.end() ? override_ip->second : host, port,
+                          config.connect_timeout);
+    if (!fd) return fd.error();
+
+    std::unique_ptr<TlsStream> self(new TlsStream());
+    self->fd_ = *fd;
+    self->host_ = host;
+    self->port_ = port;
+    self->credentials_ = std::move(credentials);
+    int rc = gnutls_init(&self->session_, GNUTLS_CLIENT | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL);
+    if (rc < 0) return make_error("TLS: cannot create a session: " + gnutls_message(rc));
+    gnutls_session_set_ptr(self->session_, self.get());
+    const char* bad = nullptr;
+    if (rc = gnutls_priority_set_direct(self->session_, config.priority.c_str(), &bad); rc < 0)
+        return make_error("TLS priority string \"" + config.priority + "\" is invalid near \"" +
+                          std::string(bad ? bad : "") + "\": " + gnutls_message(rc));
+    if (rc = gnutls_credentials_set(self->session_, GNUTLS_CRD_CERTIFICATE, self->credentials_->native()); rc < 0)
+        return make_error("TLS: cannot set credentials: " + gnutls_message(rc));
+    if (!is_ip_literal(host)) {  // RFC 6066: no SNI for address literals
+        if (rc = gnutls_server_name_set(self->session_, GNUTLS_NAME_DNS, host.data(), host.size()); rc < 0)
+            return make_error("TLS: cannot set server name " + host + ": " + gnutls_message(rc));
+    }
+    gnutls_transport_set_int(self->session_, self->fd_);
+    if (auto st = self->handshake(self->effective({})); !st) return st.error();
+    LOG_DEBUG << "TLS handshake with " << self->endpoint() << " done: " << self->description();
+    return self;
+}
+
+TlsStream::~TlsStream() {
+    if (session_) gnutls_deinit(session_);
+    if (fd_ >= 0) ::close(fd_);
+}
+
+std::string TlsStream::endpoint() const {
+    return (host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
+}
+
+std::string TlsStream::description() const {
+    char* text = gnutls_session_get_desc(session_);
+    std::string out = text ? text : "";
+    gnutls_free(text);
+    return out;
+}
+
+Deadline TlsStream::effective(std::optional<Deadline> deadline) const {
+    Deadline d = std::chrono::steady_clock::now() + credentials_->config().io_timeout;
+    return deadline ? std::min(d, *deadline) : d;
+}
+
+Status TlsStream::wait(bool for_write, Deadline deadline, const char* what) {
+    pollfd p{fd_, static_cast<short>(for_write ? POLLOUT : POLLIN), 0};
+    while (true) {
+        int n = poll(&p, 1, static_cast<int>(ms_left(deadline)));
+        if (n > 0) return {};
+        if (n == 0)
+            return make_error("timed out " + std::string(what) + " " + endpoint() + " (limit " +
+                              std::to_string(credentials_->config().io_timeout.count()) + " ms)");
+        if (errno != EINTR) return make_error(std::string("poll failed: ") + std::strerror(errno));
+    }
+}
+
+Status TlsStream::handshake(Deadline deadline) {
+    while (true) {
+        int rc = gnutls_handshake(session_);
+        if (rc == GNUTLS_E_SUCCESS) return {};
+        if (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED) {
+            if (auto st = wait(gnutls_record_get_direction(session_) == 1, deadline, "in the TLS handshake with");
+                !st)
+                return st;
+            continue;
+        }
+        if (!verify_failure_.empty()) return make_error(verify_failure_);
+        if (gnutls_error_is_fatal(rc)) {
+            std::string msg = "TLS handshake with " + endpoint() + " failed: " + gnutls_message(rc);
+            if (rc == GNUTLS_E_FATAL_ALERT_RECEIVED)
+                msg += std::string(" (") + gnutls_alert_get_name(gnutls_alert_get(session_)) + ")";
+            return make_error(msg);
+        }
+    }
+}
+
+int TlsStream::verify_callback(gnutls_session_t session) {
+    auto* self = static_cast<TlsStream*>(gnutls_session_get_ptr(session));
+    return self ? self->verify_peer() : -1;
+}
+
+int TlsStream::verify_peer() {
+    unsigned count = 0;
+    const gnutls_datum_t* certs = gnutls_certificate_get_peers(session_, &count);
+    if (!certs || count == 0) {
+        verify_failure_ = "server " + endpoint() + " sent no certificate";
+        return -1;
+    }
+    auto pin = public_key_pin(certs[0]);
+    if (!pin) {
+        verify_failure_ = pin.error().message;
+        return -1;
+    }
+    peer_pin_ = *pin;
+    if (!credentials_->config().server_pins.empty()) {
+        if (credentials_->pin_matches(peer_pin_)) {
+            LOG_DEBUG << "server certificate of " << endpoint() << " accepted by its pin";
+            return 0;
+        }
+        verify_failure_ = "server certificate of " + endpoint() + " does not match the pinned key; its pin is " +
+                          peer_pin_ + " (use --servercert " + peer_pin_ + " only if you trust this server)";
+        return -1;
+    }
+    unsigned status = 0;
+    int rc = gnutls_certificate_verify_peers3(session_, host_.c_str(), &status);
+    if (rc < 0) {
+        verify_failure_ = "cannot verify the certificate of " + endpoint() + ": " + gnutls_message(rc);
+        return -1;
+    }
+    if (status != 0) {
+        gnutls_datum_t text{};
+        std::string reason = "not trusted";
+        if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0) >= 0) {
+            reason = std::string(reinterpret_cast<char*>(text.data), text.size);
+            gnutls_free(text.data);
+            while (!reason.empty() && (reason.back() == ' ' || reason.back() == '\0')) reason.pop_back();
+        }
+        verify_failure_ = "server certificate of " + endpoint() + " (for host name " + host_ +
+                          ") failed verification: " + reason + " To trust this server anyway, use --servercert " +
+                          peer_pin_;
+        return -1;
+    }
+    return 0;
+}
+
+Status TlsStream::write_all(std::span<const std::uint8_t> bytes, std::optional<Deadline> deadline) {
+    if (!session_ || fd_ < 0) return make_error("write to a closed TLS connection");
+    const Deadline until = effective(deadline);
+    std::size_t off = 0;
+    while (off < bytes.size()) {
+        ssize_t n = gnutls_record_send(session_, bytes.data() + off, bytes.size() - off);
+        if (n > 0) {
+            off += static_cast<std::size_t>(n);
+            continue;
+        }
+        if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) {
+            // GnuTLS wants the same call repeated with the same data.
+            if (auto st = wait(true, until, "sending to"); !st) return st;
+            continue;
+        }
+        if (n == GNUTLS_E_PUSH_ERROR || n == GNUTLS_E_PREMATURE_TERMINATION) peer_closed_ = true;
+        return make_error("sending to " + endpoint() + " failed: " + gnutls_message(static_cast<int>(n)) +
+                          (peer_closed_ ? " (connection closed by the server)" : ""));
+    }
+    return {};
+}
+
+Result<std::size_t> TlsStream::read_some(std::span<std::uint8_t> buffer, std::optional<Deadline> deadline) {
+    if (!session_ || fd_ < 0) return make_error("read from a closed TLS connection");
+    const Deadline until = effective(deadline);
+    while (true) {
+        ssize_t n = gnutls_record_recv(session_, buffer.data(), buffer.size());
+        if (n > 0) return static_cast<std::size_t>(n);
+        if (n == 0 || n == GNUTLS_E_PREMATURE_TERMINATION) {
+            peer_closed_ = true;
+            return std::size_t{0};
+        }
+        if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) {
+            if (auto st = wait(false, until, "waiting for data from"); !st) return st.error();
+            continue;
+        }
+        if (n == GNUTLS_E_REHANDSHAKE) continue;  // refused implicitly: we keep reading
+        if (n == GNUTLS_E_PULL_ERROR) peer_closed_ = true;
+        std::string msg = "receiving from " + endpoint() + " failed: " + gnutls_message(static_cast<int>(n));
+        if (n == GNUTLS_E_FATAL_ALERT_RECEIVED)
+            msg += std::string(" (") + gnutls_alert_get_name(gnutls_alert_get(session_)) + ")";
+        return make_error(msg);
+    }
+}
+
+bool TlsStream::usable_when_idle() {
+    if (!session_ || fd_ < 0 || peer_closed_) return false;
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0 && gnutls_record_check_pending(session_) == 0) return true;
+    // Readable while idle: a TLS 1.3 session ticket (fine), close_notify/EOF or junk.
+    unsigned char byte;
+    ssize_t n = gnutls_record_recv(session_, &byte, 1);
+    if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) return true;
+    if (n <= 0) peer_closed_ = true;
+    return false;
+}
+
+void TlsStream::close() {
+    if (session_ && fd_ >= 0 && !peer_closed_) gnutls_bye(session_, GNUTLS_SHUT_WR);
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+}
+
+}  // namespace espvpn::io

@@ -1,0 +1,117 @@
+// A TLS client connection over TCP, on GnuTLS: connect with a timeout (every
+// resolved address in turn), TLS 1.2/1.3 with SNI, verification against system
+// CAs and/or a CA file with host name check, or openconnect-style public key
+// pins ("pin-sha256:<base64 of SHA-256(SPKI)>"), optional client certificate.
+// Every operation is bounded by a timeout, so a stalled server is an error.
+#pragma once
+
+#include <gnutls/gnutls.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "crypto/result.h"
+#include "crypto/secret.h"
+
+namespace espvpn::io {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+struct TlsClientConfig {
+    bool system_trust = true;            // the system CA store (openconnect: unless --no-system-trust)
+    std::string ca_file;                 // extra trusted CAs, PEM (--cafile)
+    std::vector<std::string> server_pins;  // "pin-sha256:..."; when set, only a pin match is accepted
+    std::string client_cert_file;        // --certificate: PEM, or PKCS#12 (told apart by content)
+    std::string client_key_file;         // --sslkey, PEM; empty: the key is in client_cert_file
+    Secret key_password;                 // --key-password: for an encrypted PEM key or the PKCS#12 file
+    std::map<std::string, std::string> resolve;  // --resolve HOST:IP: connect to IP, verify as HOST
+    std::string priority = "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
+    std::chrono::milliseconds connect_timeout{10000};  // per address tried
+    std::chrono::milliseconds io_timeout{30000};       // handshake, each read and each write
+};
+
+// Trust anchors, pins and the client certificate, loaded once and shared by every
+// connection of a login.
+class TlsCredentials {
+public:
+    static Result<std::shared_ptr<const TlsCredentials>> load(const TlsClientConfig& config);
+    TlsCredentials(const TlsCredentials&) = delete;
+    TlsCredentials& operator=(const TlsCredentials&) = delete;
+    ~TlsCredentials();
+
+    gnutls_certificate_credentials_t native() const { return cred_; }
+    const TlsClientConfig& config() const { return config_; }
+    bool pin_matches(const std::string& pin) const;
+
+private:
+    TlsCredentials() = default;
+    gnutls_certificate_credentials_t cred_ = nullptr;
+    TlsClientConfig config_;             // without the PKCS#12 password
+    std::vector<std::string> pins_;      // normalised "pin-sha256:<base64>"
+};
+
+// Validates and normalises "pin-sha256:<base64>" (32-byte digest).
+Result<std::string> parse_pin(std::string_view text);
+
+class TlsStream {
+public:
+    static Result<std::unique_ptr<TlsStream>> connect(const std::string& host, std::uint16_t port,
+                                                      std::shared_ptr<const TlsCredentials> credentials);
+    TlsStream(const TlsStream&) = delete;
+    TlsStream& operator=(const TlsStream&) = delete;
+    ~TlsStream();
+
+    // Writes everything or fails (timeout, reset). The deadline, if given,
+    // shortens the configured I/O timeout.
+    Status write_all(std::span<const std::uint8_t> bytes, std::optional<Deadline> deadline = {});
+    // Some bytes, or 0 when the server closed the connection.
+    Result<std::size_t> read_some(std::span<std::uint8_t> buffer, std::optional<Deadline> deadline = {});
+    // For an idle kept-alive connection: false if the server closed it (or sent
+    // something unexpected). Never blocks.
+    bool usable_when_idle();
+    // Sends close_notify without waiting for the reply, and closes the socket.
+    void close();
+
+    // The last failure was the server going away (EOF, reset, broken pipe).
+    bool peer_closed() const { return peer_closed_; }
+    const std::string& host() const { return host_; }
+    std::uint16_t port() const { return port_; }
+    std::string endpoint() const;
+    // "pin-sha256:..." of the server's public key (for DTLS code and messages).
+    const std::string& peer_pin() const { return peer_pin_; }
+    // "TLS1.3 / ECDHE-... / AES-256-GCM" for logs.
+    std::string description() const;
+    // The GnuTLS session, e.g. for gnutls_prf / key export by the DTLS code.
+    gnutls_session_t native() const { return session_; }
+    int fd() const { return fd_; }
+
+private:
+    friend class TlsCredentials;  // installs verify_callback
+    TlsStream() = default;
+    static int verify_callback(gnutls_session_t session);
+    int verify_peer();
+    Status wait(bool for_write, Deadline deadline, const char* what);
+    Status handshake(Deadline deadline);
+    Deadline effective(std::optional<Deadline> deadline) const;
+
+    std::shared_ptr<const TlsCredentials> credentials_;
+    gnutls_session_t session_ = nullptr;
+    int fd_ = -1;
+    std::string host_;
+    std::uint16_t port_ = 0;
+    std::string peer_pin_;
+    std::string verify_failure_;
+    bool peer_closed_ = false;
+};
+
+// Connects a non-blocking TCP socket, trying every address the name resolves to.
+Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout);
+
+}  // namespace espvpn::io
