@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 namespace espvpn::io {
 
@@ -21,7 +22,10 @@ PacketBatch::PacketBatch(const PacketBatchShape& shape) : shape_(shape) {
     storage_.reset(static_cast<std::uint8_t*>(std::aligned_alloc(kSlotAlign, slot_size_ * shape.slots)));
     if (!storage_) throw std::bad_alloc();
     meta_.reset(new Meta[shape.slots]);
-    for (std::size_t i = 0; i < shape.slots; ++i) reset_slot(i);
+    for (std::size_t i = 0; i < shape.slots; ++i) {
+        meta_[i].slot = static_cast<std::uint32_t>(i);
+        reset_slot(i);
+    }
 }
 
 void PacketBatch::clear() {
@@ -32,7 +36,7 @@ void PacketBatch::clear() {
 std::span<std::uint8_t> PacketBatch::next_room() {
     if (full()) return {};
     reset_slot(used_);
-    return {storage_.get() + used_ * slot_size_ + shape_.headroom, shape_.capacity};
+    return {slot_base(used_) + shape_.headroom, shape_.capacity};
 }
 
 void PacketBatch::commit(std::size_t length) {
@@ -47,11 +51,11 @@ void PacketBatch::set_size(std::size_t n) {
 }
 
 std::span<std::uint8_t> PacketBatch::packet(std::size_t i) {
-    return {storage_.get() + i * slot_size_ + meta_[i].offset, meta_[i].length};
+    return {slot_base(i) + meta_[i].offset, meta_[i].length};
 }
 
 std::span<const std::uint8_t> PacketBatch::packet(std::size_t i) const {
-    return {storage_.get() + i * slot_size_ + meta_[i].offset, meta_[i].length};
+    return {slot_base(i) + meta_[i].offset, meta_[i].length};
 }
 
 void PacketBatch::set_length(std::size_t i, std::size_t length) {
@@ -88,8 +92,10 @@ bool PacketBatch::grow_back(std::size_t i, std::size_t n) {
     return true;
 }
 
+void PacketBatch::swap_packets(std::size_t i, std::size_t j) { std::swap(meta_[i], meta_[j]); }
+
 std::span<std::uint8_t> PacketBatch::slot(std::size_t i) {
-    return {storage_.get() + i * slot_size_, slot_size_};
+    return {slot_base(i), slot_size_};
 }
 
 }  // namespace espvpn::io

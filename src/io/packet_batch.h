@@ -60,6 +60,11 @@ public:
     bool shrink_front(std::size_t i, std::size_t n);
     bool grow_back(std::size_t i, std::size_t n);
 
+    // Exchanges packets i and j (their slots travel with them; no bytes move),
+    // so a pipeline can compact a batch after dropping packets: swap the kept
+    // ones to the front, then set_size(kept).
+    void swap_packets(std::size_t i, std::size_t j);
+
     // The whole slot, headroom through tailroom.
     std::span<std::uint8_t> slot(std::size_t i);
     std::size_t slot_size() const { return slot_size_; }
@@ -68,7 +73,9 @@ private:
     struct Meta {
         std::uint32_t offset;  // from slot start
         std::uint32_t length;
+        std::uint32_t slot;    // which storage slot packet i lives in
     };
+    std::uint8_t* slot_base(std::size_t i) const { return storage_.get() + meta_[i].slot * slot_size_; }
     PacketBatchShape shape_;
     std::size_t slot_size_;
     std::size_t used_ = 0;

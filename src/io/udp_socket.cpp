@@ -22,10 +22,19 @@ constexpr std::size_t kGroBufferSize = 65536;
 constexpr std::size_t kCmsgSpace = CMSG_SPACE(sizeof(int));
 }  // namespace
 
+// One set of message headers per direction: sending and receiving may run on
+// different threads at once.
+struct MessageArrays {
+    mmsghdr msgs[UdpSocket::kMaxBatch];
+    iovec iov[UdpSocket::kMaxBatch];
+    alignas(cmsghdr) std::uint8_t cmsg[UdpSocket::kMaxBatch][kCmsgSpace];
+};
+
 struct UdpSocket::Buffers {
-    mmsghdr msgs[kMaxBatch];
-    iovec iov[kMaxBatch];
-    alignas(cmsghdr) std::uint8_t cmsg[kMaxBatch][kCmsgSpace];
+    MessageArrays tx;
+    MessageArrays rx;
+    sockaddr_storage rx_names[kMaxBatch];
+    SocketAddress peer;                     // unconnected sockets send here (length 0: none)
     std::uint32_t msg_first[kMaxBatch];     // first packet of each send message
     std::uint16_t msg_packets[kMaxBatch];   // packets in it
     // GRO receive: whole coalesced buffers, split into the caller's batch.
@@ -33,6 +42,7 @@ struct UdpSocket::Buffers {
     std::size_t gro_len[kGroBuffers] = {};
     std::size_t gro_seg[kGroBuffers] = {};
     std::size_t gro_count = 0, gro_index = 0, gro_offset = 0;
+    SocketAddress gro_source[kGroBuffers];
 };
 
 Result<SocketAddress> SocketAddress::parse(std::string_view text) {
@@ -174,13 +184,15 @@ bool UdpSocket::wait_readable(int timeout_ms) const {
 
 SendOutcome UdpSocket::send_batch(const PacketBatch& batch, std::size_t first) {
     SendOutcome outcome;
-    if (!connected_) {
+    outcome.next = batch.size();
+    Buffers& b = *buf_;
+    if (!connected_ && b.peer.length == 0) {
         outcome.status = SendStatus::error;
         outcome.error = EDESTADDRREQ;
         counters_.drop_other += batch.size() > first ? batch.size() - first : 0;
         return outcome;
     }
-    Buffers& b = *buf_;
+    MessageArrays& tx = b.tx;
     auto drop = [&](std::uint64_t& counter, std::size_t packets, SendStatus status, int err) {
         counter += packets;
         outcome.status = status;
@@ -203,16 +215,20 @@ SendOutcome UdpSocket::send_batch(const PacketBatch& batch, std::size_t first) {
                     if (next < len) break;
                 }
             }
-            mmsghdr& mh = b.msgs[m];
+            mmsghdr& mh = tx.msgs[m];
             mh = {};
             for (std::size_t k = 0; k < segs; ++k) {
                 auto p = batch.packet(i + k);
-                b.iov[iov_used + k] = {const_cast<std::uint8_t*>(p.data()), p.size()};
+                tx.iov[iov_used + k] = {const_cast<std::uint8_t*>(p.data()), p.size()};
             }
-            mh.msg_hdr.msg_iov = &b.iov[iov_used];
+            mh.msg_hdr.msg_iov = &tx.iov[iov_used];
             mh.msg_hdr.msg_iovlen = segs;
+            if (!connected_) {
+                mh.msg_hdr.msg_name = &b.peer.storage;
+                mh.msg_hdr.msg_namelen = b.peer.length;
+            }
             if (segs > 1) {
-                mh.msg_hdr.msg_control = b.cmsg[m];
+                mh.msg_hdr.msg_control = tx.cmsg[m];
                 mh.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(std::uint16_t));
                 cmsghdr* c = CMSG_FIRSTHDR(&mh.msg_hdr);
                 c->cmsg_level = SOL_UDP;
@@ -231,7 +247,7 @@ SendOutcome UdpSocket::send_batch(const PacketBatch& batch, std::size_t first) {
         bool rebuild = false;
         while (done < m) {
             ++counters_.send_calls;
-            int r = ::sendmmsg(fd_, &b.msgs[done], static_cast<unsigned>(m - done), MSG_DONTWAIT);
+            int r = ::sendmmsg(fd_, &tx.msgs[done], static_cast<unsigned>(m - done), MSG_DONTWAIT);
             if (r > 0) {
                 for (int k = 0; k < r; ++k) {
                     std::size_t packets = b.msg_packets[done + static_cast<std::size_t>(k)];
@@ -254,9 +270,10 @@ SendOutcome UdpSocket::send_batch(const PacketBatch& batch, std::size_t first) {
                 break;
             }
             if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS) {
-                std::size_t rest = n - b.msg_first[done];
-                if (err == ENOBUFS) drop(counters_.drop_no_buffers, rest, SendStatus::no_buffers, err);
-                else drop(counters_.drop_would_block, rest, SendStatus::would_block, err);
+                // Not counted here: the caller retries from outcome.next or calls count_send_drops.
+                outcome.status = err == ENOBUFS ? SendStatus::no_buffers : SendStatus::would_block;
+                outcome.error = err;
+                outcome.next = b.msg_first[done];
                 return outcome;
             }
             if (err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN)
@@ -272,7 +289,16 @@ SendOutcome UdpSocket::send_batch(const PacketBatch& batch, std::size_t first) {
     return outcome;
 }
 
-std::size_t UdpSocket::drain_gro(PacketBatch& out) {
+void UdpSocket::set_peer(const SocketAddress& peer) { buf_->peer = peer; }
+
+void UdpSocket::count_send_drops(SendStatus why, std::size_t packets) {
+    if (why == SendStatus::no_buffers) counters_.drop_no_buffers += packets;
+    else if (why == SendStatus::would_block) counters_.drop_would_block += packets;
+    else if (why == SendStatus::unreachable) counters_.drop_unreachable += packets;
+    else counters_.drop_other += packets;
+}
+
+std::size_t UdpSocket::drain_gro(PacketBatch& out, SocketAddress* sources) {
     Buffers& b = *buf_;
     std::size_t appended = 0;
     while (b.gro_index < b.gro_count && !out.full()) {
@@ -288,6 +314,7 @@ std::size_t UdpSocket::drain_gro(PacketBatch& out) {
             ++counters_.drop_truncated;
         } else {
             std::memcpy(out.next_room().data(), b.gro_data.get() + b.gro_index * kGroBufferSize + b.gro_offset, take);
+            if (sources) sources[out.size()] = b.gro_source[b.gro_index];
             out.commit(take);
             ++appended;
         }
@@ -297,23 +324,36 @@ std::size_t UdpSocket::drain_gro(PacketBatch& out) {
     return appended;
 }
 
-Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out) {
+Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out, SocketAddress* sources) {
     Buffers& b = *buf_;
+    MessageArrays& rx = b.rx;
     std::size_t appended = 0;
+    auto want_name = [&](mmsghdr& mh, std::size_t k) {
+        if (!sources) return;
+        mh.msg_hdr.msg_name = &b.rx_names[k];
+        mh.msg_hdr.msg_namelen = sizeof b.rx_names[k];
+    };
+    auto name_of = [&](const mmsghdr& mh, std::size_t k) {
+        SocketAddress a;
+        a.length = mh.msg_hdr.msg_namelen;
+        std::memcpy(&a.storage, &b.rx_names[k], std::min<std::size_t>(a.length, sizeof a.storage));
+        return a;
+    };
     if (gro_) {
-        appended += drain_gro(out);
+        appended += drain_gro(out, sources);
         if (out.full()) return appended;
         for (std::size_t k = 0; k < kGroBuffers; ++k) {
-            b.iov[k] = {b.gro_data.get() + k * kGroBufferSize, kGroBufferSize};
-            mmsghdr& mh = b.msgs[k];
+            rx.iov[k] = {b.gro_data.get() + k * kGroBufferSize, kGroBufferSize};
+            mmsghdr& mh = rx.msgs[k];
             mh = {};
-            mh.msg_hdr.msg_iov = &b.iov[k];
+            mh.msg_hdr.msg_iov = &rx.iov[k];
             mh.msg_hdr.msg_iovlen = 1;
-            mh.msg_hdr.msg_control = b.cmsg[k];
+            mh.msg_hdr.msg_control = rx.cmsg[k];
             mh.msg_hdr.msg_controllen = kCmsgSpace;
+            want_name(mh, k);
         }
         ++counters_.receive_calls;
-        int r = ::recvmmsg(fd_, b.msgs, kGroBuffers, MSG_DONTWAIT, nullptr);
+        int r = ::recvmmsg(fd_, rx.msgs, kGroBuffers, MSG_DONTWAIT, nullptr);
         if (r < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return appended;
             if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH) {
@@ -326,8 +366,9 @@ Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out) {
         b.gro_index = 0;
         b.gro_offset = 0;
         for (std::size_t k = 0; k < b.gro_count; ++k) {
-            mmsghdr& mh = b.msgs[k];
+            mmsghdr& mh = rx.msgs[k];
             b.gro_len[k] = mh.msg_len;
+            if (sources) b.gro_source[k] = name_of(mh, k);
             b.gro_seg[k] = mh.msg_len;
             if (mh.msg_hdr.msg_flags & MSG_TRUNC) {
                 ++counters_.drop_truncated;
@@ -344,7 +385,7 @@ Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out) {
             if (b.gro_seg[k] < b.gro_len[k]) ++counters_.gro_buffers;
             if (b.gro_seg[k] == 0) b.gro_len[k] = 0;  // empty datagram: nothing to hand out
         }
-        return appended + drain_gro(out);
+        return appended + drain_gro(out, sources);
     }
 
     // Without GRO every datagram lands directly in its slot.
@@ -354,14 +395,15 @@ Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out) {
     for (std::size_t k = 0; k < want; ++k) {
         out.reset_slot(start + k);
         std::uint8_t* room = out.slot(start + k).data() + out.headroom();
-        b.iov[k] = {room, out.capacity()};
-        mmsghdr& mh = b.msgs[k];
+        rx.iov[k] = {room, out.capacity()};
+        mmsghdr& mh = rx.msgs[k];
         mh = {};
-        mh.msg_hdr.msg_iov = &b.iov[k];
+        mh.msg_hdr.msg_iov = &rx.iov[k];
         mh.msg_hdr.msg_iovlen = 1;
+        want_name(mh, k);
     }
     ++counters_.receive_calls;
-    int r = ::recvmmsg(fd_, b.msgs, static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+    int r = ::recvmmsg(fd_, rx.msgs, static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
     if (r < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return appended;
         if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH) {
@@ -372,12 +414,13 @@ Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out) {
     }
     std::size_t kept = 0;
     for (std::size_t k = 0; k < static_cast<std::size_t>(r); ++k) {
-        if (b.msgs[k].msg_hdr.msg_flags & MSG_TRUNC) {
+        if (rx.msgs[k].msg_hdr.msg_flags & MSG_TRUNC) {
             ++counters_.drop_truncated;
             continue;
         }
-        if (kept != k) std::memcpy(b.iov[kept].iov_base, b.iov[k].iov_base, b.msgs[k].msg_len);  // rare: close the gap
-        out.set_length(start + kept, b.msgs[k].msg_len);
+        if (kept != k) std::memcpy(rx.iov[kept].iov_base, rx.iov[k].iov_base, rx.msgs[k].msg_len);  // rare: close the gap
+        out.set_length(start + kept, rx.msgs[k].msg_len);
+        if (sources) sources[start + kept] = name_of(rx.msgs[k], k);
         ++kept;
     }
     out.set_size(start + kept);

@@ -63,6 +63,7 @@ enum class SendStatus { ok, would_block, no_buffers, unreachable, error };
 
 struct SendOutcome {
     std::size_t sent = 0;      // packets sent, from the first given
+    std::size_t next = 0;      // first packet not yet tried (batch.size() when all were): retry from here
     SendStatus status = SendStatus::ok;
     int error = 0;             // errno of the last failure, if any
 };
@@ -85,19 +86,32 @@ public:
 
     bool wait_readable(int timeout_ms) const;
 
-    // Sends packets [first, batch.size()) to the connected peer. Packets that
-    // could not be sent are dropped and counted by reason; the outcome says
-    // why the last failure happened (never blocks).
+    // Sends packets [first, batch.size()) to the connected peer (or, for an
+    // unconnected socket, to the one set with set_peer). Packets that could not
+    // be sent are counted by reason; the outcome says why the last failure
+    // happened (never blocks). On would_block/no_buffers the packets from
+    // outcome.next on were not tried: the caller may wait and retry them
+    // (they are counted as drops only if it does not).
     SendOutcome send_batch(const PacketBatch& batch, std::size_t first = 0);
+    // Destination for send_batch on an unconnected socket (a gateway learns it
+    // from the first authentic packet).
+    void set_peer(const SocketAddress& peer);
+    // Counts packets the caller gave up retrying after would_block/no_buffers.
+    void count_send_drops(SendStatus why, std::size_t packets);
 
     // Appends received datagrams to `out` (never blocks). Returns how many.
     // Datagrams of a GRO buffer that do not fit `out` stay for the next call.
-    Result<std::size_t> recv_batch(PacketBatch& out);
+    // With `sources` (out.slots() entries), sources[i] is set to the sender
+    // of packet i for every packet appended.
+    Result<std::size_t> recv_batch(PacketBatch& out, SocketAddress* sources = nullptr);
+
+    // send_batch and recv_batch use separate buffers: one thread may send while
+    // another receives (the datapath's tx and rx threads share this socket).
 
 private:
     UdpSocket() = default;
     struct Buffers;
-    std::size_t drain_gro(PacketBatch& out);
+    std::size_t drain_gro(PacketBatch& out, SocketAddress* sources);
 
     int fd_ = -1;
     bool gso_ = false;

@@ -1,0 +1,146 @@
+#include "src/datapath/datapath.h"
+
+#include <arpa/inet.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include "src/datapath/pipeline.h"
+#include "src/log/logger.h"
+
+namespace espvpn::datapath {
+
+ControlChannel::ControlChannel() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+}
+
+ControlChannel::~ControlChannel() { ::close(fd_); }
+
+void ControlChannel::notify() {
+    pending_.store(true, std::memory_order_release);
+    const std::uint64_t one = 1;
+    (void)!::write(fd_, &one, sizeof one);  // only fails when the counter is saturated: still readable
+}
+
+void ControlChannel::drain() {
+    std::uint64_t value;
+    (void)!::read(fd_, &value, sizeof value);
+}
+
+void PipelineFailure::set(std::string message) {
+    LOG_ERROR << "datapath: " << message;
+    message_ = std::move(message);
+    failed_.store(true, std::memory_order_release);
+}
+
+std::optional<std::string> PipelineFailure::get() const {
+    if (!failed_.load(std::memory_order_acquire)) return std::nullopt;
+    return message_;
+}
+
+Result<ProbeTarget> ProbeTarget::parse(std::string_view tunnel_address, std::string_view gw_address) {
+    ProbeTarget t;
+    const std::string src(tunnel_address), dst(gw_address);
+    if (::inet_pton(AF_INET, src.c_str(), t.source) == 1 && ::inet_pton(AF_INET, dst.c_str(), t.gateway) == 1) {
+        t.address_size = 4;
+    } else if (::inet_pton(AF_INET6, src.c_str(), t.source) == 1 &&
+               ::inet_pton(AF_INET6, dst.c_str(), t.gateway) == 1) {
+        t.address_size = 16;
+    } else {
+        return make_error("probe addresses '" + src + "' -> '" + dst +
+                          "' are not both numeric IPv4 or both numeric IPv6");
+    }
+    return t;
+}
+
+Datapath::Datapath() = default;
+
+Result<std::unique_ptr<Datapath>> Datapath::start(io::TunDevice& tun, io::UdpSocket& udp,
+                                                  const DatapathOptions& options) {
+    if (options.max_inner_size < 576 || options.max_inner_size > 65535)
+        return make_error("datapath: max inner packet size " + std::to_string(options.max_inner_size) +
+                          " is outside 576..65535");
+    if (options.tx_batch == 0 || options.rx_batch == 0 || options.tx_batch > io::UdpSocket::kMaxBatch ||
+        options.rx_batch > io::UdpSocket::kMaxBatch)
+        return make_error("datapath: batch sizes must be 1.." + std::to_string(io::UdpSocket::kMaxBatch));
+    std::unique_ptr<Datapath> dp(new Datapath());
+    try {
+        dp->rx_to_tx_ = std::make_unique<RxToTx>();
+        dp->tx_ = std::make_unique<TxPipeline>(tun, udp, options, *dp->rx_to_tx_);
+        dp->rx_ = std::make_unique<RxPipeline>(tun, udp, options, *dp->rx_to_tx_);
+        dp->tx_thread_ = std::thread([p = dp->tx_.get()] { p->run(); });
+        dp->rx_thread_ = std::thread([p = dp->rx_.get()] { p->run(); });
+    } catch (const std::exception& e) {
+        dp->stop();
+        return make_error(std::string("datapath: cannot start: ") + e.what());
+    }
+    return dp;
+}
+
+Datapath::~Datapath() { stop(); }
+
+void Datapath::stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    for (ControlChannel* c : {tx_ ? &tx_->control : nullptr, rx_ ? &rx_->control : nullptr}) {
+        if (!c) continue;
+        c->stop.store(true, std::memory_order_release);
+        c->notify();
+    }
+    if (tx_thread_.joinable()) tx_thread_.join();
+    if (rx_thread_.joinable()) rx_thread_.join();
+}
+
+bool Datapath::install_outbound(EspOutboundSa sa) {
+    if (stopped_) return false;
+    if (!tx_->sa_updates.post(std::make_unique<OutboundUpdate>(OutboundUpdate{std::move(sa), std::nullopt})))
+        return false;
+    tx_->control.notify();
+    return true;
+}
+
+bool Datapath::install_outbound_when_peer_uses(EspOutboundSa sa, std::uint32_t peer_spi) {
+    if (stopped_) return false;
+    if (!tx_->sa_updates.post(std::make_unique<OutboundUpdate>(OutboundUpdate{std::move(sa), peer_spi})))
+        return false;
+    tx_->control.notify();
+    return true;
+}
+
+bool Datapath::install_inbound(EspInboundSa sa) {
+    if (stopped_) return false;
+    if (!rx_->sa_updates.post(std::make_unique<EspInboundSa>(std::move(sa)))) return false;
+    rx_->control.notify();
+    return true;
+}
+
+void Datapath::send_probe() {
+    if (stopped_) return;
+    tx_->probe_requests.fetch_add(1, std::memory_order_release);
+    tx_->control.notify();
+}
+
+DatapathStats Datapath::stats() const {
+    DatapathStats s;
+    s.tx = tx_->counters.snapshot();
+    s.rx = rx_->counters.snapshot();
+    return s;
+}
+
+Liveness Datapath::liveness() const {
+    using D = Clock::duration;
+    Liveness l;
+    l.last_rx = Clock::time_point(D(rx_->last_rx.load(std::memory_order_relaxed)));
+    l.last_probe_reply = Clock::time_point(D(rx_->last_probe_reply.load(std::memory_order_relaxed)));
+    return l;
+}
+
+std::optional<std::string> Datapath::failure() const {
+    if (auto f = tx_->failure.get()) return "tx: " + *f;
+    if (auto f = rx_->failure.get()) return "rx: " + *f;
+    return std::nullopt;
+}
+
+}  // namespace espvpn::datapath

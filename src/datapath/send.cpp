@@ -1,0 +1,246 @@
+// The tx pipeline: tun -> (TSO split) -> ESP seal in place -> sendmmsg / UDP GSO.
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "protocols/esp/gp_probe.h"
+#include "src/datapath/pipeline.h"
+#include "src/datapath/too_big.h"
+#include "src/io/offload.h"
+#include "src/log/logger.h"
+
+namespace espvpn::datapath {
+
+namespace {
+constexpr int kMaxSendWaits = 100;        // per batch, then the rest is dropped and counted
+constexpr int kSocketFullWaitMs = 20;     // POLLOUT wait when the send buffer is full
+constexpr int kNoBuffersWaitMs = 1;       // ENOBUFS gives no POLLOUT edge: just pause
+constexpr unsigned kMaxProbesPerWake = 4;
+
+io::PacketBatchShape tx_shape(const DatapathOptions& o) {
+    io::PacketBatchShape s;
+    s.slots = o.tx_batch;
+    s.capacity = std::max({o.max_inner_size, o.tun_mtu, kGpProbeMaxSize});
+    s.headroom = kEspMaxHeadroom;
+    s.tailroom = kEspMaxTailroom;
+    return s;
+}
+}  // namespace
+
+TxPipeline::TxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const DatapathOptions& options, RxToTx& from_rx)
+    : tun_(tun), udp_(udp), options_(options), from_rx_(from_rx), batch_(tx_shape(options)),
+      too_big_buf_(new std::uint8_t[io::kVirtioNetHdrSize + kTooBigMaxSize]) {}
+
+void TxPipeline::run() {
+    pollfd fds[2] = {{tun_.fd(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
+    for (;;) {
+        handle_control();
+        if (control.stop.load(std::memory_order_acquire)) return;
+        if (!drain_tun()) return;
+        // A deferred SA switch may be due by its timeout even when nothing is sent.
+        const int timeout = deferred_ ? 100 : -1;
+        if (::poll(fds, 2, timeout) < 0 && errno != EINTR) {
+            failure.set(std::string("poll: ") + std::strerror(errno));
+            return;
+        }
+        if (fds[1].revents & POLLIN) control.drain();
+    }
+}
+
+void TxPipeline::handle_control() {
+    const bool asked = control.begin_handling();
+    take_updates(Clock::now());
+    if (asked) send_probes();
+}
+
+// Between batches: new SAs from the control plane, a new peer from rx, a due deferred switch.
+void TxPipeline::take_updates(Clock::time_point now) {
+    while (std::unique_ptr<OutboundUpdate> u = sa_updates.take()) {
+        if (u->peer_spi && sa_) {
+            deferred_ = std::move(u);
+            deferred_since_ = now;
+        } else {
+            deferred_.reset();
+            activate(std::move(u->sa));
+        }
+    }
+    if (deferred_ && (from_rx_.last_authentic_spi.load(std::memory_order_relaxed) == *deferred_->peer_spi ||
+                      now - deferred_since_ >= options_.deferred_outbound_timeout)) {
+        std::unique_ptr<OutboundUpdate> u = std::move(deferred_);
+        activate(std::move(u->sa));
+    }
+    while (std::unique_ptr<io::SocketAddress> peer = from_rx_.peer_updates.take()) {
+        udp_.set_peer(*peer);
+        have_peer_ = true;
+    }
+}
+
+void TxPipeline::activate(EspOutboundSa sa) {
+    sa_.emplace(std::move(sa));
+    bump(counters.sa_installs);
+    publish_sa_state();
+}
+
+void TxPipeline::publish_sa_state() {
+    counters.spi.store(sa_ ? sa_->spi() : 0, std::memory_order_relaxed);
+    counters.next_sequence.store(sa_ ? sa_->next_sequence() : 0, std::memory_order_relaxed);
+    counters.needs_rekey.store(sa_ && sa_->needs_rekey(), std::memory_order_relaxed);
+}
+
+bool TxPipeline::drain_tun() {
+    for (;;) {
+        Result<std::size_t> got = tun_.read_packets(batch_);
+        if (!got) {
+            failure.set(got.error().message);
+            return false;
+        }
+        const io::TunCounters& t = tun_.counters();  // the read-side fields are this thread's
+        mirror(counters.tun_reads, t.reads);
+        mirror(counters.tun_super_packets, t.super_packets);
+        mirror(counters.drop_split, t.split_drop_total());
+        if (batch_.size() == 0) return true;
+        seal_and_send(false);
+        batch_.clear();
+        if (control.pending() || deferred_ || options_.learn_peer) {
+            handle_control();
+            if (control.stop.load(std::memory_order_acquire)) return true;
+        }
+    }
+}
+
+void TxPipeline::seal_and_send(bool probes) {
+    const std::size_t n = batch_.size();
+    std::size_t kept = 0;
+    std::uint64_t inner_bytes = 0, esp_bytes = 0;
+    std::uint64_t no_sa = 0, no_peer = 0, too_big = 0, not_ip = 0, seal_failed = 0, exhausted = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        std::span<std::uint8_t> pkt = batch_.packet(i);
+        inner_bytes += pkt.size();
+        if (!sa_) {
+            ++no_sa;
+            continue;
+        }
+        if (options_.learn_peer && !have_peer_) {
+            ++no_peer;
+            continue;
+        }
+        if (pkt.size() > options_.max_inner_size) {
+            ++too_big;
+            answer_too_big(pkt);
+            continue;
+        }
+        const unsigned version = pkt.empty() ? 0 : pkt[0] >> 4;
+        if (version != 4 && version != 6) {
+            ++not_ip;
+            continue;
+        }
+        const std::uint8_t next_header = version == 4 ? kEspNextHeaderIpv4 : kEspNextHeaderIpv6;
+        EspSealResult r = sa_->seal(batch_.slot(i), batch_.front_room(i), pkt.size(), next_header);
+        if (!r.ok()) {
+            ++(r.status == EspSealStatus::sequence_exhausted ? exhausted : seal_failed);
+            continue;
+        }
+        // The packet now starts headroom() bytes earlier and ends after the ICV.
+        (void)batch_.grow_front(i, sa_->headroom());
+        batch_.set_length(i, r.packet.size());
+        esp_bytes += r.packet.size();
+        if (kept != i) batch_.swap_packets(kept, i);
+        ++kept;
+    }
+    batch_.set_size(kept);
+    if (probes) {
+        bump(counters.probes_sent, kept);
+    } else {
+        bump(counters.inner_packets, n);
+        bump(counters.inner_bytes, inner_bytes);
+    }
+    bump(counters.esp_packets, kept);
+    bump(counters.esp_bytes, esp_bytes);
+    if (no_sa) bump(counters.drop_no_sa, no_sa);
+    if (no_peer) bump(counters.drop_no_peer, no_peer);
+    if (too_big) bump(counters.drop_too_big, too_big);
+    if (not_ip) bump(counters.drop_not_ip, not_ip);
+    if (seal_failed) bump(counters.drop_seal_failed, seal_failed);
+    if (exhausted) bump(counters.drop_sequence_exhausted, exhausted);
+    if (kept) send_all();
+    publish_sa_state();
+}
+
+// One sendmmsg per batch normally; when the socket is full, wait for room and
+// send the rest (back-pressure to the tun) rather than drop at once.
+void TxPipeline::send_all() {
+    std::size_t first = 0;
+    for (int waits = 0;; ++waits) {
+        io::SendOutcome out = udp_.send_batch(batch_, first);
+        const bool full = out.status == io::SendStatus::would_block || out.status == io::SendStatus::no_buffers;
+        if (!full || out.next >= batch_.size()) break;
+        if (waits >= kMaxSendWaits || control.stop.load(std::memory_order_relaxed)) {
+            udp_.count_send_drops(out.status, batch_.size() - out.next);
+            break;
+        }
+        bump(counters.send_retries);
+        wait_for_room(out.status);
+        first = out.next;
+    }
+    const io::UdpCounters& u = udp_.counters();  // the send-side fields are this thread's
+    mirror(counters.udp_sent, u.sent);
+    mirror(counters.udp_send_calls, u.send_calls);
+    mirror(counters.udp_gso_messages, u.gso_messages);
+    mirror(counters.drop_socket_full, u.drop_would_block);
+    mirror(counters.drop_no_buffers, u.drop_no_buffers);
+    mirror(counters.drop_unreachable, u.drop_unreachable);
+    mirror(counters.drop_udp_too_big, u.drop_too_big);
+    mirror(counters.drop_send_error, u.drop_other);
+}
+
+void TxPipeline::wait_for_room(io::SendStatus why) {
+    pollfd fds[2] = {{udp_.fd(), POLLOUT, 0}, {control.fd(), POLLIN, 0}};
+    if (why == io::SendStatus::no_buffers) {
+        (void)::poll(&fds[1], 1, kNoBuffersWaitMs);
+    } else {
+        (void)::poll(fds, 2, kSocketFullWaitMs);
+    }
+}
+
+// Rare and rate-limited, so a direct write(2) to the tun is fine here.
+void TxPipeline::answer_too_big(std::span<const std::uint8_t> packet) {
+    const Clock::time_point now = Clock::now();
+    if (now - too_big_window_ >= std::chrono::seconds(1)) {
+        too_big_window_ = now;
+        too_big_in_window_ = 0;
+    }
+    if (too_big_in_window_ >= options_.icmp_too_big_per_second) return;
+    const std::size_t hdr = tun_.offloads().vnet_hdr ? io::kVirtioNetHdrSize : 0;
+    std::memset(too_big_buf_.get(), 0, hdr);  // GSO_NONE, no checksum offload
+    const std::size_t n =
+        build_too_big(packet, options_.max_inner_size, {too_big_buf_.get() + hdr, kTooBigMaxSize});
+    if (n == 0) return;
+    ++too_big_in_window_;
+    if (::write(tun_.fd(), too_big_buf_.get(), hdr + n) == static_cast<ssize_t>(hdr + n))
+        bump(counters.icmp_too_big_sent);
+}
+
+void TxPipeline::send_probes() {
+    const std::uint32_t wanted = probe_requests.load(std::memory_order_acquire);
+    if (!options_.probe.enabled() || !sa_ || wanted == probes_done_) {
+        probes_done_ = wanted;
+        return;
+    }
+    const unsigned count = std::min<std::uint32_t>(wanted - probes_done_, kMaxProbesPerWake);
+    probes_done_ = wanted;
+    batch_.clear();
+    const ProbeTarget& p = options_.probe;
+    for (unsigned k = 0; k < count; ++k) {
+        GpProbe probe = build_gp_probe(batch_.next_room(), {p.source, p.address_size}, p.gateway_address(),
+                                       probe_seq_++);
+        if (probe.size == 0) break;
+        batch_.commit(probe.size);
+    }
+    seal_and_send(true);
+    batch_.clear();
+}
+
+}  // namespace espvpn::datapath

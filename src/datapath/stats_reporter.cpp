@@ -1,0 +1,105 @@
+#include "src/datapath/stats_reporter.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+#include "src/log/logger.h"
+
+namespace espvpn::datapath {
+
+namespace {
+// The process-wide SIGUSR1 eventfd (one reporter at a time listens to it).
+std::atomic<int> g_sigusr1_fd{-1};
+
+void on_sigusr1(int) {
+    const int saved = errno;
+    const int fd = g_sigusr1_fd.load(std::memory_order_relaxed);
+    if (fd >= 0) {
+        const std::uint64_t one = 1;
+        (void)!::write(fd, &one, sizeof one);
+    }
+    errno = saved;
+}
+}  // namespace
+
+Result<std::unique_ptr<StatsReporter>> StatsReporter::start(Source source, const StatsReporterOptions& options) {
+    const int stop_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (stop_fd < 0) return make_error(std::string("stats: eventfd: ") + std::strerror(errno));
+    std::unique_ptr<StatsReporter> r(new StatsReporter(std::move(source), options, stop_fd));
+    if (options.print_on_sigusr1) {
+        const int sig_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (sig_fd < 0) return make_error(std::string("stats: eventfd: ") + std::strerror(errno));
+        g_sigusr1_fd.store(sig_fd);
+        struct sigaction sa {};
+        sa.sa_handler = on_sigusr1;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (::sigaction(SIGUSR1, &sa, nullptr) != 0)
+            return make_error(std::string("stats: sigaction SIGUSR1: ") + std::strerror(errno));
+    }
+    try {
+        r->thread_ = std::thread([p = r.get()] { p->run(); });
+    } catch (const std::exception& e) {
+        return make_error(std::string("stats: cannot start thread: ") + e.what());
+    }
+    return r;
+}
+
+StatsReporter::StatsReporter(Source source, StatsReporterOptions options, int stop_fd)
+    : source_(std::move(source)), options_(std::move(options)), stop_fd_(stop_fd) {}
+
+StatsReporter::~StatsReporter() {
+    const std::uint64_t one = 1;
+    (void)!::write(stop_fd_, &one, sizeof one);
+    if (thread_.joinable()) thread_.join();
+    if (options_.print_on_sigusr1) {
+        ::signal(SIGUSR1, SIG_IGN);
+        const int fd = g_sigusr1_fd.exchange(-1);
+        if (fd >= 0) ::close(fd);
+    }
+    if (!options_.json_path.empty()) (void)write_json();
+    ::close(stop_fd_);
+}
+
+Status StatsReporter::write_json() const {
+    const std::string tmp = options_.json_path + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) return make_error("stats: cannot write " + tmp + ": " + std::strerror(errno));
+    const std::string text = source_().to_json() + "\n";
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !ok) return make_error("stats: write " + tmp + " failed");
+    if (std::rename(tmp.c_str(), options_.json_path.c_str()) != 0)
+        return make_error("stats: rename to " + options_.json_path + ": " + std::strerror(errno));
+    return {};
+}
+
+void StatsReporter::print() const { LOG_INFO << "datapath stats:\n" << source_().to_text(); }
+
+void StatsReporter::run() {
+    const int sig_fd = g_sigusr1_fd.load();
+    pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {sig_fd, POLLIN, 0}};
+    const int nfds = sig_fd >= 0 ? 2 : 1;
+    const int timeout = options_.json_path.empty() ? -1 : static_cast<int>(options_.json_interval.count());
+    for (;;) {
+        const int r = ::poll(fds, nfds, timeout);
+        if (r < 0 && errno != EINTR) return;
+        if (fds[0].revents & POLLIN) return;
+        if (nfds > 1 && (fds[1].revents & POLLIN)) {
+            std::uint64_t v;
+            (void)!::read(sig_fd, &v, sizeof v);
+            print();
+        }
+        if (!options_.json_path.empty()) {
+            if (Status s = write_json(); !s) LOG_WARN << s.error().message;
+        }
+    }
+}
+
+}  // namespace espvpn::datapath

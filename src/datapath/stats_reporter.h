@@ -1,0 +1,49 @@
+// StatsReporter: prints the datapath counters on SIGUSR1 and rewrites a JSON
+// file periodically (--stats-json FILE), from its own thread.
+//
+// The SIGUSR1 handler only writes to an eventfd (async-signal-safe); the
+// reporter thread polls that eventfd and the JSON period. Stats come from a
+// callback so the owner decides what to show (e.g. Datapath::stats()).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "crypto/result.h"
+#include "src/datapath/datapath_stats.h"
+
+namespace espvpn::datapath {
+
+struct StatsReporterOptions {
+    std::string json_path;                            // empty: no file
+    std::chrono::milliseconds json_interval{1000};
+    bool print_on_sigusr1 = true;                     // installs the SIGUSR1 handler
+};
+
+class StatsReporter {
+public:
+    using Source = std::function<DatapathStats()>;
+    static Result<std::unique_ptr<StatsReporter>> start(Source source, const StatsReporterOptions& options);
+    ~StatsReporter();  // stops, writes the JSON file one last time
+    StatsReporter(const StatsReporter&) = delete;
+    StatsReporter& operator=(const StatsReporter&) = delete;
+
+    // Writes the JSON file now (atomically: temp file + rename).
+    Status write_json() const;
+    // What SIGUSR1 prints (to the log at info level).
+    void print() const;
+
+private:
+    StatsReporter(Source source, StatsReporterOptions options, int stop_fd);
+    void run();
+
+    Source source_;
+    StatsReporterOptions options_;
+    int stop_fd_ = -1;
+    std::thread thread_;
+};
+
+}  // namespace espvpn::datapath
