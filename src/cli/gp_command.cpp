@@ -10,6 +10,7 @@
 #include "src/io/https_client.h"
 #include "src/log/logger.h"
 #include "src/session/gp_login.h"
+#include "src/session/esp_tunnel.h"
 #include "src/session/gp_tunnel_setup.h"
 
 namespace espvpn::cli {
@@ -171,8 +172,7 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
     }
     if (options.print_cookie) out << auth.cookie.encode().reveal_text() << std::endl;
 
-    // 2. "Connect": gateway config and HIP, then logout. The ESP / HTTPS-tunnel
-    // data path is built separately and not wired in here yet.
+    // 2. Connect: gateway config and HIP, the ESP tunnel until a signal, then logout.
     session::GpGatewaySession gateway(transport, auth.gateway, std::move(auth.cookie), client);
     int rc = kExitOk;
     auto setup = gateway.fetch_config();
@@ -187,8 +187,43 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
         rc = gateway.cookie_rejected() ? kExitCookieRejected : kExitError;
     }
     LOG_INFO << "tunnel configuration from " << auth.gateway.host << ":\n" << session::describe_tunnel_setup(*setup);
-    LOG_WARN << "NOT CONNECTED: the tunnel data path (ESP / HTTPS tunnel) is not wired into espvpn yet; "
-                "this run only fetched the configuration and ran the HIP check. Logging out.";
+    bool logout = true;
+    if (rc == kExitOk && options.dry_run) {
+        LOG_INFO << "dry run: not opening the tunnel; logging out";
+    } else if (rc == kExitOk) {
+        if (options.no_dtls) {
+            LOG_ERROR << "--no-dtls: the HTTPS tunnel is not built yet; only ESP tunnels work in this version";
+            rc = kExitError;
+        } else {
+            session::EspTunnelOptions t;
+            t.interface_name = options.interface_name;
+            t.script = options.script;
+            t.mtu = options.mtu;
+            t.base_mtu = options.base_mtu;
+            t.stats_json = options.stats_json;
+            t.log_level = options.verbosity;
+            t.disable_ipv6 = options.disable_ipv6;
+            auto end = session::run_esp_tunnel(*setup, t, [&] { return gateway.fetch_config(); });
+            if (!end) {
+                LOG_ERROR << end.error().message;
+                rc = kExitError;
+            } else {
+                switch (*end) {
+                    case session::TunnelEnd::user_logout: break;
+                    case session::TunnelEnd::user_keep_cookie:
+                        logout = false;
+                        LOG_INFO << "disconnected; the session stays valid (SIGHUP)";
+                        break;
+                    case session::TunnelEnd::cookie_rejected: rc = kExitCookieRejected; break;
+                    default: rc = kExitError; break;
+                }
+            }
+        }
+    }
+    if (!logout) {
+        https->close_all();
+        return rc;
+    }
     if (auto st = gateway.logout(); !st) {
         LOG_ERROR << st.error().message;
         if (rc == kExitOk) rc = kExitError;

@@ -1,6 +1,6 @@
 // `espvpn --protocol=gp`: log in (or take a cookie), then --authenticate /
 // --cookieonly output, or a connect: gateway getconfig + HIP, then logout
-// (the tunnel data path is not wired into the CLI yet).
+// and, for a connect, the ESP tunnel (src/session/esp_tunnel.h).
 #pragma once
 
 #include <iosfwd>

@@ -68,6 +68,8 @@ const std::vector<OptionSpec>& option_table() {
         {"setuid", 'U', Arg::required, "General", "drop privileges to USER after setup", SET_STRING(setuid_user)},
         {"stats-json", 0, Arg::required, "General", "write traffic and drop counters to FILE periodically",
          SET_STRING(stats_json)},
+        {"dry-run", 0, Arg::none, "General",
+         "log in, print the tunnel configuration, log out: no tun device, no traffic", SET_FLAG(dry_run)},
 
         // Logging
         {"verbose", 'v', Arg::none, "Logging", "more output (repeat for debug, trace)",

@@ -73,6 +73,7 @@ struct ClientOptions {
     std::string version_string;
     std::string local_hostname;
     std::string stats_json;  // --stats-json FILE (espvpn extension)
+    bool dry_run = false;    // --dry-run: log in, show the tunnel configuration, log out; no tun
 
     // Logging
     int verbosity = 1;  // openconnect's LOG_LEVEL scale: 0 quiet .. 3 trace
