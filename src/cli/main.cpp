@@ -4,6 +4,7 @@
 #include <string>
 
 #include "src/cli/exit_codes.h"
+#include "src/cli/gp_command.h"
 #include "src/cli/options.h"
 #include "src/cli/self_check.h"
 #include "src/log/logger.h"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
             return cli::run_self_check(std::cout) ? cli::kExitOk : cli::kExitError;
         default: break;
     }
-    LOG_ERROR << "connecting is not built yet in this version";
+    if (options.protocol == cli::Protocol::gp) return cli::run_globalprotect(options, std::cout);
+    LOG_ERROR << "AnyConnect connections are not built yet in this version";
     return cli::kExitError;
 }

@@ -138,6 +138,9 @@ const std::vector<OptionSpec>& option_table() {
         {"version-string", 0, Arg::required, "Authentication", "client version to report",
          SET_STRING(version_string)},
         {"local-hostname", 0, Arg::required, "Authentication", "host name to report", SET_STRING(local_hostname)},
+        {"http-timeout", 0, Arg::required, "Authentication",
+         "give up on a login request after SECONDS without progress (30; espvpn extension)",
+         SET_INT(http_timeout_s, "http-timeout", 1, 3600)},
         {"no-http-keepalive", 0, Arg::none, "Authentication", "new TLS connection per request (slow; for broken servers)",
          SET_FLAG(no_http_keepalive)},
 
@@ -354,7 +357,7 @@ const char* metavar(std::string_view name) {
         {"setuid", "USER"}, {"stats-json", "FILE"}, {"user", "NAME"}, {"authgroup", "GROUP"},
         {"usergroup", "GROUP"}, {"form-entry", "FORM:OPT=VALUE"}, {"cookie", "COOKIE"},
         {"os", "OS"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"gateway-select", "HOW"},
-        {"useragent", "STRING"}, {"version-string", "STRING"}, {"local-hostname", "NAME"},
+        {"useragent", "STRING"}, {"version-string", "STRING"}, {"local-hostname", "NAME"}, {"http-timeout", "SECONDS"},
         {"servercert", "PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
         {"sslkey", "KEY"}, {"key-password", "PASS"}, {"script", "CMD"}, {"interface", "IFNAME"},
         {"dtls-local-port", "PORT"}, {"reconnect-timeout", "SECONDS"}, {"force-dpd", "SECONDS"},

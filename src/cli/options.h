@@ -68,6 +68,7 @@ struct ClientOptions {
     int base_mtu = 0;
     int queue_len = 0;
     bool no_http_keepalive = false;
+    int http_timeout_s = 30;  // connect, each read/write, and a whole response (espvpn extension)
     std::string useragent;
     std::string version_string;
     std::string local_hostname;

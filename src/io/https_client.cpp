@@ -1,5 +1,9 @@
 #include "src/io/https_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -17,6 +21,18 @@ std::string origin_key(const std::string& host, std::uint16_t port) { return hos
 std::string without_query(const http::Url& url) {
     auto text = url.to_string();
     return text.substr(0, text.find('?'));
+}
+
+std::string numeric_peer_address(int fd) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return {};
+    char text[INET6_ADDRSTRLEN] = {};
+    if (addr.ss_family == AF_INET)
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, text, sizeof text);
+    else if (addr.ss_family == AF_INET6)
+        ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr, text, sizeof text);
+    return text;
 }
 
 }  // namespace
@@ -43,6 +59,7 @@ Result<HttpsClient::Connection*> HttpsClient::connection_to(const std::string& h
     auto stream = TlsStream::connect(host, port, credentials_);
     if (!stream) return stream.error();
     ++stats_.handshakes;
+    peers_[key] = HttpsPeer{numeric_peer_address((*stream)->fd()), (*stream)->peer_pin()};
     LOG_DEBUG << "TLS connection #" << stats_.handshakes << " to " << (*stream)->endpoint() << ": "
               << (*stream)->description();
     auto [it, inserted] = connections_.insert_or_assign(key, Connection{std::move(*stream), 0});
@@ -181,6 +198,11 @@ Result<std::unique_ptr<TlsStream>> HttpsClient::release_connection(const std::st
     auto stream = std::move((*conn)->stream);
     connections_.erase(origin_key(host, port));
     return stream;
+}
+
+std::optional<HttpsPeer> HttpsClient::peer(const std::string& host, std::uint16_t port) const {
+    if (auto it = peers_.find(origin_key(host, port)); it != peers_.end()) return it->second;
+    return std::nullopt;
 }
 
 void HttpsClient::log_summary(std::string_view what) const {

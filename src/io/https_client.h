@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "crypto/result.h"
@@ -25,6 +26,13 @@ struct HttpsClientConfig {
     int max_redirects = 10;
     std::chrono::milliseconds response_timeout{60000};  // whole response, against a dribbling server
     bool keep_alive = true;                          // false: a new connection per request (--no-http-keepalive)
+};
+
+// What a login reports about a server it talked to (openconnect's HOST= and
+// FINGERPRINT= lines): the numeric address connected to and its key pin.
+struct HttpsPeer {
+    std::string address;  // numeric, e.g. "127.0.0.1" or "::1"
+    std::string pin;      // "pin-sha256:..."
 };
 
 struct HttpsStats {
@@ -54,6 +62,13 @@ public:
     // TLS session. The client forgets it.
     Result<std::unique_ptr<TlsStream>> release_connection(const std::string& host, std::uint16_t port);
 
+    // The last connection made to host:port, if any (kept after it closes).
+    std::optional<HttpsPeer> peer(const std::string& host, std::uint16_t port) const;
+
+    // The trust anchors, pins and client certificate this client connects with
+    // (e.g. for probing other servers under the same rules).
+    std::shared_ptr<const TlsCredentials> credentials() const { return credentials_; }
+
     http::CookieJar& cookies() { return cookies_; }
     const HttpsStats& stats() const { return stats_; }
     // Logs at info how many TLS handshakes and requests `what` (e.g. "login") took.
@@ -75,6 +90,7 @@ private:
     HttpsClientConfig config_;
     std::shared_ptr<const TlsCredentials> credentials_;
     std::map<std::string, Connection> connections_;  // by "host:port"
+    std::map<std::string, HttpsPeer> peers_;         // by "host:port", last connection
     http::CookieJar cookies_;
     http::ResponseParser parser_;
     HttpsStats stats_;

@@ -1,0 +1,99 @@
+#include "src/cli/terminal_prompter.h"
+
+#include <fcntl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace espvpn::cli {
+
+namespace {
+
+constexpr std::size_t kMaxLine = 64 * 1024;
+
+// Reads up to '\n' from fd into a buffer that is zeroed after use.
+Result<Secret> read_line(int fd, std::string_view what) {
+    std::vector<std::uint8_t> buf;
+    buf.reserve(256);
+    bool got_any = false;
+    for (;;) {
+        std::uint8_t c;
+        ssize_t n = ::read(fd, &c, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return make_error(std::string("cannot read ") + std::string(what) + ": " + std::strerror(errno));
+        if (n == 0) {
+            if (!got_any) return make_error("end of input while waiting for " + std::string(what));
+            break;
+        }
+        got_any = true;
+        if (c == '\n') break;
+        if (buf.size() >= kMaxLine) {
+            secure_zero(buf.data(), buf.size());
+            return make_error(std::string(what) + ": line longer than 64 KiB");
+        }
+        // Reallocation would leave a copy behind: grow by hand, zeroing the old block.
+        if (buf.size() == buf.capacity()) {
+            std::vector<std::uint8_t> bigger;
+            bigger.reserve(buf.capacity() * 2);
+            bigger.assign(buf.begin(), buf.end());
+            secure_zero(buf.data(), buf.size());
+            buf.swap(bigger);
+        }
+        buf.push_back(c);
+    }
+    if (!buf.empty() && buf.back() == '\r') buf.pop_back();
+    Secret line(std::span<const std::uint8_t>(buf.data(), buf.size()));
+    secure_zero(buf.data(), buf.capacity());
+    return line;
+}
+
+}  // namespace
+
+Result<Secret> read_stdin_line(std::string_view what) { return read_line(0, what); }
+
+Result<std::string> TerminalPrompter::ask_text(std::string_view prompt) {
+    if (non_interactive_) return make_error("user input required ('" + std::string(prompt) + "') but --non-inter was given");
+    if (::isatty(0)) {
+        std::string p(prompt);
+        p += " ";
+        (void)!::write(2, p.data(), p.size());
+    }
+    auto line = read_line(0, "'" + std::string(prompt) + "'");
+    if (!line) return line.error();
+    return std::string(line->reveal_text());
+}
+
+Result<Secret> TerminalPrompter::ask_secret(std::string_view prompt) {
+    if (no_password_) return make_error("the server asks for '" + std::string(prompt) + "' but --no-passwd was given");
+    if (non_interactive_) return make_error("user input required ('" + std::string(prompt) + "') but --non-inter was given");
+    if (!::isatty(0)) return read_line(0, "'" + std::string(prompt) + "' on standard input");
+    int tty = ::open("/dev/tty", O_RDWR | O_CLOEXEC);
+    if (tty < 0) return read_line(0, "'" + std::string(prompt) + "'");
+    std::string p(prompt);
+    p += " ";
+    (void)!::write(tty, p.data(), p.size());
+    termios saved{};
+    const bool have_termios = ::tcgetattr(tty, &saved) == 0;
+    if (have_termios) {
+        termios quiet = saved;
+        quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+        ::tcsetattr(tty, TCSAFLUSH, &quiet);
+    }
+    auto line = read_line(tty, "'" + std::string(prompt) + "'");
+    if (have_termios) ::tcsetattr(tty, TCSAFLUSH, &saved);
+    (void)!::write(tty, "\n", 1);
+    ::close(tty);
+    return line;
+}
+
+void TerminalPrompter::show(std::string_view message) {
+    std::string m(message);
+    m += "\n";
+    (void)!::write(2, m.data(), m.size());
+}
+
+}  // namespace espvpn::cli

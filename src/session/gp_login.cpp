@@ -1,0 +1,307 @@
+#include "src/session/gp_login.h"
+
+#include <variant>
+
+#include "src/log/logger.h"
+
+namespace espvpn::session {
+
+struct GpLogin::Credentials {
+    gp::GpCredentials form;
+    bool interactive = false;  // a challenge or SAML round happened: no blind replay (as OC)
+    bool cert_only = false;    // trying the client certificate alone (empty password)
+};
+
+namespace {
+
+bool is_saml_field(std::string_view f) { return f == "prelogin-cookie" || f == "portal-userauthcookie"; }
+
+std::string describe_failure(const gp::GpServerError& e, const GpReplyBody& reply) {
+    std::string text = e.message.empty() ? "no reason given" : e.message;
+    if (reply.status != 200 || !reply.pan_reason.empty()) {
+        text += " (HTTP " + std::to_string(reply.status);
+        if (!reply.pan_reason.empty()) text += ", " + reply.pan_reason;
+        text += ")";
+    }
+    return text;
+}
+
+}  // namespace
+
+Result<GpLoginTarget> parse_gp_login_target(std::string_view url, std::string_view usergroup) {
+    auto parsed = http::parse_url(url);
+    if (!parsed) return parsed.error();
+    GpLoginTarget target;
+    target.server = *parsed;
+    target.server.target = "/";
+    // The URL path may carry the usergroup, as openconnect accepts it.
+    std::string group(usergroup);
+    std::string path = parsed->target.substr(0, parsed->target.find('?'));
+    while (!path.empty() && path.front() == '/') path.erase(0, 1);
+    while (!path.empty() && path.back() == '/') path.pop_back();
+    if (group.empty()) group = path;
+    else if (!path.empty() && path != group)
+        return make_error("the URL path '/" + path + "' and --usergroup '" + group + "' disagree");
+    if (group.empty()) return target;
+    auto colon = group.find(':');
+    std::string where = group.substr(0, colon);
+    if (where == "portal") target.entry = GpEntryPoint::portal;
+    else if (where == "gateway") target.entry = GpEntryPoint::gateway;
+    else
+        return make_error("usergroup '" + group +
+                          "' is not one of portal, gateway, portal:prelogin-cookie, gateway:prelogin-cookie, "
+                          "portal:portal-userauthcookie, gateway:portal-userauthcookie");
+    if (colon != std::string::npos) {
+        target.saml_field = group.substr(colon + 1);
+        if (!is_saml_field(target.saml_field))
+            return make_error("usergroup '" + group + "': the field after ':' must be prelogin-cookie or "
+                              "portal-userauthcookie");
+    }
+    return target;
+}
+
+Result<GpAuthenticated> GpLogin::run() {
+    rejected_ = false;
+    const auto& target = settings_.target;
+    if (target.entry != GpEntryPoint::gateway) {
+        bool portal_missing = false;
+        auto done = via_portal(&portal_missing);
+        if (done || !portal_missing || target.entry == GpEntryPoint::portal) return done;
+        LOG_INFO << target.server.host << " has no GlobalProtect portal; trying it as a gateway";
+    }
+    return via_gateway(target.server, nullptr, nullptr);
+}
+
+Result<gp::GpPrelogin> GpLogin::prelogin(gp::GpInterface iface, const http::Url& server, bool* wrong_interface) {
+    const char* what = iface == gp::GpInterface::Portal ? "portal prelogin" : "gateway prelogin";
+    auto reply = http_.send(server, gp::prelogin_request(iface, settings_.client), true);
+    if (!reply) return reply.error();
+    auto outcome = gp::parse_prelogin_reply(reply->body.reveal_text());
+    if (!outcome) return make_error(std::string(what) + " reply from " + server.host + ": " + outcome.error().message);
+    if (auto* e = std::get_if<gp::GpServerError>(&*outcome)) {
+        *wrong_interface = e->kind == gp::GpErrorKind::WrongInterface;
+        return make_error(std::string(what) + " on " + server.host + " failed: " + describe_failure(*e, *reply));
+    }
+    if (std::holds_alternative<gp::GpChallenge>(*outcome))
+        return make_error(std::string(what) + " on " + server.host + " answered with a challenge; expected a form");
+    auto pre = std::get<gp::GpPrelogin>(std::move(*outcome));
+    if (!pre.authentication_message.empty()) LOG_INFO << pre.authentication_message;
+    return pre;
+}
+
+Result<GpLogin::Credentials> GpLogin::ask_credentials(const gp::GpPrelogin& info, const http::Url& server) {
+    Credentials creds;
+    creds.form.user = settings_.user;
+    const auto& saml_field = settings_.target.saml_field;
+    if (info.saml && saml_field.empty()) {
+        // The browser round trip happens outside espvpn; we only take its result.
+        std::string how = info.saml->method == gp::GpSamlRequest::Method::Redirect
+                              ? "open this URL in a browser:\n  " + info.saml->decoded
+                              : "load this IdP form in a browser (save it as a .html file):\n" + info.saml->decoded;
+        prompter_.show("SAML login required by " + server.host + ": " + how +
+                       "\nWhen it finishes, enter the saml-username and the prelogin-cookie it returned. "
+                       "(A helper such as gp-saml-gui can feed them: -u USER --usergroup "
+                       "gateway:prelogin-cookie --passwd-on-stdin.)");
+    }
+    const bool saml = info.saml.has_value() || !saml_field.empty();
+    if (saml) {
+        creds.form.secret_field = saml_field.empty() ? "prelogin-cookie" : saml_field;
+        creds.interactive = true;
+    }
+    const bool cert_user = settings_.client_certificate && !info.ccusername.empty() && !saml;
+    if (creds.form.user.empty()) {
+        if (cert_user) {
+            creds.form.user = info.ccusername;
+            LOG_INFO << "user name " << info.ccusername << " from the client certificate";
+        } else {
+            auto user = prompter_.ask_text((saml ? std::string("SAML user name") : info.username_label) + ":");
+            if (!user) return user.error();
+            creds.form.user = std::move(*user);
+        }
+    }
+    if (cert_user) {
+        // Certificate-only gateways ignore the password; ask for one only if refused.
+        creds.cert_only = true;
+        return creds;
+    }
+    auto secret = prompter_.ask_secret((saml ? creds.form.secret_field : info.password_label) + ":");
+    if (!secret) return secret.error();
+    creds.form.secret = std::move(*secret);
+    return creds;
+}
+
+template <class T, class Send, class Parse>
+Result<T> GpLogin::answer_rounds(Credentials& creds, const std::string& what, Send&& send, Parse&& parse) {
+    for (int round = 0; round <= settings_.max_challenge_rounds; ++round) {
+        auto reply = send(creds.form);
+        if (!reply) return reply.error();
+        auto outcome = parse(reply->body.reveal_text());
+        if (!outcome) return make_error(what + ": unusable reply: " + outcome.error().message);
+        if (auto* done = std::get_if<T>(&*outcome)) return std::move(*done);
+        if (auto* c = std::get_if<gp::GpChallenge>(&*outcome)) {
+            LOG_INFO << what << ": challenge round " << round + 1;
+            auto answer = prompter_.ask_secret(c->prompt.empty() ? std::string("Challenge:") : c->prompt);
+            if (!answer) return answer.error();
+            creds.form.secret = std::move(*answer);
+            creds.form.secret_field = "passwd";
+            creds.form.input_str = c->input_str;
+            creds.interactive = true;
+            creds.cert_only = false;
+            continue;
+        }
+        const auto& e = std::get<gp::GpServerError>(*outcome);
+        if (creds.cert_only && e.kind == gp::GpErrorKind::AuthFailed) {
+            LOG_INFO << what << ": the client certificate alone was not enough; asking for the password";
+            auto secret = prompter_.ask_secret("Password:");
+            if (!secret) return secret.error();
+            creds.form.secret = std::move(*secret);
+            creds.cert_only = false;
+            continue;
+        }
+        rejected_ = e.kind == gp::GpErrorKind::AuthFailed || e.kind == gp::GpErrorKind::CookieRejected;
+        return make_error(what + " failed: " + describe_failure(e, *reply));
+    }
+    return make_error(what + ": more than " + std::to_string(settings_.max_challenge_rounds) + " challenge rounds");
+}
+
+Result<gp::GpPortalConfig> GpLogin::portal_login(Credentials& creds) {
+    const auto& server = settings_.target.server;
+    return answer_rounds<gp::GpPortalConfig>(
+        creds, "portal login on " + server.host,
+        [&](const gp::GpCredentials& form) {
+            return http_.send(server, gp::login_request(gp::GpInterface::Portal, server.host, settings_.client, form));
+        },
+        [](std::string_view body) { return gp::parse_portal_config_reply(body); });
+}
+
+Result<gp::GpLoginResult> GpLogin::gateway_login(const http::Url& gateway, Credentials& creds) {
+    const std::string computer = settings_.client.computer;
+    return answer_rounds<gp::GpLoginResult>(
+        creds, "gateway login on " + gateway.host,
+        [&](const gp::GpCredentials& form) {
+            return http_.send(gateway,
+                              gp::login_request(gp::GpInterface::Gateway, gateway.host, settings_.client, form));
+        },
+        [&](std::string_view body) { return gp::parse_gateway_login_reply(body, computer); });
+}
+
+Result<GpAuthenticated> GpLogin::via_portal(bool* portal_missing) {
+    const auto& server = settings_.target.server;
+    auto pre = prelogin(gp::GpInterface::Portal, server, portal_missing);
+    if (!pre) return pre.error();
+    auto creds = ask_credentials(*pre, server);
+    if (!creds) return creds.error();
+    auto config = portal_login(*creds);
+    if (!config) return config.error();
+    if (!config->has_config)
+        return make_error("the portal " + server.host + " has no configuration for this client (has-config=no); "
+                          "another --os may help");
+    if (!config->version.empty()) settings_.client.app_version = config->version;
+    LOG_INFO << "portal " << server.host << " login succeeded";
+    auto gateway = choose_gateway(*config, pre->region);
+    if (!gateway) return gateway.error();
+
+    // OC's rule: replay the portal credentials into the gateway when the portal
+    // gave a cookie, or when no challenge/SAML round was involved.
+    const bool have_cookie = !config->portal_userauthcookie.empty() || !config->portal_prelogonuserauthcookie.empty();
+    creds->form.input_str.clear();
+    creds->form.portal_userauthcookie = config->portal_userauthcookie.clone();
+    creds->form.portal_prelogonuserauthcookie = config->portal_prelogonuserauthcookie.clone();
+    if (have_cookie && creds->interactive) {
+        creds->form.secret = Secret();  // the cookie proves who we are
+        creds->form.secret_field = "passwd";
+    }
+    const bool replay = have_cookie || !creds->interactive;
+    auto done = via_gateway(*gateway, replay ? &*creds : nullptr, &*config);
+    if (done && config->hip_report_interval) done->hip_report_interval = config->hip_report_interval;
+    return done;
+}
+
+Result<GpAuthenticated> GpLogin::via_gateway(const http::Url& gateway, Credentials* replay,
+                                             const gp::GpPortalConfig* portal) {
+    Result<gp::GpLoginResult> login = make_error("no login attempted");
+    if (replay) {
+        login = gateway_login(gateway, *replay);
+        if (!login && !rejected_) return login.error();
+        if (!login) {
+            LOG_INFO << "gateway " << gateway.host << " did not accept the portal credentials ("
+                     << login.error().message << "); logging in to it directly";
+            rejected_ = false;
+        }
+    }
+    if (!login) {
+        bool missing = false;
+        auto pre = prelogin(gp::GpInterface::Gateway, gateway, &missing);
+        if (!pre) return pre.error();
+        auto creds = ask_credentials(*pre, gateway);
+        if (!creds) return creds.error();
+        if (portal) {
+            creds->form.portal_userauthcookie = portal->portal_userauthcookie.clone();
+            creds->form.portal_prelogonuserauthcookie = portal->portal_prelogonuserauthcookie.clone();
+        }
+        login = gateway_login(gateway, *creds);
+        if (!login) return login.error();
+    }
+    LOG_INFO << "gateway " << gateway.host << " login succeeded as " << login->cookie.user
+             << (login->authentication_source.empty() ? "" : " (" + login->authentication_source + ")");
+    GpAuthenticated done;
+    done.gateway = gateway;
+    done.gateway.target = "/";
+    done.cookie = std::move(login->cookie);
+    done.app_version = settings_.client.app_version;
+    return done;
+}
+
+Result<http::Url> GpLogin::choose_gateway(const gp::GpPortalConfig& config, const std::string& region) {
+    auto gateways = config.preferred_gateways(region);
+    if (gateways.empty()) {
+        LOG_WARN << "the portal lists no gateways; using " << settings_.target.server.host << " as the gateway";
+        return settings_.target.server;
+    }
+    auto label = [](const gp::GpGateway& g) {
+        return g.description.empty() || g.description == g.address ? g.address
+                                                                    : g.description + " (" + g.address + ")";
+    };
+    for (const auto& g : gateways) {
+        auto prio = g.priority_for(region);
+        LOG_DEBUG << "portal gateway " << label(g) << " priority " << (prio ? std::to_string(*prio) : "none");
+    }
+    const gp::GpGateway* chosen = nullptr;
+    if (!settings_.authgroup.empty()) {
+        for (const auto& g : gateways)
+            if (g.description == settings_.authgroup || g.address == settings_.authgroup) chosen = &g;
+        if (!chosen) {
+            std::string names;
+            for (const auto& g : gateways) names += (names.empty() ? "" : ", ") + label(g);
+            return make_error("--authgroup '" + settings_.authgroup + "' names no gateway of this portal; it offers: " +
+                              names);
+        }
+    } else if (settings_.gateway_by_latency && gateways.size() > 1) {
+        std::vector<std::string> addresses;
+        for (const auto& g : gateways) addresses.push_back(g.address);
+        auto credentials = settings_.probe_credentials ? settings_.probe_credentials : http_.https().credentials();
+        auto measured = probe_gateway_latency(addresses, credentials, settings_.latency_budget, probe_threads_);
+        const GatewayLatency* best = nullptr;
+        for (std::size_t i = 0; i < measured.size(); ++i) {
+            const auto& m = measured[i];
+            if (m.connect_time)
+                LOG_INFO << "gateway " << label(gateways[i]) << ": TLS connect in "
+                         << std::chrono::duration_cast<std::chrono::microseconds>(*m.connect_time).count() / 1000.0
+                         << " ms";
+            else LOG_INFO << "gateway " << label(gateways[i]) << ": " << m.error;
+            if (m.connect_time && (!best || *m.connect_time < *best->connect_time)) {
+                best = &m;
+                chosen = &gateways[i];
+            }
+        }
+        if (!chosen) LOG_WARN << "no gateway answered the latency probe; using the portal's priority order";
+    }
+    if (!chosen) chosen = &gateways.front();
+    LOG_INFO << "gateway: " << label(*chosen) << " (" << gateways.size() << " offered)";
+    auto url = http::parse_url(chosen->address);
+    if (!url) return make_error("the portal's gateway '" + chosen->address + "': " + url.error().message);
+    url->target = "/";
+    return *url;
+}
+
+}  // namespace espvpn::session

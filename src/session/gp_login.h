@@ -1,0 +1,94 @@
+// The GlobalProtect login (doc sections 2-6): portal prelogin → portal
+// getconfig → gateway choice → gateway login, or straight to a gateway. Ends
+// with the session cookie every later gateway request carries. Every request
+// goes through one HttpsClient, so each host sees one kept-alive connection.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "crypto/result.h"
+#include "protocols/gp/portal_config.h"
+#include "protocols/gp/prelogin.h"
+#include "protocols/gp/requests.h"
+#include "protocols/gp/session_cookie.h"
+#include "protocols/http/url.h"
+#include "src/session/gp_gateway_latency.h"
+#include "src/session/gp_transport.h"
+#include "src/session/login_prompter.h"
+
+namespace espvpn::session {
+
+enum class GpEntryPoint {
+    automatic,  // portal first; "portal does not exist" → the same host as a gateway
+    portal,
+    gateway,
+};
+
+// The server URL and openconnect's --usergroup spelling: "portal", "gateway",
+// optionally with ":prelogin-cookie" / ":portal-userauthcookie" — then the
+// "password" read is that SAML cookie (how gp-saml-gui style helpers plug in).
+// The same may be given as the URL path: https://vpn.example/gateway:prelogin-cookie.
+struct GpLoginTarget {
+    http::Url server;  // target reset to "/"
+    GpEntryPoint entry = GpEntryPoint::automatic;
+    std::string saml_field;  // "" or the form field that carries the SAML cookie
+};
+Result<GpLoginTarget> parse_gp_login_target(std::string_view url, std::string_view usergroup);
+
+struct GpLoginSettings {
+    GpLoginTarget target;
+    std::string user;             // -u; empty: asked (or from the client certificate)
+    gp::GpClientInfo client;      // computer, OS, app version
+    std::string authgroup;        // gateway by name or address
+    bool gateway_by_latency = false;
+    std::chrono::milliseconds latency_budget{3000};
+    // TLS rules for the latency probe, with connect/I/O timeouts of about the
+    // budget; null: the login's own (slow probes then linger until its timeouts).
+    std::shared_ptr<const io::TlsCredentials> probe_credentials;
+    bool client_certificate = false;  // -c given: try a certificate-only login first
+    int max_challenge_rounds = 8;
+};
+
+// A logged-in gateway session: what --authenticate prints and a connect uses.
+struct GpAuthenticated {
+    http::Url gateway;            // target "/"
+    gp::GpSessionCookie cookie;
+    std::string app_version;      // portal <version>, sent back as app-version
+    std::optional<unsigned> hip_report_interval;
+};
+
+class GpLogin {
+public:
+    GpLogin(GpTransport& transport, GpLoginSettings settings, LoginPrompter& prompter)
+        : http_(transport), settings_(std::move(settings)), prompter_(prompter) {}
+
+    Result<GpAuthenticated> run();
+
+    // After a failed run(): true when the server refused the credentials
+    // (openconnect exits 2 for a rejected cookie; we do the same for this).
+    bool credentials_rejected() const { return rejected_; }
+
+private:
+    struct Credentials;
+    Result<GpAuthenticated> via_portal(bool* portal_missing);
+    Result<GpAuthenticated> via_gateway(const http::Url& gateway, Credentials* replay,
+                                        const gp::GpPortalConfig* portal);
+    // `wrong_interface`: set when the server says this portal/gateway does not exist.
+    Result<gp::GpPrelogin> prelogin(gp::GpInterface iface, const http::Url& server, bool* wrong_interface);
+    Result<Credentials> ask_credentials(const gp::GpPrelogin& info, const http::Url& server);
+    template <class T, class Send, class Parse>
+    Result<T> answer_rounds(Credentials& creds, const std::string& what, Send&& send, Parse&& parse);
+    Result<gp::GpPortalConfig> portal_login(Credentials& creds);
+    Result<gp::GpLoginResult> gateway_login(const http::Url& gateway, Credentials& creds);
+    Result<http::Url> choose_gateway(const gp::GpPortalConfig& config, const std::string& region);
+
+    GpTransport& http_;
+    GpLoginSettings settings_;
+    LoginPrompter& prompter_;
+    bool rejected_ = false;
+    LatencyProbeThreads probe_threads_;  // joined when the login object goes
+};
+
+}  // namespace espvpn::session

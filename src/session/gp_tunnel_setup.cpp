@@ -1,0 +1,185 @@
+#include "src/session/gp_tunnel_setup.h"
+
+#include <ctime>
+#include <sstream>
+#include <variant>
+
+#include "protocols/gp/hip.h"
+#include "src/session/hip_report_program.h"
+#include "src/log/logger.h"
+
+namespace espvpn::session {
+
+Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::string& peer_address) {
+    GpTunnelSetup setup;
+    TunnelConfig& c = setup.config;
+    c.gateway_address = peer_address;
+    c.ip4_address = gp.ip_address;
+    c.ip4_netmask = gp.netmask;
+    c.ip6_address = gp.ip_address_v6;
+    if (gp.prefix_len_v6) c.ip6_prefix = static_cast<int>(gp.prefix_len_v6);
+    c.mtu = static_cast<int>(gp.mtu);  // 0 = not given: the data path computes it
+    c.dns = gp.dns;
+    c.nbns = gp.wins;
+    for (const auto& d : gp.search_domains) c.default_domain += (c.default_domain.empty() ? "" : " ") + d;
+    c.idle_timeout_s = static_cast<int>(gp.disconnect_on_idle);
+    auto to_prefixes = [](const std::vector<gp::GpPrefix>& in, std::vector<IpPrefix>& out,
+                          const char* what) -> Status {
+        for (const auto& p : in) {
+            auto parsed = IpPrefix::parse(p.str());
+            if (!parsed) return make_error(std::string(what) + " '" + p.str() + "': " + parsed.error().message);
+            out.push_back(*parsed);
+        }
+        return {};
+    };
+    // An empty include list means "everything through the tunnel".
+    if (!gp.default_route) {
+        if (auto st = to_prefixes(gp.include_routes, c.split_include, "access route"); !st) return st.error();
+    }
+    if (auto st = to_prefixes(gp.exclude_routes, c.split_exclude, "exclude route"); !st) return st.error();
+    if (!gp.quarantine.empty() && gp.quarantine != "no") c.protocol_options.emplace_back("quarantine", gp.quarantine);
+
+    setup.https_tunnel_path = gp.ssl_tunnel_url;
+    setup.cookie_lifetime_s = gp.lifetime;
+    setup.hip_interval_s = gp.hip_report_interval;
+    if (gp.ipsec) {
+        GpEspSetup esp;
+        esp.peer_address = peer_address;
+        esp.udp_port = gp.ipsec->udp_port;
+        esp.probe_ipv4 = gp.gw_address;
+        esp.probe_ipv6 = gp.gw_address_v6;
+        esp.tunnel_ipv4 = gp.ip_address;
+        esp.tunnel_ipv6 = gp.ip_address_v6;
+        esp.rekey_after_s = gp.timeout;
+        esp.sa = std::move(*gp.ipsec);
+        setup.esp = std::move(esp);
+    }
+    return setup;
+}
+
+template <class T>
+Result<T> GpGatewaySession::outcome_or_error(Result<gp::GpAuthOutcome<T>> outcome, const GpReplyBody& reply,
+                                             const char* what) {
+    const std::string where = std::string(what) + " on " + gateway_.host;
+    if (!outcome) return make_error(where + ": unusable reply: " + outcome.error().message);
+    if (auto* done = std::get_if<T>(&*outcome)) return std::move(*done);
+    if (std::holds_alternative<gp::GpChallenge>(*outcome))
+        return make_error(where + ": unexpected challenge after login");
+    const auto& e = std::get<gp::GpServerError>(*outcome);
+    if (e.kind == gp::GpErrorKind::CookieRejected || e.kind == gp::GpErrorKind::AuthFailed) cookie_rejected_ = true;
+    std::string text = where + " failed: " + (e.message.empty() ? "no reason given" : e.message);
+    if (reply.status != 200) text += " (HTTP " + std::to_string(reply.status) + ")";
+    if (cookie_rejected_) text += "; the session cookie is no longer valid: log in again";
+    return make_error(text);
+}
+
+Result<GpTunnelSetup> GpGatewaySession::fetch_config() {
+    auto reply = http_.send(gateway_, gp::getconfig_request(cookie_, client_));
+    if (!reply) return reply.error();
+    auto config = outcome_or_error<gp::GpTunnelConfig>(gp::parse_tunnel_config_reply(reply->body.reveal_text()),
+                                                       *reply, "getconfig");
+    if (!config) return config.error();
+    std::string peer;
+    if (auto p = http_.https().peer(gateway_.host, gateway_.port)) peer = p->address;
+    return map_gp_tunnel_config(std::move(*config), peer);
+}
+
+Result<std::string> GpGatewaySession::report_from_wrapper(const GpHipSettings& hip, const std::string& ip,
+                                                          const std::string& ip6, const std::string& md5) {
+    ProgramRun run;
+    run.program = hip.csd_wrapper;
+    // openconnect passes the whole cookie; the script only needs user, domain and
+    // computer, so the authcookie stays off argv.
+    run.args = {"--cookie", cookie_.hip_md5_input(), "--client-ip", ip, "--md5", md5, "--client-os", client_.clientos};
+    if (!ip6.empty()) run.args.insert(run.args.begin() + 4, {"--client-ipv6", ip6});
+    run.extra_env = {"APP_VERSION=" + client_.app_version};
+    run.run_as_user = hip.csd_user;
+    run.timeout = hip.wrapper_timeout;
+    auto out = run_for_output(run);
+    if (!out) return make_error("HIP report program: " + out.error().message);
+    if (out->find("<hip-report") == std::string::npos)
+        return make_error("HIP report program " + hip.csd_wrapper + " printed no <hip-report> document");
+    return out;
+}
+
+Result<bool> GpGatewaySession::check_hip(const GpTunnelSetup& setup, const GpHipSettings& hip) {
+    const std::string& ip = setup.config.ip4_address;
+    const std::string& ip6 = setup.config.ip6_address;
+    const std::string md5 = gp::hip_report_md5(cookie_);
+    auto reply = http_.send(gateway_, gp::hip_check_request(cookie_, ip, ip6, md5));
+    if (!reply) return reply.error();
+    auto needed = outcome_or_error<bool>(gp::parse_hip_check_reply(reply->body.reveal_text()), *reply,
+                                         "hipreportcheck");
+    if (!needed) return needed.error();
+    if (!*needed) {
+        LOG_INFO << "HIP: the gateway needs no report";
+        return false;
+    }
+    std::string report;
+    if (!hip.csd_wrapper.empty()) {
+        auto out = report_from_wrapper(hip, ip, ip6, md5);
+        if (!out) return out.error();
+        report = std::move(*out);
+    } else {
+        auto info = gp::GpHipReportInfo::from_session(cookie_, ip, ip6, std::time(nullptr));
+        info.client_version = client_.app_version;
+        info.host_name = client_.computer;
+        report = gp::build_hip_report(info);
+    }
+    auto sent = http_.send(gateway_, gp::hip_report_request(cookie_, ip, ip6, report));
+    if (!sent) return sent.error();
+    auto ack = outcome_or_error<gp::GpAck>(gp::parse_ack_reply(sent->body.reveal_text()), *sent, "hipreport");
+    if (!ack) return ack.error();
+    LOG_INFO << "HIP: report sent (" << (hip.csd_wrapper.empty() ? "built-in generator" : hip.csd_wrapper)
+             << ") and accepted";
+    return true;
+}
+
+Status GpGatewaySession::logout() {
+    auto reply = http_.send(gateway_, gp::logout_request(cookie_));
+    if (!reply) return reply.error();
+    auto ack = outcome_or_error<gp::GpAck>(gp::parse_ack_reply(reply->body.reveal_text()), *reply, "logout");
+    if (!ack) return ack.error();
+    LOG_INFO << "logged out of " << gateway_.host;
+    return {};
+}
+
+std::string describe_tunnel_setup(const GpTunnelSetup& s) {
+    std::ostringstream o;
+    const auto& c = s.config;
+    auto list = [](const auto& items) {
+        std::string out;
+        for (const auto& i : items) {
+            if (!out.empty()) out += " ";
+            if constexpr (std::is_same_v<std::decay_t<decltype(i)>, IpPrefix>) out += i.to_string();
+            else out += i;
+        }
+        return out.empty() ? std::string("-") : out;
+    };
+    o << "gateway address: " << (c.gateway_address.empty() ? "-" : c.gateway_address) << "\n";
+    o << "IPv4 address: " << (c.ip4_address.empty() ? "-" : c.ip4_address)
+      << (c.ip4_netmask.empty() ? "" : " netmask " + c.ip4_netmask) << "\n";
+    o << "IPv6 address: " << (c.ip6_address.empty() ? "-" : c.ip6_address + "/" + std::to_string(c.ip6_prefix))
+      << "\n";
+    o << "MTU: " << (c.mtu ? std::to_string(c.mtu) : "not given (computed by the data path)") << "\n";
+    o << "DNS: " << list(c.dns) << "\n";
+    o << "search domains: " << (c.default_domain.empty() ? "-" : c.default_domain) << "\n";
+    o << "include routes: " << (c.split_include.empty() ? "default route" : list(c.split_include)) << "\n";
+    o << "exclude routes: " << list(c.split_exclude) << "\n";
+    if (s.esp) {
+        const auto& e = *s.esp;
+        char spi[2][16];
+        std::snprintf(spi[0], sizeof spi[0], "0x%08x", e.sa.c2s.spi);
+        std::snprintf(spi[1], sizeof spi[1], "0x%08x", e.sa.s2c.spi);
+        o << "ESP: " << e.sa.enc_algo << (e.sa.hmac_algo.empty() ? "" : "+" + e.sa.hmac_algo) << " to "
+          << e.peer_address << ":" << e.udp_port << ", SPI out " << spi[0] << " in " << spi[1]
+          << ", probe " << (e.probe_ipv4.empty() ? "-" : e.probe_ipv4)
+          << (e.rekey_after_s ? ", rekey after " + std::to_string(e.rekey_after_s) + " s" : "") << "\n";
+    } else {
+        o << "ESP: not offered (HTTPS tunnel only)\n";
+    }
+    o << "HTTPS tunnel path: " << s.https_tunnel_path << "\n";
+    return o.str();
+}
+
+}  // namespace espvpn::session

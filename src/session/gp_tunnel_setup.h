@@ -1,0 +1,84 @@
+// After login: the gateway's getconfig (the tunnel configuration and ESP SAs),
+// the HIP check (and report when asked), and logout. Turns the GP config into
+// the protocol-independent TunnelConfig plus the ESP parameters the data path
+// consumes.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "crypto/result.h"
+#include "protocols/gp/requests.h"
+#include "protocols/gp/session_cookie.h"
+#include "protocols/gp/tunnel_config.h"
+#include "src/session/gp_transport.h"
+#include "src/session/tunnel_config.h"
+
+namespace espvpn::session {
+
+// What the ESP data path needs to start: where to send, which SA pair, and
+// what to probe (doc section 10). Valid until the next getconfig.
+struct GpEspSetup {
+    std::string peer_address;     // numeric address of the gateway (HTTPS peer)
+    std::uint16_t udp_port = 4501;
+    gp::GpIpsecConfig sa;         // suite, SPIs and keys, both directions (keys are Secrets)
+    std::string probe_ipv4;       // gw-address: ESP probe destination, "" if none
+    std::string probe_ipv6;
+    std::string tunnel_ipv4;      // our inner source for the probe
+    std::string tunnel_ipv6;
+    unsigned rekey_after_s = 0;   // getconfig <timeout>; 0 = not given
+};
+
+struct GpTunnelSetup {
+    TunnelConfig config;
+    std::optional<GpEspSetup> esp;   // absent: the gateway offers no ESP (HTTPS tunnel only)
+    std::string https_tunnel_path;   // ssl-tunnel-url
+    unsigned cookie_lifetime_s = 0;
+    unsigned hip_interval_s = 0;     // 0: no re-check scheduled
+};
+
+// Maps a parsed getconfig onto TunnelConfig; `peer_address` is the gateway's
+// numeric address. Routes or addresses that do not parse are an error naming them.
+Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp_config, const std::string& peer_address);
+
+struct GpHipSettings {
+    std::string csd_wrapper;   // --csd-wrapper: program that prints the report XML
+    std::string csd_user;      // run it as this user (when we are root)
+    std::chrono::seconds wrapper_timeout{30};
+};
+
+class GpGatewaySession {
+public:
+    // `cookie_rejected` is set when the gateway refused the session cookie
+    // (expired or bogus): openconnect's exit code 2.
+    GpGatewaySession(GpTransport& transport, http::Url gateway, gp::GpSessionCookie cookie, gp::GpClientInfo client)
+        : http_(transport), gateway_(std::move(gateway)), cookie_(std::move(cookie)), client_(std::move(client)) {}
+
+    Result<GpTunnelSetup> fetch_config();
+    // hipreportcheck.esp; when the gateway wants a report, sends one. Returns
+    // whether a report was sent.
+    Result<bool> check_hip(const GpTunnelSetup& setup, const GpHipSettings& hip);
+    Status logout();
+
+    bool cookie_rejected() const { return cookie_rejected_; }
+    const gp::GpSessionCookie& cookie() const { return cookie_; }
+
+private:
+    template <class T>
+    Result<T> outcome_or_error(Result<gp::GpAuthOutcome<T>> outcome, const GpReplyBody& reply, const char* what);
+    Result<std::string> report_from_wrapper(const GpHipSettings& hip, const std::string& ip, const std::string& ip6,
+                                            const std::string& md5);
+
+    GpTransport& http_;
+    http::Url gateway_;
+    gp::GpSessionCookie cookie_;
+    gp::GpClientInfo client_;
+    bool cookie_rejected_ = false;
+};
+
+// One line per item of the configuration, for logs and the CLI (no secrets:
+// SPIs and algorithms only, never keys).
+std::string describe_tunnel_setup(const GpTunnelSetup& setup);
+
+}  // namespace espvpn::session

@@ -1,0 +1,112 @@
+#include "src/session/hip_report_program.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace espvpn::session {
+
+Result<std::string> run_for_output(const ProgramRun& run) {
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return make_error(std::string("pipe: ") + std::strerror(errno));
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+        ::close(out[0]);
+        ::close(out[1]);
+        return make_error(std::string("pipe: ") + std::strerror(errno));
+    }
+    // Everything the child needs is prepared before fork (no allocation after it).
+    std::vector<std::string> argv_s{run.program};
+    argv_s.insert(argv_s.end(), run.args.begin(), run.args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
+    env_s.insert(env_s.end(), run.extra_env.begin(), run.extra_env.end());
+    std::vector<char*> envp;
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    uid_t uid = 0;
+    gid_t gid = 0;
+    if (!run.run_as_user.empty()) {
+        const passwd* pw = ::getpwnam(run.run_as_user.c_str());
+        if (!pw) return make_error("--csd-user: no such user '" + run.run_as_user + "'");
+        uid = pw->pw_uid;
+        gid = pw->pw_gid;
+    }
+
+    pid_t pid = ::fork();
+    if (pid < 0) return make_error(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+        ::dup2(out[1], 1);
+        ::dup2(err[1], 2);
+        int devnull = ::open("/dev/null", O_RDONLY);
+        if (devnull >= 0) ::dup2(devnull, 0);
+        if (!run.run_as_user.empty() &&
+            (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
+            ::_exit(126);
+        ::execve(argv[0], argv.data(), envp.data());
+        ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+
+    std::string output, errors;
+    bool too_big = false, timed_out = false;
+    const auto deadline = std::chrono::steady_clock::now() + run.timeout;
+    pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+    int open_fds = 2;
+    while (open_fds > 0) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            timed_out = true;
+            break;
+        }
+        int n = ::poll(fds, 2, static_cast<int>(left.count()));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) continue;
+        for (int i = 0; i < 2; ++i) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            char buf[4096];
+            ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
+            if (got <= 0) {
+                ::close(fds[i].fd);
+                fds[i].fd = -1;
+                --open_fds;
+                continue;
+            }
+            std::string& into = i == 0 ? output : errors;
+            into.append(buf, static_cast<std::size_t>(got));
+            if (i == 1 && errors.size() > 4096) errors.erase(0, errors.size() - 4096);
+            if (i == 0 && output.size() > run.max_output) too_big = true;
+        }
+        if (too_big) break;
+    }
+    for (auto& f : fds)
+        if (f.fd >= 0) ::close(f.fd);
+    if (timed_out || too_big) ::kill(pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const std::string tail = errors.empty() ? "" : ": " + errors.substr(errors.size() > 300 ? errors.size() - 300 : 0);
+    if (timed_out)
+        return make_error(run.program + " did not finish within " + std::to_string(run.timeout.count()) + " ms");
+    if (too_big) return make_error(run.program + " printed more than " + std::to_string(run.max_output) + " bytes");
+    if (WIFSIGNALED(status))
+        return make_error(run.program + " was killed by signal " + std::to_string(WTERMSIG(status)) + tail);
+    if (WEXITSTATUS(status) == 127) return make_error("cannot run " + run.program + tail);
+    if (WEXITSTATUS(status) != 0)
+        return make_error(run.program + " exited with status " + std::to_string(WEXITSTATUS(status)) + tail);
+    return output;
+}
+
+}  // namespace espvpn::session
