@@ -244,7 +244,7 @@ Result<TunnelEnd> EspTunnel::run() {
 
     // Probe until answered (GP: 1 s apart), then DPD; rekey before the keys expire.
     const Clock::time_point started = Clock::now();
-    Clock::time_point last_probe{}, connected_at{};
+    Clock::time_point last_probe{}, connected_at{}, probing_since = started;
     bool connected = !d.probe.enabled();  // without a probe address, trust the keys
     if (connected) LOG_WARN << "no gw-address to probe: ESP assumed up";
     Clock::time_point rekey_at = esp_.rekey_after_s > 0
@@ -263,6 +263,7 @@ Result<TunnelEnd> EspTunnel::run() {
                 LOG_INFO << "SIGUSR2: re-probing ESP";
                 connected = false;
                 last_probe = {};
+                probing_since = Clock::now();
             } else {
                 end = TunnelEnd::user_logout;
                 running = false;
@@ -272,13 +273,13 @@ Result<TunnelEnd> EspTunnel::run() {
         Clock::time_point now = Clock::now();
         datapath::Liveness live = dp_->liveness();
         if (!connected) {
-            if (live.last_probe_reply > started) {
+            if (live.last_probe_reply > probing_since) {
                 connected = true;
                 connected_at = now;
                 LOG_INFO << "ESP connected: probe answered after "
-                         << std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count() << " ms; "
+                         << std::chrono::duration_cast<std::chrono::milliseconds>(now - probing_since).count() << " ms; "
                          << tun_->name() << " is up";
-            } else if (now - started > o_.probe_timeout && connected_at == Clock::time_point{}) {
+            } else if (now - probing_since > o_.probe_timeout) {
                 LOG_ERROR << "no answer to the ESP probe within " << o_.probe_timeout.count()
                           << " s (UDP blocked?); the HTTPS tunnel fallback is not built yet";
                 end = TunnelEnd::esp_failed;
@@ -293,8 +294,8 @@ Result<TunnelEnd> EspTunnel::run() {
                 LOG_WARN << "ESP dead: nothing received for "
                          << std::chrono::duration_cast<std::chrono::seconds>(quiet).count() << " s; probing again";
                 connected = false;
-                connected_at = {};
                 last_probe = {};
+                probing_since = now;
             } else if (quiet > o_.dpd_interval && now - last_probe > std::chrono::seconds(5)) {
                 dp_->send_probe();
                 last_probe = now;

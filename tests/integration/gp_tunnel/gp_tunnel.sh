@@ -3,12 +3,13 @@
 # carries traffic over userspace ESP, in three namespaces of its own:
 #   client (espvpn)  --veth--  gateway (fake-gp-gateway + esp-gateway)  --veth--  lan
 #
-#   gp_tunnel.sh demo|suites|script|rekey ESPVPN_BIN GATEWAY_BIN
+#   gp_tunnel.sh demo|suites|script|blocked|rekey ESPVPN_BIN GATEWAY_BIN
 #   demo:   one suite, ping + short iperf3 both ways, the tunnel's counters (tools/demo)
 #   suites: GP_TUNNEL_SUITES (default aes-128-gcm aes-128-cbc:sha1 aes-256-cbc:sha256):
 #           login, probe answered, ping v4+v6, iperf3 TCP both ways, SIGINT: logout
 #           sent, tun removed, exit 0
 #   script: the same with --script (a minimal vpnc-script) instead of the built-in setup
+#   blocked: UDP to the gateway dropped: clear error, logout, tun removed, exit 1
 #   rekey:  gateway lifetime 6 s, so espvpn rekeys every 3 s: >= 3 rekeys during a
 #           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted
 set -euo pipefail
@@ -100,6 +101,29 @@ script)
   stop
   echo "RESULT script: vpnc-script set address and split routes; ping v4+v6 through the tunnel"
   ;;
+blocked)
+  # UDP to the gateway dropped in the client namespace: no probe answer. The HTTPS
+  # fallback is not built yet, so espvpn must give up with a clear error, log out,
+  # remove its tun and exit 1 — within the probe timeout, not hang.
+  ip netns exec "$nsc" nft -f - <<NFT
+table inet gp_tunnel_block {
+  chain out { type filter hook output priority 0; udp dport 4501 drop; }
+}
+NFT
+  gateway_up aes-128-gcm || fail "fake gateway did not start"
+  t0=$(date +%s)
+  rc=0
+  echo secret | timeout 60 ip netns exec "$nsc" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
+    -u alice --passwd-on-stdin https://$gw_ip:4443/ >"$work/espvpn.out" 2>"$work/espvpn.log" || rc=$?
+  took=$(($(date +%s) - t0))
+  [[ $rc -eq 1 ]] || fail "espvpn exited $rc with UDP blocked (expected 1)"
+  grep -q "no answer to the ESP probe" "$work/espvpn.log" || fail "no clear message about the unanswered probe"
+  [[ $(json "$work/fake-stats.json" 'd["logouts"]') -ge 1 ]] || fail "no logout.esp after giving up"
+  ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q . || fail "tun device left behind"
+  [[ $took -le 40 ]] || fail "took ${took} s to give up"
+  gateway_down
+  echo "RESULT blocked: exit 1 after ${took} s with: $(grep -m1 'no answer to the ESP probe' "$work/espvpn.log")"
+  ;;
 rekey)
   # Real-time priority for the tunnel and the stream (as the datapath rekey test), so
   # other load on a shared 2-core machine does not show up as gaps.
@@ -117,5 +141,5 @@ rekey)
   $py -c "import sys; sys.exit(0 if float('$gap') < 50 else 1)" || fail "largest gap ${gap} ms >= 50 ms"
   stop
   ;;
-*) echo "usage: $0 demo|suites|script|rekey ESPVPN GATEWAY" >&2; exit 2 ;;
+*) echo "usage: $0 demo|suites|script|blocked|rekey ESPVPN GATEWAY" >&2; exit 2 ;;
 esac
