@@ -307,7 +307,7 @@ def case_cookie_handoff():
     with Fake("--esp", "aes-256-cbc:sha256") as f:
         script = (f"eval \"$({shlex.quote(ESPVPN)} --protocol=gp --cafile {CA} --authenticate -u alice "
                   f"--passwd-on-stdin {f.url} <<< secret)\" && "
-                  f"echo \"$COOKIE\" | {shlex.quote(ESPVPN)} --protocol=gp --cookie-on-stdin --servercert "
+                  f"echo \"$COOKIE\" | {shlex.quote(ESPVPN)} --protocol=gp --dry-run --cookie-on-stdin --servercert "
                   f"\"$FINGERPRINT\" --resolve \"$RESOLVE\" \"$CONNECT_URL\"")
         print("  $ bash -c " + shlex.quote(script))
         r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=RUN_TIMEOUT)
