@@ -96,6 +96,11 @@ private:
     hooks::ScriptEnv script_env(hooks::ScriptReason reason) const;
     void run_script(hooks::ScriptReason reason);
     Status rekey();
+    // openconnect's schedule: a minute before the keys expire (half-way for short lifetimes).
+    Clock::time_point next_rekey(Clock::time_point from) const {
+        if (rekey_after_s_ == 0) return Clock::time_point::max();
+        return from + std::chrono::seconds(rekey_after_s_ > 120 ? rekey_after_s_ - 60 : rekey_after_s_ / 2);
+    }
 
     const GpTunnelSetup& setup_;
     const EspTunnelOptions& o_;
@@ -104,7 +109,7 @@ private:
     std::optional<io::UdpSocket> udp_;
     std::unique_ptr<hooks::ScriptRunner> scripts_;
     std::unique_ptr<datapath::Datapath> dp_;
-    GpEspSetup esp_;
+    unsigned rekey_after_s_ = 0;  // the current keys' lifetime (getconfig <timeout>)
     int mtu_ = 0;
 };
 
@@ -181,22 +186,19 @@ Status EspTunnel::rekey() {
     // the old inbound SA stays beside it for the grace period.
     if (!dp_->install_inbound(std::move(sas->inbound)) || !dp_->install_outbound(std::move(sas->outbound)))
         return make_error("rekey: the datapath did not take the new SAs");
-    esp_ = std::move(*fresh->esp);
+    rekey_after_s_ = fresh->esp->rekey_after_s;
     LOG_INFO << "rekey done: in=" << hex32(in_spi) << " out=" << hex32(out_spi);
     return {};
 }
 
 Result<TunnelEnd> EspTunnel::run() {
     if (!setup_.esp) return make_error("the gateway offers no ESP keys (HTTPS tunnel fallback is not built yet)");
-    esp_.peer_address = setup_.esp->peer_address;
-    esp_.udp_port = setup_.esp->udp_port;
-    esp_.probe_ipv4 = setup_.esp->probe_ipv4;
-    esp_.tunnel_ipv4 = setup_.esp->tunnel_ipv4;
-    esp_.rekey_after_s = setup_.esp->rekey_after_s;
+    const GpEspSetup& esp = *setup_.esp;
+    rekey_after_s_ = esp.rekey_after_s;
 
     auto suite = esp_suite_from_names(setup_.esp->sa.enc_algo, setup_.esp->sa.hmac_algo);
     if (!suite) return suite.error();
-    bool outer_v6 = esp_.peer_address.find(':') != std::string::npos;
+    bool outer_v6 = esp.peer_address.find(':') != std::string::npos;
     int mtu = o_.mtu > 0 ? o_.mtu
                          : (setup_.config.mtu > 0 ? setup_.config.mtu
                                                   : esp_tunnel_mtu(o_.base_mtu, outer_v6, suite->iv_size(),
@@ -214,7 +216,7 @@ Result<TunnelEnd> EspTunnel::run() {
     }
 
     io::UdpOptions u;
-    u.remote = (outer_v6 ? "[" + esp_.peer_address + "]" : esp_.peer_address) + ":" + std::to_string(esp_.udp_port);
+    u.remote = (outer_v6 ? "[" + esp.peer_address + "]" : esp.peer_address) + ":" + std::to_string(esp.udp_port);
     auto udp = io::UdpSocket::open(u);
     if (!udp) return make_error("ESP socket to " + u.remote + ": " + udp.error().message);
     udp_.emplace(std::move(*udp));
@@ -222,8 +224,8 @@ Result<TunnelEnd> EspTunnel::run() {
     datapath::DatapathOptions d;
     d.max_inner_size = static_cast<std::size_t>(mtu);
     d.tun_mtu = static_cast<std::size_t>(mtu);
-    if (!esp_.probe_ipv4.empty() && !esp_.tunnel_ipv4.empty()) {
-        auto target = datapath::ProbeTarget::parse(esp_.tunnel_ipv4, esp_.probe_ipv4);
+    if (!esp.probe_ipv4.empty() && !esp.tunnel_ipv4.empty()) {
+        auto target = datapath::ProbeTarget::parse(esp.tunnel_ipv4, esp.probe_ipv4);
         if (!target) return make_error("ESP probe: " + target.error().message);
         d.probe = *target;
     }
@@ -247,10 +249,7 @@ Result<TunnelEnd> EspTunnel::run() {
     Clock::time_point last_probe{}, connected_at{}, probing_since = started;
     bool connected = !d.probe.enabled();  // without a probe address, trust the keys
     if (connected) LOG_WARN << "no gw-address to probe: ESP assumed up";
-    Clock::time_point rekey_at = esp_.rekey_after_s > 0
-                                     ? started + std::chrono::seconds(esp_.rekey_after_s > 120 ? esp_.rekey_after_s - 60
-                                                                                               : esp_.rekey_after_s / 2)
-                                     : Clock::time_point::max();
+    Clock::time_point rekey_at = next_rekey(started);
     TunnelEnd end = TunnelEnd::user_logout;
     for (bool running = true; running;) {
         pollfd p{signals.fd(), POLLIN, 0};
@@ -312,10 +311,7 @@ Result<TunnelEnd> EspTunnel::run() {
                 end = TunnelEnd::error;
                 break;
             }
-            rekey_at = esp_.rekey_after_s > 0
-                           ? now + std::chrono::seconds(esp_.rekey_after_s > 120 ? esp_.rekey_after_s - 60
-                                                                                 : esp_.rekey_after_s / 2)
-                           : Clock::time_point::max();
+            rekey_at = next_rekey(now);
         }
     }
     dp_->stop();
