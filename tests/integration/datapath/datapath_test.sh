@@ -18,44 +18,14 @@ set -euo pipefail
 mode=$1 client_bin=$2 gw_bin=$3
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
-py=/usr/bin/python3; [[ -x $py ]] || py=python3
 fake=$repo/tools/fake-gp-gateway/fake-gp-gateway
-p=dp$$
-nsc=${p}c nsg=${p}g nsl=${p}l
 work=$(mktemp -d /tmp/datapath-test.XXXXXX)
 pids=()
-gw_ip=192.168.77.2 cl_ip=192.168.77.1
-tun_ip=10.200.0.2 tun_ip6=fd00:200::2 gw_addr=10.200.255.1 gw_addr6=fd00:200::ffff
-lan_ip=10.201.0.2 lan_ip6=fd00:201::2
-
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  for ns in "$nsc" "$nsg" "$nsl"; do ip netns del "$ns" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# The shared client <-> gateway <-> lan namespaces (also json, wait_for).
+. "$repo/tools/netns/gp-topology.sh"
+trap topo_cleanup EXIT
 fail() { echo "FAIL: $*"; for f in "$work"/*.out "$work"/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
-
-for ns in "$nsc" "$nsg" "$nsl"; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
-ip link add "${p}cg" netns "$nsc" type veth peer name "${p}gc" netns "$nsg"
-ip link add "${p}gl" netns "$nsg" type veth peer name "${p}lg" netns "$nsl"
-ip -n "$nsc" addr add $cl_ip/24 dev "${p}cg"; ip -n "$nsc" link set "${p}cg" up
-ip -n "$nsg" addr add $gw_ip/24 dev "${p}gc"; ip -n "$nsg" link set "${p}gc" up
-ip -n "$nsg" addr add 10.201.0.1/24 dev "${p}gl"; ip -n "$nsg" addr add fd00:201::1/64 dev "${p}gl" nodad
-ip -n "$nsg" link set "${p}gl" up
-ip -n "$nsl" addr add $lan_ip/24 dev "${p}lg"; ip -n "$nsl" addr add $lan_ip6/64 dev "${p}lg" nodad
-ip -n "$nsl" link set "${p}lg" up
-ip -n "$nsl" route add default via 10.201.0.1
-ip -n "$nsl" -6 route add default via fd00:201::1
-ip netns exec "$nsg" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
-
-# json FILE EXPR: a value from a stats JSON file (python expression over d).
-json() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
-wait_for() {  # FILE PATTERN SECONDS
-  for _ in $(seq $(($3 * 10))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
+topo_up
 
 # start_tunnel SUITE [client options...]: fake + esp-gateway + getconfig + esp-test-client, probe answered.
 start_tunnel() {
@@ -63,7 +33,7 @@ start_tunnel() {
   rm -f "$work"/gw-sa.env "$work"/cl-sa.env "$work"/gw-status "$work"/*.json "$work"/fake.ready "$work"/*.out
   ip netns exec "$nsg" $py "$fake" --listen $gw_ip:4443 --esp "$suite" --sa-file "$work/gw-sa.env" \
     --sa-file-format env --sa-hook "$here/wait_gateway_sa.sh $work/gw-status" --ip $tun_ip --ip6 $tun_ip6 \
-    --gw-address $gw_addr --route 10.201.0.0/24 --route6 fd00:201::/64 --ready-file "$work/fake.ready" \
+    --gw-address $gw_addr --route 10.202.0.0/24 --route6 fd00:202::/64 --ready-file "$work/fake.ready" \
     --log-file "$work/fake.log" --max-runtime 500 >"$work/fake.out" 2>&1 &
   fake_pid=$!; pids+=("$fake_pid")
   ip netns exec "$nsg" $chrt "$gw_bin" --sa-file "$work/gw-sa.env" --tun-address $gw_addr/32 \
@@ -75,7 +45,7 @@ start_tunnel() {
   ip netns exec "$nsc" $py "$here/gp_getconfig.py" --server $gw_ip:4443 --ca "$repo/certs/ca.pem" \
     --out "$work/cl-sa.env" >"$work/getconfig.out" 2>&1 || fail "getconfig"
   ip netns exec "$nsc" $chrt "$client_bin" --sa-file "$work/cl-sa.env" --tun-address $tun_ip/32 \
-    --tun-address $tun_ip6/128 --route 10.201.0.0/24 --route fd00:201::/64 --route $gw_addr/32 \
+    --tun-address $tun_ip6/128 --route 10.202.0.0/24 --route fd00:202::/64 --route $gw_addr/32 \
     --udp-remote $gw_ip:4501 --stats-json "$work/cl-stats.json" --stats-interval-ms 200 --seconds 500 \
     "$@" >"$work/client.out" 2>&1 &
   client_pid=$!; pids+=("$client_pid")
@@ -136,7 +106,7 @@ suites)
   ;;
 attack)
   start_tunnel aes-128-cbc:sha1 --max-inner 1300
-  ip netns exec "$nsg" $py "$here/esp_inject.py" capture "${p}gc" $gw_ip $cl_ip "$work/capture" &
+  ip netns exec "$nsg" $py "$here/esp_inject.py" capture "${topo}gc" $gw_ip $cl_ip "$work/capture" &
   cap=$!; pids+=("$cap")
   sleep 0.5
   ip netns exec "$nsc" ping -c 2 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping $lan_ip"
