@@ -6,6 +6,7 @@
 
 #include "protocols/gp/session_cookie.h"
 #include "src/cli/exit_codes.h"
+#include "src/cli/process_control.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/io/https_client.h"
 #include "src/log/logger.h"
@@ -82,6 +83,11 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
     auto target = session::parse_gp_login_target(options.server, options.usergroup);
     if (!target) {
         LOG_ERROR << "server URL: " << target.error().message;
+        return kExitError;
+    }
+    auto process = ProcessControl::prepare(options);
+    if (!process) {
+        LOG_ERROR << process.error().message;
         return kExitError;
     }
     auto client = client_info(options);
@@ -195,7 +201,10 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
             LOG_ERROR << "--no-dtls: the HTTPS tunnel is not built yet; only ESP tunnels work in this version";
             rc = kExitError;
         } else {
+            process->background();  // -b: from here on, the daemon child
             session::EspTunnelOptions t;
+            t.after_setup = [&] { return process->drop_privileges(); };
+            t.on_connected = [&] { process->tunnel_up(); };
             t.interface_name = options.interface_name;
             t.script = options.script;
             t.mtu = options.mtu;

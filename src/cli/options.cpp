@@ -2,6 +2,7 @@
 
 #include <getopt.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -53,7 +54,7 @@ const std::vector<OptionSpec>& option_table() {
          [](ClientOptions& o, const char*) -> Status { o.action = Action::self_check; return {}; }},
         {"config", 0, Arg::required, "General", "read further options from FILE (one per line, no dashes)",
          [](ClientOptions&, const char*) -> Status { return {}; }},  // expanded before parsing
-        {"protocol", 0, Arg::required, "General", "gp (GlobalProtect) or anyconnect (default)",
+        {"protocol", 0, Arg::required, "Set VPN protocol", "gp (GlobalProtect) or anyconnect (default)",
          [](ClientOptions& o, const char* v) -> Status {
              std::string p = v;
              if (p == "gp" || p == "globalprotect") o.protocol = Protocol::gp;
@@ -61,24 +62,24 @@ const std::vector<OptionSpec>& option_table() {
              else return make_error("--protocol: '" + p + "' is not supported (use gp or anyconnect)");
              return {};
          }},
-        {"server", 0, Arg::required, "General", "the server URL (instead of the positional argument)",
+        {"server", 0, Arg::required, "Internet connectivity", "the server URL (instead of the positional argument)",
          SET_STRING(server)},
-        {"background", 'b', Arg::none, "General", "continue in background after startup", SET_FLAG(background)},
-        {"pid-file", 0, Arg::required, "General", "write the daemon's PID to this file", SET_STRING(pid_file)},
-        {"setuid", 'U', Arg::required, "General", "drop privileges to USER after setup", SET_STRING(setuid_user)},
-        {"stats-json", 0, Arg::required, "General", "write traffic and drop counters to FILE periodically",
+        {"background", 'b', Arg::none, "Process control", "continue in background after startup", SET_FLAG(background)},
+        {"pid-file", 0, Arg::required, "Process control", "write the daemon's PID to this file", SET_STRING(pid_file)},
+        {"setuid", 'U', Arg::required, "Process control", "drop privileges to USER after setup", SET_STRING(setuid_user)},
+        {"stats-json", 0, Arg::required, "Logging (two-phase)", "write traffic and drop counters to FILE periodically",
          SET_STRING(stats_json)},
-        {"dry-run", 0, Arg::none, "General",
+        {"dry-run", 0, Arg::none, "Authentication (two-phase)",
          "log in, print the tunnel configuration, log out: no tun device, no traffic", SET_FLAG(dry_run)},
 
         // Logging
-        {"verbose", 'v', Arg::none, "Logging", "more output (repeat for debug, trace)",
+        {"verbose", 'v', Arg::none, "Logging (two-phase)", "more output (repeat for debug, trace)",
          [](ClientOptions& o, const char*) -> Status { o.verbosity = std::min(o.verbosity + 1, 3); return {}; }},
-        {"quiet", 'q', Arg::none, "Logging", "errors only",
+        {"quiet", 'q', Arg::none, "Logging (two-phase)", "errors only",
          [](ClientOptions& o, const char*) -> Status { o.verbosity = 0; return {}; }},
-        {"timestamp", 0, Arg::none, "Logging", "prefix each line with a timestamp", SET_FLAG(timestamp)},
-        {"syslog", 'l', Arg::none, "Logging", "log to syslog", SET_FLAG(syslog)},
-        {"dump-http-traffic", 0, Arg::none, "Logging", "log HTTP requests and responses (secrets redacted)",
+        {"timestamp", 0, Arg::none, "Logging (two-phase)", "prefix each line with a timestamp", SET_FLAG(timestamp)},
+        {"syslog", 'l', Arg::none, "Logging (two-phase)", "log to syslog", SET_FLAG(syslog)},
+        {"dump-http-traffic", 0, Arg::none, "Logging (two-phase)", "log HTTP requests and responses (secrets redacted)",
          [](ClientOptions& o, const char*) -> Status {
              o.dump_http_traffic = true;
              o.verbosity = std::max(o.verbosity, 2);
@@ -104,18 +105,18 @@ const std::vector<OptionSpec>& option_table() {
              o.form_entries.push_back(e);
              return {};
          }},
-        {"cookie", 'C', Arg::required, "Authentication", "use this cookie instead of logging in",
+        {"cookie", 'C', Arg::required, "Authentication (two-phase)", "use this cookie instead of logging in",
          [](ClientOptions& o, const char* v) -> Status { o.cookie = Secret::from_string(v); return {}; }},
-        {"cookie-on-stdin", 0, Arg::none, "Authentication", "read the cookie from standard input",
+        {"cookie-on-stdin", 0, Arg::none, "Authentication (two-phase)", "read the cookie from standard input",
          SET_FLAG(cookie_on_stdin)},
-        {"authenticate", 0, Arg::none, "Authentication",
+        {"authenticate", 0, Arg::none, "Authentication (two-phase)",
          "log in, print COOKIE/HOST/CONNECT_URL/FINGERPRINT/RESOLVE, exit",
          [](ClientOptions& o, const char*) -> Status { o.action = Action::authenticate; return {}; }},
-        {"cookieonly", 0, Arg::none, "Authentication", "log in, print the cookie, exit",
+        {"cookieonly", 0, Arg::none, "Authentication (two-phase)", "log in, print the cookie, exit",
          [](ClientOptions& o, const char*) -> Status { o.action = Action::cookie_only; return {}; }},
-        {"printcookie", 0, Arg::none, "Authentication", "print the cookie before connecting",
+        {"printcookie", 0, Arg::none, "Authentication (two-phase)", "print the cookie before connecting",
          SET_FLAG(print_cookie)},
-        {"os", 0, Arg::required, "Authentication",
+        {"os", 0, Arg::required, "Local system information",
          "OS to report: linux, linux-64, win, mac-intel, android, apple-ios",
          [](ClientOptions& o, const char* v) -> Status {
              std::string os = v;
@@ -123,10 +124,10 @@ const std::vector<OptionSpec>& option_table() {
                  if (os == ok) { o.os = os; return {}; }
              return make_error("--os: unknown OS '" + os + "'");
          }},
-        {"csd-wrapper", 0, Arg::required, "Authentication", "program that writes the HIP report",
+        {"csd-wrapper", 0, Arg::required, "Trojan binary (CSD) execution", "program that writes the HIP report",
          SET_STRING(csd_wrapper)},
-        {"hip-wrapper", 0, Arg::required, "Authentication", nullptr, SET_STRING(csd_wrapper)},
-        {"csd-user", 0, Arg::required, "Authentication", "run the HIP program as USER", SET_STRING(csd_user)},
+        {"hip-wrapper", 0, Arg::required, "Trojan binary (CSD) execution", nullptr, SET_STRING(csd_wrapper)},
+        {"csd-user", 0, Arg::required, "Trojan binary (CSD) execution", "run the HIP program as USER", SET_STRING(csd_user)},
         {"gateway-select", 0, Arg::required, "Authentication",
          "priority (default) or latency: pick the portal's fastest gateway",
          [](ClientOptions& o, const char* v) -> Status {
@@ -136,24 +137,24 @@ const std::vector<OptionSpec>& option_table() {
              else return make_error("--gateway-select: expected priority or latency, got '" + s + "'");
              return {};
          }},
-        {"useragent", 0, Arg::required, "Authentication", "HTTP User-Agent", SET_STRING(useragent)},
-        {"version-string", 0, Arg::required, "Authentication", "client version to report",
+        {"useragent", 0, Arg::required, "Local system information", "HTTP User-Agent", SET_STRING(useragent)},
+        {"version-string", 0, Arg::required, "Local system information", "client version to report",
          SET_STRING(version_string)},
-        {"local-hostname", 0, Arg::required, "Authentication", "host name to report", SET_STRING(local_hostname)},
-        {"http-timeout", 0, Arg::required, "Authentication",
+        {"local-hostname", 0, Arg::required, "Local system information", "host name to report", SET_STRING(local_hostname)},
+        {"http-timeout", 0, Arg::required, "Internet connectivity",
          "give up on a login request after SECONDS without progress (30; espvpn extension)",
          SET_INT(http_timeout_s, "http-timeout", 1, 3600)},
-        {"no-http-keepalive", 0, Arg::none, "Authentication", "new TLS connection per request (slow; for broken servers)",
+        {"no-http-keepalive", 0, Arg::none, "Server bugs", "new TLS connection per request (slow; for broken servers)",
          SET_FLAG(no_http_keepalive)},
 
         // Certificates
-        {"servercert", 0, Arg::required, "Server certificate",
+        {"servercert", 0, Arg::required, "Server validation",
          "accept only this server key (pin-sha256:BASE64, sha256:HEX, ...); repeatable",
          [](ClientOptions& o, const char* v) -> Status { o.servercert.emplace_back(v); return {}; }},
-        {"cafile", 0, Arg::required, "Server certificate", "extra trusted CA certificates", SET_STRING(cafile)},
-        {"no-system-trust", 0, Arg::none, "Server certificate", "do not trust the system's CAs",
+        {"cafile", 0, Arg::required, "Server validation", "extra trusted CA certificates", SET_STRING(cafile)},
+        {"no-system-trust", 0, Arg::none, "Server validation", "do not trust the system's CAs",
          SET_FLAG(no_system_trust)},
-        {"resolve", 0, Arg::required, "Server certificate", "use IP for HOST: HOST:IP",
+        {"resolve", 0, Arg::required, "Internet connectivity", "use IP for HOST: HOST:IP",
          [](ClientOptions& o, const char* v) -> Status {
              std::string r = v;
              if (r.find(':') == std::string::npos || r.front() == ':' || r.back() == ':')
@@ -161,47 +162,47 @@ const std::vector<OptionSpec>& option_table() {
              o.resolve.push_back(r);
              return {};
          }},
-        {"certificate", 'c', Arg::required, "Client certificate", "client certificate (PEM or PKCS#12)",
+        {"certificate", 'c', Arg::required, "Authentication", "client certificate (PEM or PKCS#12)",
          SET_STRING(certificate)},
-        {"sslkey", 'k', Arg::required, "Client certificate", "client private key (default: the certificate file)",
+        {"sslkey", 'k', Arg::required, "Authentication", "client private key (default: the certificate file)",
          SET_STRING(sslkey)},
-        {"key-password", 'p', Arg::required, "Client certificate", "key or PKCS#12 password",
+        {"key-password", 'p', Arg::required, "Authentication", "key or PKCS#12 password",
          [](ClientOptions& o, const char* v) -> Status { o.key_password = Secret::from_string(v); return {}; }},
-        {"no-cert-check", 0, Arg::none, "Server certificate", nullptr,
+        {"no-cert-check", 0, Arg::none, "Server validation", nullptr,
          [](ClientOptions&, const char*) -> Status {
              return make_error("--no-cert-check was insecure and is not supported; use --servercert");
          }},
 
         // Networking
-        {"script", 's', Arg::required, "Networking", "vpnc-script command line", SET_STRING(script)},
-        {"interface", 'i', Arg::required, "Networking", "tun device name (may be a persistent tun)",
+        {"script", 's', Arg::required, "VPN configuration script", "vpnc-script command line", SET_STRING(script)},
+        {"interface", 'i', Arg::required, "VPN configuration script", "tun device name (may be a persistent tun)",
          [](ClientOptions& o, const char* v) -> Status {
              if (std::strlen(v) == 0 || std::strlen(v) >= 16)
                  return make_error(std::string("--interface: '") + v + "' is not a valid interface name");
              o.interface_name = v;
              return {};
          }},
-        {"disable-ipv6", 0, Arg::none, "Networking", "do not ask for IPv6", SET_FLAG(disable_ipv6)},
-        {"no-dtls", 0, Arg::none, "Networking", "no UDP tunnel (ESP/DTLS): HTTPS/TLS only", SET_FLAG(no_dtls)},
-        {"no-esp", 0, Arg::none, "Networking", nullptr, SET_FLAG(no_dtls)},
-        {"dtls-local-port", 0, Arg::required, "Networking", "local UDP port for ESP/DTLS",
+        {"disable-ipv6", 0, Arg::none, "Tunnel control", "do not ask for IPv6", SET_FLAG(disable_ipv6)},
+        {"no-dtls", 0, Arg::none, "Tunnel control", "no UDP tunnel (ESP/DTLS): HTTPS/TLS only", SET_FLAG(no_dtls)},
+        {"no-esp", 0, Arg::none, "Tunnel control", nullptr, SET_FLAG(no_dtls)},
+        {"dtls-local-port", 0, Arg::required, "Internet connectivity", "local UDP port for ESP/DTLS",
          SET_INT(dtls_local_port, "dtls-local-port", 1, 65535)},
-        {"reconnect-timeout", 0, Arg::required, "Networking", "give up reconnecting after SECONDS (300)",
+        {"reconnect-timeout", 0, Arg::required, "Internet connectivity", "give up reconnecting after SECONDS (300)",
          SET_INT(reconnect_timeout_s, "reconnect-timeout", 0, 86400 * 7)},
-        {"force-dpd", 0, Arg::required, "Networking", "dead peer detection interval in SECONDS",
+        {"force-dpd", 0, Arg::required, "Tunnel control", "dead peer detection interval in SECONDS",
          SET_INT(force_dpd_s, "force-dpd", 1, 3600)},
-        {"mtu", 'm', Arg::required, "Networking", "tunnel MTU", SET_INT(mtu, "mtu", 576, 65535)},
-        {"base-mtu", 0, Arg::required, "Networking", "path MTU to the server", SET_INT(base_mtu, "base-mtu", 576, 65535)},
-        {"queue-len", 'Q', Arg::required, "Networking", "packet batch size", SET_INT(queue_len, "queue-len", 1, 4096)},
+        {"mtu", 'm', Arg::required, "Tunnel control", "tunnel MTU", SET_INT(mtu, "mtu", 576, 65535)},
+        {"base-mtu", 0, Arg::required, "Tunnel control", "path MTU to the server", SET_INT(base_mtu, "base-mtu", 576, 65535)},
+        {"queue-len", 'Q', Arg::required, "Tunnel control", "packet batch size", SET_INT(queue_len, "queue-len", 1, 4096)},
 
         // Recognised openconnect options espvpn does not implement: a clear error, never silence.
-        {"proxy", 'P', Arg::required, "Unsupported", nullptr,
+        {"proxy", 'P', Arg::required, "Internet connectivity", nullptr,
          [](ClientOptions&, const char*) -> Status { return unsupported("proxy", "no proxy support yet"); }},
-        {"script-tun", 'S', Arg::none, "Unsupported", nullptr,
+        {"script-tun", 'S', Arg::none, "VPN configuration script", nullptr,
          [](ClientOptions&, const char*) -> Status { return unsupported("script-tun", "a tun device is required"); }},
-        {"token-mode", 0, Arg::required, "Unsupported", nullptr,
+        {"token-mode", 0, Arg::required, "Authentication", nullptr,
          [](ClientOptions&, const char*) -> Status { return unsupported("token-mode", "no OTP generators"); }},
-        {"xmlconfig", 'x', Arg::required, "Unsupported", nullptr,
+        {"xmlconfig", 'x', Arg::required, "Tunnel control", nullptr,
          [](ClientOptions&, const char*) -> Status { return unsupported("xmlconfig", "no Cisco XML profiles"); }},
     };
     return table;
@@ -347,8 +348,6 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
     if (options.server.empty()) return make_error("no server given");
     if (options.cookie_on_stdin && options.passwd_on_stdin)
         return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
-    if (!options.pid_file.empty() && !options.background)
-        return make_error("--pid-file needs --background");
     return options;
 }
 
@@ -370,28 +369,48 @@ const char* metavar(std::string_view name) {
     return "VALUE";
 }
 
+std::vector<OptionInfo> option_list() {
+    std::vector<OptionInfo> out;
+    for (const auto& spec : option_table())
+        out.push_back({spec.name, spec.short_name, spec.arg == Arg::required, spec.help != nullptr, spec.group});
+    return out;
+}
+
 std::string usage_text() {
+    // openconnect's --help sections, in its order; a group not listed here follows them.
+    static const char* const kGroupOrder[] = {
+        "General", "Set VPN protocol", "Authentication", "Server validation", "Internet connectivity",
+        "Authentication (two-phase)", "Process control", "Logging (two-phase)", "VPN configuration script",
+        "Tunnel control", "Local system information", "Trojan binary (CSD) execution", "Server bugs",
+    };
+    std::vector<std::string> groups(std::begin(kGroupOrder), std::end(kGroupOrder));
+    for (const auto& spec : option_table())
+        if (spec.help && std::find(groups.begin(), groups.end(), spec.group) == groups.end())
+            groups.emplace_back(spec.group);
+
     std::ostringstream out;
     out << "Usage: espvpn [options] <server>\n\n"
            "A userspace VPN client for GlobalProtect (ESP) and AnyConnect (DTLS) gateways.\n"
-           "Options follow openconnect's names and meanings.\n";
-    std::string group;
-    for (const auto& spec : option_table()) {
-        if (!spec.help) continue;
-        if (group != spec.group) {
-            group = spec.group;
-            out << "\n" << group << ":\n";
+           "Options follow openconnect's names and meanings; see espvpn(8).\n";
+    for (const auto& group : groups) {
+        bool first = true;
+        for (const auto& spec : option_table()) {
+            if (!spec.help || group != spec.group) continue;
+            if (first) out << "\n" << group << ":\n";
+            first = false;
+            std::string left = "  ";
+            left += spec.short_name ? std::string("-") + spec.short_name + ", " : "    ";
+            left += std::string("--") + spec.name;
+            if (spec.arg == Arg::required) left += std::string("=") + metavar(spec.name);
+            out << left;
+            if (left.size() < 32) out << std::string(32 - left.size(), ' ');
+            else out << "\n" << std::string(32, ' ');
+            out << spec.help << "\n";
         }
-        std::string left = "  ";
-        left += spec.short_name ? std::string("-") + spec.short_name + ", " : "    ";
-        left += std::string("--") + spec.name;
-        if (spec.arg == Arg::required) left += std::string("=") + metavar(spec.name);
-        out << left;
-        if (left.size() < 32) out << std::string(32 - left.size(), ' ');
-        else out << "\n" << std::string(32, ' ');
-        out << spec.help << "\n";
     }
-    out << "\nExit codes: 0 success or user disconnect, 1 error, 2 cookie or credentials rejected.\n";
+    out << "\nSignals: SIGINT/SIGTERM log out and disconnect; SIGHUP disconnects keeping the session;\n"
+           "SIGUSR2 reconnects now; SIGUSR1 prints statistics.\n"
+           "Exit codes: 0 success or user disconnect, 1 error, 2 cookie or credentials rejected.\n";
     return out.str();
 }
 

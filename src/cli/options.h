@@ -87,6 +87,16 @@ struct ClientOptions {
 // stdin is not read here: the caller reads the cookie/password when it needs them.
 Result<ClientOptions> parse_options(int argc, char** argv);
 
+// The option table as data, for the man page and completion checks.
+struct OptionInfo {
+    std::string name;       // long name, without dashes
+    char short_name = 0;    // 0: long only
+    bool takes_value = false;
+    bool listed = false;    // shown by --help (unlisted: compatibility or refusal only)
+    std::string group;
+};
+std::vector<OptionInfo> option_list();
+
 // `espvpn --help`, grouped as openconnect groups its options.
 std::string usage_text();
 

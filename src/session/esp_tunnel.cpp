@@ -13,6 +13,7 @@
 #include "protocols/esp/esp_sa.h"
 #include "src/datapath/datapath.h"
 #include "src/datapath/stats_reporter.h"
+#include "src/hooks/host_dns.h"
 #include "src/hooks/script_runner.h"
 #include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
@@ -96,6 +97,7 @@ private:
     hooks::ScriptEnv script_env(hooks::ScriptReason reason) const;
     void run_script(hooks::ScriptReason reason);
     Status rekey();
+    Status reconnect();
     // openconnect's schedule: a minute before the keys expire (half-way for short lifetimes).
     Clock::time_point next_rekey(Clock::time_point from) const {
         if (rekey_after_s_ == 0) return Clock::time_point::max();
@@ -108,6 +110,7 @@ private:
     std::optional<io::TunDevice> tun_;
     std::optional<io::UdpSocket> udp_;
     std::unique_ptr<hooks::ScriptRunner> scripts_;
+    std::unique_ptr<hooks::HostDns> dns_;  // built-in setup only; restores on reset
     std::unique_ptr<datapath::Datapath> dp_;
     unsigned rekey_after_s_ = 0;  // the current keys' lifetime (getconfig <timeout>)
     int mtu_ = 0;
@@ -169,8 +172,11 @@ Status EspTunnel::configure_host() {
     if (c.split_include.empty())
         LOG_WARN << "the gateway sends all traffic (no split routes); the built-in setup adds no default route: "
                     "use --script (vpnc-script) for that";
-    if (!c.dns.empty())
-        LOG_INFO << "DNS servers " << c.dns.size() << " offered; the built-in setup leaves DNS alone (use --script)";
+    if (!c.dns.empty()) {
+        auto dns = hooks::HostDns::apply(hooks::built_in_dns_settings(c, tun_->name(), tun_->ifindex(), getpid()));
+        if (!dns) LOG_WARN << "DNS not configured: " << dns.error().message;
+        else dns_ = std::move(*dns);
+    }
     return {};
 }
 
@@ -189,6 +195,15 @@ Status EspTunnel::rekey() {
     rekey_after_s_ = fresh->esp->rekey_after_s;
     LOG_INFO << "rekey done: in=" << hex32(in_spi) << " out=" << hex32(out_spi);
     return {};
+}
+
+// SIGUSR2, as openconnect: attempt-reconnect, then a new getconfig with the same
+// cookie (no login) whose SAs go in beside the old ones, then the probe again;
+// `reconnect` runs when it is answered. The datapath keeps forwarding throughout.
+Status EspTunnel::reconnect() {
+    LOG_INFO << "SIGUSR2: reconnecting with the same session";
+    run_script(hooks::ScriptReason::attempt_reconnect);
+    return rekey();
 }
 
 Result<TunnelEnd> EspTunnel::run() {
@@ -238,6 +253,9 @@ Result<TunnelEnd> EspTunnel::run() {
              << " out=" << hex32(sas->outbound.spi()) << ", MTU " << mtu;
     if (!dp_->install_inbound(std::move(sas->inbound)) || !dp_->install_outbound(std::move(sas->outbound)))
         return make_error("the datapath did not take the SAs");
+    if (o_.after_setup) {
+        if (Status s = o_.after_setup(); !s) return s.error();
+    }
 
     datapath::StatsReporterOptions r;
     r.json_path = o_.stats_json;
@@ -248,7 +266,11 @@ Result<TunnelEnd> EspTunnel::run() {
     const Clock::time_point started = Clock::now();
     Clock::time_point last_probe{}, connected_at{}, probing_since = started;
     bool connected = !d.probe.enabled();  // without a probe address, trust the keys
-    if (connected) LOG_WARN << "no gw-address to probe: ESP assumed up";
+    bool reconnecting = false, ever_connected = connected;
+    if (connected) {
+        LOG_WARN << "no gw-address to probe: ESP assumed up";
+        if (o_.on_connected) o_.on_connected();
+    }
     Clock::time_point rekey_at = next_rekey(started);
     TunnelEnd end = TunnelEnd::user_logout;
     for (bool running = true; running;) {
@@ -259,7 +281,14 @@ Result<TunnelEnd> EspTunnel::run() {
                 end = TunnelEnd::user_keep_cookie;
                 running = false;
             } else if (sig == SIGUSR2) {
-                LOG_INFO << "SIGUSR2: re-probing ESP";
+                if (Status s = reconnect(); !s) {
+                    LOG_ERROR << "reconnect: " << s.error().message;
+                    end = TunnelEnd::error;
+                    running = false;
+                    break;
+                }
+                rekey_at = next_rekey(Clock::now());
+                reconnecting = true;
                 connected = false;
                 last_probe = {};
                 probing_since = Clock::now();
@@ -278,6 +307,10 @@ Result<TunnelEnd> EspTunnel::run() {
                 LOG_INFO << "ESP connected: probe answered after "
                          << std::chrono::duration_cast<std::chrono::milliseconds>(now - probing_since).count() << " ms; "
                          << tun_->name() << " is up";
+                if (reconnecting && scripts_) scripts_->run(script_env(hooks::ScriptReason::reconnect));
+                reconnecting = false;
+                if (!ever_connected && o_.on_connected) o_.on_connected();
+                ever_connected = true;
             } else if (now - probing_since > o_.probe_timeout) {
                 LOG_ERROR << "no answer to the ESP probe within " << o_.probe_timeout.count()
                           << " s (UDP blocked?); the HTTPS tunnel fallback is not built yet";
@@ -319,6 +352,7 @@ Result<TunnelEnd> EspTunnel::run() {
     reporter->reset();
     run_script(hooks::ScriptReason::disconnect);
     scripts_.reset();
+    dns_.reset();
     dp_.reset();
     udp_.reset();
     tun_.reset();  // removes the device (or our addresses/routes on a persistent one)

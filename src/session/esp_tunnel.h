@@ -26,6 +26,12 @@ struct EspTunnelOptions {
     std::chrono::seconds probe_timeout{10};   // no probe reply by then: give up on ESP
     std::chrono::seconds dpd_interval{10};    // quiet this long: probe
     std::chrono::seconds dead_after{20};      // quiet this long: ESP is dead
+    // Host-integration hooks (src/cli): called once on the control thread.
+    // after_setup: tun, its configuration and the UDP socket are ready, nothing else
+    // needs privileges (--setuid drops them here); an error ends the tunnel.
+    std::function<Status()> after_setup;
+    // on_connected: ESP answered for the first time (-b detaches here).
+    std::function<void()> on_connected;
 };
 
 // Why the tunnel ended.

@@ -90,7 +90,6 @@ TEST_CASE("bad input gets an error that names the problem") {
         {{"--no-cert-check", "gw"}, "--servercert"},
         {{"--cookie-on-stdin", "--passwd-on-stdin", "gw"}, "standard input"},
         {{"--resolve", "nocolon", "gw"}, "HOST:IP"},
-        {{"--pid-file", "/tmp/x", "gw"}, "--background"},
         {{"--interface", "a-name-far-too-long-for-linux", "gw"}, "--interface"},
         {{"--config", "/nonexistent/espvpn.conf", "gw"}, "cannot read"},
     };
@@ -126,8 +125,8 @@ TEST_CASE("help, version and self-check need no server; help lists groups") {
         CHECK(parse(a).ok());
     }
     std::string help = usage_text();
-    for (const char* s : {"General:", "Authentication:", "Server certificate:", "Client certificate:",
-                          "Networking:", "Logging:", "--passwd-on-stdin", "--servercert=PIN",
+    for (const char* s : {"General:", "Authentication:", "Server validation:", "Process control:",
+                          "VPN configuration script:", "Logging (two-phase):", "--passwd-on-stdin", "--servercert=PIN",
                           "--cookie-on-stdin", "--authenticate"}) {
         CAPTURE(s);
         CHECK(help.find(s) != std::string::npos);

@@ -1,0 +1,285 @@
+#include "src/hooks/host_dns.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <systemd/sd-bus.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "src/log/logger.h"
+
+namespace espvpn::hooks {
+
+namespace {
+
+std::vector<std::string> words(std::string_view line) {
+    std::vector<std::string> out;
+    std::istringstream in{std::string(line)};
+    for (std::string w; in >> w;) out.push_back(w);
+    return out;
+}
+
+// ---- resolv.conf --------------------------------------------------------------
+
+Result<std::string> read_all(int fd) {
+    std::string out;
+    char buf[4096];
+    for (off_t at = 0;;) {
+        ssize_t got = pread(fd, buf, sizeof buf, at);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            return make_error(std::string("read: ") + strerror(errno));
+        }
+        if (got == 0) return out;
+        out.append(buf, static_cast<std::size_t>(got));
+        at += got;
+    }
+}
+
+// In place (pwrite + ftruncate), not by rename: the file may be a bind mount, and
+// the descriptor opened before --setuid stays writable after it.
+Status write_all(int fd, std::string_view text) {
+    for (std::size_t done = 0; done < text.size();) {
+        ssize_t n = pwrite(fd, text.data() + done, text.size() - done, static_cast<off_t>(done));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return make_error(std::string("write: ") + strerror(errno));
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    if (ftruncate(fd, static_cast<off_t>(text.size())) != 0)
+        return make_error(std::string("truncate: ") + strerror(errno));
+    return {};
+}
+
+class ResolvConfDns final : public HostDns {
+public:
+    static Result<std::unique_ptr<HostDns>> apply(const DnsSettings& s, const std::string& path) {
+        int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+        if (fd < 0) return make_error("open " + path + ": " + strerror(errno));
+        std::unique_ptr<ResolvConfDns> dns(new ResolvConfDns(fd, path));
+        auto original = read_all(fd);
+        if (!original) return make_error(path + ": " + original.error().message);
+        dns->original_ = std::move(*original);
+        dns->written_ = compose_resolv_conf(dns->original_, s);
+        if (Status st = write_all(fd, dns->written_); !st) return make_error(path + ": " + st.error().message);
+        LOG_INFO << "DNS: " << path << " now names the VPN's servers (restored on exit)";
+        return std::unique_ptr<HostDns>(std::move(dns));
+    }
+    ~ResolvConfDns() override {
+        auto now = read_all(fd_);
+        if (!now) {
+            LOG_WARN << "DNS: cannot restore " << path_ << ": " << now.error().message;
+        } else if (*now != written_) {
+            LOG_WARN << "DNS: " << path_ << " was changed by someone else meanwhile; left as it is";
+        } else if (Status st = write_all(fd_, original_); !st) {
+            LOG_WARN << "DNS: cannot restore " << path_ << ": " << st.error().message;
+        } else {
+            LOG_INFO << "DNS: " << path_ << " restored";
+        }
+        close(fd_);
+    }
+    std::string_view method() const override { return "resolv.conf"; }
+
+private:
+    ResolvConfDns(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+    int fd_;
+    std::string path_;
+    std::string original_, written_;
+};
+
+// ---- systemd-resolved -----------------------------------------------------------
+
+constexpr const char* kResolved = "org.freedesktop.resolve1";
+constexpr const char* kResolvedPath = "/org/freedesktop/resolve1";
+constexpr const char* kResolvedManager = "org.freedesktop.resolve1.Manager";
+constexpr std::uint64_t kBusTimeoutUs = 5'000'000;
+
+std::string bus_error(const char* what, int r, const sd_bus_error& e) {
+    std::string out = std::string(what) + ": ";
+    out += e.message ? e.message : strerror(-r);
+    return out;
+}
+
+class ResolvedDns final : public HostDns {
+public:
+    // An error means "not usable here" (no bus, resolved not running, refused).
+    static Result<std::unique_ptr<HostDns>> apply(const DnsSettings& s) {
+        sd_bus* bus = nullptr;
+        if (int r = sd_bus_open_system(&bus); r < 0) return make_error(std::string("system bus: ") + strerror(-r));
+        std::unique_ptr<ResolvedDns> dns(new ResolvedDns(bus, s.ifindex));
+        sd_bus_error err = SD_BUS_ERROR_NULL;
+        sd_bus_message* reply = nullptr;
+        int r = sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                   "NameHasOwner", &err, &reply, "s", kResolved);
+        int owned = 0;
+        if (r >= 0) r = sd_bus_message_read(reply, "b", &owned);
+        sd_bus_message_unref(reply);
+        if (r < 0) {
+            std::string m = bus_error("NameHasOwner", r, err);
+            sd_bus_error_free(&err);
+            return make_error(m);
+        }
+        if (!owned) return make_error("systemd-resolved is not running");
+        if (Status st = dns->set_servers(s.servers); !st) return st.error();
+        dns->applied_ = true;  // from here on, RevertLink on destruction
+        if (Status st = dns->set_domains(s); !st) return st.error();
+        // Older resolved lacks SetLinkDefaultRoute; the domains alone still work there.
+        if (Status st = dns->call_bool("SetLinkDefaultRoute", s.default_route); !st)
+            LOG_DEBUG << "DNS: " << st.error().message;
+        LOG_INFO << "DNS: systemd-resolved serves " << s.servers.size() << " VPN server(s) on "
+                 << s.interface_name << " (reverted on exit)";
+        return std::unique_ptr<HostDns>(std::move(dns));
+    }
+    ~ResolvedDns() override {
+        if (applied_) {
+            sd_bus_error err = SD_BUS_ERROR_NULL;
+            int r = sd_bus_call_method(bus_, kResolved, kResolvedPath, kResolvedManager, "RevertLink", &err,
+                                       nullptr, "i", ifindex_);
+            if (r < 0) LOG_WARN << "DNS: " << bus_error("RevertLink", r, err);
+            else LOG_INFO << "DNS: systemd-resolved link settings reverted";
+            sd_bus_error_free(&err);
+        }
+        sd_bus_flush_close_unref(bus_);
+    }
+    std::string_view method() const override { return "systemd-resolved"; }
+
+private:
+    ResolvedDns(sd_bus* bus, int ifindex) : bus_(bus), ifindex_(ifindex) {}
+
+    Status send(sd_bus_message* m, const char* what) {
+        sd_bus_error err = SD_BUS_ERROR_NULL;
+        int r = sd_bus_call(bus_, m, kBusTimeoutUs, &err, nullptr);
+        sd_bus_message_unref(m);
+        if (r < 0) {
+            std::string msg = bus_error(what, r, err);
+            sd_bus_error_free(&err);
+            return make_error(msg);
+        }
+        return {};
+    }
+
+    Result<sd_bus_message*> begin(const char* method) {
+        sd_bus_message* m = nullptr;
+        int r = sd_bus_message_new_method_call(bus_, &m, kResolved, kResolvedPath, kResolvedManager, method);
+        if (r >= 0) r = sd_bus_message_append(m, "i", ifindex_);
+        if (r < 0) {
+            sd_bus_message_unref(m);
+            return make_error(std::string(method) + ": " + strerror(-r));
+        }
+        return m;
+    }
+
+    Status set_servers(const std::vector<std::string>& servers) {
+        auto m = begin("SetLinkDNS");
+        if (!m) return m.error();
+        int r = sd_bus_message_open_container(*m, 'a', "(iay)");
+        for (const auto& text : servers) {
+            unsigned char bytes[16];
+            int family = text.find(':') == std::string::npos ? AF_INET : AF_INET6;
+            if (inet_pton(family, text.c_str(), bytes) != 1) continue;  // validated upstream
+            if (r >= 0) r = sd_bus_message_open_container(*m, 'r', "iay");
+            if (r >= 0) r = sd_bus_message_append(*m, "i", family);
+            if (r >= 0) r = sd_bus_message_append_array(*m, 'y', bytes, family == AF_INET ? 4 : 16);
+            if (r >= 0) r = sd_bus_message_close_container(*m);
+        }
+        if (r >= 0) r = sd_bus_message_close_container(*m);
+        if (r < 0) {
+            sd_bus_message_unref(*m);
+            return make_error(std::string("SetLinkDNS: ") + strerror(-r));
+        }
+        return send(*m, "SetLinkDNS");
+    }
+
+    Status set_domains(const DnsSettings& s) {
+        auto m = begin("SetLinkDomains");
+        if (!m) return m.error();
+        int r = sd_bus_message_open_container(*m, 'a', "(sb)");
+        for (const auto& d : s.search_domains)
+            if (r >= 0) r = sd_bus_message_append(*m, "(sb)", d.c_str(), 0);
+        for (const auto& d : s.routing_domains)
+            if (r >= 0) r = sd_bus_message_append(*m, "(sb)", d.c_str(), 1);
+        if (s.default_route && r >= 0) r = sd_bus_message_append(*m, "(sb)", ".", 1);
+        if (r >= 0) r = sd_bus_message_close_container(*m);
+        if (r < 0) {
+            sd_bus_message_unref(*m);
+            return make_error(std::string("SetLinkDomains: ") + strerror(-r));
+        }
+        return send(*m, "SetLinkDomains");
+    }
+
+    Status call_bool(const char* method, bool value) {
+        auto m = begin(method);
+        if (!m) return m.error();
+        if (int r = sd_bus_message_append(*m, "b", value ? 1 : 0); r < 0) {
+            sd_bus_message_unref(*m);
+            return make_error(std::string(method) + ": " + strerror(-r));
+        }
+        return send(*m, method);
+    }
+
+    sd_bus* bus_;
+    int ifindex_;
+    bool applied_ = false;
+};
+
+}  // namespace
+
+std::string compose_resolv_conf(std::string_view original, const DnsSettings& s) {
+    std::vector<std::string> search = s.search_domains, kept;
+    std::istringstream in{std::string(original)};
+    for (std::string line; std::getline(in, line);) {
+        auto w = words(line);
+        if (!w.empty() && (w[0] == "search" || w[0] == "domain")) {
+            for (std::size_t i = 1; i < w.size(); ++i) search.push_back(w[i]);
+        } else if (!w.empty() && w[0] == "nameserver") {
+            continue;
+        } else if (!w.empty() && w[0][0] != '#' && w[0][0] != ';') {
+            kept.push_back(line);
+        }
+    }
+    std::ostringstream out;
+    out << "# written by espvpn (pid " << s.vpn_pid << ") for " << s.interface_name
+        << "; the previous file is restored when it exits\n";
+    int n = 0;
+    for (const auto& server : s.servers)
+        if (n++ < 3) out << "nameserver " << server << "\n";
+    if (!search.empty()) {
+        out << "search";
+        for (std::size_t i = 0; i < search.size(); ++i) {
+            bool seen = false;
+            for (std::size_t j = 0; j < i; ++j) seen = seen || search[j] == search[i];
+            if (!seen) out << " " << search[i];
+        }
+        out << "\n";
+    }
+    for (const auto& line : kept) out << line << "\n";
+    return out.str();
+}
+
+DnsSettings built_in_dns_settings(const TunnelConfig& c, const std::string& interface_name, int ifindex,
+                                  int vpn_pid) {
+    DnsSettings s;
+    s.interface_name = interface_name;
+    s.ifindex = ifindex;
+    s.servers = c.dns;
+    s.search_domains = words(c.default_domain);
+    s.routing_domains = c.split_dns;
+    s.default_route = s.search_domains.empty() && s.routing_domains.empty();
+    s.vpn_pid = vpn_pid;
+    return s;
+}
+
+Result<std::unique_ptr<HostDns>> HostDns::apply(const DnsSettings& settings, const HostDnsOptions& options) {
+    if (options.try_resolved) {
+        auto resolved = ResolvedDns::apply(settings);
+        if (resolved) return resolved;
+        LOG_DEBUG << "DNS: not using systemd-resolved: " << resolved.error().message;
+    }
+    return ResolvConfDns::apply(settings, options.resolv_conf);
+}
+
+}  // namespace espvpn::hooks

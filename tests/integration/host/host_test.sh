@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# Host integration of espvpn, in namespaces of its own (tools/netns/gp-topology.sh):
+#   client (espvpn / openconnect)  --veth--  gateway (fake-gp-gateway + esp-gateway)  --veth--  lan
+#
+#   host_test.sh MODE ESPVPN_BIN GATEWAY_BIN
+#   nm:         NetworkManager-openconnect's invocation (its argv, cookie on stdin, NM_*
+#               variables, as user nobody on a pre-created persistent tun vpn0, --syslog)
+#               with a stand-in helper recording its environment; root then configures
+#               vpn0 as NM would and pings through it; SIGINT ends it within NM's 2 s.
+#               The same with openconnect 9.01; the recorded environments are compared.
+#   scripts:    SIGUSR2 while a UDP stream flows through the tunnel, with attempt-reconnect
+#               and reconnect scripts that each sleep 2 s: largest gap < 50 ms (printed);
+#               no second login POST; both reasons get the connect environment.
+#   sighup:     SIGHUP leaves the session valid: a second run with --cookie carries
+#               traffic; after its SIGINT logout the same cookie is refused (exit 2).
+#   background: -b --pid-file --setuid nobody: the parent exits 0 once the tunnel is up;
+#               the daemon (pid in the file, VPNPID of every script) runs as nobody,
+#               still reconnects on SIGUSR2 and logs out on SIGINT.
+#   dns:        built-in setup (no --script): DNS written to a private /etc/resolv.conf
+#               (bind mount in a mount namespace) and restored at exit; the host's file
+#               is never touched.
+#   dns_resolved: with a stand-in systemd-resolved on a private bus: the per-link D-Bus
+#               calls (servers, domains, RevertLink at exit); resolv.conf untouched.
+set -euo pipefail
+[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
+mode=$1 espvpn=$2 gw_bin=$3
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+dp=$repo/tests/integration/datapath
+work=$(mktemp -d /tmp/host-test.XXXXXX)
+chmod 755 "$work"  # the unprivileged client reaches the helper's record directory below it
+pids=()
+# shellcheck source=../../../tools/netns/gp-topology.sh
+. "$repo/tools/netns/gp-topology.sh"
+trap topo_cleanup EXIT
+trap 'exit 130' INT TERM
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/*.out "$work"/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -25 "$f"; }; done
+  exit 1
+}
+topo_up
+
+# Extra configuration so the environment has DNS, domains, include and exclude routes.
+fake_extra=(--dns 10.202.0.53 --dns6 fd00:202::53 --search corp.test --route 10.203.0.0/16
+            --exclude 10.202.0.128/25)
+url=https://$gw_ip:4443/
+stat() { json "$work/fake-stats.json" "$1"; }
+logins() { stat 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)'; }
+
+# new_records NAME: an empty directory the (possibly unprivileged) script writes into.
+new_records() { rec=$work/rec-$1; rm -rf "$rec"; mkdir -p "$rec"; chmod 1777 "$rec"; }
+record() { ls "$rec" | grep -E "\.$1\$" | head -1; }  # first record of a reason
+envvar() { tr '\0' '\n' <"$rec/$1" | sed -n "s/^$2=//p" | head -1; }
+
+# start_espvpn ARGS...: as root, password on stdin, log in $work/espvpn.log.
+start_espvpn() {
+  rm -f "$work/espvpn.log"
+  echo secret | ip netns exec "$nsc" env RECORD_DIR="$rec" ${script_env[@]+"${script_env[@]}"} $chrt "$espvpn" \
+    --protocol=gp --cafile "$repo/certs/ca.pem" -u alice --passwd-on-stdin "$@" $url \
+    >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+}
+wait_connected() { wait_for "$work/espvpn.log" "${1:-ESP connected}" 30 || fail "espvpn did not bring ESP up"; }
+stop_client() {  # SIGINT → exit 0
+  kill -INT "$client_pid"
+  local rc=0
+  wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGINT"
+}
+ping_lan() { ip netns exec "$nsc" ping -c "${1:-2}" -i 0.2 -W 2 $lan_ip >/dev/null; }
+script_env=()
+chrt=""
+
+case $mode in
+nm)
+  gateway_up aes-128-cbc:sha1 "${fake_extra[@]}" || fail "fake gateway did not start"
+  # One run as NetworkManager-openconnect 1.2.8 does it: secrets from an earlier
+  # authentication (what its auth dialog returns), the service's argv and variables.
+  nm_run() {  # NAME BINARY AUTH_ARGS...
+    local name=$1 bin=$2; shift 2
+    new_records "$name"
+    local auth
+    auth=$(echo secret | ip netns exec "$nsc" "$bin" --protocol=gp --authenticate --cafile "$repo/certs/ca.pem" \
+      -u alice --passwd-on-stdin "$@" $url 2>"$work/$name-auth.log") || fail "$name --authenticate"
+    local COOKIE CONNECT_URL FINGERPRINT
+    eval "$(grep -E '^(COOKIE|CONNECT_URL|FINGERPRINT)=' <<<"$auth")"
+    [[ -n $COOKIE && -n $FINGERPRINT ]] || fail "$name: no cookie/fingerprint from --authenticate"
+    # The service's persistent tun, owned by its unprivileged user (TUNSETOWNER + TUNSETPERSIST).
+    ip -n "$nsc" tuntap add dev vpn0 mode tun user nobody
+    local t0 t1 rc=0
+    printf '%s\n' "$COOKIE" | ip netns exec "$nsc" setpriv --reuid=nobody --regid=nogroup --clear-groups \
+      env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin RECORD_DIR="$rec" NM_VPN_LOG_LEVEL=5 NM_VPN_LOG_PREFIX_TOKEN=4711 \
+      NM_DBUS_SERVICE_OPENCONNECT=org.freedesktop.NetworkManager.openconnect \
+      "$bin" --protocol gp --servercert "$FINGERPRINT" --syslog --cookie-on-stdin \
+      --script "$here/record-env" --interface vpn0 "$CONNECT_URL" --verbose \
+      >"$work/$name.out" 2>"$work/$name.log" &
+    client_pid=$!; pids+=("$client_pid")
+    for ((i = 0; i < 300; i++)); do [[ -n $(record connect) ]] && break; sleep 0.1; done
+    [[ -n $(record connect) ]] || fail "$name: no connect call of the helper"
+    local uid
+    uid=$(awk '/^Uid:/ {print $2 $3 $4 $5}' "/proc/$client_pid/status")
+    [[ $uid == 65534655346553465534 ]] || fail "$name does not run as nobody (Uid: $uid)"
+    # What NetworkManager does with the helper's report: address, link up, routes.
+    local c=$rec/$(record connect)
+    ip -n "$nsc" addr add "$(envvar "$(record connect)" INTERNAL_IP4_ADDRESS)/32" dev vpn0
+    ip -n "$nsc" link set vpn0 up mtu "$(envvar "$(record connect)" INTERNAL_IP4_MTU)"
+    ip -n "$nsc" route add 10.202.0.0/24 dev vpn0
+    for ((i = 0; i < 20; i++)); do ping_lan 1 && break; sleep 0.5; done
+    ping_lan 3 || fail "$name: no ping through vpn0 while running as nobody"
+    t0=$(date +%s%N)
+    kill -INT "$client_pid"
+    wait "$client_pid" || rc=$?
+    t1=$(date +%s%N)
+    local ms=$(((t1 - t0) / 1000000))
+    [[ $rc -eq 0 ]] || fail "$name exited $rc after SIGINT"
+    [[ $ms -lt 2000 ]] || fail "$name took $ms ms after SIGINT (NetworkManager kills after 2 s)"
+    [[ -n $(record disconnect) ]] || fail "$name: no disconnect call of the helper"
+    ip -n "$nsc" link del vpn0
+    echo "RESULT nm $name: unprivileged on vpn0, helper calls: $(ls "$rec" | sed 's/^[0-9]*\.//' | tr '\n' ' ')" \
+         "ping ok, SIGINT -> exit 0 in $ms ms"
+    cp "$c" "$work/$name.connect.env"
+  }
+  nm_run espvpn "$espvpn"
+  [[ $(logins) -eq 1 ]] || fail "espvpn: expected one login"
+  for f in "$work"/rec-espvpn/*; do
+    [[ $(envvar "$(basename "$f")" RUN_AS_UID) == 65534 ]] || fail "helper call $(basename "$f") not run as nobody"
+  done
+  # openconnect 9.01 logs in to this fake through the portal; --usergroup=gateway as
+  # tools/bench-tunnel does, so it does not stop to ask which gateway.
+  nm_run openconnect openconnect --usergroup=gateway
+  echo "environment at connect, espvpn vs openconnect 9.01 (same fake gateway, same invocation):"
+  $py "$here/compare_env.py" "$work/espvpn.connect.env" "$work/openconnect.connect.env" \
+    || fail "the environments differ beyond the expected"
+  ;;
+scripts)
+  # Real-time priority for client and stream (as the rekey test): load from other
+  # work on a shared machine must not show up as gaps.
+  chrt="chrt -f 20"
+  gateway_up aes-128-gcm "${fake_extra[@]}" || fail "fake gateway did not start"
+  new_records scripts
+  script_env=(SCRIPT_SLEEP=2 "SCRIPT_SLEEP_REASONS=attempt-reconnect reconnect")
+  start_espvpn --script "$here/record-env && $repo/tools/netns/minimal-vpnc-script"
+  wait_connected
+  ip netns exec "$nsl" $chrt $py "$dp/udp_stream.py" recv $lan_ip 5001 12 >"$work/stream.out" &
+  rpid=$!; pids+=("$rpid")
+  sleep 0.5
+  ip netns exec "$nsc" $chrt $py "$dp/udp_stream.py" send $lan_ip 5001 10 200 >/dev/null &
+  spid=$!; pids+=("$spid")
+  sleep 2
+  kill -USR2 "$client_pid"
+  wait_for "$work/espvpn.log" "SIGUSR2: reconnecting" 5 || fail "no reconnect on SIGUSR2"
+  for ((i = 0; i < 100; i++)); do [[ -n $(record reconnect) ]] && break; sleep 0.1; done
+  [[ -n $(record reconnect) ]] || fail "no reconnect script call after SIGUSR2"
+  wait "$spid" || true
+  wait "$rpid" || true
+  gap=$(sed -n 's/.*max_gap_ms=\([0-9.]*\).*/\1/p' "$work/stream.out")
+  [[ -n $gap ]] || fail "no stream result: $(cat "$work/stream.out")"
+  echo "RESULT scripts: attempt-reconnect + reconnect scripts sleeping 2 s each during SIGUSR2 reconnect;" \
+       "$(cat "$work/stream.out")"
+  $py -c "import sys; sys.exit(0 if float('$gap') < 50 else 1)" || fail "largest gap ${gap} ms >= 50 ms"
+  [[ $(logins) -eq 1 ]] || fail "SIGUSR2 caused a second login POST ($(logins))"
+  [[ $(stat 'd["getconfigs"]') -eq 2 ]] || fail "expected 2 getconfigs (connect + reconnect), got $(stat 'd["getconfigs"]')"
+  # The contract: attempt-reconnect and reconnect get the connect environment, only reason differs.
+  for r in attempt-reconnect reconnect; do
+    diff <(tr '\0' '\n' <"$rec/$(record connect)" | grep -v '^reason=' | sort) \
+         <(tr '\0' '\n' <"$rec/$(record $r)" | grep -v '^reason=' | sort) >"$work/env-$r.diff" \
+      || fail "$r environment differs from connect: $(cat "$work/env-$r.diff")"
+  done
+  order=$(ls "$rec" | sed 's/^[0-9]*\.//' | tr '\n' ' ')
+  [[ $order == "pre-init connect attempt-reconnect reconnect " ]] || fail "script order: $order"
+  stop_client
+  [[ -n $(record disconnect) ]] || fail "no disconnect script call"
+  echo "RESULT scripts: one login POST, 2 getconfigs, reasons: $(ls "$rec" | sed 's/^[0-9]*\.//' | tr '\n' ' ')"
+  ;;
+sighup)
+  gateway_up aes-128-gcm || fail "fake gateway did not start"
+  new_records sighup
+  start_espvpn --printcookie
+  wait_connected
+  kill -HUP "$client_pid"
+  rc=0; wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGHUP"
+  [[ $(stat 'd["logouts"]') -eq 0 ]] || fail "SIGHUP logged out"
+  cookie=$(head -1 "$work/espvpn.out")
+  [[ -n $cookie ]] || fail "no cookie printed"
+  # A second run with the cookie: the gateway still accepts it.
+  ip netns exec "$nsc" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" --cookie "$cookie" $url \
+    >"$work/espvpn2.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_connected
+  ping_lan 3 || fail "no ping with the reused cookie"
+  [[ $(logins) -eq 1 ]] || fail "the cookie run logged in again"
+  stop_client
+  [[ $(stat 'd["logouts"]') -eq 1 ]] || fail "SIGINT did not log out"
+  # The control: after a logout the same cookie is refused (openconnect's exit 2).
+  rc=0
+  timeout 30 ip netns exec "$nsc" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" --cookie "$cookie" $url \
+    >"$work/espvpn3.out" 2>"$work/espvpn3.log" || rc=$?
+  [[ $rc -eq 2 ]] || fail "a logged-out cookie gave exit $rc (expected 2)"
+  echo "RESULT sighup: SIGHUP -> exit 0, no logout; cookie reused: ping ok, still 1 login;" \
+       "after SIGINT logout the cookie is refused (exit 2)"
+  ;;
+background)
+  gateway_up aes-128-gcm || fail "fake gateway did not start"
+  new_records background
+  rc=0
+  echo secret | timeout 60 ip netns exec "$nsc" env RECORD_DIR="$rec" "$espvpn" --protocol=gp \
+    --cafile "$repo/certs/ca.pem" -u alice --passwd-on-stdin -b --pid-file "$work/espvpn.pid" --setuid nobody \
+    --script "$here/record-env && $repo/tools/netns/minimal-vpnc-script" $url \
+    >"$work/espvpn.out" 2>"$work/espvpn.log" || rc=$?
+  [[ $rc -eq 0 ]] || fail "the foreground parent exited $rc"
+  grep -q "ESP connected" "$work/espvpn.log" || fail "the parent returned before ESP was up"
+  daemon=$(cat "$work/espvpn.pid")
+  [[ -d /proc/$daemon ]] || fail "no daemon with the pid-file's pid $daemon"
+  pids+=("$daemon")
+  uid=$(awk '/^Uid:/ {print $2 $3 $4 $5}' "/proc/$daemon/status")
+  [[ $uid == 65534655346553465534 ]] || fail "the daemon does not run as nobody (Uid: $uid)"
+  [[ $(envvar "$(record connect)" VPNPID) == "$daemon" ]] || fail "VPNPID is not the daemon's pid"
+  [[ $(envvar "$(record connect)" RUN_AS_UID) == 0 ]] || fail "connect script not run as root"
+  ping_lan 3 || fail "no ping through the daemon's tunnel"
+  kill -USR2 "$daemon"
+  for ((i = 0; i < 100; i++)); do [[ -n $(record reconnect) ]] && break; sleep 0.1; done
+  [[ -n $(record reconnect) ]] || fail "no reconnect after SIGUSR2 as nobody"
+  [[ $(envvar "$(record reconnect)" RUN_AS_UID) == 65534 ]] || fail "reconnect script not run as nobody"
+  [[ $(envvar "$(record reconnect)" VPNPID) == "$daemon" ]] || fail "VPNPID changed"
+  ping_lan 3 || fail "no ping after the unprivileged reconnect"
+  kill -INT "$daemon"
+  for ((i = 0; i < 100; i++)); do [[ -d /proc/$daemon ]] || break; sleep 0.1; done
+  [[ ! -d /proc/$daemon ]] || fail "the daemon did not exit on SIGINT"
+  [[ $(stat 'd["logouts"]') -eq 1 ]] || fail "no logout from the daemon"
+  [[ $(logins) -eq 1 ]] || fail "more than one login"
+  echo "RESULT background: parent exit 0 after ESP up; daemon $daemon as nobody (scripts: connect uid 0," \
+       "reconnect uid 65534, VPNPID=$daemon); SIGUSR2 reconnect + ping as nobody; SIGINT -> logout"
+  ;;
+dns)
+  gateway_up aes-128-gcm "${fake_extra[@]}" || fail "fake gateway did not start"
+  host_sum=$(sha256sum /etc/resolv.conf 2>/dev/null || echo none)
+  printf 'nameserver 192.0.2.1\nsearch home.test\noptions edns0\n' >"$work/resolv.conf"
+  cp "$work/resolv.conf" "$work/resolv.conf.orig"
+  # A private /etc/resolv.conf: a bind mount in a mount namespace of the client's own;
+  # no system bus there, so the resolv.conf method is used.
+  echo secret | ip netns exec "$nsc" unshare -m sh -c \
+    'mount --bind "$1" /etc/resolv.conf && shift && exec env DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent "$@"' \
+    sh "$work/resolv.conf" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" -u alice --passwd-on-stdin $url \
+    >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_connected
+  grep -q "^nameserver 10.202.0.53$" "$work/resolv.conf" || fail "VPN DNS not written: $(cat "$work/resolv.conf")"
+  grep -q "^nameserver fd00:202::53$" "$work/resolv.conf" || fail "VPN IPv6 DNS not written"
+  grep -q "^search corp.test home.test$" "$work/resolv.conf" || fail "search domains: $(cat "$work/resolv.conf")"
+  ! grep -q "192.0.2.1" "$work/resolv.conf" || fail "the old nameserver was kept"
+  written=$(grep -c . "$work/resolv.conf")
+  ping_lan 2 || fail "no ping with the built-in setup"
+  stop_client
+  cmp -s "$work/resolv.conf" "$work/resolv.conf.orig" || fail "resolv.conf not restored: $(cat "$work/resolv.conf")"
+  [[ $(sha256sum /etc/resolv.conf 2>/dev/null || echo none) == "$host_sum" ]] || fail "the host's resolv.conf changed"
+  echo "RESULT dns: private resolv.conf rewritten ($written lines: VPN servers v4+v6, search corp.test first)," \
+       "restored byte for byte on exit; host file untouched"
+  ;;
+dns_resolved)
+  # systemd-resolved present: a stand-in owning org.freedesktop.resolve1 on a private
+  # bus (given to espvpn as the system bus) gets the per-link calls; resolv.conf (a
+  # private bind mount again) stays as it was.
+  gateway_up aes-128-gcm "${fake_extra[@]}" || fail "fake gateway did not start"
+  cat >"$work/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>system</type><listen>unix:path=$work/bus</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow own="*"/><allow send_destination="*"/><allow eavesdrop="false"/></policy>
+</busconfig>
+CONF
+  ip netns exec "$nsc" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
+  pids+=("$!")
+  for ((i = 0; i < 50; i++)); do [[ -S $work/bus ]] && break; sleep 0.1; done
+  ip netns exec "$nsc" $py "$here/fake_resolved.py" "unix:path=$work/bus" "$work/resolved.jsonl" \
+    "$work/resolved.ready" 120 >"$work/resolved.log" 2>&1 &
+  pids+=("$!")
+  wait_for "$work/resolved.ready" ready 15 || fail "the stand-in resolved did not start"
+  printf 'nameserver 192.0.2.1\n' >"$work/resolv.conf"
+  echo secret | ip netns exec "$nsc" unshare -m sh -c \
+    'mount --bind "$1" /etc/resolv.conf && shift && exec env DBUS_SYSTEM_BUS_ADDRESS="$1" "$@"' \
+    sh "$work/resolv.conf" "unix:path=$work/bus" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
+    -u alice --passwd-on-stdin $url >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_connected
+  ifindex=$(ip netns exec "$nsc" cat /sys/class/net/"$(sed -n 's/.*tun device \([^ ]*\).*/\1/p' "$work/espvpn.log")"/ifindex)
+  stop_client
+  check() { $py - "$work/resolved.jsonl" "$ifindex" <<'PY'
+import json, sys
+calls = [json.loads(l) for l in open(sys.argv[1])]
+idx = int(sys.argv[2])
+by = {c["method"]: c for c in calls}
+assert all(c["ifindex"] == idx for c in calls), calls
+assert by["SetLinkDNS"]["servers"] == ["10.202.0.53", "fd00:202::53"], by["SetLinkDNS"]
+assert by["SetLinkDomains"]["domains"] == [["corp.test", False]], by["SetLinkDomains"]
+assert by["SetLinkDefaultRoute"]["enable"] is False, by["SetLinkDefaultRoute"]
+assert calls[-1]["method"] == "RevertLink", calls
+print(" ".join(c["method"] for c in calls))
+PY
+  }
+  calls=$(check) || fail "resolved calls: $(cat "$work/resolved.jsonl")"
+  [[ $(cat "$work/resolv.conf") == "nameserver 192.0.2.1" ]] || fail "resolv.conf was touched with resolved present"
+  echo "RESULT dns_resolved: D-Bus calls on link $ifindex: $calls; resolv.conf untouched"
+  ;;
+*) echo "usage: $0 nm|scripts|sighup|background|dns|dns_resolved ESPVPN GATEWAY" >&2; exit 2 ;;
+esac

@@ -1,0 +1,105 @@
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "src/hooks/host_dns.h"
+
+using namespace espvpn;
+using namespace espvpn::hooks;
+
+namespace {
+
+DnsSettings vpn_dns() {
+    DnsSettings s;
+    s.interface_name = "tun7";
+    s.ifindex = 7;
+    s.servers = {"10.0.0.53", "fd00::53", "10.0.0.54", "10.0.0.55"};
+    s.search_domains = {"corp.example", "lab.example"};
+    s.vpn_pid = 4242;
+    return s;
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+struct TempFile {
+    std::string path;
+    explicit TempFile(const std::string& text) {
+        char name[] = "/tmp/espvpn-resolv-XXXXXX";
+        int fd = mkstemp(name);
+        REQUIRE(fd >= 0);
+        REQUIRE(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+        close(fd);
+        path = name;
+    }
+    ~TempFile() { unlink(path.c_str()); }
+};
+
+const char* kOriginal =
+    "# from DHCP\n"
+    "nameserver 192.168.1.1\n"
+    "nameserver 192.168.1.2\n"
+    "search home.example\n"
+    "options edns0 timeout:2\n";
+
+}  // namespace
+
+TEST_CASE("resolv.conf: the VPN's servers only (at most 3), its domains first, other lines kept") {
+    std::string text = compose_resolv_conf(kOriginal, vpn_dns());
+    CHECK(text.find("nameserver 10.0.0.53\nnameserver fd00::53\nnameserver 10.0.0.54\n") != std::string::npos);
+    CHECK(text.find("10.0.0.55") == std::string::npos);
+    CHECK(text.find("192.168.1.") == std::string::npos);
+    CHECK(text.find("search corp.example lab.example home.example\n") != std::string::npos);
+    CHECK(text.find("options edns0 timeout:2\n") != std::string::npos);
+    CHECK(text.find("pid 4242") != std::string::npos);
+}
+
+TEST_CASE("resolv.conf: a repeated search domain is written once") {
+    std::string text = compose_resolv_conf("search corp.example\n", vpn_dns());
+    CHECK(text.find("search corp.example lab.example\n") != std::string::npos);
+}
+
+TEST_CASE("resolv.conf backend: rewritten while applied, restored byte for byte after") {
+    TempFile f(kOriginal);
+    HostDnsOptions o;
+    o.try_resolved = false;
+    o.resolv_conf = f.path;
+    {
+        auto dns = HostDns::apply(vpn_dns(), o);
+        REQUIRE(dns);
+        CHECK((*dns)->method() == "resolv.conf");
+        CHECK(slurp(f.path) == compose_resolv_conf(kOriginal, vpn_dns()));
+    }
+    CHECK(slurp(f.path) == kOriginal);
+}
+
+TEST_CASE("resolv.conf backend: a file changed by someone else meanwhile is left alone") {
+    TempFile f(kOriginal);
+    HostDnsOptions o;
+    o.try_resolved = false;
+    o.resolv_conf = f.path;
+    {
+        auto dns = HostDns::apply(vpn_dns(), o);
+        REQUIRE(dns);
+        std::ofstream(f.path) << "nameserver 9.9.9.9\n";
+    }
+    CHECK(slurp(f.path) == "nameserver 9.9.9.9\n");
+}
+
+TEST_CASE("resolv.conf backend: a missing file is a clear error") {
+    HostDnsOptions o;
+    o.try_resolved = false;
+    o.resolv_conf = "/nonexistent/espvpn/resolv.conf";
+    auto dns = HostDns::apply(vpn_dns(), o);
+    REQUIRE(!dns);
+    CHECK(dns.error().message.find("/nonexistent/espvpn/resolv.conf") != std::string::npos);
+}
