@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/syscall.h>
@@ -118,8 +119,13 @@ ScriptResult ScriptRunner::execute(const ScriptEnv& env) {
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
     posix_spawnattr_setpgroup(&attr, 0);
+    // Normal scheduling: a script must not inherit a real-time priority given to the
+    // datapath (chrt), or its shell and tools would compete with packet forwarding.
+    sched_param normal{};
+    posix_spawnattr_setschedpolicy(&attr, SCHED_OTHER);
+    posix_spawnattr_setschedparam(&attr, &normal);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
+                                        POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSCHEDULER);
 
     auto start = std::chrono::steady_clock::now();
     pid_t pid = -1;

@@ -10,7 +10,8 @@
 #               The same with openconnect 9.01; the recorded environments are compared.
 #   scripts:    SIGUSR2 while a UDP stream flows through the tunnel, with attempt-reconnect
 #               and reconnect scripts that each sleep 2 s: largest gap < 50 ms (printed);
-#               no second login POST; both reasons get the connect environment.
+#               no second login POST; both reasons get the connect environment. The gap
+#               is also printed inside/outside that window, to tell a stall from load.
 #   sighup:     SIGHUP leaves the session valid: a second run with --cookie carries
 #               traffic; after its SIGINT logout the same cookie is refused (exit 2).
 #   background: -b --pid-file --setuid nobody: the parent exits 0 once the tunnel is up;
@@ -79,7 +80,7 @@ nm)
   # authentication (what its auth dialog returns), the service's argv and variables.
   nm_run() {  # NAME BINARY AUTH_ARGS...
     local name=$1 bin=$2; shift 2
-    new_records "$name"
+    new_records nm  # the same path for both clients: RECORD_DIR is compared too
     local auth
     auth=$(echo secret | ip netns exec "$nsc" "$bin" --protocol=gp --authenticate --cafile "$repo/certs/ca.pem" \
       -u alice --passwd-on-stdin "$@" $url 2>"$work/$name-auth.log") || fail "$name --authenticate"
@@ -120,11 +121,12 @@ nm)
     echo "RESULT nm $name: unprivileged on vpn0, helper calls: $(ls "$rec" | sed 's/^[0-9]*\.//' | tr '\n' ' ')" \
          "ping ok, SIGINT -> exit 0 in $ms ms"
     cp "$c" "$work/$name.connect.env"
+    mv "$rec" "$work/rec-$name"
   }
   nm_run espvpn "$espvpn"
   [[ $(logins) -eq 1 ]] || fail "espvpn: expected one login"
   for f in "$work"/rec-espvpn/*; do
-    [[ $(envvar "$(basename "$f")" RUN_AS_UID) == 65534 ]] || fail "helper call $(basename "$f") not run as nobody"
+    [[ $(tr '\0' '\n' <"$f" | sed -n 's/^RUN_AS_UID=//p') == 65534 ]] || fail "helper call $(basename "$f") not run as nobody"
   done
   # openconnect 9.01 logs in to this fake through the portal; --usergroup=gateway as
   # tools/bench-tunnel does, so it does not stop to ask which gateway.
@@ -139,25 +141,29 @@ scripts)
   chrt="chrt -f 20"
   gateway_up aes-128-gcm "${fake_extra[@]}" || fail "fake gateway did not start"
   new_records scripts
-  script_env=(SCRIPT_SLEEP=2 "SCRIPT_SLEEP_REASONS=attempt-reconnect reconnect")
+  script_env=(SCRIPT_SLEEP=${HOST_SCRIPT_SLEEP:-2} "SCRIPT_SLEEP_REASONS=attempt-reconnect reconnect")
   start_espvpn --script "$here/record-env && $repo/tools/netns/minimal-vpnc-script"
   wait_connected
-  ip netns exec "$nsl" $chrt $py "$dp/udp_stream.py" recv $lan_ip 5001 12 >"$work/stream.out" &
+  ip netns exec "$nsl" $chrt $py "$here/gap_recv.py" $lan_ip 5001 12 "$work/window.start" "$work/window.end" \
+    >"$work/stream.out" &
   rpid=$!; pids+=("$rpid")
   sleep 0.5
   ip netns exec "$nsc" $chrt $py "$dp/udp_stream.py" send $lan_ip 5001 10 200 >/dev/null &
   spid=$!; pids+=("$spid")
   sleep 2
+  date +%s.%N >"$work/window.start"
   kill -USR2 "$client_pid"
   wait_for "$work/espvpn.log" "SIGUSR2: reconnecting" 5 || fail "no reconnect on SIGUSR2"
   for ((i = 0; i < 100; i++)); do [[ -n $(record reconnect) ]] && break; sleep 0.1; done
   [[ -n $(record reconnect) ]] || fail "no reconnect script call after SIGUSR2"
+  sleep 2.1  # the reconnect script's own 2 s
+  date +%s.%N >"$work/window.end"
   wait "$spid" || true
   wait "$rpid" || true
   gap=$(sed -n 's/.*max_gap_ms=\([0-9.]*\).*/\1/p' "$work/stream.out")
   [[ -n $gap ]] || fail "no stream result: $(cat "$work/stream.out")"
   echo "RESULT scripts: attempt-reconnect + reconnect scripts sleeping 2 s each during SIGUSR2 reconnect;" \
-       "$(cat "$work/stream.out")"
+       "$(cat "$work/stream.out")" "(window: SIGUSR2 to the end of the reconnect script)"
   $py -c "import sys; sys.exit(0 if float('$gap') < 50 else 1)" || fail "largest gap ${gap} ms >= 50 ms"
   [[ $(logins) -eq 1 ]] || fail "SIGUSR2 caused a second login POST ($(logins))"
   [[ $(stat 'd["getconfigs"]') -eq 2 ]] || fail "expected 2 getconfigs (connect + reconnect), got $(stat 'd["getconfigs"]')"
