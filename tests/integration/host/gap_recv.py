@@ -34,6 +34,8 @@ def main():
         except (OSError, ValueError):
             return None
     w0, w1 = read_time(start_file), read_time(end_file)
+    if w0 is not None and w1 is None:
+        w1 = float("inf")  # the scripts were still running when the stream ended
     inside = outside = overall = 0.0
     worst_at = 0.0
     for a, b in zip(arrivals, arrivals[1:]):
