@@ -5,8 +5,10 @@
 #include <linux/if_tun.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -26,6 +28,23 @@ namespace {
 constexpr std::size_t kMaxSuperPacket = 65535;
 constexpr std::size_t kMaxWriteBatch = 1024;
 std::string errno_text(int err) { return std::strerror(err); }
+
+// Raises the interface's txqueuelen to `wanted` (never lowers it); returns the length
+// it has afterwards, 0 if it cannot be read. Not fatal: the tun works either way.
+unsigned raise_tx_queue_len(const char* name, unsigned wanted) {
+    const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return 0;
+    ifreq q{};
+    std::memcpy(q.ifr_name, name, std::min<std::size_t>(std::strlen(name), IFNAMSIZ - 1));
+    unsigned now = ::ioctl(s, SIOCGIFTXQLEN, &q) == 0 ? static_cast<unsigned>(q.ifr_qlen) : 0;
+    if (wanted > now) {
+        q.ifr_qlen = static_cast<int>(wanted);
+        if (::ioctl(s, SIOCSIFTXQLEN, &q) == 0) now = wanted;
+        else LOG_DEBUG << "tun " << name << ": txqueuelen " << wanted << ": " << errno_text(errno);
+    }
+    ::close(s);
+    return now;
+}
 }  // namespace
 
 std::uint64_t TunCounters::split_drop_total() const {
@@ -60,6 +79,7 @@ Result<TunDevice> TunDevice::open(const TunOptions& options) {
     dev.name_ = ifr.ifr_name;
     dev.ifindex_ = static_cast<int>(if_nametoindex(ifr.ifr_name));
     if (dev.ifindex_ == 0) return make_error("tun '" + dev.name_ + "' has no interface index");
+    if (options.tx_queue_len) dev.tx_queue_len_ = raise_tx_queue_len(ifr.ifr_name, options.tx_queue_len);
 
     if (dev.offloads_.vnet_hdr) {
         int hdr_size = static_cast<int>(kVirtioNetHdrSize);
@@ -83,7 +103,8 @@ Result<TunDevice> TunDevice::open(const TunOptions& options) {
     }
     dev.read_buf_.reset(new std::uint8_t[kVirtioNetHdrSize + kMaxSuperPacket]);
     LOG_DEBUG << "tun " << dev.name_ << ": vnet_hdr=" << dev.offloads_.vnet_hdr << " tso=" << dev.offloads_.tso
-              << " uso=" << dev.offloads_.uso;
+              << " uso=" << dev.offloads_.uso
+              << " txqueuelen=" << dev.tx_queue_len_;
     return dev;
 }
 
@@ -98,6 +119,7 @@ TunDevice& TunDevice::operator=(TunDevice&& o) noexcept {
         name_ = std::move(o.name_);
         offloads_ = o.offloads_;
         counters_ = o.counters_;
+        tx_queue_len_ = o.tx_queue_len_;
         read_buf_ = std::move(o.read_buf_);
         pending_ = o.pending_;
         gro_ = std::move(o.gro_);

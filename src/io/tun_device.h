@@ -25,6 +25,11 @@ struct TunOptions {
     std::string name;        // empty: the kernel picks tunN; an existing persistent tun is attached to
     bool offload = true;     // ask for vnet headers + TSO (+ USO where the kernel has it)
     bool allow_uso = true;
+    // The kernel's queue towards our reads, in packets (the tun default is 500).
+    // A UDP sender that does not use GSO fills one entry per datagram; when the
+    // reading thread is not scheduled for ~5 ms at 1 Gbit/s, 500 overflow (tx_dropped).
+    // Raised to at least this (never lowered); 0 leaves the device's value.
+    unsigned tx_queue_len = 2048;
 };
 
 struct TunOffloads {
@@ -58,6 +63,7 @@ public:
     int ifindex() const { return ifindex_; }
     const TunOffloads& offloads() const { return offloads_; }
     const TunCounters& counters() const { return counters_; }
+    unsigned tx_queue_len() const { return tx_queue_len_; }  // 0 if unknown
 
     Status set_mtu(unsigned mtu);
     Status set_up(bool up);
@@ -87,6 +93,7 @@ private:
     std::string name_;
     TunOffloads offloads_;
     TunCounters counters_;
+    unsigned tx_queue_len_ = 0;
     std::unique_ptr<std::uint8_t[]> read_buf_;  // one super-packet + its virtio header
     std::size_t pending_ = 0;                    // bytes of a read not yet split
     std::unique_ptr<GroCoalescer> gro_;

@@ -41,7 +41,8 @@ wait_for() {  # FILE PATTERN SECONDS
 }
 
 # gateway_up SUITE [fake options...]: fake GP gateway + userspace ESP gateway in the
-# gateway namespace; sets fake_pid, gw_pid.
+# gateway namespace; sets fake_pid, gw_pid. SUITE none: no ESP, no esp-gateway (gw_pid
+# empty), e.g. for the HTTPS tunnel (--tun).
 gateway_up() {
   local suite=$1; shift
   local dp=$repo/tests/integration/datapath
@@ -52,6 +53,8 @@ gateway_up() {
     --ready-file "$work/fake.ready" --stats-file "$work/fake-stats.json" --log-file "$work/fake.log" \
     --max-runtime 900 "$@" >"$work/fake.out" 2>&1 &
   fake_pid=$!; pids+=("$fake_pid")
+  gw_pid=
+  [[ $suite == none ]] && { wait_for "$work/fake.ready" pid 15; return; }
   ip netns exec "$nsg" "$gw_bin" --sa-file "$work/gw-sa.env" --tun-address $gw_addr/32 \
     --tun-address $gw_addr6/128 --route $tun_ip/32 --route $tun_ip6/128 --udp-local $gw_ip:4501 \
     --status-file "$work/gw-status" --stats-json "$work/gw-stats.json" --stats-interval-ms 200 \
@@ -61,7 +64,7 @@ gateway_up() {
 }
 
 gateway_down() {
-  kill -TERM "$gw_pid" "$fake_pid" 2>/dev/null || true
-  wait "$gw_pid" 2>/dev/null || true
+  if [[ -n ${gw_pid:-} ]]; then kill -TERM "$gw_pid" 2>/dev/null || true; wait "$gw_pid" 2>/dev/null || true; fi
+  kill -TERM "$fake_pid" 2>/dev/null || true
   wait "$fake_pid" 2>/dev/null || true
 }

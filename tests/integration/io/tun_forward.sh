@@ -87,6 +87,13 @@ for mode in offload plain; do
     start_forwarder "${p}B" --no-offload
   fi
   ip netns exec "$nsa" ping -c 2 -i 0.2 -W 2 10.99.0.2 >/dev/null || { echo "FAIL: ping v4 ($mode)"; exit 1; }
+  # TunOptions raises the kernel's queue towards our reads from 500 to 2048 (UDP bursts).
+  for t in "$nsa ${p}A" "$nsb ${p}B"; do
+    read -r tns tname <<<"$t"
+    [[ $mode == offload && $tname == "${p}B" ]] && continue  # kernel-chosen name
+    ip -n "$tns" link show "$tname" | grep -q "qlen 2048" ||
+      { echo "FAIL: $tname txqueuelen not raised: $(ip -n "$tns" link show "$tname" | head -1)"; exit 1; }
+  done
   ip netns exec "$nsa" ping -6 -c 2 -i 0.2 -W 2 fd99::2 >/dev/null || { echo "FAIL: ping v6 ($mode)"; exit 1; }
   transfer "$nsb" "$nsa" 10.99.0.2
   transfer "$nsa" "$nsb" fd99::1
