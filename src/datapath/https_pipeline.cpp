@@ -3,8 +3,11 @@
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cerrno>
 #include <cstring>
 
@@ -15,28 +18,42 @@ namespace espvpn::datapath {
 
 namespace {
 constexpr std::size_t kMaxRecordPayload = 16384;      // TLS plaintext record limit
-constexpr std::size_t kSendBufferSize = 16 * kMaxRecordPayload;  // frames of one tun batch, framed
+constexpr std::size_t kWireBufferSize = 512 * 1024;   // sealed records waiting for one send()
+constexpr std::size_t kWireFlushSize = 256 * 1024;    // send once this much is sealed
 constexpr int kStalledPollMs = 100;                   // wake to check stop / the stall limit
 constexpr std::size_t kRxSlotCapacity = 65535;        // a frame, or coalesced TCP segments for one tun write
 
 std::int64_t now_rep() { return Clock::now().time_since_epoch().count(); }
+
+// GnuTLS's own socket functions take the fd cast to a transport pointer.
+gnutls_transport_ptr_t fd_as_transport(int fd) {
+    return reinterpret_cast<gnutls_transport_ptr_t>(static_cast<std::intptr_t>(fd));
+}
 }  // namespace
 
 // tun -> frames -> TLS. Owns the sending half of the TLS session.
+//
+// One TLS record per frame, as openconnect and the official client send (and
+// openconnect expects: it takes each record it reads as one frame). So that
+// this costs no syscall per packet, GnuTLS seals records into `wire_` (our
+// push function) and the batch goes to the socket with one send().
 class HttpsSender {
 public:
     HttpsSender(io::TunDevice& tun, gnutls_session_t session, int fd, const HttpsDatapathOptions& o,
                 HttpsCounters& counters)
         : tun_(tun), session_(session), fd_(fd), options_(o), counters_(counters),
-          batch_(io::PacketBatchShape{o.tx_batch, std::max(o.max_inner_size, o.tun_mtu), 0, 0}),
-          out_(new std::uint8_t[kSendBufferSize]) {}
+          batch_(io::PacketBatchShape{o.tx_batch, std::max(o.max_inner_size, o.tun_mtu), gp::kFrameHeaderSize, 0}),
+          wire_(new std::uint8_t[kWireBufferSize]) {
+        gnutls_transport_set_ptr2(session_, fd_as_transport(fd_), this);
+        gnutls_transport_set_vec_push_function(session_, &HttpsSender::push);
+    }
 
     void run() {
         pollfd fds[2] = {{tun_.fd(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
         for (;;) {
             if (control.stop.load(std::memory_order_acquire)) return;
-            if (control.begin_handling()) queue_keepalives();
-            if (!drain_tun() || !flush()) return;
+            if (control.begin_handling() && !send_keepalives()) return;
+            if (!drain_tun() || !flush_wire()) return;
             if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
                 failure.set(std::string("HTTPS send: poll: ") + std::strerror(errno));
                 return;
@@ -45,23 +62,52 @@ public:
         }
     }
 
+    // After the thread has stopped: records (e.g. close_notify) go straight to
+    // the socket again, with no pointer to this object left in the session.
+    void write_through() {
+        gnutls_transport_set_ptr2(session_, fd_as_transport(fd_), fd_as_transport(fd_));
+        gnutls_transport_set_vec_push_function(session_, &HttpsSender::writev_fd);
+    }
+
     ControlChannel control;
     std::atomic<std::uint32_t> keepalive_requests{0};
     PipelineFailure failure;
 
 private:
-    void queue_keepalives() {
-        const std::uint32_t wanted = keepalive_requests.load(std::memory_order_acquire);
-        if (wanted == keepalives_done_) return;
-        keepalives_done_ = wanted;
-        if (out_len_ + gp::kFrameHeaderSize > kSendBufferSize && !flush()) return;
-        std::memcpy(out_.get() + out_len_, gp::kKeepaliveFrame.data(), gp::kFrameHeaderSize);
-        out_len_ += gp::kFrameHeaderSize;
-        bump(counters_.tx_keepalives);
+    static ssize_t push(gnutls_transport_ptr_t self, const giovec_t* iov, int count) {
+        return static_cast<HttpsSender*>(self)->take_records(iov, count);
+    }
+    static ssize_t writev_fd(gnutls_transport_ptr_t fd, const giovec_t* iov, int count) {
+        return ::writev(static_cast<int>(reinterpret_cast<std::intptr_t>(fd)), iov, count);
     }
 
-    // Reads the tun until it is empty, framing every packet into the send buffer
-    // (flushed whenever the next frame would not fit).
+    // GnuTLS's push: sealed records into wire_ (full: EAGAIN, and the caller
+    // flushes and repeats the send).
+    ssize_t take_records(const giovec_t* iov, int count) {
+        std::size_t total = 0;
+        for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+        if (wire_len_ + total > kWireBufferSize) {
+            errno = EAGAIN;
+            gnutls_transport_set_errno(session_, EAGAIN);
+            return -1;
+        }
+        for (int i = 0; i < count; ++i) {
+            std::memcpy(wire_.get() + wire_len_, iov[i].iov_base, iov[i].iov_len);
+            wire_len_ += iov[i].iov_len;
+        }
+        return static_cast<ssize_t>(total);
+    }
+
+    bool send_keepalives() {
+        const std::uint32_t wanted = keepalive_requests.load(std::memory_order_acquire);
+        if (wanted == keepalives_done_) return true;
+        keepalives_done_ = wanted;
+        if (!seal_record(gp::kKeepaliveFrame)) return false;
+        bump(counters_.tx_keepalives);
+        return flush_wire();
+    }
+
+    // Reads the tun until it is empty; every packet becomes one record.
     bool drain_tun() {
         for (;;) {
             Result<std::size_t> got = tun_.read_packets(batch_);
@@ -80,7 +126,7 @@ private:
             if (!ok) return false;
             if (control.pending()) {
                 if (control.stop.load(std::memory_order_acquire)) return false;
-                if (control.begin_handling()) queue_keepalives();
+                if (control.begin_handling() && !send_keepalives()) return false;
             }
         }
     }
@@ -98,12 +144,14 @@ private:
                 ++not_ip;
                 continue;
             }
-            if (out_len_ + gp::kFrameHeaderSize + pkt.size() > kSendBufferSize && !flush()) return false;
-            std::memcpy(out_.get() + out_len_, header->data(), gp::kFrameHeaderSize);
-            std::memcpy(out_.get() + out_len_ + gp::kFrameHeaderSize, pkt.data(), pkt.size());
-            out_len_ += gp::kFrameHeaderSize + pkt.size();
+            // The header goes into the slot's headroom: header + packet is one record.
+            (void)batch_.grow_front(i, gp::kFrameHeaderSize);
+            std::span<std::uint8_t> framed = batch_.packet(i);
+            std::memcpy(framed.data(), header->data(), gp::kFrameHeaderSize);
+            if (!seal_record(framed)) return false;
             ++packets;
             bytes += pkt.size();
+            if (wire_len_ >= kWireFlushSize && !flush_wire()) return false;
         }
         bump(counters_.tx_packets, packets);
         bump(counters_.tx_bytes, bytes);
@@ -112,26 +160,46 @@ private:
         return true;
     }
 
-    // Writes the whole send buffer as TLS records; waits for room in the TCP
-    // send buffer (back-pressure to the tun) up to the stall limit.
-    bool flush() {
+    // gnutls_record_send of one frame (a record; two only for frames beyond
+    // 16 KiB), flushing wire_ whenever it is full.
+    bool seal_record(std::span<const std::uint8_t> frame) {
         std::size_t off = 0;
-        Clock::time_point stalled_since{};
-        while (off < out_len_) {
-            const std::size_t chunk = std::min(out_len_ - off, kMaxRecordPayload);
-            const ssize_t n = gnutls_record_send(session_, out_.get() + off, chunk);
+        while (off < frame.size()) {
+            const ssize_t n = gnutls_record_send(session_, frame.data() + off, frame.size() - off);
             if (n > 0) {
                 off += static_cast<std::size_t>(n);
                 bump(counters_.tx_tls_records);
                 bump(counters_.tx_tls_bytes, static_cast<std::uint64_t>(n));
-                stalled_since = {};
                 continue;
             }
             if (n != GNUTLS_E_AGAIN && n != GNUTLS_E_INTERRUPTED) {
                 failure.set(std::string("HTTPS send: ") + gnutls_strerror(static_cast<int>(n)));
                 return false;
             }
-            // GnuTLS wants the same call repeated once the socket has room.
+            // wire_ is full: send it, then repeat the same call (GnuTLS keeps the record).
+            if (!flush_wire()) return false;
+        }
+        return true;
+    }
+
+    // Sends wire_ to the socket; waits for room in the TCP send buffer
+    // (back-pressure to the tun) up to the stall limit.
+    bool flush_wire() {
+        std::size_t off = 0;
+        Clock::time_point stalled_since{};
+        while (off < wire_len_) {
+            const ssize_t n = ::send(fd_, wire_.get() + off, wire_len_ - off, MSG_NOSIGNAL);
+            if (n > 0) {
+                off += static_cast<std::size_t>(n);
+                stalled_since = {};
+                continue;
+            }
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                const bool closed = errno == EPIPE || errno == ECONNRESET;
+                failure.set(std::string(closed ? "the gateway closed the HTTPS tunnel (send: " : "HTTPS send: (") +
+                            std::strerror(errno) + ")");
+                return false;
+            }
             if (control.stop.load(std::memory_order_acquire)) return false;
             const Clock::time_point now = Clock::now();
             if (stalled_since == Clock::time_point{}) stalled_since = now;
@@ -146,7 +214,7 @@ private:
             (void)::poll(fds, 2, kStalledPollMs);
             if (fds[1].revents & POLLIN) control.drain();  // stop is checked above; a keepalive waits
         }
-        out_len_ = 0;
+        wire_len_ = 0;
         return true;
     }
 
@@ -156,8 +224,8 @@ private:
     HttpsDatapathOptions options_;
     HttpsCounters& counters_;
     io::PacketBatch batch_;
-    std::unique_ptr<std::uint8_t[]> out_;
-    std::size_t out_len_ = 0;
+    std::unique_ptr<std::uint8_t[]> wire_;
+    std::size_t wire_len_ = 0;
     std::uint32_t keepalives_done_ = 0;
     io::TunCounters at_start_ = tun_.counters();
 };
@@ -303,8 +371,6 @@ Result<std::unique_ptr<HttpsDatapath>> HttpsDatapath::start(io::TunDevice& tun, 
                           " is outside 576..65535");
     if (options.tx_batch == 0 || options.rx_batch == 0 || options.rx_batch > 1024 || options.tx_batch > 1024)
         return make_error("HTTPS tunnel: batch sizes must be 1..1024");
-    if (std::max(options.max_inner_size, options.tun_mtu) + gp::kFrameHeaderSize > kSendBufferSize)
-        return make_error("HTTPS tunnel: MTU too large for the send buffer");
     // Both threads poll; neither may block in GnuTLS.
     const int flags = ::fcntl(fd, F_GETFL);
     if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
@@ -335,6 +401,7 @@ void HttpsDatapath::stop() {
     }
     if (tx_thread_.joinable()) tx_thread_.join();
     if (rx_thread_.joinable()) rx_thread_.join();
+    if (tx_) tx_->write_through();
     if (tls_) tls_->close();
 }
 

@@ -137,6 +137,10 @@ private:
         return from + std::chrono::seconds(rekey_after_s_ > 120 ? rekey_after_s_ - 60 : rekey_after_s_ / 2);
     }
     Status take_esp_setup(const GpEspSetup& esp);
+    // While the peer is quiet, a probe / keepalive this often (openconnect: 5 s of its 10 s DPD).
+    Clock::duration dpd_repeat() const {
+        return std::max<Clock::duration>(std::chrono::seconds(1), o_.dpd_interval / 2);
+    }
 
     // Transports. Each returns an error only when the tunnel must end.
     Status start_esp(datapath::InitialSas sas, bool probe_answered);
@@ -374,7 +378,7 @@ Status GpTunnel::step_esp(Clock::time_point now) {
             return switch_to_https("ESP dead: nothing received for " +
                                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(quiet).count()) +
                                    " s");
-        } else if (quiet > o_.dpd_interval && now - last_probe_ > std::chrono::seconds(5)) {
+        } else if (quiet > o_.dpd_interval && now - last_probe_ > dpd_repeat()) {
             esp_->send_probe();
             last_probe_ = now;
         }
@@ -424,7 +428,7 @@ Status GpTunnel::step_https(Clock::time_point now) {
         if (quiet > o_.dead_after) {
             lost = "nothing received for " +
                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(quiet).count()) + " s";
-        } else if (quiet > o_.dpd_interval && now - last_keepalive_ > std::chrono::seconds(5)) {
+        } else if (quiet > o_.dpd_interval && now - last_keepalive_ > dpd_repeat()) {
             https_->send_keepalive();
             last_keepalive_ = now;
         }

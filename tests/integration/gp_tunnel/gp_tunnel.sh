@@ -137,7 +137,7 @@ blocked)
   gateway_https_up
   block_esp
   gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
-  client_args=(--esp-retry-interval 2)
+  client_args=(--esp-retry-interval 2 --force-dpd 2)
   t0=$(date +%s%N)
   launch
   wait_for "$work/espvpn.log" "HTTPS tunnel up" 30 || fail "no fallback to the HTTPS tunnel"
@@ -159,8 +159,14 @@ blocked)
   [[ $(json "$work/cl-stats.json" 'd["tx"]["esp_packets"] > 1000 and d["tx"]["drop_no_sa"] == 0') == True ]] \
     || fail "ESP counters after the switch back: $(cat "$work/cl-stats.json")"
   [[ $(json "$work/fake-stats.json" 'd["tunnels"]') -eq 1 ]] || fail "expected exactly one HTTPS tunnel"
+  # ESP dying later (nothing received for 2 x --force-dpd = 4 s): the HTTPS tunnel again.
+  block_esp
+  wait_for "$work/espvpn.log" "switching to the HTTPS tunnel: ESP dead" 15 || fail "no fallback when ESP died"
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping after ESP died"
+  [[ $(client_stat 'd["transport"] == "https" and d["transport_switches"] == 3') == True ]] \
+    || fail "after ESP died: $(cat "$work/cl-stats.json")"
   stop
-  echo "RESULT blocked: HTTPS tunnel up ${took_ms} ms after start; on HTTPS $on_https; UDP unblocked -> ESP: $on_esp"
+  echo "RESULT blocked: HTTPS tunnel up ${took_ms} ms after start; on HTTPS $on_https; UDP unblocked -> ESP: $on_esp; ESP died -> HTTPS again"
   ;;
 nodtls)
   gateway_https_up
