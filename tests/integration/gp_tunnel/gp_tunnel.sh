@@ -120,6 +120,8 @@ suites)
     up=$(iperf_gbps 2) || exit 1
     down=$(iperf_gbps 2 -R) || exit 1
     grep -q "over 1 TLS handshake" "$work/espvpn.log" || fail "$suite: login took more than one TLS handshake"
+    # The SAs reach the datapath before its first tun read: nothing dropped for want of one.
+    [[ $(client_stat 'd["tx"]["drop_no_sa"]') -eq 0 ]] || fail "$suite: packets dropped before the SA was installed"
     stop
     echo "RESULT $suite: login, probe answered, ping v4+v6, iperf3 up $up Gbit/s down $down Gbit/s, SIGINT -> logout, tun removed"
   done
