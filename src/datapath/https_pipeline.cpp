@@ -49,6 +49,7 @@ public:
     }
 
     void run() {
+        owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
         pollfd fds[2] = {{tun_.fd(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
         for (;;) {
             if (control.stop.load(std::memory_order_acquire)) return;
@@ -84,6 +85,8 @@ private:
     // GnuTLS's push: sealed records into wire_ (full: EAGAIN, and the caller
     // flushes and repeats the send).
     ssize_t take_records(const giovec_t* iov, int count) {
+        // GnuTLS may answer from the receive thread (a TLS 1.3 key update): straight out, not into wire_.
+        if (std::this_thread::get_id() != owner_.load(std::memory_order_relaxed)) return ::writev(fd_, iov, count);
         std::size_t total = 0;
         for (int i = 0; i < count; ++i) total += iov[i].iov_len;
         if (wire_len_ + total > kWireBufferSize) {
@@ -204,9 +207,8 @@ private:
             const Clock::time_point now = Clock::now();
             if (stalled_since == Clock::time_point{}) stalled_since = now;
             if (now - stalled_since > options_.write_stall_limit) {
-                failure.set("HTTPS send: the gateway has not taken data for " +
-                            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - stalled_since).count()) +
-                            " s");
+                const auto stalled = std::chrono::duration_cast<std::chrono::seconds>(now - stalled_since);
+                failure.set("HTTPS send: the gateway has not taken data for " + std::to_string(stalled.count()) + " s");
                 return false;
             }
             bump(counters_.tx_write_waits);
@@ -226,6 +228,7 @@ private:
     io::PacketBatch batch_;
     std::unique_ptr<std::uint8_t[]> wire_;
     std::size_t wire_len_ = 0;
+    std::atomic<std::thread::id> owner_{};  // the send thread, once it runs
     std::uint32_t keepalives_done_ = 0;
     io::TunCounters at_start_ = tun_.counters();
 };

@@ -13,8 +13,9 @@
 #           falls back to the HTTPS tunnel within the probe timeout (5 s), ping + iperf3
 #           TCP both ways through it; UDP let through again: back on ESP (stats JSON),
 #           traffic still flowing; SIGINT: logout, tun removed, exit 0
-#   nodtls: --no-dtls: the HTTPS tunnel from the start, no UDP at all; ping v4+v6 and
-#           iperf3 both ways; then openconnect 9.01 --no-dtls against the same gateway
+#   nodtls: the tunnel GET refused (502): exit 2; --no-dtls: the HTTPS tunnel from the
+#           start, no UDP at all; ping v4+v6 and iperf3 both ways; then openconnect 9.01
+#           --no-dtls against the same gateway
 #   rekey:  gateway lifetime 6 s, so espvpn rekeys every 3 s: >= 3 rekeys during a
 #           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted
 set -euo pipefail
@@ -171,6 +172,15 @@ blocked)
   echo "RESULT blocked: HTTPS tunnel up ${took_ms} ms after start; on HTTPS $on_https; UDP unblocked -> ESP: $on_esp; ESP died -> HTTPS again"
   ;;
 nodtls)
+  # A gateway refusing the tunnel GET (HTTP 502: cookie rejected) ends it like openconnect: exit 2.
+  gateway_up aes-128-gcm --no-tunnel || fail "fake gateway did not start (--no-tunnel)"
+  rc=0
+  echo secret | timeout 60 ip netns exec "$nsc" "$espvpn" --protocol=gp --no-dtls --cafile "$repo/certs/ca.pem" \
+    -u alice --passwd-on-stdin https://$gw_ip:4443/ >"$work/espvpn.out" 2>"$work/espvpn.log" || rc=$?
+  [[ $rc -eq 2 ]] || fail "tunnel GET refused with 502: espvpn exited $rc (expected 2)"
+  grep -q "HTTP 502" "$work/espvpn.log" || fail "the 502 refusal is not named in the log"
+  ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q . || fail "tun device left behind after the 502"
+  gateway_down
   gateway_https_up
   gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
   client_args=(--no-dtls)
