@@ -11,7 +11,7 @@
 #include "src/io/https_client.h"
 #include "src/log/logger.h"
 #include "src/session/gp_login.h"
-#include "src/session/esp_tunnel.h"
+#include "src/session/gp_tunnel.h"
 #include "src/session/gp_tunnel_setup.h"
 
 namespace espvpn::cli {
@@ -197,22 +197,30 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
     if (rc == kExitOk && options.dry_run) {
         LOG_INFO << "dry run: not opening the tunnel; logging out";
     } else if (rc == kExitOk) {
-        if (options.no_dtls) {
-            LOG_ERROR << "--no-dtls: the HTTPS tunnel is not built yet; only ESP tunnels work in this version";
-            rc = kExitError;
-        } else {
-            process->background();  // -b: from here on, the daemon child
-            session::EspTunnelOptions t;
-            t.after_setup = [&] { return process->drop_privileges(); };
-            t.on_connected = [&] { process->tunnel_up(); };
-            t.interface_name = options.interface_name;
-            t.script = options.script;
-            t.mtu = options.mtu;
-            t.base_mtu = options.base_mtu;
-            t.stats_json = options.stats_json;
-            t.log_level = options.verbosity;
-            t.disable_ipv6 = options.disable_ipv6;
-            auto end = session::run_esp_tunnel(*setup, t, [&] { return gateway.fetch_config(); });
+        process->background();  // -b: from here on, the daemon child
+        session::GpTunnelOptions t;
+        t.after_setup = [&] { return process->drop_privileges(); };
+        t.on_connected = [&] { process->tunnel_up(); };
+        t.interface_name = options.interface_name;
+        t.script = options.script;
+        t.mtu = options.mtu;
+        t.base_mtu = options.base_mtu;
+        t.stats_json = options.stats_json;
+        t.log_level = options.verbosity;
+        t.disable_ipv6 = options.disable_ipv6;
+        t.esp = !options.no_dtls;
+        if (options.force_dpd_s > 0) {
+            t.dpd_interval = std::chrono::seconds(options.force_dpd_s);
+            t.dead_after = 2 * t.dpd_interval;
+        }
+        t.esp_retry_interval = std::chrono::seconds(options.esp_retry_interval_s);
+        session::GpGatewayLinks links;
+        links.refetch = [&] { return gateway.fetch_config(); };
+        // The login's kept-alive connection to the gateway if there is one (as openconnect does).
+        links.connect = [&] { return https->release_connection(auth.gateway.host, auth.gateway.port); };
+        links.cookie = &gateway.cookie();
+        {
+            auto end = session::run_gp_tunnel(*setup, t, links);
             if (!end) {
                 LOG_ERROR << end.error().message;
                 rc = kExitError;

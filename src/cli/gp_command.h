@@ -1,6 +1,6 @@
 // `espvpn --protocol=gp`: log in (or take a cookie), then --authenticate /
 // --cookieonly output, or a connect: gateway getconfig + HIP, then logout
-// and, for a connect, the ESP tunnel (src/session/esp_tunnel.h).
+// and, for a connect, the tunnel: ESP or the HTTPS fallback (src/session/gp_tunnel.h).
 #pragma once
 
 #include <iosfwd>

@@ -191,6 +191,9 @@ const std::vector<OptionSpec>& option_table() {
          SET_INT(reconnect_timeout_s, "reconnect-timeout", 0, 86400 * 7)},
         {"force-dpd", 0, Arg::required, "Tunnel control", "dead peer detection interval in SECONDS",
          SET_INT(force_dpd_s, "force-dpd", 1, 3600)},
+        {"esp-retry-interval", 0, Arg::required, "Tunnel control",
+         "on the HTTPS fallback, try ESP again every SECONDS (60; 0 = never; espvpn extension)",
+         SET_INT(esp_retry_interval_s, "esp-retry-interval", 0, 86400)},
         {"mtu", 'm', Arg::required, "Tunnel control", "tunnel MTU", SET_INT(mtu, "mtu", 576, 65535)},
         {"base-mtu", 0, Arg::required, "Tunnel control", "path MTU to the server", SET_INT(base_mtu, "base-mtu", 576, 65535)},
         {"queue-len", 'Q', Arg::required, "Tunnel control", "packet batch size", SET_INT(queue_len, "queue-len", 1, 4096)},
@@ -362,7 +365,7 @@ const char* metavar(std::string_view name) {
         {"servercert", "PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
         {"sslkey", "KEY"}, {"key-password", "PASS"}, {"script", "CMD"}, {"interface", "IFNAME"},
         {"dtls-local-port", "PORT"}, {"reconnect-timeout", "SECONDS"}, {"force-dpd", "SECONDS"},
-        {"mtu", "MTU"}, {"base-mtu", "MTU"}, {"queue-len", "N"},
+        {"esp-retry-interval", "SECONDS"}, {"mtu", "MTU"}, {"base-mtu", "MTU"}, {"queue-len", "N"},
     };
     for (const auto& [n, m] : names)
         if (name == n) return m;

@@ -64,6 +64,7 @@ struct ClientOptions {
     int dtls_local_port = 0;
     int reconnect_timeout_s = 300;
     int force_dpd_s = 0;
+    int esp_retry_interval_s = 60;  // GP on the HTTPS fallback: retry ESP this often (espvpn extension)
     int mtu = 0;
     int base_mtu = 0;
     int queue_len = 0;

@@ -58,7 +58,7 @@ Result<ProbeTarget> ProbeTarget::parse(std::string_view tunnel_address, std::str
 Datapath::Datapath() = default;
 
 Result<std::unique_ptr<Datapath>> Datapath::start(io::TunDevice& tun, io::UdpSocket& udp,
-                                                  const DatapathOptions& options) {
+                                                  const DatapathOptions& options, InitialSas sas) {
     if (options.max_inner_size < 576 || options.max_inner_size > 65535)
         return make_error("datapath: max inner packet size " + std::to_string(options.max_inner_size) +
                           " is outside 576..65535");
@@ -70,6 +70,16 @@ Result<std::unique_ptr<Datapath>> Datapath::start(io::TunDevice& tun, io::UdpSoc
         dp->rx_to_tx_ = std::make_unique<RxToTx>();
         dp->tx_ = std::make_unique<TxPipeline>(tun, udp, options, *dp->rx_to_tx_);
         dp->rx_ = std::make_unique<RxPipeline>(tun, udp, options, *dp->rx_to_tx_);
+        // Queued before the threads exist: each takes them in its first handle_control().
+        if (sas.outbound) {
+            (void)dp->tx_->sa_updates.post(
+                std::make_unique<OutboundUpdate>(OutboundUpdate{std::move(*sas.outbound), std::nullopt}));
+            dp->tx_->control.notify();
+        }
+        if (sas.inbound) {
+            (void)dp->rx_->sa_updates.post(std::make_unique<EspInboundSa>(std::move(*sas.inbound)));
+            dp->rx_->control.notify();
+        }
         dp->tx_thread_ = std::thread([p = dp->tx_.get()] { p->run(); });
         dp->rx_thread_ = std::thread([p = dp->rx_.get()] { p->run(); });
     } catch (const std::exception& e) {

@@ -5,9 +5,8 @@
 //                     -> probe replies taken out -> GRO coalesce -> tun write
 //
 // Usage (the session, on its control thread):
-//   auto dp = Datapath::start(tun, udp, options);            // threads run, nothing sent yet
-//   dp->install_inbound(EspInboundSa::create(s2c_spi, s2c_keys).value());
-//   dp->install_outbound(EspOutboundSa::create(c2s_spi, c2s_keys).value());
+//   auto dp = Datapath::start(tun, udp, options, {std::move(out_sa), std::move(in_sa)});
+//                                                            // threads run with the SAs from the first packet
 //   dp->send_probe();                                        // GP ESP probe, sealed by the tx thread
 //   if (dp->liveness().last_probe_reply ...)                 // ESP works / DPD
 //   DatapathStats s = dp->stats();                           // any time, any thread
@@ -78,6 +77,13 @@ struct Liveness {
     std::chrono::steady_clock::time_point last_probe_reply;  // a GP probe reply
 };
 
+// The SAs a datapath starts with: taken by each thread before it reads its
+// first packet, so nothing read from the tun is dropped for want of an SA.
+struct InitialSas {
+    std::optional<EspOutboundSa> outbound;
+    std::optional<EspInboundSa> inbound;
+};
+
 class TxPipeline;
 class RxPipeline;
 struct RxToTx;
@@ -88,7 +94,7 @@ public:
     // used by anyone else while it runs (TunDevice/UdpSocket are not thread-safe;
     // tx only reads the tun and sends, rx only receives and writes the tun).
     static Result<std::unique_ptr<Datapath>> start(io::TunDevice& tun, io::UdpSocket& udp,
-                                                   const DatapathOptions& options);
+                                                   const DatapathOptions& options, InitialSas sas = {});
     ~Datapath();
     Datapath(const Datapath&) = delete;
     Datapath& operator=(const Datapath&) = delete;

@@ -27,6 +27,23 @@ RxStats RxCounters::snapshot() const {
     return s;
 }
 
+HttpsStats HttpsCounters::snapshot() const {
+    HttpsStats s;
+#define ESPVPN_FIELD(name) s.name = name.load(std::memory_order_relaxed);
+    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
+#undef ESPVPN_FIELD
+    return s;
+}
+
+const char* transport_name(Transport t) {
+    switch (t) {
+        case Transport::none: return "none";
+        case Transport::esp: return "esp";
+        case Transport::https: return "https";
+    }
+    return "none";
+}
+
 std::uint64_t DatapathStats::drops() const {
     std::uint64_t n = 0;
     auto add = [&](std::string_view name, std::uint64_t v) {
@@ -37,6 +54,9 @@ std::uint64_t DatapathStats::drops() const {
 #undef ESPVPN_FIELD
 #define ESPVPN_FIELD(name) add(#name, rx.name);
     ESPVPN_RX_COUNTERS(ESPVPN_FIELD)
+#undef ESPVPN_FIELD
+#define ESPVPN_FIELD(name) add(#name, https.name);
+    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
 #undef ESPVPN_FIELD
     return n;
 }
@@ -52,7 +72,8 @@ std::string hex_spi(std::uint32_t spi) {
 std::string DatapathStats::to_json() const {
     std::ostringstream o;
     const char* sep = "";
-    o << "{\"tx\": {";
+    o << "{\"transport\": \"" << transport_name(transport) << "\", \"transport_switches\": " << transport_switches
+      << ", \"tx\": {";
 #define ESPVPN_FIELD(name) o << sep << "\"" #name "\": " << tx.name, sep = ", ";
     ESPVPN_TX_COUNTERS(ESPVPN_FIELD)
 #undef ESPVPN_FIELD
@@ -62,13 +83,25 @@ std::string DatapathStats::to_json() const {
 #define ESPVPN_FIELD(name) o << sep << "\"" #name "\": " << rx.name, sep = ", ";
     ESPVPN_RX_COUNTERS(ESPVPN_FIELD)
 #undef ESPVPN_FIELD
-    o << ", \"spi\": \"" << hex_spi(rx.spi) << "\", \"previous_spi\": \"" << hex_spi(rx.previous_spi) << "\"}}";
+    o << ", \"spi\": \"" << hex_spi(rx.spi) << "\", \"previous_spi\": \"" << hex_spi(rx.previous_spi)
+      << "\"}, \"https\": {";
+    sep = "";
+#define ESPVPN_FIELD(name) o << sep << "\"" #name "\": " << https.name, sep = ", ";
+    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
+#undef ESPVPN_FIELD
+    o << "}}";
     return o.str();
 }
 
 std::string DatapathStats::to_text() const {
     // Zero counters are left out: the line stays readable and every non-zero drop shows.
     std::ostringstream o;
+    // The transport and HTTPS lines only once there is an HTTPS side to speak of.
+    bool https_used = transport == Transport::https || transport_switches != 0;
+#define ESPVPN_FIELD(name) https_used = https_used || https.name != 0;
+    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
+#undef ESPVPN_FIELD
+    if (https_used) o << "transport=" << transport_name(transport) << " switches=" << transport_switches << "\n";
     o << "tx spi=" << hex_spi(tx.spi) << " seq=" << tx.next_sequence;
 #define ESPVPN_FIELD(name) \
     if (tx.name) o << " " #name "=" << tx.name;
@@ -78,6 +111,12 @@ std::string DatapathStats::to_text() const {
 #define ESPVPN_FIELD(name) \
     if (rx.name) o << " " #name "=" << rx.name;
     ESPVPN_RX_COUNTERS(ESPVPN_FIELD)
+#undef ESPVPN_FIELD
+    if (!https_used) return o.str();
+    o << "\nhttps";
+#define ESPVPN_FIELD(name) \
+    if (https.name) o << " " #name "=" << https.name;
+    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
 #undef ESPVPN_FIELD
     return o.str();
 }

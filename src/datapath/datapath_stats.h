@@ -66,6 +66,32 @@ namespace espvpn::datapath {
     X(drop_bad_next_header)                                                                   \
     X(drop_tun_write)       /* the kernel refused a tun write (queue full, bad packet) */
 
+// The HTTPS fallback tunnel (https_pipeline.h): tun <-> GP frames <-> TLS.
+// tx_* and drop_tx_* are written by its send thread, rx_* and drop_rx_* by its
+// receive thread.
+#define ESPVPN_HTTPS_COUNTERS(X)                                                              \
+    X(tx_tun_reads)         /* read(2) calls on the tun that returned data */                 \
+    X(tx_super_packets)     /* reads carrying a TSO/USO super-packet */                       \
+    X(tx_packets)           /* inner packets framed */                                        \
+    X(tx_bytes)             /* inner bytes framed */                                          \
+    X(tx_tls_records)       /* gnutls_record_send calls that wrote (one TLS record each) */   \
+    X(tx_tls_bytes)         /* frame bytes handed to TLS */                                   \
+    X(tx_write_waits)       /* waits for room in the TCP send buffer */                       \
+    X(tx_keepalives)        /* keepalive frames sent */                                       \
+    X(drop_tx_split)        /* tun super-packets that could not be split */                   \
+    X(drop_tx_too_big)      /* inner packet larger than the tunnel MTU */                     \
+    X(drop_tx_not_ip)       /* neither IPv4 nor IPv6 */                                       \
+    X(rx_tls_reads)         /* gnutls_record_recv calls that returned data */                 \
+    X(rx_tls_bytes)                                                                           \
+    X(rx_frames)            /* data frames */                                                 \
+    X(rx_packets)           /* inner packets delivered to the tun */                          \
+    X(rx_bytes)                                                                               \
+    X(rx_keepalives)        /* keepalive frames received (the gateway's echo) */              \
+    X(rx_tun_writes)        /* write(2) calls (after coalescing) */                           \
+    X(drop_rx_too_big)      /* frame larger than a tun slot */                                \
+    X(drop_rx_not_ip)       /* frame type disagrees with the packet's IP version */           \
+    X(drop_rx_tun_write)    /* the kernel refused a tun write */
+
 struct TxStats {
 #define ESPVPN_FIELD(name) std::uint64_t name = 0;
     ESPVPN_TX_COUNTERS(ESPVPN_FIELD)
@@ -83,11 +109,27 @@ struct RxStats {
     std::uint32_t previous_spi = 0;  // kept for the grace period (0: none)
 };
 
+struct HttpsStats {
+#define ESPVPN_FIELD(name) std::uint64_t name = 0;
+    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
+#undef ESPVPN_FIELD
+};
+
+// What carries the packets now (GlobalProtect: ESP, or the HTTPS fallback).
+enum class Transport { none, esp, https };
+const char* transport_name(Transport t);
+
+// The counters of the datapaths running now (each transport's start from zero
+// when it is (re)started; the session logs them at every switch).
 struct DatapathStats {
+    Transport transport = Transport::esp;
+    std::uint64_t transport_switches = 0;  // ESP <-> HTTPS changes so far
     TxStats tx;
     RxStats rx;
+    HttpsStats https;
     std::uint64_t drops() const;     // every drop, both directions
-    std::string to_json() const;     // one object: {"tx": {...}, "rx": {...}}
+    // one object: {"transport": "esp", "transport_switches": n, "tx": {...}, "rx": {...}, "https": {...}}
+    std::string to_json() const;
     std::string to_text() const;     // one line per direction, for logs / SIGUSR1
 };
 
@@ -100,6 +142,13 @@ struct TxCounters {
     std::atomic<std::uint64_t> next_sequence{0};
     std::atomic<bool> needs_rekey{false};
     TxStats snapshot() const;
+};
+
+struct HttpsCounters {
+#define ESPVPN_FIELD(name) std::atomic<std::uint64_t> name{0};
+    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
+#undef ESPVPN_FIELD
+    HttpsStats snapshot() const;
 };
 
 struct RxCounters {

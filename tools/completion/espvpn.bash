@@ -17,7 +17,7 @@ _espvpn() {
     --local-hostname --http-timeout --no-http-keepalive --servercert --cafile --no-system-trust
     --resolve --certificate -c --sslkey -k --key-password -p --no-cert-check
     --script -s --interface -i --disable-ipv6 --no-dtls --no-esp --dtls-local-port
-    --reconnect-timeout --force-dpd --mtu -m --base-mtu --queue-len -Q
+    --reconnect-timeout --force-dpd --esp-retry-interval --mtu -m --base-mtu --queue-len -Q
     --proxy -P --script-tun -S --token-mode --xmlconfig -x"
   # options:end
 
@@ -44,7 +44,7 @@ _espvpn() {
       mapfile -t COMPREPLY < <(compgen -c -- "$cur"); return ;;
     --server|--user|-u|--authgroup|--form-entry|-F|--cookie|-C|--useragent|--version-string|\
     --local-hostname|--http-timeout|--servercert|--resolve|--key-password|-p|--dtls-local-port|\
-    --reconnect-timeout|--force-dpd|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-mode)
+    --reconnect-timeout|--force-dpd|--esp-retry-interval|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-mode)
       return ;;
   esac
   if [[ $cur == -* ]]; then

@@ -63,6 +63,25 @@ gateway_up() {
   wait_for "$work/fake.ready" pid 15
 }
 
+# gateway_https_up: the HTTPS-tunnel side of the gateway namespace. fake-gp-gateway
+# --tun $ht_dev attaches to this persistent tun while a tunnel is open, which gives it
+# carrier; traffic to the client's tunnel addresses takes it then (table 201, routes
+# with linkdown ignored), else the ESP gateway's routes in main. Replies from the
+# gw-address (ESP probe answers) always stay on ESP.
+ht_dev=${topo}ht
+gateway_https_up() {
+  ip -n "$nsg" tuntap add mode tun name "$ht_dev"
+  ip -n "$nsg" link set "$ht_dev" up
+  ip netns exec "$nsg" sysctl -qw "net.ipv4.conf.$ht_dev.ignore_routes_with_linkdown=1" \
+    "net.ipv6.conf.$ht_dev.ignore_routes_with_linkdown=1"
+  ip -n "$nsg" route add $tun_ip/32 dev "$ht_dev" table 201
+  ip -n "$nsg" -6 route add $tun_ip6/128 dev "$ht_dev" table 201
+  ip -n "$nsg" rule add from $gw_addr lookup main pref 200
+  ip -n "$nsg" -6 rule add from $gw_addr6 lookup main pref 200
+  ip -n "$nsg" rule add to $tun_ip lookup 201 pref 201
+  ip -n "$nsg" -6 rule add to $tun_ip6 lookup 201 pref 201
+}
+
 gateway_down() {
   if [[ -n ${gw_pid:-} ]]; then kill -TERM "$gw_pid" 2>/dev/null || true; wait "$gw_pid" 2>/dev/null || true; fi
   kill -TERM "$fake_pid" 2>/dev/null || true

@@ -81,6 +81,7 @@ TEST_CASE("bad input gets an error that names the problem") {
     } cases[] = {
         {{"--mtu", "12", "gw"}, "--mtu"},
         {{"--mtu", "abc", "gw"}, "--mtu"},
+        {{"--esp-retry-interval", "-1", "gw"}, "--esp-retry-interval"},
         {{"--protocol", "pulse", "gw"}, "pulse"},
         {{"--bogus", "gw"}, "unknown option --bogus"},
         {{"gw", "--user"}, "needs a value"},
@@ -131,6 +132,17 @@ TEST_CASE("help, version and self-check need no server; help lists groups") {
         CAPTURE(s);
         CHECK(help.find(s) != std::string::npos);
     }
+}
+
+TEST_CASE("GP transport options: --no-dtls, --force-dpd, --esp-retry-interval") {
+    Argv a({"--no-dtls", "--force-dpd", "3", "--esp-retry-interval", "0", "gw"});
+    auto o = parse(a);
+    REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.error().message));
+    CHECK(o->no_dtls);
+    CHECK(o->force_dpd_s == 3);
+    CHECK(o->esp_retry_interval_s == 0);
+    Argv b({"gw"});
+    CHECK(parse(b)->esp_retry_interval_s == 60);
 }
 
 TEST_CASE("parse_options can run twice in one process (getopt state reset)") {

@@ -1,0 +1,88 @@
+// HttpsDatapath: the GlobalProtect HTTPS fallback tunnel's two packet
+// pipelines, one thread each, on one TLS session (GnuTLS allows one sending and
+// one receiving thread per session):
+//
+//   send:    tun read (TSO split) -> 16-byte GP frame header + packet appended to
+//            one preallocated buffer -> TLS records of up to 16 KiB
+//   receive: TLS records -> GpFrameDecoder -> packets copied into a batch
+//            -> GRO coalesce -> tun write
+//
+// Usage (the session, on its control thread, once "START_TUNNEL" was read):
+//   auto dp = HttpsDatapath::start(tun, std::move(tls), options);
+//   dp->send_keepalive();                       // DPD: the gateway echoes it
+//   if (now - dp->last_rx() > dead_after) ...   // any frame counts as life
+//   dp->failure();                              // EOF, TLS error, bad frame, stalled write
+//   dp->stop();                                 // joins, then closes the TLS connection
+//
+// Memory is fixed at start: a full TCP send buffer stalls the send thread (the
+// tun queue then fills and the kernel drops), it never queues more here.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "crypto/result.h"
+#include "src/datapath/datapath_stats.h"
+#include "src/io/tls_stream.h"
+#include "src/io/tun_device.h"
+
+namespace espvpn::datapath {
+
+struct HttpsDatapathOptions {
+    // Largest inner packet sent (the tunnel MTU); larger ones are dropped and counted.
+    std::size_t max_inner_size = 1400;
+    std::size_t tun_mtu = 0;            // the tun's MTU if larger (slots must hold what it reads)
+    std::size_t tx_batch = 128;         // packets per tun read batch
+    std::size_t rx_batch = 64;          // packets per tun write batch
+    // Largest incoming frame payload; a larger one is a fatal stream error (OC
+    // reads with max(16384, MTU)).
+    std::size_t max_frame_payload = 16384;
+    // The TCP send buffer full for this long: the connection is dead.
+    std::chrono::milliseconds write_stall_limit{20000};
+};
+
+class HttpsSender;
+class HttpsReceiver;
+
+class HttpsDatapath {
+public:
+    // Starts both threads on `tls`, which must have been switched to tunnel
+    // mode (START_TUNNEL read). tun must outlive the HttpsDatapath and must not
+    // be used by anyone else while it runs.
+    static Result<std::unique_ptr<HttpsDatapath>> start(io::TunDevice& tun, std::unique_ptr<io::TlsStream> tls,
+                                                        const HttpsDatapathOptions& options);
+    // The same on a GnuTLS session the caller owns (connected on `fd`), which must
+    // outlive the HttpsDatapath; stop() then leaves closing it to the caller.
+    static Result<std::unique_ptr<HttpsDatapath>> start(io::TunDevice& tun, gnutls_session_t session, int fd,
+                                                        const HttpsDatapathOptions& options);
+    ~HttpsDatapath();
+    HttpsDatapath(const HttpsDatapath&) = delete;
+    HttpsDatapath& operator=(const HttpsDatapath&) = delete;
+
+    // Stops and joins both threads, then closes the TLS connection (idempotent).
+    void stop();
+    // Asks the send thread to send one keepalive frame.
+    void send_keepalive();
+
+    HttpsStats stats() const;
+    // When the last frame (data or keepalive) arrived; epoch = never.
+    std::chrono::steady_clock::time_point last_rx() const;
+    // Empty while both threads run; the reason when one stopped.
+    std::optional<std::string> failure() const;
+
+private:
+    HttpsDatapath();
+    std::unique_ptr<io::TlsStream> tls_;
+    std::unique_ptr<HttpsCounters> counters_;
+    std::unique_ptr<HttpsSender> tx_;
+    std::unique_ptr<HttpsReceiver> rx_;
+    std::thread tx_thread_;
+    std::thread rx_thread_;
+    bool stopped_ = false;
+};
+
+}  // namespace espvpn::datapath

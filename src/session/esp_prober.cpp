@@ -1,0 +1,71 @@
+#include "src/session/esp_prober.h"
+
+#include "protocols/esp/gp_probe.h"
+
+namespace espvpn::session {
+
+namespace {
+io::PacketBatchShape probe_shape() {
+    io::PacketBatchShape s;
+    s.slots = 1;
+    s.capacity = kGpProbeMaxSize;
+    s.headroom = kEspMaxHeadroom;
+    s.tailroom = kEspMaxTailroom;
+    return s;
+}
+
+io::PacketBatchShape reply_shape() {
+    io::PacketBatchShape s;
+    s.slots = 8;
+    s.capacity = 65535;  // a GRO buffer is split into its datagrams by recv_batch
+    s.headroom = 0;
+    s.tailroom = 0;
+    return s;
+}
+}  // namespace
+
+EspProber::EspProber(io::UdpSocket& udp, EspOutboundSa outbound, EspInboundSa inbound,
+                     const datapath::ProbeTarget& target)
+    : udp_(udp), out_(std::move(outbound)), in_(std::move(inbound)), target_(target), tx_(probe_shape()),
+      rx_(reply_shape()) {}
+
+void EspProber::send_probe() {
+    if (!out_ || !target_.enabled()) return;
+    tx_.clear();
+    GpProbe probe = build_gp_probe(tx_.next_room(), {target_.source, target_.address_size},
+                                   target_.gateway_address(), seq_++);
+    if (probe.size == 0) return;
+    tx_.commit(probe.size);
+    EspSealResult r = out_->seal(tx_.slot(0), tx_.front_room(0), probe.size, probe.next_header);
+    if (!r.ok()) return;
+    (void)tx_.grow_front(0, out_->headroom());
+    tx_.set_length(0, r.packet.size());
+    if (udp_.send_batch(tx_).sent == 1) ++sent_;
+}
+
+bool EspProber::take_replies() {
+    if (!in_) return answered_;
+    for (int rounds = 0; rounds < 16; ++rounds) {  // bounded: a flood must not hold the control thread
+        rx_.clear();
+        Result<std::size_t> got = udp_.recv_batch(rx_);
+        if (!got || *got == 0) break;
+        for (std::size_t i = 0; i < rx_.size(); ++i) {
+            EspReceived r = in_->open(rx_.packet(i));
+            if (r.ok() && is_gp_probe_reply(r.inner, target_.gateway_address())) {
+                answered_ = true;
+            } else {
+                ++dropped_;  // not for the tun now: the HTTPS tunnel carries the traffic
+            }
+        }
+    }
+    return answered_;
+}
+
+datapath::InitialSas EspProber::release_sas() {
+    datapath::InitialSas s{std::move(out_), std::move(in_)};
+    out_.reset();
+    in_.reset();
+    return s;
+}
+
+}  // namespace espvpn::session
