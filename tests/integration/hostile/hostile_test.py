@@ -92,7 +92,9 @@ def case_http():
                 check(rc == 1, f"{mode} on {path}: exit 1")
                 check(re.search(pattern, err, re.I) and re.search(what, err), f"{mode}: the error names the cause and request")
                 check(not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", err), f"{mode}: no control bytes in the error")
-                check(took < HTTP_TIMEOUT + 4, f"{mode}: gave up in {took:.1f} s (timeout {HTTP_TIMEOUT} s)")
+                # Each request has its own HTTP_TIMEOUT; the run also holds the login before
+                # it, which takes seconds on a loaded machine. The fake gives up after 30 s.
+                check(took < 20, f"{mode}: gave up in {took:.1f} s (timeout {HTTP_TIMEOUT} s per request)")
                 check(rss < RSS_LIMIT_MB, f"{mode}: peak RSS {rss:.0f} MiB < {RSS_LIMIT_MB} MiB")
                 check(f.stats().get("hostile_replies", 0) >= 1, f"{mode}: the fake sent its hostile reply")
 
