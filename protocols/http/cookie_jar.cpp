@@ -117,6 +117,13 @@ std::optional<Clock::time_point> parse_cookie_date(std::string_view text) {
     std::chrono::year_month_day ymd{std::chrono::year(year), std::chrono::month(static_cast<unsigned>(month)),
                                     std::chrono::day(static_cast<unsigned>(day))};
     if (!ymd.ok()) return std::nullopt;
+    // Clock counts nanoseconds in 64 bits: years 1678..2262 only. Earlier dates are
+    // in the past all the same and later ones are forever for a login (found by fuzzing).
+    if (year < 1970) return Clock::time_point{};
+    if (year > 2200) {
+        ymd = std::chrono::year(2200) / std::chrono::January / 1;
+        hour = minute = second = 0;
+    }
     auto t = std::chrono::sys_days(ymd) + std::chrono::hours(hour) + std::chrono::minutes(minute) +
              std::chrono::seconds(second);
     return std::chrono::time_point_cast<Clock::duration>(t);

@@ -12,6 +12,26 @@ constexpr std::size_t kMaxChunkLine = 4096;
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+// Server bytes quoted for an error message: at most `max` of them, anything but
+// printable ASCII as \xNN, so a hostile reply cannot write control sequences to the
+// user's terminal or log through our errors.
+std::string quoted(std::string_view bytes, std::size_t max) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out = "\"";
+    for (char c : bytes.substr(0, max)) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u >= 0x20 && u < 0x7f && c != '"' && c != '\\') {
+            out += c;
+        } else {
+            out += "\\x";
+            out += kHex[u >> 4];
+            out += kHex[u & 15];
+        }
+    }
+    out += bytes.size() > max ? "\"..." : "\"";
+    return out;
+}
+
 int hex_value(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -38,7 +58,7 @@ Result<std::uint64_t> parse_content_length(const std::vector<std::string_view>& 
             auto comma = field.find(',');
             auto item = trim(field.substr(0, comma));
             if (item.empty() || !std::all_of(item.begin(), item.end(), is_digit) || item.size() > 18)
-                return make_error("invalid Content-Length \"" + std::string(item) + "\"");
+                return make_error("invalid Content-Length " + quoted(item, 32));
             std::uint64_t n = 0;
             for (char c : item) n = n * 10 + static_cast<std::uint64_t>(c - '0');
             if (length && *length != n) return make_error("conflicting Content-Length values");
@@ -157,7 +177,7 @@ Status ResponseParser::on_status_line(std::string_view line) {
     // HTTP/1.x SP 3DIGIT [SP reason]
     if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || !is_digit(line[7]) || line[8] != ' ' ||
         !is_digit(line[9]) || !is_digit(line[10]) || !is_digit(line[11]) || (line.size() > 12 && line[12] != ' '))
-        return fail("malformed status line \"" + std::string(line.substr(0, 64)) + "\"");
+        return fail("malformed status line " + quoted(line, 64));
     response_.version_minor = line[7] - '0';
     response_.status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
     if (response_.status < 100 || response_.status > 599)
@@ -174,7 +194,7 @@ Status ResponseParser::on_header_line(std::string_view line, Headers& into) {
     if (colon == std::string_view::npos) return fail("malformed header line (no colon)");
     auto name = line.substr(0, colon);
     if (name.empty() || !std::all_of(name.begin(), name.end(), is_tchar))
-        return fail("invalid header name \"" + std::string(name.substr(0, 64)) + "\"");
+        return fail("invalid header name " + quoted(name, 64));
     auto value = trim(line.substr(colon + 1));
     if (std::any_of(value.begin(), value.end(), [](char c) { return c == '\0' || c == '\r'; }))
         return fail("control character in header " + std::string(name));
@@ -210,7 +230,7 @@ Status ResponseParser::on_headers_complete() {
         auto last = codings.back();
         if (auto comma = last.rfind(','); comma != std::string_view::npos) last.remove_prefix(comma + 1);
         if (!iequals(trim(last), "chunked"))
-            return fail("unsupported Transfer-Encoding \"" + std::string(codings.back()) + "\"");
+            return fail("unsupported Transfer-Encoding " + quoted(codings.back(), 64));
         // RFC 9112 6.3: with both framings the message is suspect; do not reuse the connection.
         if (h.has("Content-Length")) response_.keep_alive = false;
         state_ = State::chunk_size;
@@ -242,7 +262,7 @@ Status ResponseParser::on_chunk_size_line(std::string_view line) {
     }
     auto rest = trim(line.substr(i));
     if (i == 0 || (!rest.empty() && rest.front() != ';'))
-        return fail("invalid chunk size line \"" + std::string(line.substr(0, 32)) + "\"");
+        return fail("invalid chunk size line " + quoted(line, 32));
     if (size == 0) {
         section_bytes_ = 0;
         state_ = State::trailer_lines;

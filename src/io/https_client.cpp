@@ -133,6 +133,14 @@ Result<http::Response> HttpsClient::send_once(http::Request& request) {
                 }
                 break;
             }
+            // read_some only looks at the deadline when it has to wait: a server that keeps
+            // data coming (an endless body below the size limit) must not outlast it either.
+            if (std::chrono::steady_clock::now() >= deadline) {
+                auto message = "no complete response from " + stream.endpoint() + " within " +
+                               std::to_string(config_.response_timeout.count()) + " ms: the server kept sending";
+                drop(request.host, request.port);
+                return make_error(std::move(message));
+            }
             auto used = parser_.feed(std::span<const std::uint8_t>(rx.data(), *n));
             if (!used) {
                 auto message = used.error().message + " (from " + stream.endpoint() + ")";

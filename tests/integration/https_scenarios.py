@@ -359,6 +359,14 @@ def main():
             check(r.returncode == 1 and "no complete response" in r.stderr, "a dribbling server did not time out", r)
             took = failed_after(r)
             check(1.45 <= took < 4.5, f"response timeout took {took:.2f} s, configured 1.5 s", r)
+        elif scenario == "flooding-server":
+            # Data always waiting: the response deadline must hold without a blocking read.
+            p = peer(behaviour=serve_huge_chunked)
+            r = run(p, *trusted, "--response-timeout-ms", "1500", "--max-body", "4000000000")
+            check(r.returncode == 1 and "the server kept sending" in r.stderr,
+                  "a server flooding a body below the size limit did not time out", r)
+            took = failed_after(r)
+            check(1.45 <= took < 4.5, f"response timeout took {took:.2f} s, configured 1.5 s", r)
         elif scenario == "endless-headers":
             for newline in (True, False):  # many long lines, or one line that never ends
                 p = peer(behaviour=lambda pe, co, i, nl=newline: serve_endless_headers(pe, co, i, 1000, nl))

@@ -31,6 +31,16 @@ TEST_CASE("cookie dates in the formats servers send") {
     CHECK_FALSE(parse_cookie_date("Sun, 06 Nov 1994 25:00:00 GMT").has_value());
 }
 
+TEST_CASE("cookie dates outside the clock's range are clamped, not overflowed (fuzz finding)") {
+    // Nanoseconds since 1970 in 64 bits end in 2262 and begin in 1677.
+    CHECK(parse_cookie_date("Thu, 01 Jan 9535 00:10:00 GMT") == at(2200, 1, 1));
+    CHECK(parse_cookie_date("Fri, 31 Dec 9999 23:59:59 GMT") == at(2200, 1, 1));
+    CHECK(parse_cookie_date("Mon, 01 Jan 1601 00:00:00 GMT") == Clock::time_point{});
+    CookieJar jar;
+    REQUIRE(jar.store("vpn.example.com", "/", line("c=v; Expires=Thu, 01 Jan 9535 00:10:00 GMT"), at(2030, 1, 1)).ok());
+    CHECK(jar.cookie_header("vpn.example.com", "/", at(2030, 1, 1)).reveal_text() == "c=v");
+}
+
 TEST_CASE("Set-Cookie is stored and sent back to the same host; values never print") {
     CookieJar jar;
     REQUIRE(jar.store("vpn.example.com", "/ssl-vpn/login.esp", line("PHPSESSID=abc123; path=/; Secure; HttpOnly")).ok());

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -267,4 +268,18 @@ TEST_CASE("EOF: clean only for close-delimited bodies; says where it happened") 
     p.begin("GET");
     REQUIRE(p.feed("H").ok());
     CHECK(p.started());
+}
+
+TEST_CASE("server bytes in errors are escaped: no control sequences reach the terminal") {
+    // Found with tests/integration/hostile (a gateway answering binary garbage).
+    const std::string garbage("\x1b[2J\x07\x00\x9b" "evil\r\n\r\n", 15);
+    std::string e = error_of(garbage);
+    CHECK(contains(e, "malformed status line \"\\x1b[2J\\x07\\x00\\x9bevil\""));
+    CHECK(std::none_of(e.begin(), e.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }));
+    e = error_of("HTTP/1.1 200 OK\r\nContent-Length: \x1b]0;x\x07\r\n\r\n");
+    CHECK(contains(e, "invalid Content-Length \"\\x1b]0;x\\x07\""));
+    e = error_of("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\x1bZ\r\n");
+    CHECK(contains(e, "invalid chunk size line \"\\x1bZ\""));
+    const std::string long_line = "HTTP/1.1 " + std::string(200, 'x') + "\r\n\r\n";
+    CHECK(contains(error_of(long_line), "xxx\"..."));  // truncated, marked
 }
