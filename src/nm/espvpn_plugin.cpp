@@ -192,6 +192,11 @@ static void espvpn_nm_plugin_init(EspvpnNmPlugin* self) { self->state = new espv
 
 static void espvpn_nm_plugin_finalize(GObject* object) {
     auto* self = reinterpret_cast<EspvpnNmPlugin*>(object);
+    // Normally the child is gone by now (main waits for it); never leave a watch
+    // pointing at a freed object, nor an espvpn without its service.
+    if (self->state->child_watch) g_source_remove(self->state->child_watch);
+    if (self->state->kill_timer) g_source_remove(self->state->kill_timer);
+    if (self->state->child > 0) kill(self->state->child, SIGKILL);
     delete self->state;
     self->state = nullptr;
     G_OBJECT_CLASS(espvpn_nm_plugin_parent_class)->finalize(object);

@@ -114,6 +114,8 @@ TEST_CASE("nm variant: ip6 config") {
     gboolean never_default = FALSE;
     CHECK(g_variant_lookup(v, "never-default", "b", &never_default));
     CHECK(never_default);
-    CHECK(g_variant_lookup_value(v, "address", G_VARIANT_TYPE("ay")) != nullptr);
+    GVariant* address = g_variant_lookup_value(v, "address", G_VARIANT_TYPE("ay"));
+    CHECK(address != nullptr);
+    if (address) g_variant_unref(address);
     g_variant_unref(v);
 }
