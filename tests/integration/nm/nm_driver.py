@@ -24,10 +24,17 @@ IFACE = "org.freedesktop.NetworkManager.VPN.Plugin"
 PATH = "/org/freedesktop/NetworkManager/VPN/Plugin"
 BUS_NAME = "org.freedesktop.NetworkManager.espvpn"
 STATE_STARTED, STATE_STOPPED = 4, 6
-FAILURE_LOGIN_FAILED = 0
+FAILURE_LOGIN_FAILED, FAILURE_BAD_IP_CONFIG = 0, 2
 
 args = None
 services = []
+
+
+T0 = time.monotonic()
+
+
+def ok(msg):
+    print("ok [%5.1f s]: %s" % (time.monotonic() - T0, msg), flush=True)
 
 
 def fail(msg):
@@ -144,14 +151,14 @@ def scenario_errors(bus):
     except GLib.Error as e:
         if "no gateway" not in e.message:
             fail("Connect without a gateway: unclear error: " + e.message)
-        print("ok: Connect without a gateway -> D-Bus error: %s" % e.message.split(": ", 1)[-1])
+        ok("Connect without a gateway -> D-Bus error: %s" % e.message.split(": ", 1)[-1])
     p.wait(lambda: STATE_STOPPED in p.states(), 5, "StateChanged(stopped) after the refused Connect")
 
     need = p.call("NeedSecrets", connection(base_data(), {})).unpack()[0]
     have = p.call("NeedSecrets", connection(base_data(), {"password": "x"})).unpack()[0]
     if (need, have) != ("vpn", ""):
         fail("NeedSecrets: without a secret %r (want 'vpn'), with a password %r (want '')" % (need, have))
-    print("ok: NeedSecrets asks for the vpn setting only without a cookie or password")
+    ok("NeedSecrets asks for the vpn setting only without a cookie or password")
 
     p.signals.clear()
     p.call("Connect", connection(base_data(), {"password": "wrong-password"}))
@@ -163,10 +170,28 @@ def scenario_errors(bus):
     p.wait(lambda: not p.children(), 5, "espvpn to be gone after the login failure")
     if "wrong-password" in p.log():
         fail("the password appears in the service log")
-    print("ok: wrong password -> Failure(LOGIN_FAILED), state stopped, espvpn gone; signals %s" % p.names())
+    ok("wrong password -> Failure(LOGIN_FAILED), state stopped, espvpn gone; signals %s" % p.names())
+
+    # The helper alone, as espvpn runs it: an unusable environment -> SetFailure,
+    # which libnm reports as Failure(BAD_IP_CONFIG); other reasons do nothing.
+    helper_env = {"PATH": os.environ["PATH"], "DBUS_SYSTEM_BUS_ADDRESS": args.address,
+                  "NM_ESPVPN_SERVICE_BUS_NAME": BUS_NAME, "VPNGATEWAY": args.gw_ip,
+                  "INTERNAL_IP4_ADDRESS": args.tun_ip}
+    p.signals.clear()
+    quiet = subprocess.run([args.service, "--helper"], env=dict(helper_env, reason="disconnect"), timeout=20)
+    bad = subprocess.run([args.service, "--helper"], env=dict(helper_env, reason="connect"), timeout=20,
+                         capture_output=True, text=True)
+    if quiet.returncode != 0 or bad.returncode != 1 or "TUNDEV is not set" not in bad.stderr:
+        fail("helper: reason=disconnect exit %d (want 0); no TUNDEV exit %d (want 1), stderr %r"
+             % (quiet.returncode, bad.returncode, bad.stderr))
+    p.wait(lambda: p.signal("Failure") is not None, 5, "Failure after the helper's SetFailure")
+    if p.signal("Failure") != FAILURE_BAD_IP_CONFIG or p.signal("Config") is not None:
+        fail("helper without TUNDEV: signals %s, want Failure(BAD_IP_CONFIG) only" % p.signals)
+    ok("helper: reason=disconnect is a no-op; no TUNDEV -> SetFailure -> Failure(BAD_IP_CONFIG), exit 1 (%s)"
+       % bad.stderr.strip().split(": ", 1)[-1])
 
     stop_service(p, signal.SIGTERM)
-    print("ok: SIGTERM -> the idle service exits 0")
+    ok("SIGTERM -> the idle service exits 0")
 
 
 def get_cookie():
@@ -217,7 +242,7 @@ def scenario_tunnel(bus):
             fail("%s: got %r, want %r" % (what, got, want))
     if ns("ip", "link", "show", "dev", tundev, check=False).returncode != 0:
         fail("tundev %s does not exist in the client namespace" % tundev)
-    print("ok: Config/Ip4Config/Ip6Config: tundev %s mtu %d, %s/32 routes 10.202.0.0/24 dns 10.202.0.53, "
+    ok("Config/Ip4Config/Ip6Config: tundev %s mtu %d, %s/32 routes 10.202.0.0/24 dns 10.202.0.53, "
           "%s routes fd00:202::/64, never-default" % (tundev, mtu, args.tun_ip, args.tun_ip6))
 
     # What NetworkManager does with these signals (the test stands in for it).
@@ -233,7 +258,7 @@ def scenario_tunnel(bus):
         r = ns(*cmd, check=False)
         if r.returncode != 0:
             fail("%s through the tunnel failed:\n%s" % (" ".join(cmd), r.stdout + r.stderr))
-    print("ok: ping %s and %s through %s" % (args.lan_ip, args.lan_ip6, tundev))
+    ok("ping %s and %s through %s" % (args.lan_ip, args.lan_ip6, tundev))
 
     t0 = time.monotonic()
     p.call("Disconnect")
@@ -253,7 +278,7 @@ def scenario_tunnel(bus):
         fail("espvpn had to be killed: it did not log out within the grace period")
     if cookie in log:
         fail("the cookie appears in the service log")
-    print("ok: Disconnect -> espvpn exited after %.2f s (SIGINT, logout), %s removed, service quit 0" % (gone, tundev))
+    ok("Disconnect -> espvpn exited after %.2f s (SIGINT, logout), %s removed, service quit 0" % (gone, tundev))
 
 
 def main():

@@ -4,7 +4,8 @@
 # shared three-namespace topology; the service runs in the client namespace.
 #   nm_plugin.sh errors|tunnel SERVICE ESPVPN GATEWAY_BIN
 #   errors: bad settings -> D-Bus error; NeedSecrets; wrong password ->
-#           Failure(LOGIN_FAILED), espvpn gone; SIGTERM -> service exits 0
+#           Failure(LOGIN_FAILED), espvpn gone; the helper alone: unusable env ->
+#           Failure(BAD_IP_CONFIG); SIGTERM -> the service exits 0
 #   tunnel: cookie -> Config/Ip4Config/Ip6Config carry the fake's address, routes,
 #           DNS, MTU; ping v4+v6 through the tun; Disconnect -> espvpn logs out and
 #           exits, tun removed, the fake saw the logout, the service quits
@@ -57,6 +58,9 @@ if [[ $mode == tunnel ]]; then
 fi
 if [[ $mode == errors ]]; then
   [[ $(json "$work/fake-stats.json" 'd["login_failed"]') -ge 1 ]] || fail "the fake gateway saw no failed login"
+  # No session ever started, so esp-gateway still waits for its first SA file, with
+  # SIGTERM blocked for up to 30 s; it has no tun yet, so SIGKILL loses nothing.
+  kill -KILL "$gw_pid" 2>/dev/null || true
 fi
 gateway_down
 echo "RESULT nm_plugin $mode: passed"
