@@ -14,8 +14,9 @@ namespace espvpn::nm {
 namespace {
 
 // How long espvpn gets after SIGINT to log out and run its disconnect script
-// before SIGKILL (NetworkManager-openconnect gives openconnect the same 2 s).
-constexpr guint kLogoutGraceSeconds = 2;
+// before SIGKILL. NetworkManager-openconnect gives openconnect 2 s; a logout that
+// is cut off leaves the session valid on the gateway, so we allow a slow one more.
+constexpr guint kLogoutGraceSeconds = 5;
 
 struct PluginState {
     PluginOptions options;

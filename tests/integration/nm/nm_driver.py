@@ -263,7 +263,7 @@ def scenario_tunnel(bus):
     t0 = time.monotonic()
     p.call("Disconnect")
     p.wait(lambda: STATE_STOPPED in p.states(), 5, "StateChanged(stopped) after Disconnect")
-    p.wait(lambda: not pid_alive(espvpn_pid), 5, "espvpn to exit after Disconnect")
+    p.wait(lambda: not pid_alive(espvpn_pid), 8, "espvpn to exit after Disconnect")
     gone = time.monotonic() - t0
     if ns("ip", "link", "show", "dev", tundev, check=False).returncode == 0:
         fail("tundev %s still exists after Disconnect" % tundev)
