@@ -1,7 +1,7 @@
 #include "src/nm/espvpn_plugin.h"
 
-#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
