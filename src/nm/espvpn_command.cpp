@@ -1,0 +1,117 @@
+#include "src/nm/espvpn_command.h"
+
+#include <algorithm>
+
+namespace espvpn::nm {
+namespace {
+
+const std::string* data_value(const VpnSettings& s, const std::string& key) {
+    auto it = s.data.find(key);
+    if (it == s.data.end() || it->second.empty()) return nullptr;
+    return &it->second;
+}
+
+const Secret* secret_value(const VpnSettings& s, const std::string& key) {
+    auto it = s.secrets.find(key);
+    if (it == s.secrets.end() || it->second.empty()) return nullptr;
+    return &it->second;
+}
+
+// A value from the secrets if present there (NM-openconnect's auth dialog returns
+// gateway/gwcert/resolve as secrets), else from vpn.data.
+std::string data_or_secret(const VpnSettings& s, const std::string& data_key, const std::string& secret_key) {
+    if (const Secret* v = secret_value(s, secret_key)) return std::string(v->reveal_text());
+    if (const std::string* v = data_value(s, data_key)) return *v;
+    return {};
+}
+
+bool is_yes(const std::string& v) { return v == "yes" || v == "true" || v == "1"; }
+
+// vpn.data item -> espvpn option taking its value (openconnect's option names).
+struct ValueOption {
+    const char* key;
+    const char* option;
+};
+constexpr ValueOption kValueOptions[] = {
+    {"user", "--user"},           {"username", "--user"},         {"authgroup", "--authgroup"},
+    {"usergroup", "--usergroup"}, {"usercert", "--certificate"},  {"userkey", "--sslkey"},
+    {"reported_os", "--os"},      {"useragent", "--useragent"},   {"local_hostname", "--local-hostname"},
+    {"mtu", "--mtu"},             {"base_mtu", "--base-mtu"},     {"reconnect_timeout", "--reconnect-timeout"},
+};
+// Keys handled specially below, or bookkeeping NM itself keeps in vpn.data.
+constexpr const char* kOtherKeys[] = {"gateway", "protocol", "servercert", "cafile", "cacert",
+                                      "resolve", "disable_ipv6", "no_dtls"};
+
+bool known_key(const std::string& key) {
+    if (key.size() > 6 && key.compare(key.size() - 6, 6, "-flags") == 0) return true;  // secret flags
+    for (const auto& o : kValueOptions)
+        if (key == o.key) return true;
+    for (const char* k : kOtherKeys)
+        if (key == k) return true;
+    return false;
+}
+
+}  // namespace
+
+bool has_login_secret(const VpnSettings& settings) {
+    return secret_value(settings, "cookie") || secret_value(settings, "password");
+}
+
+Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::string& script_command,
+                                     const VpnSettings& s, int verbosity) {
+    EspvpnCommand cmd;
+    auto& argv = cmd.argv;
+    argv.push_back(binary);
+
+    const std::string gateway = data_or_secret(s, "gateway", "gateway");
+    if (gateway.empty()) return make_error("the connection has no gateway (vpn.data item 'gateway')");
+    if (gateway.front() == '-') return make_error("gateway '" + gateway + "' is not a server address");
+
+    std::string protocol = "anyconnect";
+    if (const std::string* p = data_value(s, "protocol")) {
+        if (*p == "gp" || *p == "globalprotect") protocol = "gp";
+        else if (*p != "anyconnect") return make_error("protocol '" + *p + "' is not supported (gp or anyconnect)");
+    }
+    argv.push_back("--protocol=" + protocol);
+
+    for (const auto& o : kValueOptions)
+        if (const std::string* v = data_value(s, o.key)) argv.push_back(std::string(o.option) + "=" + *v);
+
+    // The pinned certificate alone decides (openconnect: --servercert disables CA
+    // trust); without one, the profile's CA file is added to the system CAs.
+    const std::string servercert = data_or_secret(s, "servercert", "gwcert");
+    if (!servercert.empty()) argv.push_back("--servercert=" + servercert);
+    if (const std::string* ca = data_value(s, "cafile")) argv.push_back("--cafile=" + *ca);
+    else if (const std::string* ca2 = data_value(s, "cacert")) argv.push_back("--cafile=" + *ca2);
+    if (std::string r = data_or_secret(s, "resolve", "resolve"); !r.empty()) argv.push_back("--resolve=" + r);
+    if (const std::string* v = data_value(s, "disable_ipv6"); v && is_yes(*v)) argv.push_back("--disable-ipv6");
+    if (const std::string* v = data_value(s, "no_dtls"); v && is_yes(*v)) argv.push_back("--no-dtls");
+
+    // The secret goes to stdin, never into argv (readable by every user in /proc).
+    // Nobody is at a terminal. With a cookie, --non-inter makes any prompt fail; with
+    // a password it is left out, because espvpn's --non-inter also refuses the
+    // --passwd-on-stdin line (openconnect reads it); stdin is our pipe, so a second
+    // prompt meets end of input and fails too, it never waits.
+    if (const Secret* cookie = secret_value(s, "cookie")) {
+        argv.push_back("--cookie-on-stdin");
+        argv.push_back("--non-inter");
+        cmd.stdin_line = cookie->clone();
+    } else if (const Secret* password = secret_value(s, "password")) {
+        argv.push_back("--passwd-on-stdin");
+        cmd.stdin_line = password->clone();
+    } else {
+        return make_error("the connection has neither a 'cookie' nor a 'password' secret");
+    }
+    for (char c : cmd.stdin_line.reveal_text())
+        if (c == '\n' || c == '\r') return make_error("the login secret spans more than one line");
+
+    argv.push_back("--script=" + script_command);
+    for (int i = 0; i < std::clamp(verbosity, 0, 3); ++i) argv.push_back("--verbose");
+    argv.push_back(gateway);
+
+    for (const auto& [key, value] : s.data)
+        if (!known_key(key)) cmd.ignored_keys.push_back(key);
+    return cmd;
+}
+
+}  // namespace espvpn::nm

@@ -1,0 +1,37 @@
+// How the plugin service starts espvpn for a NetworkManager VPN connection: the
+// argv built from the connection's vpn.data items and the secret written to the
+// child's stdin. Pure (no process is started), so the mapping and the rule "no
+// secret in argv" are unit-tested.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "crypto/result.h"
+#include "crypto/secret.h"
+
+namespace espvpn::nm {
+
+// vpn.data items and vpn.secrets of one connection profile.
+struct VpnSettings {
+    std::map<std::string, std::string> data;
+    std::map<std::string, Secret> secrets;
+};
+
+struct EspvpnCommand {
+    std::vector<std::string> argv;  // never holds a secret
+    Secret stdin_line;              // the cookie or password, without the newline
+    std::vector<std::string> ignored_keys;  // unknown vpn.data items (logged, not fatal)
+};
+
+// The secrets a connection needs: a "cookie" (as `espvpn --authenticate` prints
+// it) or a "password". Returns false when neither is present.
+bool has_login_secret(const VpnSettings& settings);
+
+// binary: the espvpn program; script_command: the vpnc-script command line that
+// reports the configuration back (our helper); verbosity: number of -v.
+Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::string& script_command,
+                                     const VpnSettings& settings, int verbosity);
+
+}  // namespace espvpn::nm

@@ -1,0 +1,235 @@
+#include "src/nm/espvpn_plugin.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "src/nm/espvpn_command.h"
+
+namespace espvpn::nm {
+namespace {
+
+// How long espvpn gets after SIGINT to log out and run its disconnect script
+// before SIGKILL. NetworkManager-openconnect gives openconnect 2 s; a logout that
+// is cut off leaves the session valid on the gateway, so we allow a slow one more.
+constexpr guint kLogoutGraceSeconds = 5;
+
+struct PluginState {
+    PluginOptions options;
+    GPid child = 0;
+    guint child_watch = 0;
+    guint kill_timer = 0;
+    bool stop_requested = false;  // we sent SIGINT: its exit is not a failure
+    std::function<void()> on_child_gone;
+};
+
+}  // namespace
+}  // namespace espvpn::nm
+
+struct EspvpnNmPlugin {
+    NMVpnServicePlugin parent;
+    espvpn::nm::PluginState* state;
+};
+struct EspvpnNmPluginClass {
+    NMVpnServicePluginClass parent;
+};
+
+G_DEFINE_TYPE(EspvpnNmPlugin, espvpn_nm_plugin, NM_TYPE_VPN_SERVICE_PLUGIN)
+
+namespace espvpn::nm {
+namespace {
+
+PluginState& state_of(gpointer plugin) { return *reinterpret_cast<EspvpnNmPlugin*>(plugin)->state; }
+
+VpnSettings settings_of(NMSettingVpn* vpn) {
+    VpnSettings s;
+    nm_setting_vpn_foreach_data_item(
+        vpn, [](const char* key, const char* value, gpointer out) {
+            static_cast<VpnSettings*>(out)->data[key] = value ? value : "";
+        }, &s);
+    nm_setting_vpn_foreach_secret(
+        vpn, [](const char* key, const char* value, gpointer out) {
+            static_cast<VpnSettings*>(out)->secrets[key] = Secret::from_string(value ? value : "");
+        }, &s);
+    return s;
+}
+
+bool write_all(int fd, std::string_view bytes) {
+    while (!bytes.empty()) {
+        ssize_t n = write(fd, bytes.data(), bytes.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+}
+
+void child_gone(PluginState& st) {
+    if (st.kill_timer) g_source_remove(st.kill_timer);
+    st.kill_timer = 0;
+    st.child = 0;
+    st.child_watch = 0;
+    st.stop_requested = false;
+    if (auto cb = std::move(st.on_child_gone)) {
+        st.on_child_gone = nullptr;
+        cb();
+    }
+}
+
+// espvpn's exit status is openconnect's: 2 = credentials/cookie rejected,
+// 1 = any other error, 0 = ended on request.
+void on_child_exit(GPid pid, gint wait_status, gpointer plugin) {
+    PluginState& st = state_of(plugin);
+    const bool expected = st.stop_requested;
+    g_spawn_close_pid(pid);
+    int code = -1;
+    if (WIFEXITED(wait_status)) code = WEXITSTATUS(wait_status);
+    if (code >= 0) g_message("espvpn (pid %d) exited with status %d", pid, code);
+    else g_message("espvpn (pid %d) ended by signal %d", pid, WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0);
+    child_gone(st);
+    auto* vpn = NM_VPN_SERVICE_PLUGIN(plugin);
+    if (expected) return;  // Disconnect already moved the state to stopped
+    if (code == 2) nm_vpn_service_plugin_failure(vpn, NM_VPN_PLUGIN_FAILURE_LOGIN_FAILED);
+    else if (code != 0) nm_vpn_service_plugin_failure(vpn, NM_VPN_PLUGIN_FAILURE_CONNECT_FAILED);
+    else nm_vpn_service_plugin_disconnect(vpn, nullptr);
+}
+
+gboolean kill_child(gpointer plugin) {
+    PluginState& st = state_of(plugin);
+    st.kill_timer = 0;
+    if (st.child > 0) {
+        g_warning("espvpn (pid %d) did not exit %u s after SIGINT; killing it", st.child, kLogoutGraceSeconds);
+        kill(st.child, SIGKILL);
+    }
+    return G_SOURCE_REMOVE;
+}
+
+gboolean plugin_connect(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
+    PluginState& st = state_of(plugin);
+    if (st.child > 0) {
+        g_set_error(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_STOPPING_IN_PROGRESS,
+                    "the previous espvpn (pid %d) is still logging out", st.child);
+        return FALSE;
+    }
+    NMSettingVpn* vpn = nm_connection_get_setting_vpn(connection);
+    if (!vpn) {
+        g_set_error_literal(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_BAD_ARGUMENTS,
+                            "the connection has no vpn setting");
+        return FALSE;
+    }
+    auto command = espvpn_command(st.options.espvpn_binary, st.options.helper_command, settings_of(vpn),
+                                  st.options.verbosity);
+    if (!command) {
+        g_set_error(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_BAD_ARGUMENTS, "invalid connection: %s",
+                    command.error().message.c_str());
+        return FALSE;
+    }
+    for (const auto& key : command->ignored_keys) g_message("ignoring unknown vpn.data item '%s'", key.c_str());
+
+    std::vector<char*> argv;
+    std::string printable;
+    for (auto& a : command->argv) {
+        argv.push_back(a.data());
+        printable += (printable.empty() ? "" : " ") + a;
+    }
+    argv.push_back(nullptr);
+    gchar** envp = g_environ_setenv(g_get_environ(), kBusNameVariable, st.options.bus_name.c_str(), TRUE);
+    int stdin_fd = -1;
+    GPid pid = 0;
+    const gboolean spawned = g_spawn_async_with_pipes(nullptr, argv.data(), envp, G_SPAWN_DO_NOT_REAP_CHILD, nullptr,
+                                                      nullptr, &pid, &stdin_fd, nullptr, nullptr, error);
+    g_strfreev(envp);
+    if (!spawned) return FALSE;
+    g_message("started espvpn (pid %d): %s", pid, printable.c_str());  // argv holds no secret
+
+    std::string line(command->stdin_line.reveal_text());
+    line += '\n';
+    const bool written = write_all(stdin_fd, line);
+    explicit_bzero(line.data(), line.size());
+    close(stdin_fd);
+    if (!written) g_warning("could not write the login secret to espvpn's stdin: %s", std::strerror(errno));
+
+    st.child = pid;
+    st.stop_requested = false;
+    st.child_watch = g_child_watch_add(pid, on_child_exit, plugin);
+    return TRUE;
+}
+
+gboolean plugin_need_secrets(NMVpnServicePlugin*, NMConnection* connection, const char** setting_name,
+                             GError** error) {
+    NMSettingVpn* vpn = nm_connection_get_setting_vpn(connection);
+    if (!vpn) {
+        g_set_error_literal(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_INVALID_CONNECTION,
+                            "the connection has no vpn setting");
+        return FALSE;
+    }
+    if (has_login_secret(settings_of(vpn))) return FALSE;
+    *setting_name = NM_SETTING_VPN_SETTING_NAME;
+    return TRUE;
+}
+
+// SIGINT = logout, then the disconnect script; SIGKILL if that takes too long.
+gboolean plugin_disconnect(NMVpnServicePlugin* plugin, GError**) {
+    PluginState& st = state_of(plugin);
+    if (st.child <= 0 || st.stop_requested) return TRUE;
+    st.stop_requested = true;
+    if (kill(st.child, SIGINT) == 0) {
+        g_message("stopping espvpn (pid %d): SIGINT (logout)", st.child);
+        st.kill_timer = g_timeout_add_seconds(kLogoutGraceSeconds, kill_child, plugin);
+    } else {
+        kill(st.child, SIGKILL);
+    }
+    return TRUE;
+}
+
+}  // namespace
+}  // namespace espvpn::nm
+
+static void espvpn_nm_plugin_init(EspvpnNmPlugin* self) { self->state = new espvpn::nm::PluginState(); }
+
+static void espvpn_nm_plugin_finalize(GObject* object) {
+    auto* self = reinterpret_cast<EspvpnNmPlugin*>(object);
+    // Normally the child is gone by now (main waits for it); never leave a watch
+    // pointing at a freed object, nor an espvpn without its service.
+    if (self->state->child_watch) g_source_remove(self->state->child_watch);
+    if (self->state->kill_timer) g_source_remove(self->state->kill_timer);
+    if (self->state->child > 0) kill(self->state->child, SIGKILL);
+    delete self->state;
+    self->state = nullptr;
+    G_OBJECT_CLASS(espvpn_nm_plugin_parent_class)->finalize(object);
+}
+
+static void espvpn_nm_plugin_class_init(EspvpnNmPluginClass* klass) {
+    G_OBJECT_CLASS(klass)->finalize = espvpn_nm_plugin_finalize;
+    auto* vpn = NM_VPN_SERVICE_PLUGIN_CLASS(klass);
+    vpn->connect = espvpn::nm::plugin_connect;
+    vpn->need_secrets = espvpn::nm::plugin_need_secrets;
+    vpn->disconnect = espvpn::nm::plugin_disconnect;
+}
+
+namespace espvpn::nm {
+
+NMVpnServicePlugin* create_espvpn_plugin(const PluginOptions& options, GError** error) {
+    // The state must hold the options before init_sync exports the object.
+    auto* object = g_object_new(espvpn_nm_plugin_get_type(), NM_VPN_SERVICE_PLUGIN_DBUS_SERVICE_NAME,
+                                options.bus_name.c_str(), NM_VPN_SERVICE_PLUGIN_DBUS_WATCH_PEER,
+                                options.watch_peer ? TRUE : FALSE, nullptr);
+    state_of(object).options = options;
+    if (!g_initable_init(G_INITABLE(object), nullptr, error)) {
+        g_object_unref(object);
+        return nullptr;
+    }
+    return NM_VPN_SERVICE_PLUGIN(object);
+}
+
+bool espvpn_child_running(NMVpnServicePlugin* plugin) { return state_of(plugin).child > 0; }
+
+void on_espvpn_child_gone(NMVpnServicePlugin* plugin, std::function<void()> callback) {
+    state_of(plugin).on_child_gone = std::move(callback);
+}
+
+}  // namespace espvpn::nm

@@ -1,0 +1,316 @@
+#!/usr/bin/python3
+"""Plays NetworkManager against nm-espvpn-service on a private D-Bus daemon.
+
+Called by nm_plugin.sh (which builds the namespaces, the fake GlobalProtect gateway
+and the bus). Starts the service inside the client namespace, drives it with the
+org.freedesktop.NetworkManager.VPN.Plugin calls NM makes, checks the signals, and
+applies the reported configuration to the tun as NM would, then pings through it.
+"""
+import argparse
+import ipaddress
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import uuid
+
+from gi.repository import Gio, GLib
+
+IFACE = "org.freedesktop.NetworkManager.VPN.Plugin"
+PATH = "/org/freedesktop/NetworkManager/VPN/Plugin"
+BUS_NAME = "org.freedesktop.NetworkManager.espvpn"
+STATE_STARTED, STATE_STOPPED = 4, 6
+FAILURE_LOGIN_FAILED, FAILURE_BAD_IP_CONFIG = 0, 2
+
+args = None
+services = []
+
+
+T0 = time.monotonic()
+
+
+def ok(msg):
+    print("ok [%5.1f s]: %s" % (time.monotonic() - T0, msg), flush=True)
+
+
+def fail(msg):
+    raise SystemExit("FAIL: " + msg)
+
+
+def u32_ip(value):
+    """NM's uint32 address (bytes in network order, read as a host integer)."""
+    return socket.inet_ntoa(struct.pack("=I", value))
+
+
+def ns(*cmd, check=True):
+    return subprocess.run(["ip", "netns", "exec", args.netns, *cmd], check=check, capture_output=True, text=True,
+                          timeout=30)
+
+
+class Plugin:
+    """One nm-espvpn-service process and what it signals."""
+
+    def __init__(self, bus, persist):
+        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=args.address)
+        cmd = ["ip", "netns", "exec", args.netns, args.service, "--espvpn", args.espvpn, "--debug"]
+        if persist:
+            cmd.append("--persist")
+        self.log_path = os.path.join(args.work, "service-%d.log" % len(services))
+        self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT)
+        services.append(self)
+        self.bus = bus
+        self.signals = []
+        bus.signal_subscribe(None, IFACE, None, PATH, None, Gio.DBusSignalFlags.NONE, self._on_signal)
+        self.wait(lambda: self._owned(), 10, "the service to own " + BUS_NAME)
+
+    def _owned(self):
+        reply = self.bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                   "NameHasOwner", GLib.Variant("(s)", (BUS_NAME,)), None, 0, 2000, None)
+        if self.proc.poll() is not None:
+            fail("service exited %d at start-up:\n%s" % (self.proc.returncode, open(self.log_path).read()))
+        return reply.unpack()[0]
+
+    def _on_signal(self, _conn, _sender, _path, _iface, name, params):
+        self.signals.append((name, params.unpack()))
+
+    def wait(self, predicate, seconds, what):
+        ctx = GLib.MainContext.default()
+        deadline = time.monotonic() + seconds
+        while not predicate():
+            if time.monotonic() > deadline:
+                fail("timed out after %d s waiting for %s; signals: %s" % (seconds, what, self.names()))
+            ctx.iteration(False) or time.sleep(0.02)
+
+    def names(self):
+        return [n if n != "StateChanged" else "StateChanged(%d)" % p[0] for n, p in self.signals]
+
+    def signal(self, name):
+        for n, p in self.signals:
+            if n == name:
+                return p[0]
+        return None
+
+    def states(self):
+        return [p[0] for n, p in self.signals if n == "StateChanged"]
+
+    def call(self, method, params=None, timeout_ms=15000):
+        return self.bus.call_sync(BUS_NAME, PATH, IFACE, method, params, None, 0, timeout_ms, None)
+
+    def children(self):
+        try:
+            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
+                return [int(p) for p in f.read().split()]
+        except FileNotFoundError:
+            return []
+
+    def log(self):
+        return open(self.log_path).read()
+
+
+def connection(data, secrets):
+    return GLib.Variant("(a{sa{sv}})", ({
+        "connection": {"id": GLib.Variant("s", "espvpn-test"), "uuid": GLib.Variant("s", str(uuid.uuid4())),
+                       "type": GLib.Variant("s", "vpn")},
+        "vpn": {"service-type": GLib.Variant("s", BUS_NAME), "data": GLib.Variant("a{ss}", data),
+                "secrets": GLib.Variant("a{ss}", secrets)},
+    },))
+
+
+def base_data():
+    return {"gateway": args.gateway, "protocol": "gp", "user": "alice", "cafile": args.ca}
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def stop_service(p, how):
+    p.proc.send_signal(how)
+    try:
+        rc = p.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        fail("service did not exit 10 s after signal %d" % how)
+    if rc != 0:
+        fail("service exited %d after signal %d" % (rc, how))
+
+
+def scenario_errors(bus):
+    """Bad settings, NeedSecrets, and a rejected password -> Failure(LOGIN_FAILED)."""
+    p = Plugin(bus, persist=True)
+    try:
+        p.call("Connect", connection({"protocol": "gp"}, {"password": "secret"}))
+        fail("Connect without a gateway succeeded")
+    except GLib.Error as e:
+        if "no gateway" not in e.message:
+            fail("Connect without a gateway: unclear error: " + e.message)
+        ok("Connect without a gateway -> D-Bus error: %s" % e.message.split(": ", 1)[-1])
+    p.wait(lambda: STATE_STOPPED in p.states(), 5, "StateChanged(stopped) after the refused Connect")
+
+    need = p.call("NeedSecrets", connection(base_data(), {})).unpack()[0]
+    have = p.call("NeedSecrets", connection(base_data(), {"password": "x"})).unpack()[0]
+    if (need, have) != ("vpn", ""):
+        fail("NeedSecrets: without a secret %r (want 'vpn'), with a password %r (want '')" % (need, have))
+    ok("NeedSecrets asks for the vpn setting only without a cookie or password")
+
+    p.signals.clear()
+    p.call("Connect", connection(base_data(), {"password": "wrong-password"}))
+    p.wait(lambda: p.signal("Failure") is not None, 30, "a Failure signal for a wrong password")
+    first = p.signal("Failure")
+    if first != FAILURE_LOGIN_FAILED:
+        fail("first Failure reason %d, want LOGIN_FAILED (0)" % first)
+    p.wait(lambda: STATE_STOPPED in p.states(), 10, "StateChanged(stopped) after the login failure")
+    p.wait(lambda: not p.children(), 5, "espvpn to be gone after the login failure")
+    if "wrong-password" in p.log():
+        fail("the password appears in the service log")
+    ok("wrong password -> Failure(LOGIN_FAILED), state stopped, espvpn gone; signals %s" % p.names())
+
+    # The helper alone, as espvpn runs it: an unusable environment -> SetFailure,
+    # which libnm reports as Failure(BAD_IP_CONFIG); other reasons do nothing.
+    helper_env = {"PATH": os.environ["PATH"], "DBUS_SYSTEM_BUS_ADDRESS": args.address,
+                  "NM_ESPVPN_SERVICE_BUS_NAME": BUS_NAME, "VPNGATEWAY": args.gw_ip,
+                  "INTERNAL_IP4_ADDRESS": args.tun_ip}
+    p.signals.clear()
+    quiet = subprocess.run([args.service, "--helper"], env=dict(helper_env, reason="disconnect"), timeout=20)
+    bad = subprocess.run([args.service, "--helper"], env=dict(helper_env, reason="connect"), timeout=20,
+                         capture_output=True, text=True)
+    if quiet.returncode != 0 or bad.returncode != 1 or "TUNDEV is not set" not in bad.stderr:
+        fail("helper: reason=disconnect exit %d (want 0); no TUNDEV exit %d (want 1), stderr %r"
+             % (quiet.returncode, bad.returncode, bad.stderr))
+    p.wait(lambda: p.signal("Failure") is not None, 5, "Failure after the helper's SetFailure")
+    if p.signal("Failure") != FAILURE_BAD_IP_CONFIG or p.signal("Config") is not None:
+        fail("helper without TUNDEV: signals %s, want Failure(BAD_IP_CONFIG) only" % p.signals)
+    ok("helper: reason=disconnect is a no-op; no TUNDEV -> SetFailure -> Failure(BAD_IP_CONFIG), exit 1 (%s)"
+       % bad.stderr.strip().split(": ", 1)[-1])
+
+    stop_service(p, signal.SIGTERM)
+    ok("SIGTERM -> the idle service exits 0")
+
+
+def get_cookie():
+    out = subprocess.run(["ip", "netns", "exec", args.netns, args.espvpn, "--protocol=gp", "--cafile", args.ca,
+                          "-u", "alice", "--passwd-on-stdin", "--authenticate", args.gateway],
+                         input="secret\n", capture_output=True, text=True, timeout=30)
+    m = re.search(r"^COOKIE='([^']*)'$", out.stdout, re.M)
+    if out.returncode != 0 or not m:
+        fail("espvpn --authenticate failed (%d): %s" % (out.returncode, out.stderr[-500:]))
+    return m.group(1)
+
+
+def scenario_tunnel(bus):
+    """Cookie login -> Config/Ip4Config/Ip6Config -> traffic -> Disconnect -> all gone."""
+    cookie = get_cookie()
+    p = Plugin(bus, persist=False)  # as NM starts it: watches its caller, quits when done
+    p.call("Connect", connection(base_data(), {"cookie": cookie}))
+    p.wait(lambda: STATE_STARTED in p.states(), 40, "StateChanged(started)")
+    cfg, ip4, ip6 = p.signal("Config"), p.signal("Ip4Config"), p.signal("Ip6Config")
+    if cfg is None or ip4 is None or ip6 is None:
+        fail("missing config signals: %s" % p.names())
+    children = p.children()
+    if len(children) != 1:
+        fail("expected one espvpn child, found %s" % children)
+    espvpn_pid = children[0]
+    if open("/proc/%d/cmdline" % espvpn_pid, "rb").read().find(cookie.encode()) >= 0:
+        fail("the cookie is in espvpn's argv")
+
+    tundev, mtu = cfg["tundev"], cfg.get("mtu")
+    checks = [
+        ("Config gateway", u32_ip(cfg["gateway"]), args.gw_ip),
+        ("Config has-ip4/has-ip6", (cfg["has-ip4"], cfg["has-ip6"]), (True, True)),
+        ("Ip4Config address", u32_ip(ip4["address"]), args.tun_ip),
+        ("Ip4Config prefix", ip4["prefix"], 32),
+        ("Ip4Config routes", sorted((u32_ip(r[0]), r[1]) for r in ip4.get("routes", [])), [("10.202.0.0", 24)]),
+        ("Ip4Config dns", [u32_ip(d) for d in ip4.get("dns", [])], ["10.202.0.53"]),
+        ("Ip4Config domains", ip4.get("domains"), ["corp.test"]),
+        ("Ip4Config never-default", ip4.get("never-default"), True),
+        ("Ip4Config tundev (copied by libnm)", ip4.get("tundev"), tundev),
+        ("Ip6Config address", str(ipaddress.IPv6Address(bytes(ip6["address"]))), args.tun_ip6),
+        ("Ip6Config routes", [(str(ipaddress.IPv6Address(bytes(r[0]))), r[1]) for r in ip6.get("routes", [])],
+         [("fd00:202::", 64)]),
+        ("Ip6Config dns", [str(ipaddress.IPv6Address(bytes(d))) for d in ip6.get("dns", [])], ["fd00:202::53"]),
+        ("Config mtu", isinstance(mtu, int) and 576 <= mtu <= 1500, True),
+    ]
+    for what, got, want in checks:
+        if got != want:
+            fail("%s: got %r, want %r" % (what, got, want))
+    if ns("ip", "link", "show", "dev", tundev, check=False).returncode != 0:
+        fail("tundev %s does not exist in the client namespace" % tundev)
+    ok("Config/Ip4Config/Ip6Config: tundev %s mtu %d, %s/32 routes 10.202.0.0/24 dns 10.202.0.53, "
+          "%s routes fd00:202::/64, never-default" % (tundev, mtu, args.tun_ip, args.tun_ip6))
+
+    # What NetworkManager does with these signals (the test stands in for it).
+    ns("ip", "link", "set", "dev", tundev, "up", "mtu", str(mtu))
+    ns("ip", "addr", "add", "%s/%d" % (args.tun_ip, ip4["prefix"]), "dev", tundev)
+    ns("ip", "-6", "addr", "add", "%s/%d" % (args.tun_ip6, ip6["prefix"]), "dev", tundev, "nodad")
+    for r in ip4["routes"]:
+        ns("ip", "route", "add", "%s/%d" % (u32_ip(r[0]), r[1]), "dev", tundev)
+    for r in ip6["routes"]:
+        ns("ip", "-6", "route", "add", "%s/%d" % (ipaddress.IPv6Address(bytes(r[0])), r[1]), "dev", tundev)
+    for cmd in (["ping", "-c", "3", "-i", "0.2", "-W", "2", args.lan_ip],
+                ["ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", args.lan_ip6]):
+        r = ns(*cmd, check=False)
+        if r.returncode != 0:
+            fail("%s through the tunnel failed:\n%s" % (" ".join(cmd), r.stdout + r.stderr))
+    ok("ping %s and %s through %s" % (args.lan_ip, args.lan_ip6, tundev))
+
+    t0 = time.monotonic()
+    p.call("Disconnect")
+    p.wait(lambda: STATE_STOPPED in p.states(), 5, "StateChanged(stopped) after Disconnect")
+    p.wait(lambda: not pid_alive(espvpn_pid), 8, "espvpn to exit after Disconnect")
+    gone = time.monotonic() - t0
+    if ns("ip", "link", "show", "dev", tundev, check=False).returncode == 0:
+        fail("tundev %s still exists after Disconnect" % tundev)
+    try:
+        rc = p.proc.wait(5)
+    except subprocess.TimeoutExpired:
+        fail("the service (no --persist) did not quit after its connection ended")
+    if rc != 0:
+        fail("the service exited %d" % rc)
+    log = p.log()
+    if "SIGKILL" in log or "killing it" in log:
+        fail("espvpn had to be killed: it did not log out within the grace period")
+    if cookie in log:
+        fail("the cookie appears in the service log")
+    ok("Disconnect -> espvpn exited after %.2f s (SIGINT, logout), %s removed, service quit 0" % (gone, tundev))
+
+
+def main():
+    global args
+    ap = argparse.ArgumentParser()
+    for a in ("address", "service", "espvpn", "netns", "gateway", "ca", "work", "gw-ip", "tun-ip", "tun-ip6",
+              "lan-ip", "lan-ip6"):
+        ap.add_argument("--" + a, required=True)
+    ap.add_argument("scenario", choices=["errors", "tunnel"])
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: terminated"))
+    bus = Gio.DBusConnection.new_for_address_sync(
+        args.address,
+        Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
+        None, None)
+    try:
+        {"errors": scenario_errors, "tunnel": scenario_tunnel}[args.scenario](bus)
+    except SystemExit:
+        for s in services:
+            print("--- %s" % s.log_path)
+            print(s.log()[-3000:])
+        raise
+    finally:
+        for s in services:
+            if s.proc.poll() is None:
+                s.proc.terminate()
+                try:
+                    s.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    s.proc.kill()
+                    s.proc.wait()
+
+
+if __name__ == "__main__":
+    main()

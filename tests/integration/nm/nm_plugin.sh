@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# nm-espvpn-service on a private D-Bus daemon (never the system bus), driven as
+# NetworkManager drives a VPN plugin, against the fake GlobalProtect gateway in the
+# shared three-namespace topology; the service runs in the client namespace.
+#   nm_plugin.sh errors|tunnel SERVICE ESPVPN GATEWAY_BIN
+#   errors: bad settings -> D-Bus error; NeedSecrets; wrong password ->
+#           Failure(LOGIN_FAILED), espvpn gone; the helper alone: unusable env ->
+#           Failure(BAD_IP_CONFIG); SIGTERM -> the service exits 0
+#   tunnel: cookie -> Config/Ip4Config/Ip6Config carry the fake's address, routes,
+#           DNS, MTU; ping v4+v6 through the tun; Disconnect -> espvpn logs out and
+#           exits, tun removed, the fake saw the logout, the service quits
+set -euo pipefail
+[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
+mode=$1 service=$2 espvpn=$3 gw_bin=$4
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+work=$(mktemp -d /tmp/nm-plugin.XXXXXX)
+pids=()
+# shellcheck source=../../../tools/netns/gp-topology.sh
+. "$repo/tools/netns/gp-topology.sh"
+trap topo_cleanup EXIT
+trap 'exit 130' INT TERM
+fail() { echo "FAIL: $*"; for f in "$work"/*.out "$work"/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -25 "$f"; }; done; exit 1; }
+topo_up
+gateway_up aes-128-gcm --dns 10.202.0.53 --dns6 fd00:202::53 --search corp.test || fail "fake gateway did not start"
+
+# A session-style bus on a socket of our own; it also loads the plugin's D-Bus
+# policy file, so a syntax error there fails the test (dbus-daemon refuses it).
+cat >"$work/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=$work/bus.sock</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+  <include>$repo/src/nm/nm-espvpn-service.conf</include>
+</busconfig>
+CONF
+dbus-daemon --config-file="$work/bus.conf" --nofork --nosyslog >"$work/dbus.log" 2>&1 &
+pids+=("$!")
+wait_for_socket() { local i; for ((i = 0; i < 50; i++)); do [[ -S $work/bus.sock ]] && return 0; sleep 0.1; done; return 1; }
+wait_for_socket || fail "dbus-daemon did not start"
+
+rc=0
+$py "$here/nm_driver.py" "$mode" --address "unix:path=$work/bus.sock" --service "$service" --espvpn "$espvpn" \
+  --netns "$nsc" --gateway "https://$gw_ip:4443/" --ca "$repo/certs/ca.pem" --work "$work" --gw-ip $gw_ip \
+  --tun-ip $tun_ip --tun-ip6 $tun_ip6 --lan-ip $lan_ip --lan-ip6 $lan_ip6 || rc=$?
+[[ $rc -eq 0 ]] || fail "driver failed ($rc)"
+if [[ $mode == tunnel ]]; then
+  [[ $(json "$work/fake-stats.json" 'd["logouts"]') -ge 1 ]] || fail "the fake gateway saw no logout"
+  ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q . || fail "a tun device was left behind"
+  echo "ok: the fake gateway saw the logout; no tun left in the client namespace"
+fi
+if [[ $mode == errors ]]; then
+  [[ $(json "$work/fake-stats.json" 'd["login_failed"]') -ge 1 ]] || fail "the fake gateway saw no failed login"
+  # No session ever started, so esp-gateway still waits for its first SA file, with
+  # SIGTERM blocked for up to 30 s; it has no tun yet, so SIGKILL loses nothing.
+  kill -KILL "$gw_pid" 2>/dev/null || true
+fi
+gateway_down
+echo "RESULT nm_plugin $mode: passed"

@@ -1,0 +1,92 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "src/nm/espvpn_command.h"
+
+using namespace espvpn;
+using namespace espvpn::nm;
+
+namespace {
+
+VpnSettings settings(std::map<std::string, std::string> data, std::map<std::string, std::string> secrets) {
+    VpnSettings s;
+    s.data = std::move(data);
+    for (auto& [k, v] : secrets) s.secrets[k] = Secret::from_string(v);
+    return s;
+}
+
+EspvpnCommand build(const VpnSettings& s, int verbosity = 0) {
+    auto cmd = espvpn_command("/usr/sbin/espvpn", "'/usr/lib/nm-espvpn-service' --helper", s, verbosity);
+    if (!cmd) FAIL("unexpected error: " << cmd.error().message);
+    return std::move(*cmd);
+}
+
+std::string error_of(const VpnSettings& s) {
+    auto cmd = espvpn_command("/usr/sbin/espvpn", "helper", s, 0);
+    REQUIRE_FALSE(cmd);
+    return cmd.error().message;
+}
+
+bool argv_mentions(const EspvpnCommand& c, const std::string& text) {
+    return std::any_of(c.argv.begin(), c.argv.end(),
+                       [&](const std::string& a) { return a.find(text) != std::string::npos; });
+}
+
+}  // namespace
+
+TEST_CASE("espvpn command: GlobalProtect with a password") {
+    auto s = settings({{"gateway", "https://10.201.0.1:4443/"},
+                       {"protocol", "gp"},
+                       {"user", "alice"},
+                       {"cafile", "/etc/ca.pem"},
+                       {"password-flags", "0"}},
+                      {{"password", "s3cret-pw"}});
+    EspvpnCommand c = build(s, 2);
+    CHECK(c.argv == std::vector<std::string>{"/usr/sbin/espvpn", "--protocol=gp", "--user=alice",
+                                             "--cafile=/etc/ca.pem", "--passwd-on-stdin",
+                                             "--script='/usr/lib/nm-espvpn-service' --helper", "--verbose",
+                                             "--verbose", "https://10.201.0.1:4443/"});
+    CHECK(c.stdin_line.reveal_text() == "s3cret-pw");
+    CHECK_FALSE(argv_mentions(c, "s3cret-pw"));
+    CHECK(c.ignored_keys.empty());  // "-flags" items are NM bookkeeping
+}
+
+TEST_CASE("espvpn command: AnyConnect with a cookie and NM-openconnect's secret names") {
+    // The auth dialog of NM-openconnect returns gateway, gwcert and resolve as secrets.
+    auto s = settings({{"gateway", "vpn.example.com"}, {"cacert", "/etc/old-ca.pem"}, {"mtu", "1300"},
+                       {"some_future_key", "x"}},
+                      {{"cookie", "webvpn=ABC; openconnect_strapkey=XYZ"},
+                       {"password", "not-used"},
+                       {"gateway", "https://vpn.example.com:8443/"},
+                       {"gwcert", "pin-sha256:AAAA"},
+                       {"resolve", "vpn.example.com:192.0.2.7"}});
+    EspvpnCommand c = build(s);
+    CHECK(c.argv == std::vector<std::string>{"/usr/sbin/espvpn", "--protocol=anyconnect", "--mtu=1300",
+                                             "--servercert=pin-sha256:AAAA", "--cafile=/etc/old-ca.pem",
+                                             "--resolve=vpn.example.com:192.0.2.7", "--cookie-on-stdin",
+                                             "--non-inter", "--script='/usr/lib/nm-espvpn-service' --helper",
+                                             "https://vpn.example.com:8443/"});
+    CHECK(c.stdin_line.reveal_text() == "webvpn=ABC; openconnect_strapkey=XYZ");  // the cookie wins
+    CHECK_FALSE(argv_mentions(c, "webvpn"));
+    CHECK_FALSE(argv_mentions(c, "not-used"));
+    CHECK(c.ignored_keys == std::vector<std::string>{"some_future_key"});
+}
+
+TEST_CASE("espvpn command: bad settings are refused with a reason") {
+    CHECK(error_of(settings({{"protocol", "gp"}}, {{"password", "x"}})).find("no gateway") != std::string::npos);
+    CHECK(error_of(settings({{"gateway", "--script=/tmp/evil"}}, {{"password", "x"}})).find("not a server") !=
+          std::string::npos);
+    CHECK(error_of(settings({{"gateway", "vpn.test"}, {"protocol", "pulse"}}, {{"password", "x"}}))
+              .find("protocol 'pulse'") != std::string::npos);
+    CHECK(error_of(settings({{"gateway", "vpn.test"}}, {})).find("neither a 'cookie' nor a 'password'") !=
+          std::string::npos);
+    CHECK(error_of(settings({{"gateway", "vpn.test"}}, {{"password", "a\nb"}})).find("more than one line") !=
+          std::string::npos);
+}
+
+TEST_CASE("espvpn command: which secrets count as a login") {
+    CHECK(has_login_secret(settings({}, {{"cookie", "c"}})));
+    CHECK(has_login_secret(settings({}, {{"password", "p"}})));
+    CHECK_FALSE(has_login_secret(settings({}, {{"password", ""}, {"gwcert", "pin-sha256:x"}})));
+}
