@@ -38,9 +38,13 @@ topo_up() {
 }
 
 json() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
-wait_for() {  # FILE PATTERN SECONDS (wall clock: each exec is slow in an emulated guest)
+wait_for() {  # FILE PATTERN SECONDS [PID: give up when it exits] (wall clock: execs are slow in a guest)
   local end=$((SECONDS + $3 + 1))
-  while ((SECONDS < end)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep ${wait_step:-0.1}; done
+  while ((SECONDS < end)); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    [[ -z ${4:-} ]] || kill -0 "$4" 2>/dev/null || return 1
+    sleep ${wait_step:-0.1}
+  done
   return 1
 }
 
@@ -87,7 +91,17 @@ gateway_down() {
 # kernel_peer_prepare: once after topo_up. The gateway owns gw_addr (the GP probe's
 # target) and routes the client's tunnel addresses towards it (the xfrm policies
 # then encrypt); an ESP-in-UDP encap socket on 4501 lets the kernel see the ESP.
+# The kernel's s2c SA must name the client's UDP port, which espvpn picks only when
+# the tunnel starts (a real gateway learns it from a NAT-T mapping; espvpn gives up
+# after 10 s of unanswered probes, too short to learn it here under emulation): a
+# NAT in the client namespace maps espvpn's ESP source port to 4501, as a home
+# router would, so the SAs can say 4501 from the start.
 kernel_peer_prepare() {
+  ip netns exec "$nsc" nft -f - <<NFT || return 1
+table ip gp_kernel_peer_nat {
+  chain post { type nat hook postrouting priority srcnat; ip daddr $gw_ip udp dport 4501 snat to $cl_ip:4501; }
+}
+NFT
   ip -n "$nsg" -batch - <<EOT || return 1
 addr add $gw_addr/32 dev lo
 addr add $gw_addr6/128 dev lo
@@ -129,23 +143,6 @@ gateway_kernel_up() {
     --sa-hook-timeout 120 "$@"
   gw_pid=
   wait_for "$work/fake.ready" pid 120  # python under emulation on a loaded host: slow
-}
-
-# kernel_peer_learn_port SECONDS: the kernel's s2c SA must send to the client's UDP
-# port, which only the client's socket knows (a real gateway learns it from the first
-# packet, NAT-T style): read it from the client namespace, update the SAs; prints it.
-kernel_peer_learn_port() {
-  local end=$((SECONDS + $1 + 1)) port=
-  while ((SECONDS < end)); do
-    port=$(ip netns exec "$nsc" ss -Hnu dst $gw_ip:4501 | awk '{ n = split($4, a, ":"); print a[n]; exit }')
-    [[ -n $port ]] && break
-    sleep 0.2
-  done
-  [[ -n $port ]] || { echo "no UDP socket to $gw_ip:4501 in the client namespace after $1 s" >&2; return 1; }
-  [[ -s $work/kernel-sa/installed ]] || { echo "the gateway's SA hook has not installed any keys" >&2; return 1; }
-  echo "$port" > "$work/kernel-sa/client-port" || return 1
-  "$repo/tools/netns/gp-kernel-sa" "$nsg" $gw_ip $cl_ip "$work/kernel-sa" "$work/gw-sa.env" || return 1
-  echo "$port"
 }
 
 # --- The client ----------------------------------------------------------------------
