@@ -102,6 +102,10 @@ table ip gp_kernel_peer_nat {
   chain post { type nat hook postrouting priority srcnat; ip daddr $gw_ip udp dport 4501 snat to $cl_ip:4501; }
 }
 NFT
+  # A finished client's mapping would hold 4501 (and push the next client's to another
+  # port) for the default 30/120 s: let idle UDP mappings expire after 5 s.
+  ip netns exec "$nsc" sysctl -qw net.netfilter.nf_conntrack_udp_timeout=3 \
+    net.netfilter.nf_conntrack_udp_timeout_stream=5 || return 1
   ip -n "$nsg" -batch - <<EOT || return 1
 addr add $gw_addr/32 dev lo
 addr add $gw_addr6/128 dev lo
