@@ -3,8 +3,12 @@
 #   client  --veth 10.201.0.0/24--  gateway (fake-gp-gateway :4443, esp-gateway :4501)
 #           --veth 10.202.0.0/24 + fd00:202::/64--  lan (ping / iperf3 target)
 # The caller sets: repo, work (a temp dir), pids (array), and calls topo_up.
+# Two ESP peers for the gateway: gateway_up (userspace tools/esp-gateway, gw_bin) or,
+# on a kernel with ESP, kernel_peer_prepare once + gateway_kernel_up (kernel xfrm).
 # 10.201.0.1 is in the test certificate's SANs, so clients verify it with certs/ca.pem.
 py=/usr/bin/python3; [[ -x $py ]] || py=python3
+# shellcheck source=xfrm.sh
+. "${BASH_SOURCE[0]%/*}/xfrm.sh"   # the kernel ESP peer's SA lines
 gw_ip=10.201.0.1 cl_ip=10.201.0.2
 tun_ip=10.200.0.2 tun_ip6=fd00:200::2 gw_addr=10.200.255.1 gw_addr6=fd00:200::ffff
 lan_ip=10.202.0.2 lan_ip6=fd00:202::2
@@ -34,10 +38,28 @@ topo_up() {
 }
 
 json() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
-wait_for() {  # FILE PATTERN SECONDS
-  local i
-  for ((i = 0; i < $3 * 10; i++)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+wait_for() {  # FILE PATTERN SECONDS [PID: give up when it exits] (wall clock: execs are slow in a guest)
+  local end=$((SECONDS + $3 + 1))
+  while ((SECONDS < end)); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    [[ -z ${4:-} ]] || kill -0 "$4" 2>/dev/null || return 1
+    sleep ${wait_step:-0.1}
+  done
   return 1
+}
+
+# fake_up SUITE SA_HOOK [fake options...]: the fake GP portal + gateway in the gateway
+# namespace, writing its keys to $work/gw-sa.env and running SA_HOOK after each
+# getconfig; sets fake_pid. Returns once it listens (the caller waits for that).
+fake_up() {
+  local suite=$1 hook=$2; shift 2
+  rm -f "$work"/gw-sa.env "$work"/fake-stats.json "$work"/fake.ready
+  ip netns exec "$nsg" $py "$repo/tools/fake-gp-gateway/fake-gp-gateway" --listen $gw_ip:4443 --esp "$suite" \
+    --sa-file "$work/gw-sa.env" --sa-file-format env --sa-hook "$hook" \
+    --ip $tun_ip --ip6 $tun_ip6 --gw-address $gw_addr --route 10.202.0.0/24 --route6 fd00:202::/64 \
+    --ready-file "$work/fake.ready" --stats-file "$work/fake-stats.json" --log-file "$work/fake.log" \
+    --max-runtime 900 "$@" >"$work/fake.out" 2>&1 &
+  fake_pid=$!; pids+=("$fake_pid")
 }
 
 # gateway_up SUITE [fake options...]: fake GP gateway + userspace ESP gateway in the
@@ -46,13 +68,8 @@ wait_for() {  # FILE PATTERN SECONDS
 gateway_up() {
   local suite=$1; shift
   local dp=$repo/tests/integration/datapath
-  rm -f "$work"/gw-sa.env "$work"/gw-status "$work"/fake-stats.json "$work"/gw-stats.json "$work"/fake.ready
-  ip netns exec "$nsg" $py "$repo/tools/fake-gp-gateway/fake-gp-gateway" --listen $gw_ip:4443 --esp "$suite" \
-    --sa-file "$work/gw-sa.env" --sa-file-format env --sa-hook "$dp/wait_gateway_sa.sh $work/gw-status" \
-    --ip $tun_ip --ip6 $tun_ip6 --gw-address $gw_addr --route 10.202.0.0/24 --route6 fd00:202::/64 \
-    --ready-file "$work/fake.ready" --stats-file "$work/fake-stats.json" --log-file "$work/fake.log" \
-    --max-runtime 900 "$@" >"$work/fake.out" 2>&1 &
-  fake_pid=$!; pids+=("$fake_pid")
+  rm -f "$work"/gw-status "$work"/gw-stats.json
+  fake_up "$suite" "$dp/wait_gateway_sa.sh $work/gw-status" "$@"
   gw_pid=
   [[ $suite == none ]] && { wait_for "$work/fake.ready" pid 15; return; }
   ip netns exec "$nsg" "$gw_bin" --sa-file "$work/gw-sa.env" --tun-address $gw_addr/32 \
@@ -83,7 +100,99 @@ gateway_https_up() {
 }
 
 gateway_down() {
-  if [[ -n ${gw_pid:-} ]]; then kill -TERM "$gw_pid" 2>/dev/null || true; wait "$gw_pid" 2>/dev/null || true; fi
-  kill -TERM "$fake_pid" 2>/dev/null || true
-  wait "$fake_pid" 2>/dev/null || true
+  local pid
+  for pid in ${gw_pid:-} ${fake_pid:-}; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in ${gw_pid:-} ${fake_pid:-}; do wait "$pid" 2>/dev/null || true; done
+  gw_pid= fake_pid=
+}
+
+# --- Kernel ESP peer: the gateway namespace's own kernel xfrm is the ESP end ---------
+# kernel_peer_prepare: once after topo_up. The gateway owns gw_addr (the GP probe's
+# target) and routes the client's tunnel addresses towards it (the xfrm policies
+# then encrypt); an ESP-in-UDP encap socket on 4501 lets the kernel see the ESP.
+# The kernel's s2c SA must name the client's UDP port, which espvpn picks only when
+# the tunnel starts (a real gateway learns it from a NAT-T mapping; espvpn gives up
+# after 10 s of unanswered probes, too short to learn it here under emulation): a
+# NAT in the client namespace maps espvpn's ESP source port to 4501, as a home
+# router would, so the SAs can say 4501 from the start.
+kernel_peer_prepare() {
+  ip netns exec "$nsc" nft -f - <<NFT || return 1
+table ip gp_kernel_peer_nat {
+  chain post { type nat hook postrouting priority srcnat; ip daddr $gw_ip udp dport 4501 snat to $cl_ip:4501; }
+}
+NFT
+  # A finished client's mapping would hold 4501 (and push the next client's to another
+  # port) for the default 30/120 s: let idle UDP mappings expire after 5 s.
+  ip netns exec "$nsc" sysctl -qw net.netfilter.nf_conntrack_udp_timeout=3 \
+    net.netfilter.nf_conntrack_udp_timeout_stream=5 || return 1
+  ip -n "$nsg" -batch - <<EOT || return 1
+addr add $gw_addr/32 dev lo
+addr add $gw_addr6/128 dev lo
+route add $tun_ip/32 dev ${topo}gc
+route add $tun_ip6/128 dev ${topo}gc
+EOT
+  rm -f "$work/espinudp.ready"
+  $py "$repo/tools/netns/espinudp-listen" --port 4501 --ready "$work/espinudp.ready" "$nsg" \
+    >"$work/espinudp.out" 2>&1 &
+  pids+=("$!")
+  wait_for "$work/espinudp.ready" ready 30
+}
+
+# kernel_peer_warm_up SUITE...: SAs of every suite added and flushed once in the
+# gateway namespace, so the kernel instantiates each algorithm (tens of seconds under
+# emulation) before any login waits on it.
+kernel_peer_warm_up() {
+  local suite i=0 k a eb ab
+  {
+    for suite in "$@"; do
+      i=$((i + 1))
+      read -r eb ab < <(xfrm_key_bytes "${suite/:/+}") || return 1
+      k=$(printf '%0*d' $((2 * eb)) 0); a=; ((ab)) && a=$(printf '%0*d' $((2 * ab)) 0)
+      xfrm_sa 192.0.2.1 192.0.2.2 $((0x7000 + i)) "${suite/:/+}" "$k" "$a" || return 1
+    done
+    echo "xfrm state flush"
+  } | ip -n "$nsg" -batch -
+}
+
+# gateway_kernel_up SUITE [fake options...]: the fake GP gateway, whose keys
+# tools/netns/gp-kernel-sa installs as kernel xfrm states + policies in the gateway
+# namespace at each getconfig (state in $work/kernel-sa); sets fake_pid.
+gateway_kernel_up() {
+  local suite=$1; shift
+  rm -rf "$work/kernel-sa"
+  printf 'xfrm state flush\nxfrm policy flush\n' | ip -n "$nsg" -batch - || return 1
+  # The first SA of an algorithm makes the kernel instantiate it: slow under emulation.
+  fake_up "$suite" "$repo/tools/netns/gp-kernel-sa $nsg $gw_ip $cl_ip $work/kernel-sa" \
+    --sa-hook-timeout 120 "$@"
+  gw_pid=
+  wait_for "$work/fake.ready" pid 120  # python under emulation on a loaded host: slow
+}
+
+# --- The client ----------------------------------------------------------------------
+# espvpn_up [espvpn options...]: the real client ($espvpn) in the client namespace,
+# alice/secret, CA-verified; output in $work/espvpn.{out,log}, stats in
+# $work/cl-stats.json; sets client_pid.
+espvpn_up() {
+  rm -f "$work"/cl-stats.json "$work"/espvpn.out "$work"/espvpn.log
+  echo secret | ip netns exec "$nsc" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
+    -u alice --passwd-on-stdin --stats-json "$work/cl-stats.json" "$@" \
+    https://$gw_ip:4443/ >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+}
+
+# espvpn_down: SIGINT; says why and fails unless espvpn exits 0 with its tun removed.
+espvpn_down() {
+  [[ -n ${client_pid:-} ]] || return 0
+  kill -INT "$client_pid"
+  local rc=0
+  wait "$client_pid" || rc=$?
+  client_pid=
+  [[ $rc -eq 0 ]] || { echo "espvpn exited $rc after SIGINT"; return 1; }
+  ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q . || { echo "tun device left behind"; return 1; }
+}
+
+# iperf_json SECONDS OUT [-R]: iperf3 TCP from the client to the lan host ($lan_ip, a
+# server the caller started), JSON into OUT.
+iperf_json() {
+  timeout $(($1 + 30)) ip netns exec "$nsc" iperf3 -c $lan_ip -t "$1" ${3:-} -J >"$2"
 }

@@ -96,11 +96,12 @@ xfrm_alg_args() {
 }
 
 # xfrm_sa SRC DST SPI SUITE EKEY AKEY [SPORT DPORT [REPLAY_WINDOW]]: one `ip -batch`
-# line adding a tunnel-mode ESP-in-UDP SA.
+# line adding a tunnel-mode ESP-in-UDP SA. `flag af-unspec` keeps its selector
+# family-free, so one SA carries inner IPv4 and IPv6 (else it is the outer family's only).
 xfrm_sa() {
   local src=$1 dst=$2 spi=$3 suite=$4 ekey=$5 akey=$6 sport=${7:-4501} dport=${8:-4501} win=${9:-32}
   local algs; algs=$(xfrm_alg_args "$suite" "$ekey" "$akey") || return 1
-  echo "xfrm state add src $src dst $dst proto esp spi $spi mode tunnel replay-window $win" \
+  echo "xfrm state add src $src dst $dst proto esp spi $spi mode tunnel replay-window $win flag af-unspec" \
        "encap espinudp $sport $dport 0.0.0.0 $algs"
 }
 
