@@ -197,7 +197,7 @@ Status DtlsChannel::configure(DtlsChannelOptions& options) {
     if (link_mtu) gnutls_dtls_set_mtu(session_, static_cast<unsigned>(link_mtu));
     gnutls_dtls_set_timeouts(session_, static_cast<unsigned>(options.retransmit.count()),
                              static_cast<unsigned>(options.handshake_timeout.count()));
-    handshake_deadline_ = std::chrono::steady_clock::now() + options.handshake_timeout + std::chrono::seconds(1);
+    handshake_deadline_ = std::chrono::steady_clock::now() + options.handshake_timeout;
     return {};
 }
 
@@ -209,8 +209,13 @@ Result<bool> DtlsChannel::handshake_step() {
         return true;
     }
     if (rc == GNUTLS_E_TIMEDOUT || std::chrono::steady_clock::now() >= handshake_deadline_)
-        return make_error("DTLS handshake timed out (no answer from the server: is UDP blocked?)");
+        return make_error(heard_from_server_
+                              ? "DTLS handshake timed out after the server answered (it may not accept our key)"
+                              : "DTLS handshake timed out (no answer from the server: is UDP blocked?)");
     if (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED || !gnutls_error_is_fatal(rc)) return false;
+    if (legacy_ && rc == GNUTLS_E_INSUFFICIENT_CREDENTIALS)  // it wants our certificate: a full handshake
+        return make_error("DTLS server did not resume the agreed session but started a full handshake: "
+                          "possible man-in-the-middle");
     if (rc == GNUTLS_E_PUSH_ERROR)
         return make_error(gnutls_message("DTLS handshake failed (is a firewall blocking UDP?)", rc));
     return make_error(gnutls_message("DTLS handshake failed", rc));
@@ -291,7 +296,10 @@ ssize_t DtlsChannel::pull(gnutls_transport_ptr_t ptr, void* data, size_t size) {
         std::memcpy(data, d.data(), n);
         return static_cast<ssize_t>(n);
     }
-    return ::recv(static_cast<DtlsChannel*>(ptr)->fd_, data, size, 0);
+    auto* self = static_cast<DtlsChannel*>(ptr);
+    const ssize_t n = ::recv(self->fd_, data, size, 0);
+    if (n > 0) self->heard_from_server_ = true;
+    return n;
 }
 
 int DtlsChannel::pull_timeout(gnutls_transport_ptr_t ptr, unsigned int ms) {

@@ -168,6 +168,7 @@ private:
     int fd_ = -1;
     bool legacy_ = false;
     bool established_ = false;
+    bool heard_from_server_ = false;  // for the timeout message
     std::size_t base_mtu_ = 0;
     bool ipv6_outer_ = false;
     std::size_t legacy_tunnel_mtu_ = 0;

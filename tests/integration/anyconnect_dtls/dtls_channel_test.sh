@@ -4,7 +4,10 @@
 # DtlsDatapath + tun) against dtls-test-server (GnuTLS directly), then UDP
 # traffic through the tun, reflected by the server.
 #   dtls_channel_test.sh CASE CLIENT SERVER CERTS PYTHON
-# CASE: psk | psk_lost_hello | legacy_gcm | legacy_cbc | legacy_dtls12_header
+# CASE: psk | psk_lost_hello | legacy_gcm | legacy_cbc | refusals
+#   refusals: a wrong PSK, a legacy server that does a full handshake instead
+#   of resuming, and a UDP black hole must each fail the handshake, with a
+#   message saying so, within the handshake timeout (2 s here).
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root"; exit 77; }
 case_=$1 client=$2 server=$3 certs=$4 python=${5:-/usr/bin/python3}
@@ -21,6 +24,31 @@ cleanup() {
 trap cleanup EXIT
 ip netns add "$ns"
 ip -n "$ns" link set lo up
+
+# refusal SERVER_FLAG CLIENT_MODE MESSAGE_REGEX
+refusal() {
+  local log=$tmp/refusal.log
+  ip netns exec "$ns" timeout 20 "$server" --certs "$certs" --tls-port 4443 --udp-port 4443 --seconds 10 "$1" \
+    >"$tmp/refusal-server.log" 2>&1 &
+  local spid=$!
+  pids+=($spid)
+  for _ in $(seq 50); do grep -q READY "$tmp/refusal-server.log" && break; sleep 0.1; done
+  local rc=0 start=$SECONDS
+  ip netns exec "$ns" timeout 20 "$client" --ca "$certs/ca.pem" --tls-port 4443 --udp-port 4443 --tun dtlst0 \
+    --address 10.77.0.1/24 --mode "$2" --handshake-timeout 2000 >"$log" 2>&1 || rc=$?
+  kill "$spid" 2>/dev/null || true; wait "$spid" 2>/dev/null || true
+  echo "--- $1: client rc=$rc after $((SECONDS - start)) s"; cat "$log"
+  [[ $rc -eq 3 ]] && grep -Eq "HANDSHAKE FAILED .*$3" "$log" && ! grep -q "TUNNEL UP" "$log" ||
+    { echo "FAIL refusal $1"; exit 1; }
+  (( SECONDS - start <= 8 )) || { echo "FAIL refusal $1 took too long"; exit 1; }
+}
+if [[ $case_ == refusals ]]; then
+  refusal --wrong-psk psk "timed out after the server answered"
+  refusal --full-handshake legacy "did not resume the agreed session"
+  refusal --no-dtls psk "no answer from the server"
+  echo "PASS refusals"
+  exit 0
+fi
 
 server_args=() client_args=(--mode psk)
 case $case_ in

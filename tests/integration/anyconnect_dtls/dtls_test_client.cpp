@@ -3,12 +3,13 @@
 //
 //   dtls-test-client --ca FILE --tls-port P --udp-port U --mode psk|legacy
 //                    [--legacy-cipher NAME] [--dtls12-header] --tun NAME
-//                    --address A/N --seconds S
+//                    --address A/N --seconds S [--handshake-timeout MS]
 //
 // Runs the mini CONNECT (see dtls_test_server.cpp), the DTLS handshake, then
 // a tun with the tunnel MTU and the DTLS datapath for S seconds; sends one DPD
 // request and one keepalive; prints "TUNNEL UP", then "STATS <json>" and a
-// "RESULT ..." line, and exits 0 when DPD worked both ways.
+// "RESULT ..." line, and exits 0 when DPD worked both ways. A failed handshake
+// prints "HANDSHAKE FAILED <message> after <ms>" and exits 3.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -64,7 +65,7 @@ std::string token_after(const std::string& line, const std::string& key) {
 
 int main(int argc, char** argv) {
     std::string ca, mode = "psk", legacy_cipher = "OC-DTLS1_2-AES256-GCM", tun_name, address;
-    int tls_port = 0, udp_port = 0, seconds = 3;
+    int tls_port = 0, udp_port = 0, seconds = 3, handshake_timeout_ms = 8000;
     bool dtls12_header = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -81,6 +82,7 @@ int main(int argc, char** argv) {
         else if (a == "--tun") tun_name = next();
         else if (a == "--address") address = next();
         else if (a == "--seconds") seconds = std::stoi(next());
+        else if (a == "--handshake-timeout") handshake_timeout_ms = std::stoi(next());
         else die("unknown option " + a);
     }
     if (ca.empty() || !tls_port || !udp_port || tun_name.empty() || address.empty()) die("missing options");
@@ -122,11 +124,17 @@ int main(int argc, char** argv) {
     uo.remote = "127.0.0.1:" + std::to_string(udp_port);
     io::UdpSocket udp = must(io::UdpSocket::open(uo), "UDP socket");
     options.retransmit = std::chrono::milliseconds(500);
-    options.handshake_timeout = std::chrono::milliseconds(8000);
+    options.handshake_timeout = std::chrono::milliseconds(handshake_timeout_ms);
     auto channel = must(io::DtlsChannel::create(udp.fd(), std::move(options)), "DTLS channel");
     const Clock::time_point t0 = Clock::now();
-    must(channel->handshake(), "DTLS handshake");
+    const Status handshake = channel->handshake();
     const auto handshake_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    if (!handshake) {
+        std::printf("HANDSHAKE FAILED %s after %lld ms\n", handshake.error().message.c_str(),
+                    static_cast<long long>(handshake_ms));
+        tls->close();
+        return 3;
+    }
     std::printf("DTLS %s resumed=%d tunnel_mtu=%zu handshake_ms=%lld\n", channel->description().c_str(),
                 channel->resumed(), channel->tunnel_mtu(), static_cast<long long>(handshake_ms));
 

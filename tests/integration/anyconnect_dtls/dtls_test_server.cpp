@@ -4,6 +4,7 @@
 //
 //   dtls-test-server --certs DIR --tls-port P --udp-port U [--drop-first-hello]
 //                    [--legacy-cipher NAME] [--seconds N]
+//                    [--wrong-psk | --full-handshake | --no-dtls]
 //
 // 1. TLS on 127.0.0.1:P (certs/server.pem). The client sends one line:
 //      "PSK"                        -> "APPID <64 hex> BASEMTU 1500"
@@ -17,6 +18,10 @@
 // 3. After the handshake: one DPD request to the client (its answer must echo
 //    the payload), then every data packet is sent back with IP source and
 //    destination swapped, DPD requests answered, keepalives counted.
+// Refusal cases: --wrong-psk derives the PSK with another label, --full-handshake
+// answers a legacy client with a full handshake instead of the resumption
+// (what a man in the middle without the master secret would have to do),
+// --no-dtls never reads the UDP socket (a black hole).
 // 4. When the client closes the TLS connection (or after --seconds), prints
 //    one "RESULT key=value ..." line and exits 0 if every check held.
 #include <arpa/inet.h>
@@ -133,7 +138,7 @@ bool hello_session_id(const unsigned char* d, std::size_t n, std::vector<unsigne
 int main(int argc, char** argv) {
     std::string certs, legacy_cipher = "OC-DTLS1_2-AES256-GCM";
     int tls_port = 0, udp_port = 0, seconds = 30;
-    bool drop_first = false;
+    bool drop_first = false, wrong_psk = false, full_handshake = false, no_dtls = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -146,6 +151,9 @@ int main(int argc, char** argv) {
         else if (a == "--legacy-cipher") legacy_cipher = next();
         else if (a == "--seconds") seconds = std::stoi(next());
         else if (a == "--drop-first-hello") drop_first = true;
+        else if (a == "--wrong-psk") wrong_psk = true;
+        else if (a == "--full-handshake") full_handshake = true;
+        else if (a == "--no-dtls") no_dtls = true;
         else die("unknown option " + a);
     }
     if (certs.empty() || !tls_port || !udp_port) die("usage: --certs DIR --tls-port P --udp-port U");
@@ -197,13 +205,22 @@ int main(int argc, char** argv) {
         reply = "SESSION " + hex(expected_id.data(), 32) + " CIPHER " + suite->name + " MTU 1400\n";
     } else {
         g_psk.resize(32);
-        static const char kLabel[] = "EXPORTER-openconnect-psk";
-        check(gnutls_prf_rfc5705(tls, sizeof kLabel - 1, kLabel, 0, nullptr, g_psk.size(),
+        const char* label = wrong_psk ? "EXPORTER-openconnect-pskX" : "EXPORTER-openconnect-psk";
+        check(gnutls_prf_rfc5705(tls, std::strlen(label), label, 0, nullptr, g_psk.size(),
                                  reinterpret_cast<char*>(g_psk.data())),
               "PSK export");
         reply = "APPID " + hex(expected_id.data(), 32) + " BASEMTU 1500\n";
     }
     check(static_cast<int>(gnutls_record_send(tls, reply.data(), reply.size())), "TLS reply");
+
+    if (no_dtls) {  // wait for the client to give up and close
+        pollfd p{tfd, POLLIN, 0};
+        char c;
+        while (::poll(&p, 1, 200) >= 0 && Clock::now() < deadline)
+            if (p.revents && gnutls_record_recv(tls, &c, 1) <= 0) break;
+        std::printf("RESULT mode=no-dtls\n");
+        return 0;
+    }
 
     // 2. The ClientHello(s).
     unsigned char buf[65536];
@@ -245,9 +262,10 @@ int main(int argc, char** argv) {
     if (legacy) {
         check(gnutls_priority_set_direct(dtls, suite->priority, nullptr), "DTLS legacy priority");
         const gnutls_datum_t m{master.data(), 48}, sid{expected_id.data(), 32};
-        check(gnutls_session_set_premaster(dtls, GNUTLS_SERVER, suite->version, GNUTLS_KX_RSA, suite->cipher,
-                                           suite->mac, GNUTLS_COMP_NULL, &m, &sid),
-              "DTLS premaster");
+        if (!full_handshake)
+            check(gnutls_session_set_premaster(dtls, GNUTLS_SERVER, suite->version, GNUTLS_KX_RSA, suite->cipher,
+                                               suite->mac, GNUTLS_COMP_NULL, &m, &sid),
+                  "DTLS premaster");
         check(gnutls_credentials_set(dtls, GNUTLS_CRD_CERTIFICATE, xcred), "DTLS credentials");
     } else {
         check(gnutls_priority_set_direct(dtls, "NORMAL:-VERS-ALL:-KX-ALL:+PSK:+VERS-DTLS-ALL", nullptr),
