@@ -3,7 +3,8 @@
 tun; the DTLS test server reflects each one (IP source/destination swapped), so
 they come back to this socket. Checks that enough come back intact.
 
-  udp_echo_check.py BIND_ADDR PEER_ADDR COUNT SIZE MIN_FRACTION
+  udp_echo_check.py BIND_ADDR PEER_ADDR COUNT SIZE MIN_FRACTION [PEER_PORT]
+(PEER_PORT: send there, to a udp_reflector.py, instead of to our own port.)
 """
 import socket
 import sys
@@ -15,7 +16,7 @@ def main():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind((bind, 0))
     s.settimeout(0.5)
-    port = s.getsockname()[1]
+    port = int(sys.argv[6]) if len(sys.argv) > 6 else s.getsockname()[1]
     got = set()
     bad = 0
     for i in range(count):
