@@ -55,10 +55,12 @@ std::string DtlsDatapathStats::to_json() const {
 
 DtlsDatapath::DtlsDatapath() = default;
 
-Result<std::unique_ptr<DtlsDatapath>> DtlsDatapath::start(io::TunDevice& tun, io::UdpSocket& udp,
+Result<std::unique_ptr<DtlsDatapath>> DtlsDatapath::start(io::TunDevice* tun, io::UdpSocket& udp,
                                                           io::DtlsChannel& channel,
                                                           const DtlsDatapathOptions& options) {
     if (!channel.established()) return make_error("DTLS datapath: the DTLS handshake has not completed");
+    if (!tun && (options.read_tun || !options.deliver))
+        return make_error("DTLS datapath: without a tun, use session mode with a deliver function");
     if (channel.tunnel_mtu() < 576)
         return make_error("DTLS datapath: tunnel MTU " + std::to_string(channel.tunnel_mtu()) + " is below 576");
     if (options.tx_batch == 0 || options.rx_batch == 0 || options.tx_batch > io::UdpSocket::kMaxBatch ||
@@ -89,6 +91,11 @@ void DtlsDatapath::stop() {
     }
     if (tx_thread_.joinable()) tx_thread_.join();
     if (rx_thread_.joinable()) rx_thread_.join();
+}
+
+Status DtlsDatapath::send(io::PacketBatch& batch) {
+    if (stopped_) return make_error("DTLS datapath: stopped");
+    return tx_->send_packets(batch);
 }
 
 void DtlsDatapath::send_dpd_request() {

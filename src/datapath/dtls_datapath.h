@@ -15,6 +15,13 @@
 //         dp->liveness().peer_disconnected -> the server ended the session
 //   dp->stop();                                         // or the destructor
 //
+// Session mode (options.read_tun = false): the caller keeps reading the tun on
+// its own thread (e.g. the AnyConnect session's CSTP tx thread, which needs the
+// packets while DTLS is down) and hands batches to send(); received data
+// packets go to options.deliver instead of the tun. The tx thread then only
+// sends control packets (DPD answers, requests, keepalives); a mutex taken once
+// per batch keeps it and send() from sealing at the same time.
+//
 // The tun, the socket and the channel must outlive the DtlsDatapath; tx only
 // reads the tun and seals/sends, rx only receives/opens and writes the tun.
 // No allocation, lock or syscall per packet (GnuTLS itself allocates a record
@@ -23,6 +30,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -104,6 +112,12 @@ struct DtlsDatapathStats {
 };
 
 struct DtlsDatapathOptions {
+    // false: session mode (see above). The tun is then only written to for ICMP
+    // "too big" answers, and may be absent.
+    bool read_tun = true;
+    // Session mode: where received data packets go (each with >= 16 bytes of
+    // front room), on the rx thread. Empty: written to the tun.
+    std::function<void(io::PacketBatch&)> deliver;
     std::size_t tun_mtu = 0;     // the tun's MTU if larger than the channel's tunnel MTU
     std::size_t tx_batch = 128;  // inner packets per tx batch
     std::size_t rx_batch = 64;   // datagrams per rx batch
@@ -123,13 +137,21 @@ class DtlsRxPipeline;
 
 class DtlsDatapath {
 public:
-    static Result<std::unique_ptr<DtlsDatapath>> start(io::TunDevice& tun, io::UdpSocket& udp,
+    // `tun` may be null only in session mode with a deliver function.
+    static Result<std::unique_ptr<DtlsDatapath>> start(io::TunDevice* tun, io::UdpSocket& udp,
                                                        io::DtlsChannel& channel, const DtlsDatapathOptions& options);
     ~DtlsDatapath();
     DtlsDatapath(const DtlsDatapath&) = delete;
     DtlsDatapath& operator=(const DtlsDatapath&) = delete;
 
     void stop();  // joins both threads (idempotent)
+
+    // Session mode, from one caller thread: puts the data type byte into each
+    // IP packet's front room (>= 1 byte), seals and sends the batch (the
+    // batch's packets are changed). Oversized and non-IP packets are dropped
+    // and counted. An error (peer unreachable, socket error) means: fall back
+    // to CSTP.
+    Status send(io::PacketBatch& batch);
 
     // Ask the tx thread to send one DPD request / keepalive (control thread).
     void send_dpd_request();

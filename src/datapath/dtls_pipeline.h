@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "src/datapath/datapath_stats.h"
@@ -36,9 +37,11 @@ struct DpdEcho {
 
 class DtlsTxPipeline {
 public:
-    DtlsTxPipeline(io::TunDevice& tun, io::UdpSocket& udp, io::DtlsChannel& channel,
+    DtlsTxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
                    const DtlsDatapathOptions& options);
     void run();
+    // Frames and sends a batch of IP packets (the tx thread's, or the caller's in session mode).
+    Status send_packets(io::PacketBatch& batch);
 
     ControlChannel control;
     HandoverQueue<DpdEcho, 16> dpd_echoes;              // from rx
@@ -50,18 +53,20 @@ public:
 private:
     void handle_control();
     bool drain_tun();
-    void frame_and_send();
-    void seal_and_send();
+    void frame(io::PacketBatch& batch);
+    io::SendStatus seal_and_send(const io::PacketBatch& plain);
     void wait_for_room(io::SendStatus why);
     void answer_too_big(std::span<const std::uint8_t> packet);
 
-    io::TunDevice& tun_;
+    io::TunDevice* tun_;
     io::UdpSocket& udp_;
     io::DtlsChannel& channel_;
     DtlsDatapathOptions options_;
     std::size_t max_inner_;
-    io::PacketBatch in_;   // inner packets, type byte prepended in place
-    io::PacketBatch out_;  // DTLS records
+    io::PacketBatch in_;    // inner packets from the tun, type byte prepended in place
+    io::PacketBatch ctrl_;  // control packets
+    std::mutex seal_mutex_; // one sealer at a time (session mode: send() and control)
+    io::PacketBatch out_;   // DTLS records (guarded by seal_mutex_)
     std::uint32_t dpd_done_ = 0;
     std::uint32_t keepalives_done_ = 0;
     std::unique_ptr<std::uint8_t[]> too_big_buf_;
@@ -71,7 +76,7 @@ private:
 
 class DtlsRxPipeline {
 public:
-    DtlsRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, io::DtlsChannel& channel,
+    DtlsRxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
                    const DtlsDatapathOptions& options, DtlsTxPipeline& tx);
     void run();
 
@@ -88,7 +93,8 @@ private:
     bool open_and_deliver();
     bool deliver();
 
-    io::TunDevice& tun_;
+    io::TunDevice* tun_;
+    std::function<void(io::PacketBatch&)> deliver_;
     io::UdpSocket& udp_;
     io::DtlsChannel& channel_;
     DtlsTxPipeline& tx_;

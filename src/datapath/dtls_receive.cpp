@@ -46,9 +46,10 @@ std::atomic<std::uint64_t>* drop_counter(DtlsRxCounters& c, anyconnect::DtlsReco
 }
 }  // namespace
 
-DtlsRxPipeline::DtlsRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, io::DtlsChannel& channel,
+DtlsRxPipeline::DtlsRxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
                                const DtlsDatapathOptions& options, DtlsTxPipeline& tx)
-    : tun_(tun), udp_(udp), channel_(channel), tx_(tx), in_(datagram_shape(options)), out_(plaintext_shape(options)) {}
+    : tun_(tun), deliver_(options.deliver), udp_(udp), channel_(channel), tx_(tx), in_(datagram_shape(options)),
+      out_(plaintext_shape(options)) {}
 
 void DtlsRxPipeline::run() {
     pollfd fds[2] = {{udp_.fd(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
@@ -150,13 +151,17 @@ bool DtlsRxPipeline::deliver() {
     if (kept == 0) return true;
     bump(counters.inner_packets, kept);
     bump(counters.inner_bytes, bytes);
-    Result<std::size_t> writes = tun_.write_packets(out_);
+    if (deliver_) {
+        deliver_(out_);
+        return true;
+    }
+    Result<std::size_t> writes = tun_->write_packets(out_);
     if (!writes) {
         failure.set(writes.error().message);
         return false;
     }
     bump(counters.tun_writes, *writes);
-    mirror(counters.drop_tun_write, tun_.counters().write_errors);
+    mirror(counters.drop_tun_write, tun_->counters().write_errors);
     return true;
 }
 

@@ -310,11 +310,12 @@ int DtlsChannel::pull_timeout(gnutls_transport_ptr_t ptr, unsigned int ms) {
     return rc < 0 ? -1 : rc;
 }
 
-DtlsSealOutcome DtlsChannel::seal_batch(const PacketBatch& in, PacketBatch& out) {
+DtlsSealOutcome DtlsChannel::seal_batch(const PacketBatch& in, PacketBatch& out, std::size_t first) {
     DtlsSealOutcome o;
     RecordSink sink{&out};
     t_sink = &sink;
-    for (std::size_t i = 0; i < in.size(); ++i) {
+    std::size_t i = first;
+    for (; i < in.size() && !out.full(); ++i) {
         std::span<const std::uint8_t> p = in.packet(i);
         if (p.size() > record_payload_mtu_) {
             ++o.too_big;
@@ -329,6 +330,7 @@ DtlsSealOutcome DtlsChannel::seal_batch(const PacketBatch& in, PacketBatch& out)
         ++o.records;
     }
     t_sink = nullptr;
+    o.next = i;
     return o;
 }
 

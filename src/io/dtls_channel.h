@@ -105,6 +105,7 @@ struct DtlsChannelOptions {
 };
 
 struct DtlsSealOutcome {
+    std::size_t next = 0;       // first packet of `in` not looked at (out filled up); in.size() when done
     std::size_t records = 0;    // appended to `out`
     std::size_t too_big = 0;    // plaintext larger than record_payload_mtu()
     std::size_t failed = 0;     // GnuTLS refused (not expected)
@@ -145,9 +146,9 @@ public:
     gnutls_session_t native() const { return session_; }
     int fd() const { return fd_; }
 
-    // tx thread: seals packets [0, in.size()) of `in` into records appended to
-    // `out` (out needs one free slot per packet, capacity >= record size).
-    DtlsSealOutcome seal_batch(const PacketBatch& in, PacketBatch& out);
+    // tx thread: seals packets [first, in.size()) of `in` into records appended
+    // to `out` (slot capacity >= record size) until `out` is full.
+    DtlsSealOutcome seal_batch(const PacketBatch& in, PacketBatch& out, std::size_t first = 0);
     // Any thread but concurrently with no seal_batch: one record straight to the socket.
     Status send_record(std::span<const std::uint8_t> plaintext);
     // rx thread: decrypts the datagrams of `in` (from recv_batch) into `out`,

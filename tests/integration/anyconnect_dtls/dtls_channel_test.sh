@@ -64,7 +64,7 @@ ip netns exec "$ns" timeout 40 "$server" --certs "$certs" --tls-port 4443 --udp-
 pids+=($!)
 for _ in $(seq 50); do grep -q READY "$tmp/server.log" && break; sleep 0.1; done
 ip netns exec "$ns" timeout 40 "$client" --ca "$certs/ca.pem" --tls-port 4443 --udp-port 4443 \
-  --tun dtlst0 --address 10.77.0.1/24 --seconds 4 "${client_args[@]}" >"$tmp/client.log" 2>&1 &
+  --tun dtlst0 --address 10.77.0.1/24 --seconds 25 --stop-file "$tmp/stop" "${client_args[@]}" >"$tmp/client.log" 2>&1 &
 client_pid=$!
 pids+=($client_pid)
 for _ in $(seq 150); do grep -q "TUNNEL UP" "$tmp/client.log" && break; sleep 0.1; done
@@ -74,6 +74,7 @@ if grep -q "TUNNEL UP" "$tmp/client.log"; then
 else
   echo_rc=1
 fi
+touch "$tmp/stop"
 client_rc=0; wait "$client_pid" || client_rc=$?
 server_rc=0; wait "${pids[0]}" || server_rc=$?
 pids=()

@@ -4,6 +4,7 @@
 //   dtls-test-client --ca FILE --tls-port P --udp-port U --mode psk|legacy
 //                    [--legacy-cipher NAME] [--dtls12-header] --tun NAME
 //                    --address A/N --seconds S [--handshake-timeout MS]
+//                    [--stop-file PATH]   (stop early once PATH exists)
 //
 // With --ocserv HOST:PORT --cookie-file F (the webvpn cookie from
 // `openconnect --authenticate`) it talks to a real ocserv instead: a bare
@@ -19,6 +20,7 @@
 // "RESULT ..." line, and exits 0 when DPD worked both ways. A failed handshake
 // prints "HANDSHAKE FAILED <message> after <ms>" and exits 3.
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <bitset>
 #include <chrono>
@@ -98,7 +100,7 @@ std::string token_after(const std::string& line, const std::string& key) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string ocserv, cookie_file;
+    std::string ocserv, cookie_file, stop_file;
     std::string ca, mode = "psk", legacy_cipher = "OC-DTLS1_2-AES256-GCM", tun_name, address;
     int tls_port = 0, udp_port = 0, seconds = 3, handshake_timeout_ms = 8000;
     bool dtls12_header = false;
@@ -119,6 +121,7 @@ int main(int argc, char** argv) {
         else if (a == "--seconds") seconds = std::stoi(next());
         else if (a == "--ocserv") ocserv = next();
         else if (a == "--cookie-file") cookie_file = next();
+        else if (a == "--stop-file") stop_file = next();
         else if (a == "--handshake-timeout") handshake_timeout_ms = std::stoi(next());
         else die("unknown option " + a);
     }
@@ -231,7 +234,7 @@ int main(int argc, char** argv) {
     must(tun.set_mtu(static_cast<unsigned>(channel->tunnel_mtu())), "tun MTU");
     must(tun.set_up(true), "tun up");
     must(tun.add_address(must(io::InterfaceAddress::parse(address), "address")), "tun address");
-    auto dp = must(datapath::DtlsDatapath::start(tun, udp, *channel, {}), "DTLS datapath");
+    auto dp = must(datapath::DtlsDatapath::start(&tun, udp, *channel, {}), "DTLS datapath");
     std::printf("TUNNEL UP %s mtu=%zu\n", tun.name().c_str(), channel->tunnel_mtu());
     std::fflush(stdout);
 
@@ -241,7 +244,7 @@ int main(int argc, char** argv) {
     dp->send_keepalive();
     const Clock::time_point end = Clock::now() + std::chrono::seconds(seconds);
     bool dead = false;
-    while (Clock::now() < end && !dp->failure()) {
+    while (Clock::now() < end && !dp->failure() && (stop_file.empty() || ::access(stop_file.c_str(), F_OK) != 0)) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         const datapath::DtlsLiveness l = dp->liveness();
         if (l.last_rx.time_since_epoch().count()) dpd.on_receive(l.last_rx);

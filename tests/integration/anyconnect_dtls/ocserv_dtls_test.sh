@@ -78,7 +78,7 @@ printf '%s\n' "$cookie" >"$tmp/cookie"
 ip netns exec "$nss" timeout 30 "$python" "$here/udp_reflector.py" 192.168.99.1 9999 20 >"$tmp/reflector.log" 2>&1 &
 pids+=($!)
 ip netns exec "$nsc" timeout 40 "$client" --ca "$certs/ca.pem" --ocserv 10.201.0.1:4443 --cookie-file "$tmp/cookie" \
-  --mode "$mode" --tun dtlsoc0 --seconds 6 >"$tmp/client.log" 2>&1 &
+  --mode "$mode" --tun dtlsoc0 --seconds 25 --stop-file "$tmp/stop" >"$tmp/client.log" 2>&1 &
 client_pid=$!
 pids+=($client_pid)
 for _ in $(seq 150); do grep -q "TUNNEL UP" "$tmp/client.log" && break; sleep 0.1; done
@@ -87,6 +87,7 @@ addr=$(sed -n 's/^CONNECTED .*address=\([0-9.]*\)\/.*/\1/p' "$tmp/client.log")
 echo_rc=0
 ip netns exec "$nsc" timeout 20 "$python" "$here/udp_echo_check.py" "${addr:-0.0.0.0}" 192.168.99.1 1000 1000 0.9 9999 ||
   echo_rc=$?
+touch "$tmp/stop"
 client_rc=0; wait "$client_pid" || client_rc=$?
 echo "--- client"; cat "$tmp/client.log"
 echo "--- ocserv (DTLS lines)"; grep -iE "dtls|udp|psk|legacy|mtu" "$tmp/ocserv.log" | head -20 || true

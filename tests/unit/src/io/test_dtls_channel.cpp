@@ -1,7 +1,8 @@
 // DtlsChannel against a GnuTLS DTLS server session in this process, over
 // loopback UDP (no root): PSK and legacy handshakes, the App-ID / Session-ID in
 // the ClientHello, batch seal/open both ways, replayed and forged datagrams,
-// the MTU rules, and the header parsers.
+// the MTU rules, the header parsers, and the DTLS datapath in session mode
+// (batches from the caller, packets to a deliver function, DPD both ways).
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -12,11 +13,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "src/datapath/dtls_datapath.h"
 #include "src/io/dtls_channel.h"
 #include "src/io/udp_socket.h"
 
@@ -306,4 +310,115 @@ TEST_CASE("The PSK export needs a CSTP session") {
     auto none = export_dtls_psk(static_cast<gnutls_session_t>(nullptr));
     REQUIRE(!none);
     CHECK(none.error().message.find("no CSTP TLS session") != std::string::npos);
+}
+
+TEST_CASE("DTLS datapath in session mode: send batches, deliver data, answer DPD, count drops") {
+    Peer peer;
+    peer.psk_server();
+    DtlsPskMode psk;
+    psk.psk = Secret(std::span<const std::uint8_t>(g_psk.data(), g_psk.size()));
+    psk.app_id.assign(32, 7);
+    DtlsChannelOptions o;
+    o.mode = std::move(psk);
+    auto ch = DtlsChannel::create(peer.client.fd(), std::move(o));
+    REQUIRE(ch);
+    peer.start();
+    REQUIRE((*ch)->handshake());
+    peer.join();
+    REQUIRE(peer.server_rc == 0);
+    gnutls_record_set_timeout(peer.server, 3000);
+
+    std::mutex m;
+    std::vector<std::vector<std::uint8_t>> delivered;
+    datapath::DtlsDatapathOptions dopt;
+    dopt.read_tun = false;
+    dopt.deliver = [&](PacketBatch& b) {
+        std::lock_guard<std::mutex> lock(m);
+        for (std::size_t i = 0; i < b.size(); ++i) {
+            CHECK(b.front_room(i) >= 16);
+            delivered.emplace_back(b.packet(i).begin(), b.packet(i).end());
+        }
+    };
+    CHECK(!datapath::DtlsDatapath::start(nullptr, peer.client, **ch, {}));  // tun mode needs a tun
+    auto started = datapath::DtlsDatapath::start(nullptr, peer.client, **ch, dopt);
+    REQUIRE(started);
+    auto& dp = *started.value();
+
+    // caller -> server: IP packets get the data type byte; a non-IP one is dropped
+    PacketBatch batch({12, 1500, 16, 0});
+    for (int i = 0; i < 11; ++i) {
+        auto room = batch.next_room();
+        std::memset(room.data(), i, 300);
+        room[0] = i == 10 ? 0x20 : 0x45;
+        batch.commit(300);
+    }
+    REQUIRE(dp.send(batch));
+    unsigned char buf[4096];
+    for (int i = 0; i < 10; ++i) {
+        REQUIRE(gnutls_record_recv(peer.server, buf, sizeof buf) == 301);
+        CHECK(buf[0] == 0x00);
+        CHECK(buf[1] == 0x45);
+        CHECK(buf[2] == i);
+    }
+
+    // server -> caller: data, a DPD request (answered with its payload), a keepalive, junk
+    const unsigned char data_rec[] = {0x00, 0x45, 1, 2, 3, 4, 5, 6, 7};
+    const unsigned char dpd_req[] = {0x03, 'a', 'b'};
+    const unsigned char keepalive[] = {0x07};
+    const unsigned char unknown[] = {0x42, 1};
+    const unsigned char compressed[] = {0x08, 1};
+    for (int i = 0; i < 3; ++i) REQUIRE(gnutls_record_send(peer.server, data_rec, sizeof data_rec) > 0);
+    REQUIRE(gnutls_record_send(peer.server, dpd_req, sizeof dpd_req) > 0);
+    REQUIRE(gnutls_record_send(peer.server, keepalive, 1) > 0);
+    REQUIRE(gnutls_record_send(peer.server, unknown, 2) > 0);
+    REQUIRE(gnutls_record_send(peer.server, compressed, 2) > 0);
+    REQUIRE(gnutls_record_recv(peer.server, buf, sizeof buf) == 3);
+    CHECK(buf[0] == 0x04);
+    CHECK(buf[1] == 'a');
+    CHECK(buf[2] == 'b');
+    for (int t = 0; t < 200; ++t) {
+        {
+            std::lock_guard<std::mutex> lock(m);
+            if (delivered.size() >= 3) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    {
+        std::lock_guard<std::mutex> lock(m);
+        REQUIRE(delivered.size() == 3);
+        CHECK(delivered[0] == std::vector<std::uint8_t>(data_rec + 1, data_rec + sizeof data_rec));
+    }
+
+    // our DPD request, the server's answer, then a disconnect
+    dp.send_dpd_request();
+    REQUIRE(gnutls_record_recv(peer.server, buf, sizeof buf) == 1);
+    CHECK(buf[0] == 0x03);
+    const unsigned char dpd_resp[] = {0x04};
+    const unsigned char bye[] = {0x05, 0xb0};
+    REQUIRE(gnutls_record_send(peer.server, dpd_resp, 1) > 0);
+    REQUIRE(gnutls_record_send(peer.server, bye, 2) > 0);
+    for (int t = 0; t < 200 && !dp.liveness().peer_disconnected; ++t)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const datapath::DtlsLiveness l = dp.liveness();
+    CHECK(l.peer_disconnected);
+    CHECK(l.last_dpd_response.time_since_epoch().count() != 0);
+    CHECK(l.last_rx.time_since_epoch().count() != 0);
+    dp.stop();
+    const datapath::DtlsDatapathStats st = dp.stats();
+    CHECK(st.tx.inner_packets == 11);
+    CHECK(st.tx.drop_not_ip == 1);
+    CHECK(st.tx.dpd_responses_sent == 1);
+    CHECK(st.tx.dpd_requests_sent == 1);
+    CHECK(st.rx.records == 9);
+    CHECK(st.rx.inner_packets == 3);
+    CHECK(st.rx.dpd_requests == 1);
+    CHECK(st.rx.dpd_responses == 1);
+    CHECK(st.rx.keepalives == 1);
+    CHECK(st.rx.disconnects == 1);
+    CHECK(st.rx.drop_unknown_type == 1);
+    CHECK(st.rx.drop_compressed == 1);
+    CHECK(st.drops() == 3);
+    CHECK(!dp.failure());
+    CHECK(st.to_json().find("\"drop_compressed\": 1") != std::string::npos);
+    CHECK(!dp.send(batch));  // stopped
 }
