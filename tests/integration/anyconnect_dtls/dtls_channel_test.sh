@@ -70,7 +70,7 @@ pids+=($client_pid)
 for _ in $(seq 150); do grep -q "TUNNEL UP" "$tmp/client.log" && break; sleep 0.1; done
 echo_rc=0
 if grep -q "TUNNEL UP" "$tmp/client.log"; then
-  ip netns exec "$ns" timeout 20 "$python" "$here/udp_echo_check.py" 10.77.0.1 10.77.0.2 2000 1200 0.9 || echo_rc=$?
+  ip netns exec "$ns" timeout 20 "$python" "$here/udp_echo_check.py" 10.77.0.1 10.77.0.2 2000 1200 0.8 || echo_rc=$?
 else
   echo_rc=1
 fi

@@ -85,7 +85,7 @@ for _ in $(seq 150); do grep -q "TUNNEL UP" "$tmp/client.log" && break; sleep 0.
 for _ in $(seq 50); do grep -q "REFLECTOR READY" "$tmp/reflector.log" && break; sleep 0.1; done
 addr=$(sed -n 's/^CONNECTED .*address=\([0-9.]*\)\/.*/\1/p' "$tmp/client.log")
 echo_rc=0
-ip netns exec "$nsc" timeout 20 "$python" "$here/udp_echo_check.py" "${addr:-0.0.0.0}" 192.168.99.1 1000 1000 0.9 9999 ||
+ip netns exec "$nsc" timeout 20 "$python" "$here/udp_echo_check.py" "${addr:-0.0.0.0}" 192.168.99.1 1000 1000 0.7 9999 ||
   echo_rc=$?
 touch "$tmp/stop"
 client_rc=0; wait "$client_pid" || client_rc=$?

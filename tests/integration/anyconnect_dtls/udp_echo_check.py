@@ -14,6 +14,7 @@ import time
 def main():
     bind, peer, count, size, min_fraction = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     s.bind((bind, 0))
     s.settimeout(0.5)
     port = int(sys.argv[6]) if len(sys.argv) > 6 else s.getsockname()[1]
@@ -22,7 +23,7 @@ def main():
     for i in range(count):
         payload = i.to_bytes(4, "big") + bytes((i + k) & 0xFF for k in range(size - 4))
         s.sendto(payload, (peer, port))
-        if i % 64 == 63:  # pace: drain echoes so neither side's buffers overflow
+        if i % 32 == 31:  # pace: drain echoes so neither side's buffers overflow
             time.sleep(0.002)
             try:
                 while True:
