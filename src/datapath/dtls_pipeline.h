@@ -1,0 +1,105 @@
+// Internals of the DTLS pipelines (dtls_send.cpp, dtls_receive.cpp) and the
+// DtlsDatapath that owns them. Not for use outside src/datapath/.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "src/datapath/datapath_stats.h"
+#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/handover_queue.h"
+#include "src/datapath/pipeline.h"
+#include "src/io/packet_batch.h"
+
+namespace espvpn::datapath {
+
+struct DtlsTxCounters {
+#define ESPVPN_FIELD(name) std::atomic<std::uint64_t> name{0};
+    ESPVPN_DTLS_TX_COUNTERS(ESPVPN_FIELD)
+#undef ESPVPN_FIELD
+    DtlsTxStats snapshot() const;
+};
+
+struct DtlsRxCounters {
+#define ESPVPN_FIELD(name) std::atomic<std::uint64_t> name{0};
+    ESPVPN_DTLS_RX_COUNTERS(ESPVPN_FIELD)
+#undef ESPVPN_FIELD
+    DtlsRxStats snapshot() const;
+};
+
+// A DPD request's payload, to be echoed by the tx thread (rare: allocation is fine).
+struct DpdEcho {
+    std::vector<std::uint8_t> payload;
+};
+
+class DtlsTxPipeline {
+public:
+    DtlsTxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
+                   const DtlsDatapathOptions& options);
+    void run();
+    // Frames and sends a batch of IP packets (the tx thread's, or the caller's in session mode).
+    Status send_packets(io::PacketBatch& batch);
+
+    ControlChannel control;
+    HandoverQueue<DpdEcho, 16> dpd_echoes;              // from rx
+    std::atomic<std::uint32_t> dpd_requests{0};         // from the control thread
+    std::atomic<std::uint32_t> keepalives{0};
+    DtlsTxCounters counters;
+    PipelineFailure failure;
+
+private:
+    void handle_control();
+    bool drain_tun();
+    void frame(io::PacketBatch& batch);
+    io::SendStatus seal_and_send(const io::PacketBatch& plain);
+    void wait_for_room(io::SendStatus why);
+    void answer_too_big(std::span<const std::uint8_t> packet);
+
+    io::TunDevice* tun_;
+    io::UdpSocket& udp_;
+    io::DtlsChannel& channel_;
+    DtlsDatapathOptions options_;
+    std::size_t max_inner_;
+    io::PacketBatch in_;    // inner packets from the tun, type byte prepended in place
+    io::PacketBatch ctrl_;  // control packets
+    std::mutex seal_mutex_; // one sealer at a time (session mode: send() and control)
+    io::PacketBatch out_;   // DTLS records (guarded by seal_mutex_)
+    std::uint32_t dpd_done_ = 0;
+    std::uint32_t keepalives_done_ = 0;
+    std::unique_ptr<std::uint8_t[]> too_big_buf_;
+    Clock::time_point too_big_window_;
+    unsigned too_big_in_window_ = 0;
+};
+
+class DtlsRxPipeline {
+public:
+    DtlsRxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
+                   const DtlsDatapathOptions& options, DtlsTxPipeline& tx);
+    void run();
+
+    ControlChannel control;
+    DtlsRxCounters counters;
+    PipelineFailure failure;
+    std::atomic<Clock::rep> last_rx{0};
+    std::atomic<Clock::rep> last_dpd_response{0};
+    std::atomic<bool> peer_disconnected{false};
+    std::atomic<bool> peer_closed{false};
+
+private:
+    bool drain_udp();
+    bool open_and_deliver();
+    bool deliver();
+
+    io::TunDevice* tun_;
+    std::function<void(io::PacketBatch&)> deliver_;
+    io::UdpSocket& udp_;
+    io::DtlsChannel& channel_;
+    DtlsTxPipeline& tx_;
+    io::PacketBatch in_;   // datagrams
+    io::PacketBatch out_;  // plaintext records, then inner packets for the tun
+};
+
+}  // namespace espvpn::datapath

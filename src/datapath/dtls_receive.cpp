@@ -1,0 +1,168 @@
+// The DTLS rx pipeline: recvmmsg / UDP GRO -> DTLS open -> type byte -> GRO coalesce -> tun write.
+#include <poll.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "protocols/anyconnect/dtls_framing.h"
+#include "src/datapath/dtls_pipeline.h"
+#include "src/io/offload.h"
+
+namespace espvpn::datapath {
+
+namespace {
+// OC reserves 16 KiB per receive: some servers send records above the MTU.
+constexpr std::size_t kDatagramCapacity = 16384 + io::kDtlsMaxRecordOverhead;
+constexpr std::size_t kTunSlotCapacity = 65535;  // a record, or coalesced TCP segments for one tun write
+
+io::PacketBatchShape datagram_shape(const DtlsDatapathOptions& o) {
+    io::PacketBatchShape s;
+    s.slots = o.rx_batch;
+    s.capacity = kDatagramCapacity;
+    s.headroom = 0;
+    s.tailroom = 0;
+    return s;
+}
+
+io::PacketBatchShape plaintext_shape(const DtlsDatapathOptions& o) {
+    io::PacketBatchShape s;
+    s.slots = o.rx_batch;
+    s.capacity = kTunSlotCapacity;
+    s.headroom = 16;  // >= the virtio header the tun write prepends
+    s.tailroom = 0;
+    return s;
+}
+
+std::atomic<std::uint64_t>* drop_counter(DtlsRxCounters& c, anyconnect::DtlsRecordDrop why) {
+    using anyconnect::DtlsRecordDrop;
+    switch (why) {
+        case DtlsRecordDrop::none: return nullptr;
+        case DtlsRecordDrop::empty: return &c.drop_empty;
+        case DtlsRecordDrop::not_ip: return &c.drop_not_ip;
+        case DtlsRecordDrop::compressed: return &c.drop_compressed;
+        case DtlsRecordDrop::unknown_type: return &c.drop_unknown_type;
+    }
+    return nullptr;
+}
+}  // namespace
+
+DtlsRxPipeline::DtlsRxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
+                               const DtlsDatapathOptions& options, DtlsTxPipeline& tx)
+    : tun_(tun), deliver_(options.deliver), udp_(udp), channel_(channel), tx_(tx), in_(datagram_shape(options)),
+      out_(plaintext_shape(options)) {}
+
+void DtlsRxPipeline::run() {
+    pollfd fds[2] = {{udp_.fd(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
+    for (;;) {
+        control.begin_handling();
+        if (control.stop.load(std::memory_order_acquire)) return;
+        if (!drain_udp()) return;
+        if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
+            failure.set(std::string("poll: ") + std::strerror(errno));
+            return;
+        }
+        if (fds[1].revents & POLLIN) control.drain();
+    }
+}
+
+bool DtlsRxPipeline::drain_udp() {
+    for (;;) {
+        in_.clear();
+        Result<std::size_t> got = udp_.recv_batch(in_);
+        if (!got) {
+            failure.set(got.error().message);
+            return false;
+        }
+        const io::UdpCounters& u = udp_.counters();  // the receive-side fields are this thread's
+        mirror(counters.udp_recv_calls, u.receive_calls);
+        mirror(counters.udp_gro_buffers, u.gro_buffers);
+        mirror(counters.udp_peer_errors, u.peer_errors);
+        mirror(counters.drop_truncated, u.drop_truncated);
+        if (in_.size() == 0) return true;
+        std::uint64_t bytes = 0;
+        for (std::size_t i = 0; i < in_.size(); ++i) bytes += in_.length(i);
+        bump(counters.udp_datagrams, in_.size());
+        bump(counters.udp_bytes, bytes);
+        if (!open_and_deliver()) return false;
+        if (control.pending() && control.stop.load(std::memory_order_acquire)) return true;
+    }
+}
+
+bool DtlsRxPipeline::open_and_deliver() {
+    for (;;) {
+        out_.clear();
+        Result<io::DtlsOpenOutcome> opened = channel_.open_batch(in_, out_);
+        if (!opened) {
+            failure.set(opened.error().message);
+            return false;
+        }
+        if (opened->discarded) bump(counters.drop_discarded, opened->discarded);
+        if (opened->peer_closed) peer_closed.store(true, std::memory_order_relaxed);
+        if (opened->records) {
+            bump(counters.records, opened->records);
+            last_rx.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+            if (!deliver()) return false;
+        }
+        if (!opened->more) return true;
+    }
+}
+
+// Acts on each record by its type; data packets stay at the front of out_
+// (type byte stripped) and go to the tun in one coalesced write.
+bool DtlsRxPipeline::deliver() {
+    using anyconnect::DtlsRecordKind;
+    const std::size_t n = out_.size();
+    std::size_t kept = 0;
+    std::uint64_t bytes = 0;
+    bool dpd_echoed = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        const anyconnect::DtlsRecord r = anyconnect::parse_dtls_record(out_.packet(i));
+        switch (r.kind) {
+            case DtlsRecordKind::data:
+                (void)out_.shrink_front(i, anyconnect::kDtlsPacketHeaderSize);
+                bytes += out_.length(i);
+                if (kept != i) out_.swap_packets(kept, i);
+                ++kept;
+                break;
+            case DtlsRecordKind::dpd_request:
+                bump(counters.dpd_requests);
+                if (tx_.dpd_echoes.post(std::make_unique<DpdEcho>(DpdEcho{{r.payload.begin(), r.payload.end()}}))) {
+                    dpd_echoed = true;
+                } else {
+                    bump(counters.drop_dpd_backlog);
+                }
+                break;
+            case DtlsRecordKind::dpd_response:
+                bump(counters.dpd_responses);
+                last_dpd_response.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+                break;
+            case DtlsRecordKind::keepalive: bump(counters.keepalives); break;
+            case DtlsRecordKind::disconnect:
+                bump(counters.disconnects);
+                peer_disconnected.store(true, std::memory_order_relaxed);
+                break;
+            case DtlsRecordKind::dropped:
+                if (std::atomic<std::uint64_t>* c = drop_counter(counters, r.drop)) bump(*c);
+                break;
+        }
+    }
+    if (dpd_echoed) tx_.control.notify();
+    out_.set_size(kept);
+    if (kept == 0) return true;
+    bump(counters.inner_packets, kept);
+    bump(counters.inner_bytes, bytes);
+    if (deliver_) {
+        deliver_(out_);
+        return true;
+    }
+    Result<std::size_t> writes = tun_->write_packets(out_);
+    if (!writes) {
+        failure.set(writes.error().message);
+        return false;
+    }
+    bump(counters.tun_writes, *writes);
+    mirror(counters.drop_tun_write, tun_->counters().write_errors);
+    return true;
+}
+
+}  // namespace espvpn::datapath

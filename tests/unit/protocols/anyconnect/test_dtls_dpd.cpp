@@ -1,0 +1,57 @@
+#include <doctest/doctest.h>
+
+#include "protocols/anyconnect/dtls_dpd.h"
+
+using namespace espvpn::anyconnect;
+using namespace std::chrono_literals;
+using Clock = DpdTimer::Clock;
+
+TEST_CASE("DPD: silence for dpd sends a request, repeated every dpd/2, dead after 2 x dpd") {
+    const Clock::time_point t0{};
+    DpdTimer t({10s, 0s}, t0);
+    CHECK(t.poll(t0 + 9s) == DpdAction::none);
+    CHECK(t.next_due() == t0 + 10s);
+    CHECK(t.poll(t0 + 10s) == DpdAction::send_dpd_request);
+    CHECK(t.poll(t0 + 12s) == DpdAction::none);  // one outstanding
+    CHECK(t.next_due() == t0 + 15s);
+    CHECK(t.poll(t0 + 15s) == DpdAction::send_dpd_request);
+    CHECK(t.poll(t0 + 19s) == DpdAction::none);
+    CHECK(t.poll(t0 + 20s) == DpdAction::peer_dead);
+    CHECK(t.poll(t0 + 21s) == DpdAction::peer_dead);  // stays dead until something arrives
+    t.on_receive(t0 + 21s);
+    CHECK(t.poll(t0 + 22s) == DpdAction::none);
+    CHECK(t.next_due() == t0 + 31s);
+}
+
+TEST_CASE("DPD: any received packet resets the clock and answers the outstanding request") {
+    const Clock::time_point t0{};
+    DpdTimer t({10s, 0s}, t0);
+    CHECK(t.poll(t0 + 10s) == DpdAction::send_dpd_request);
+    t.on_receive(t0 + 11s);
+    CHECK(t.poll(t0 + 20s) == DpdAction::none);
+    CHECK(t.poll(t0 + 21s) == DpdAction::send_dpd_request);
+    t.on_receive(t0 + 5s);   // an older timestamp never moves the clock back
+    t.on_receive(t0 + 11s);  // nor does the same one again (a poller re-reading liveness)
+    CHECK(t.poll(t0 + 25s) == DpdAction::none);  // still outstanding
+    CHECK(t.poll(t0 + 26s) == DpdAction::send_dpd_request);
+    CHECK(t.poll(t0 + 31s) == DpdAction::peer_dead);
+}
+
+TEST_CASE("Keepalive: sent when nothing was sent for the interval; sends reset it") {
+    const Clock::time_point t0{};
+    DpdTimer t({0s, 30s}, t0);
+    CHECK(t.poll(t0 + 29s) == DpdAction::none);
+    CHECK(t.poll(t0 + 30s) == DpdAction::send_keepalive);
+    CHECK(t.poll(t0 + 31s) == DpdAction::none);
+    t.on_send(t0 + 50s);
+    CHECK(t.poll(t0 + 79s) == DpdAction::none);
+    CHECK(t.next_due() == t0 + 80s);
+    CHECK(t.poll(t0 + 80s) == DpdAction::send_keepalive);
+    CHECK(t.poll(t0 + 1000s) == DpdAction::send_keepalive);  // never "dead" without DPD
+}
+
+TEST_CASE("DPD and keepalive off: nothing is ever due") {
+    DpdTimer t({}, Clock::time_point{});
+    CHECK(t.poll(Clock::time_point{} + 100000s) == DpdAction::none);
+    CHECK(t.next_due() == Clock::time_point::max());
+}

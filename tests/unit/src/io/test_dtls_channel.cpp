@@ -1,0 +1,424 @@
+// DtlsChannel against a GnuTLS DTLS server session in this process, over
+// loopback UDP (no root): PSK and legacy handshakes, the App-ID / Session-ID in
+// the ClientHello, batch seal/open both ways, replayed and forged datagrams,
+// the MTU rules, the header parsers, and the DTLS datapath in session mode
+// (batches from the caller, packets to a deliver function, DPD both ways).
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <gnutls/dtls.h>
+#include <gnutls/gnutls.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/datapath/dtls_datapath.h"
+#include "src/io/dtls_channel.h"
+#include "src/io/udp_socket.h"
+
+using namespace espvpn;
+using namespace espvpn::io;
+
+namespace {
+
+std::vector<unsigned char> g_psk(32, 0x42);
+int psk_for(gnutls_session_t, const char* username, gnutls_datum_t* key) {
+    if (std::strcmp(username, "psk") != 0) return -1;
+    key->data = static_cast<unsigned char*>(gnutls_malloc(g_psk.size()));
+    std::memcpy(key->data, g_psk.data(), g_psk.size());
+    key->size = static_cast<unsigned>(g_psk.size());
+    return 0;
+}
+
+// A loopback UDP server socket, a connected UdpSocket for the channel, and a
+// GnuTLS server session handshaking in a thread.
+struct Peer {
+    int fd = -1;
+    UdpSocket client;
+    gnutls_session_t server = nullptr;
+    gnutls_psk_server_credentials_t pcred = nullptr;
+    gnutls_certificate_credentials_t xcred = nullptr;
+    std::vector<unsigned char> hello_session_id;
+    std::thread thread;
+    std::atomic<int> server_rc{1};
+
+    static UdpSocket open_client(int server_fd) {
+        sockaddr_in a{};
+        socklen_t len = sizeof a;
+        ::getsockname(server_fd, reinterpret_cast<sockaddr*>(&a), &len);
+        UdpOptions o;
+        o.remote = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+        return UdpSocket::open(o).value();
+    }
+    static int open_server() {
+        int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        return s;
+    }
+
+    Peer() : fd(open_server()), client(open_client(fd)) {
+        auto local = client.local_address().value();
+        REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&local.storage), local.length) == 0);
+        REQUIRE(gnutls_init(&server, GNUTLS_SERVER | GNUTLS_DATAGRAM) == 0);
+        gnutls_transport_set_int(server, fd);
+        gnutls_dtls_set_timeouts(server, 300, 5000);
+    }
+    void psk_server(const char* priority = "NORMAL:-VERS-ALL:-KX-ALL:+PSK:+VERS-DTLS-ALL") {
+        REQUIRE(gnutls_priority_set_direct(server, priority, nullptr) == 0);
+        gnutls_psk_allocate_server_credentials(&pcred);
+        gnutls_psk_set_server_credentials_function(pcred, psk_for);
+        gnutls_credentials_set(server, GNUTLS_CRD_PSK, pcred);
+    }
+    void legacy_server(const DtlsLegacyMode& m) {
+        const std::string prio = std::string(m.suite->priority) + ":%NO_SESSION_HASH:%DISABLE_SAFE_RENEGOTIATION";
+        REQUIRE(gnutls_priority_set_direct(server, prio.c_str(), nullptr) == 0);
+        const gnutls_datum_t master{const_cast<unsigned char*>(m.master_secret.reveal().data()), 48};
+        const gnutls_datum_t sid{const_cast<unsigned char*>(m.session_id.data()), 32};
+        REQUIRE(gnutls_session_set_premaster(server, GNUTLS_SERVER, m.suite->version, m.suite->kx, m.suite->cipher,
+                                             m.suite->mac, GNUTLS_COMP_NULL, &master, &sid) == 0);
+        gnutls_certificate_allocate_credentials(&xcred);
+        gnutls_credentials_set(server, GNUTLS_CRD_CERTIFICATE, xcred);
+    }
+    void start() {
+        thread = std::thread([this] {
+            unsigned char buf[2048];
+            const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_PEEK);  // the ClientHello, left queued
+            if (n > 60 && buf[0] == 22) hello_session_id.assign(buf + 60, buf + 60 + std::min<int>(buf[59], n - 60));
+            int rc;
+            do rc = gnutls_handshake(server);
+            while (rc < 0 && !gnutls_error_is_fatal(rc));
+            server_rc = rc;
+        });
+    }
+    void join() {
+        if (thread.joinable()) thread.join();
+    }
+    ~Peer() {
+        join();
+        gnutls_deinit(server);
+        if (pcred) gnutls_psk_free_server_credentials(pcred);
+        if (xcred) gnutls_certificate_free_credentials(xcred);
+        ::close(fd);
+    }
+};
+
+PacketBatch make_packets(std::size_t count, std::size_t size) {
+    PacketBatch b({count, 2048, 16, 0});
+    for (std::size_t i = 0; i < count; ++i) {
+        auto room = b.next_room();
+        room[0] = 0x00;  // data
+        room[1] = 0x45;
+        for (std::size_t k = 2; k < size; ++k) room[k] = static_cast<std::uint8_t>(i + k);
+        b.commit(size);
+    }
+    return b;
+}
+
+// Reads whatever the server socket holds into a batch (as recv_batch would).
+PacketBatch receive_all(int fd, std::size_t max) {
+    PacketBatch b({max, 2048, 0, 0});
+    while (!b.full()) {
+        auto room = b.next_room();
+        const ssize_t n = ::recv(fd, room.data(), room.size(), MSG_DONTWAIT);
+        if (n <= 0) break;
+        b.commit(static_cast<std::size_t>(n));
+    }
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("PSK mode: App-ID in the ClientHello, records both ways, forged and replayed datagrams dropped") {
+    Peer peer;
+    peer.psk_server();
+    DtlsPskMode psk;
+    psk.psk = Secret(std::span<const std::uint8_t>(g_psk.data(), g_psk.size()));
+    psk.app_id.assign(32, 0);
+    for (std::size_t i = 0; i < 32; ++i) psk.app_id[i] = static_cast<std::uint8_t>(0xa0 + i);
+    const std::vector<unsigned char> app_id(psk.app_id.begin(), psk.app_id.end());
+    DtlsChannelOptions o;
+    o.mode = std::move(psk);
+    o.base_mtu = 1500;
+    auto ch = DtlsChannel::create(peer.client.fd(), std::move(o));
+    REQUIRE(ch);
+    peer.start();
+    Status hs = (*ch)->handshake();
+    peer.join();
+    REQUIRE_MESSAGE(hs, (hs ? "" : hs.error().message));
+    REQUIRE(peer.server_rc == 0);
+    CHECK(peer.hello_session_id == app_id);
+    DtlsChannel& c = **ch;
+    CHECK(c.established());
+    CHECK(!c.resumed());
+    CHECK(c.description().find("PSK") != std::string::npos);
+    CHECK(c.tunnel_mtu() + 1 == c.record_payload_mtu());
+    CHECK(c.tunnel_mtu() >= 1400);
+    CHECK(c.tunnel_mtu() <= 1472 - 1 - 13);
+
+    // client -> server: one batch, one record per packet, each decrypts to its packet
+    PacketBatch plain = make_packets(8, 1000);
+    PacketBatch records({16, 2048, 0, 0});
+    DtlsSealOutcome sealed = c.seal_batch(plain, records);
+    CHECK(sealed.records == 8);
+    CHECK(records.size() == 8);
+    for (std::size_t i = 0; i < records.size(); ++i) {
+        REQUIRE(::send(peer.client.fd(), records.packet(i).data(), records.length(i), 0) ==
+                static_cast<ssize_t>(records.length(i)));
+    }
+    unsigned char buf[4096];
+    for (std::size_t i = 0; i < 8; ++i) {
+        const ssize_t n = gnutls_record_recv(peer.server, buf, sizeof buf);
+        REQUIRE(n == 1000);
+        CHECK(std::memcmp(buf, plain.packet(i).data(), 1000) == 0);
+    }
+    // too big for a record: counted, not sent
+    PacketBatch big = make_packets(1, c.record_payload_mtu() + 1 <= 2048 ? c.record_payload_mtu() + 1 : 2048);
+    records.clear();
+    CHECK(c.seal_batch(big, records).too_big == 1);
+    CHECK(records.size() == 0);
+
+    // server -> client: batch open, plus a replayed and a forged datagram
+    for (std::size_t i = 0; i < 5; ++i) REQUIRE(gnutls_record_send(peer.server, plain.packet(i).data(), 700) == 700);
+    PacketBatch in = receive_all(peer.client.fd(), 16);
+    REQUIRE(in.size() == 5);
+    {
+        auto room = in.next_room();  // a replay of the first record
+        std::memcpy(room.data(), in.packet(0).data(), in.length(0));
+        in.commit(in.length(0));
+        room = in.next_room();  // the second record with a flipped ciphertext byte
+        std::memcpy(room.data(), in.packet(1).data(), in.length(1));
+        room[in.length(1) - 3] ^= 1;
+        in.commit(in.length(1));
+        room = in.next_room();  // not DTLS at all
+        std::memset(room.data(), 0x99, 40);
+        in.commit(40);
+    }
+    PacketBatch out({3, 2048, 16, 0});  // smaller than the input: open_batch must resume
+    std::size_t opened = 0, discarded = 0, datagrams = 0;
+    for (int call = 0; call < 10; ++call) {
+        out.clear();
+        auto r = c.open_batch(in, out);
+        REQUIRE(r);
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            REQUIRE(out.length(i) == 700);
+            CHECK(std::memcmp(out.packet(i).data(), plain.packet(opened + i).data(), 700) == 0);
+        }
+        opened += r->records;
+        discarded += r->discarded;
+        datagrams += r->datagrams;
+        if (!r->more) break;
+    }
+    CHECK(opened == 5);
+    CHECK(datagrams == 8);
+    CHECK(discarded == 3);
+
+    // send_record goes straight to the socket
+    const std::uint8_t dpd[] = {0x03};
+    REQUIRE(c.send_record(dpd));
+    CHECK(gnutls_record_recv(peer.server, buf, sizeof buf) == 1);
+    CHECK(buf[0] == 0x03);
+}
+
+TEST_CASE("Legacy mode resumes the agreed session (DTLS 1.2 GCM and DTLS 0.9 CBC)") {
+    for (const char* name : {"OC-DTLS1_2-AES128-GCM", "AES128-SHA"}) {
+        CAPTURE(name);
+        Peer peer;
+        DtlsLegacyMode m;
+        m.master_secret = make_dtls_master_secret().value();
+        m.session_id.assign(32, 0x77);
+        m.suite = find_dtls_legacy_suite(name, false).value();
+        m.tunnel_mtu = 1300;
+        DtlsLegacyMode server_copy;
+        server_copy.master_secret = m.master_secret.clone();
+        server_copy.session_id = m.session_id;
+        server_copy.suite = m.suite;
+        peer.legacy_server(server_copy);
+        DtlsChannelOptions o;
+        o.mode = std::move(m);
+        auto ch = DtlsChannel::create(peer.client.fd(), std::move(o));
+        REQUIRE(ch);
+        peer.start();
+        Status hs = (*ch)->handshake();
+        peer.join();
+        REQUIRE_MESSAGE(hs, (hs ? "" : hs.error().message));
+        CHECK((*ch)->resumed());
+        CHECK(peer.hello_session_id == std::vector<unsigned char>(32, 0x77));
+        CHECK((*ch)->tunnel_mtu() == 1300);  // X-DTLS-MTU, whatever CBC rounding allows
+        PacketBatch plain = make_packets(2, 1301);
+        PacketBatch records({4, 2048, 0, 0});
+        CHECK((*ch)->seal_batch(plain, records).records == 2);
+    }
+}
+
+TEST_CASE("Channel options and CONNECT header values are checked with clear errors") {
+    auto id = parse_dtls_session_id(std::string(64, 'A'), "X-DTLS-App-ID");
+    REQUIRE(id);
+    CHECK(id->size() == 32);
+    CHECK((*id)[0] == 0xaa);
+    auto short_id = parse_dtls_session_id("abcd", "X-DTLS-Session-ID");
+    REQUIRE(!short_id);
+    CHECK(short_id.error().message.find("X-DTLS-Session-ID must be 64 hex digits") != std::string::npos);
+    auto bad = parse_dtls_session_id(std::string(63, '0') + "g", "X-DTLS-App-ID");
+    REQUIRE(!bad);
+    CHECK(bad.error().message.find("non-hex") != std::string::npos);
+
+    CHECK(find_dtls_legacy_suite("AES256-SHA", false).value()->version == GNUTLS_DTLS0_9);
+    CHECK(find_dtls_legacy_suite("AES256-SHA", true).value()->version == GNUTLS_DTLS1_2);
+    CHECK(find_dtls_legacy_suite("AES256-GCM-SHA384", true));
+    auto unknown = find_dtls_legacy_suite("DHE-RSA-AES128-SHA", false);
+    REQUIRE(!unknown);
+    CHECK(unknown.error().message == "unknown DTLS cipher suite 'DHE-RSA-AES128-SHA' in X-DTLS-CipherSuite");
+    CHECK(dtls_legacy_suite_offer(false) == "OC-DTLS1_2-AES256-GCM:OC-DTLS1_2-AES128-GCM:AES256-SHA:AES128-SHA");
+    CHECK(dtls_legacy_suite_offer(true) == "AES256-GCM-SHA384:AES128-GCM-SHA256:AES256-SHA:AES128-SHA");
+    CHECK(hex_encode(std::vector<std::uint8_t>{0x00, 0xab, 0xff}) == "00abff");
+    CHECK(make_dtls_master_secret().value().size() == 48);
+
+    DtlsChannelOptions o;
+    DtlsPskMode psk;
+    psk.psk = Secret(16);
+    psk.app_id.assign(32, 1);
+    o.mode = std::move(psk);
+    auto wrong_key = DtlsChannel::create(0, std::move(o));
+    REQUIRE(!wrong_key);
+    CHECK(wrong_key.error().message == "DTLS PSK must be 32 bytes, got 16");
+
+    DtlsChannelOptions l;
+    DtlsLegacyMode m;
+    m.master_secret = Secret(48);
+    m.session_id.assign(31, 0);
+    m.suite = find_dtls_legacy_suite("AES128-SHA", false).value();
+    m.tunnel_mtu = 1400;
+    l.mode = std::move(m);
+    auto wrong_sid = DtlsChannel::create(0, std::move(l));
+    REQUIRE(!wrong_sid);
+    CHECK(wrong_sid.error().message == "X-DTLS-Session-ID must be 32 bytes, got 31");
+    CHECK(!DtlsChannel::create(-1, DtlsChannelOptions{}));
+}
+
+TEST_CASE("The PSK export needs a CSTP session") {
+    auto none = export_dtls_psk(static_cast<gnutls_session_t>(nullptr));
+    REQUIRE(!none);
+    CHECK(none.error().message.find("no CSTP TLS session") != std::string::npos);
+}
+
+TEST_CASE("DTLS datapath in session mode: send batches, deliver data, answer DPD, count drops") {
+    Peer peer;
+    peer.psk_server();
+    DtlsPskMode psk;
+    psk.psk = Secret(std::span<const std::uint8_t>(g_psk.data(), g_psk.size()));
+    psk.app_id.assign(32, 7);
+    DtlsChannelOptions o;
+    o.mode = std::move(psk);
+    auto ch = DtlsChannel::create(peer.client.fd(), std::move(o));
+    REQUIRE(ch);
+    peer.start();
+    REQUIRE((*ch)->handshake());
+    peer.join();
+    REQUIRE(peer.server_rc == 0);
+    gnutls_record_set_timeout(peer.server, 3000);
+
+    std::mutex m;
+    std::vector<std::vector<std::uint8_t>> delivered;
+    datapath::DtlsDatapathOptions dopt;
+    dopt.read_tun = false;
+    dopt.deliver = [&](PacketBatch& b) {
+        std::lock_guard<std::mutex> lock(m);
+        for (std::size_t i = 0; i < b.size(); ++i) {
+            CHECK(b.front_room(i) >= 16);
+            delivered.emplace_back(b.packet(i).begin(), b.packet(i).end());
+        }
+    };
+    CHECK(!datapath::DtlsDatapath::start(nullptr, peer.client, **ch, {}));  // tun mode needs a tun
+    auto started = datapath::DtlsDatapath::start(nullptr, peer.client, **ch, dopt);
+    REQUIRE(started);
+    auto& dp = *started.value();
+
+    // caller -> server: IP packets get the data type byte; a non-IP one is dropped
+    PacketBatch batch({12, 1500, 16, 0});
+    for (int i = 0; i < 11; ++i) {
+        auto room = batch.next_room();
+        std::memset(room.data(), i, 300);
+        room[0] = i == 10 ? 0x20 : 0x45;
+        batch.commit(300);
+    }
+    REQUIRE(dp.send(batch));
+    unsigned char buf[4096];
+    for (int i = 0; i < 10; ++i) {
+        REQUIRE(gnutls_record_recv(peer.server, buf, sizeof buf) == 301);
+        CHECK(buf[0] == 0x00);
+        CHECK(buf[1] == 0x45);
+        CHECK(buf[2] == i);
+    }
+
+    // server -> caller: data, a DPD request (answered with its payload), a keepalive, junk
+    const unsigned char data_rec[] = {0x00, 0x45, 1, 2, 3, 4, 5, 6, 7};
+    const unsigned char dpd_req[] = {0x03, 'a', 'b'};
+    const unsigned char keepalive[] = {0x07};
+    const unsigned char unknown[] = {0x42, 1};
+    const unsigned char compressed[] = {0x08, 1};
+    for (int i = 0; i < 3; ++i) REQUIRE(gnutls_record_send(peer.server, data_rec, sizeof data_rec) > 0);
+    REQUIRE(gnutls_record_send(peer.server, dpd_req, sizeof dpd_req) > 0);
+    REQUIRE(gnutls_record_send(peer.server, keepalive, 1) > 0);
+    REQUIRE(gnutls_record_send(peer.server, unknown, 2) > 0);
+    REQUIRE(gnutls_record_send(peer.server, compressed, 2) > 0);
+    REQUIRE(gnutls_record_recv(peer.server, buf, sizeof buf) == 3);
+    CHECK(buf[0] == 0x04);
+    CHECK(buf[1] == 'a');
+    CHECK(buf[2] == 'b');
+    for (int t = 0; t < 200; ++t) {
+        {
+            std::lock_guard<std::mutex> lock(m);
+            if (delivered.size() >= 3) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    {
+        std::lock_guard<std::mutex> lock(m);
+        REQUIRE(delivered.size() == 3);
+        CHECK(delivered[0] == std::vector<std::uint8_t>(data_rec + 1, data_rec + sizeof data_rec));
+    }
+
+    // our DPD request, the server's answer, then a disconnect
+    dp.send_dpd_request();
+    REQUIRE(gnutls_record_recv(peer.server, buf, sizeof buf) == 1);
+    CHECK(buf[0] == 0x03);
+    const unsigned char dpd_resp[] = {0x04};
+    const unsigned char bye[] = {0x05, 0xb0};
+    REQUIRE(gnutls_record_send(peer.server, dpd_resp, 1) > 0);
+    REQUIRE(gnutls_record_send(peer.server, bye, 2) > 0);
+    for (int t = 0; t < 200 && !dp.liveness().peer_disconnected; ++t)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const datapath::DtlsLiveness l = dp.liveness();
+    CHECK(l.peer_disconnected);
+    CHECK(l.last_dpd_response.time_since_epoch().count() != 0);
+    CHECK(l.last_rx.time_since_epoch().count() != 0);
+    dp.stop();
+    const datapath::DtlsDatapathStats st = dp.stats();
+    CHECK(st.tx.inner_packets == 11);
+    CHECK(st.tx.drop_not_ip == 1);
+    CHECK(st.tx.dpd_responses_sent == 1);
+    CHECK(st.tx.dpd_requests_sent == 1);
+    CHECK(st.rx.records == 9);
+    CHECK(st.rx.inner_packets == 3);
+    CHECK(st.rx.dpd_requests == 1);
+    CHECK(st.rx.dpd_responses == 1);
+    CHECK(st.rx.keepalives == 1);
+    CHECK(st.rx.disconnects == 1);
+    CHECK(st.rx.drop_unknown_type == 1);
+    CHECK(st.rx.drop_compressed == 1);
+    CHECK(st.drops() == 3);
+    CHECK(!dp.failure());
+    CHECK(st.to_json().find("\"drop_compressed\": 1") != std::string::npos);
+    CHECK(!dp.send(batch));  // stopped
+}
