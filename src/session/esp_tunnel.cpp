@@ -1,10 +1,7 @@
 #include "src/session/esp_tunnel.h"
 
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
-#include <sys/signalfd.h>
-#include <unistd.h>
 
 #include <memory>
 #include <optional>
@@ -13,10 +10,10 @@
 #include "protocols/esp/esp_sa.h"
 #include "src/datapath/datapath.h"
 #include "src/datapath/stats_reporter.h"
-#include "src/hooks/script_runner.h"
-#include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
+#include "src/session/signal_watch.h"
+#include "src/session/tunnel_host.h"
 
 namespace espvpn::session {
 
@@ -58,32 +55,6 @@ std::string hex32(std::uint32_t v) {
     return buf;
 }
 
-// Blocks the signals the control loop reads from a signalfd, in this thread
-// before any other starts, so every thread inherits the mask.
-class SignalWatch {
-public:
-    SignalWatch() {
-        sigemptyset(&set_);
-        for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2}) sigaddset(&set_, s);
-        pthread_sigmask(SIG_BLOCK, &set_, &old_);
-        fd_ = signalfd(-1, &set_, SFD_NONBLOCK | SFD_CLOEXEC);
-    }
-    ~SignalWatch() {
-        if (fd_ >= 0) close(fd_);
-        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    }
-    int fd() const { return fd_; }
-    // 0 when none is pending.
-    int next() {
-        signalfd_siginfo si;
-        return read(fd_, &si, sizeof si) == sizeof si ? static_cast<int>(si.ssi_signo) : 0;
-    }
-
-private:
-    sigset_t set_{}, old_{};
-    int fd_ = -1;
-};
-
 class EspTunnel {
 public:
     EspTunnel(const GpTunnelSetup& setup, const EspTunnelOptions& options, const RefetchConfig& refetch)
@@ -91,10 +62,6 @@ public:
     Result<TunnelEnd> run();
 
 private:
-    Status open_tun(int mtu);
-    Status configure_host();
-    hooks::ScriptEnv script_env(hooks::ScriptReason reason) const;
-    void run_script(hooks::ScriptReason reason);
     Status rekey();
     // openconnect's schedule: a minute before the keys expire (half-way for short lifetimes).
     Clock::time_point next_rekey(Clock::time_point from) const {
@@ -105,74 +72,10 @@ private:
     const GpTunnelSetup& setup_;
     const EspTunnelOptions& o_;
     const RefetchConfig& refetch_;
-    std::optional<io::TunDevice> tun_;
     std::optional<io::UdpSocket> udp_;
-    std::unique_ptr<hooks::ScriptRunner> scripts_;
     std::unique_ptr<datapath::Datapath> dp_;
     unsigned rekey_after_s_ = 0;  // the current keys' lifetime (getconfig <timeout>)
-    int mtu_ = 0;
 };
-
-hooks::ScriptEnv EspTunnel::script_env(hooks::ScriptReason reason) const {
-    TunnelConfig c = setup_.config;
-    c.mtu = mtu_;
-    hooks::ScriptContext ctx{reason, tun_ ? tun_->name() : o_.interface_name, static_cast<int>(getpid()),
-                             o_.log_level};
-    return hooks::build_script_env(c, ctx);
-}
-
-void EspTunnel::run_script(hooks::ScriptReason reason) {
-    if (!scripts_) return;
-    // Awaited by the control thread only; the datapath keeps forwarding meanwhile.
-    scripts_->run(script_env(reason)).wait();
-}
-
-Status EspTunnel::open_tun(int mtu) {
-    io::TunOptions t;
-    t.name = o_.interface_name;
-    auto tun = io::TunDevice::open(t);
-    if (!tun) return make_error("tun device: " + tun.error().message);
-    tun_.emplace(std::move(*tun));
-    LOG_INFO << "tun device " << tun_->name() << " (offloads: " << (tun_->offloads().tso ? "TSO" : "none")
-             << (tun_->offloads().uso ? "+USO" : "") << ")";
-    mtu_ = mtu;
-    return {};
-}
-
-// Without --script: addresses, MTU and split routes through netlink.
-Status EspTunnel::configure_host() {
-    const TunnelConfig& c = setup_.config;
-    if (Status s = tun_->set_mtu(static_cast<unsigned>(mtu_)); !s) return s;
-    auto add = [&](const std::string& text) -> Status {
-        auto a = io::InterfaceAddress::parse(text);
-        if (!a) return make_error("address " + text + ": " + a.error().message);
-        return tun_->add_address(*a);
-    };
-    if (!c.ip4_address.empty()) {
-        if (Status s = add(c.ip4_address + "/32"); !s) return s;
-    }
-    if (!c.ip6_address.empty() && !o_.disable_ipv6) {
-        if (Status s = add(c.ip6_address + "/" + std::to_string(c.ip6_prefix)); !s) return s;
-    }
-    if (Status s = tun_->set_up(true); !s) return s;
-    for (const IpPrefix& r : c.split_include) {
-        if (r.v6 && o_.disable_ipv6) continue;
-        if (r.length == 0) {
-            LOG_WARN << "default route " << r.to_string()
-                     << " not installed by the built-in setup (use --script for full routing)";
-            continue;
-        }
-        auto dst = io::InterfaceAddress::parse(r.to_string());
-        if (!dst) return make_error("route " + r.to_string() + ": " + dst.error().message);
-        if (Status s = tun_->add_route(*dst); !s) return make_error("route " + r.to_string() + ": " + s.error().message);
-    }
-    if (c.split_include.empty())
-        LOG_WARN << "the gateway sends all traffic (no split routes); the built-in setup adds no default route: "
-                    "use --script (vpnc-script) for that";
-    if (!c.dns.empty())
-        LOG_INFO << "DNS servers " << c.dns.size() << " offered; the built-in setup leaves DNS alone (use --script)";
-    return {};
-}
 
 Status EspTunnel::rekey() {
     LOG_INFO << "rekey: fetching new ESP keys";
@@ -205,15 +108,9 @@ Result<TunnelEnd> EspTunnel::run() {
                                                                    suite->icv_size()));
 
     SignalWatch signals;
-    if (!o_.script.empty()) scripts_ = std::make_unique<hooks::ScriptRunner>(o_.script);
-    mtu_ = mtu;
-    run_script(hooks::ScriptReason::pre_init);
-    if (Status s = open_tun(mtu); !s) return s.error();
-    if (scripts_) {
-        run_script(hooks::ScriptReason::connect);
-    } else if (Status s = configure_host(); !s) {
-        return make_error("host setup: " + s.error().message);
-    }
+    TunnelHost host({o_.interface_name, o_.script, o_.log_level, o_.disable_ipv6});
+    if (Status s = host.bring_up(setup_.config, mtu); !s) return s.error();
+    io::TunDevice& tun = host.tun();
 
     io::UdpOptions u;
     u.remote = (outer_v6 ? "[" + esp.peer_address + "]" : esp.peer_address) + ":" + std::to_string(esp.udp_port);
@@ -229,7 +126,7 @@ Result<TunnelEnd> EspTunnel::run() {
         if (!target) return make_error("ESP probe: " + target.error().message);
         d.probe = *target;
     }
-    auto dp = datapath::Datapath::start(*tun_, *udp_, d);
+    auto dp = datapath::Datapath::start(tun, *udp_, d);
     if (!dp) return dp.error();
     dp_ = std::move(*dp);
     auto sas = build_sas(setup_.esp->sa);
@@ -277,7 +174,7 @@ Result<TunnelEnd> EspTunnel::run() {
                 connected_at = now;
                 LOG_INFO << "ESP connected: probe answered after "
                          << std::chrono::duration_cast<std::chrono::milliseconds>(now - probing_since).count() << " ms; "
-                         << tun_->name() << " is up";
+                         << tun.name() << " is up";
             } else if (now - probing_since > o_.probe_timeout) {
                 LOG_ERROR << "no answer to the ESP probe within " << o_.probe_timeout.count()
                           << " s (UDP blocked?); the HTTPS tunnel fallback is not built yet";
@@ -317,11 +214,9 @@ Result<TunnelEnd> EspTunnel::run() {
     dp_->stop();
     LOG_INFO << "tunnel statistics:\n" << dp_->stats().to_text();
     reporter->reset();
-    run_script(hooks::ScriptReason::disconnect);
-    scripts_.reset();
     dp_.reset();
     udp_.reset();
-    tun_.reset();  // removes the device (or our addresses/routes on a persistent one)
+    host.tear_down();
     return end;
 }
 
