@@ -77,7 +77,7 @@ int run_anyconnect(ClientOptions& options, std::ostream& out) {
         https->log_summary("login");
         if (!done) {
             LOG_ERROR << "login failed: " << done.error().message;
-            return login.credentials_rejected() ? kExitCookieRejected : kExitError;
+            return kExitError;
         }
         auth = std::move(*done);
     }

@@ -44,11 +44,9 @@ Result<AcAuthReply> AcLogin::post(const std::string& target, Secret body, const 
             LOG_DEBUG << "< (" << response->set_cookies.size() << " Set-Cookie header(s), values redacted)";
         LOG_DEBUG << "< " << response->body.reveal_text();  // config-auth forms hold no secrets; cookies are headers
     }
-    if (response->status == 401 || response->status == 403) {
-        rejected_ = true;
-        return make_error("the server refused the login: HTTP " + std::to_string(response->status) + " " +
+    if (response->status == 401 || response->status == 403)
+        return make_error("the server rejected the credentials: HTTP " + std::to_string(response->status) + " " +
                           response->reason);
-    }
     if (response->status != 200)
         return make_error("POST " + target + " to " + s_.server.host + ": HTTP " + std::to_string(response->status) +
                           " " + response->reason);

@@ -37,10 +37,8 @@ public:
     AcLogin(io::HttpsClient& https, AcLoginSettings settings, LoginPrompter& prompter)
         : https_(https), s_(std::move(settings)), prompter_(prompter) {}
 
+    // A refused login is an error like any other (openconnect exits 1 for it).
     Result<AcAuthenticated> run();
-
-    // After a failed run(): the server refused the credentials outright (401).
-    bool credentials_rejected() const { return rejected_; }
 
 private:
     Result<anyconnect::AcAuthReply> post(const std::string& target, Secret body, const std::string& logged_body);
@@ -49,7 +47,6 @@ private:
     io::HttpsClient& https_;
     AcLoginSettings s_;
     LoginPrompter& prompter_;
-    bool rejected_ = false;
     bool user_used_ = false;
     std::string group_;          // chosen group_list value
 };

@@ -370,11 +370,11 @@ Result<ConnectOutcome> send_connect(io::TlsStream& tls, const Secret& request, a
     ConnectOutcome out;
     while (!parser.done()) {
         auto n = tls.read_some(buf, deadline);
-        if (!n) return make_error("CONNECT reply: " + n.error().message);
-        if (*n == 0) {
-            if (auto st = parser.finish_eof(); !st) return make_error("CONNECT reply: " + st.error().message);
-            if (!parser.done()) return make_error("CONNECT reply: the server closed the connection");
-            break;
+        if (!n || *n == 0) {
+            // A refusal (ocserv: "401 Cookie is not acceptable") has no Content-Length and is
+            // followed by a fatal alert: the reply ends where the connection does.
+            if (parser.started() && parser.finish_eof() && parser.done()) break;
+            return make_error("CONNECT reply: " + (n ? std::string("the server closed the connection") : n.error().message));
         }
         auto used = parser.feed(std::span<const std::uint8_t>(buf.data(), *n));
         if (!used) return make_error("CONNECT reply: " + used.error().message);

@@ -48,7 +48,7 @@ cookie_of() { sed -n "s/^COOKIE='\(.*\)'$/\1/p" "$work/auth.out"; }
 # espvpn_up NAME [options...]: espvpn in the client namespace until "tunnel up"; sets client_pid.
 espvpn_up() {
   local name=$1; shift
-  ip netns exec "$nsc" "$espvpn" "${ca[@]}" --no-dtls "$@" "$url" >"$work/$name.out" 2>"$work/$name.log" &
+  ip netns exec "$nsc" "$espvpn" "${ca[@]}" --no-dtls "$@" "$url" <&0 >"$work/$name.out" 2>"$work/$name.log" &
   client_pid=$!; pids+=("$client_pid")
   wait_for "$work/$name.log" "tunnel up" 20 || fail "$name: espvpn did not bring the tunnel up"
 }
@@ -62,7 +62,16 @@ espvpn_stop() {  # NAME: SIGINT, exit 0, tun gone, ocserv saw the logout
   ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q . || fail "$1: tun device left behind"
 }
 
-ping_lan() { ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 "$lan_ip" >"$work/ping.out" 2>&1 || fail "ping $lan_ip through the tunnel"; }
+wait_route() {  # the script may still be adding the route when the client says it is up
+  local i
+  for ((i = 0; i < 50; i++)); do
+    ip -n "$nsc" route get "$lan_ip" 2>/dev/null | grep -q " dev tun" && return 0
+    sleep 0.1
+  done
+  fail "no route to $lan_ip through a tun device"
+}
+ping_lan() {
+  wait_route ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 "$lan_ip" >"$work/ping.out" 2>&1 || fail "ping $lan_ip through the tunnel"; }
 
 iperf_up() {
   [[ -n ${iperf_pid:-} ]] && return 0
@@ -100,6 +109,11 @@ login)
     2>"$work/dead.log" || rc=$?
   [[ $rc -eq 2 ]] || fail "a logged-out cookie gave exit $rc, expected 2"
   grep -q "401" "$work/dead.log" || fail "no 401 reason in the log"
+  # openconnect says the same about it
+  rc=0
+  echo "$cookie" | ip netns exec "$nsc" timeout 30 openconnect --cookie-on-stdin "${ca[@]}" --no-dtls "$url" \
+    >"$work/oc-dead.out" 2>&1 || rc=$?
+  [[ $rc -eq 2 ]] || fail "openconnect gave exit $rc for the logged-out cookie"
   echo "PASS login"
   ;;
 group)
@@ -130,7 +144,7 @@ wrong_password)
   echo "PASS wrong_password"
   ;;
 tunnel)
-  echo "$oc_password" | espvpn_up builtin -u testuser --passwd-on-stdin
+  espvpn_up builtin -u testuser --passwd-on-stdin <<<"$oc_password"
   grep -q "handshakes" "$work/builtin.log" && grep "TLS handshake" "$work/builtin.log" | head -3 || true
   ping_lan
   up=$(iperf_mbps); down=$(iperf_mbps -R)
@@ -141,13 +155,13 @@ tunnel)
   sleep 0.5
   occtl_run show users >"$work/users.out"
   ! grep -q testuser "$work/users.out" || fail "ocserv still lists the session after the logout"
-  echo "$oc_password" | espvpn_up script -u testuser --passwd-on-stdin --script "$repo/tools/netns/minimal-vpnc-script"
+  espvpn_up script -u testuser --passwd-on-stdin --script "$repo/tools/netns/minimal-vpnc-script" <<<"$oc_password"
   ping_lan
   espvpn_stop script
   echo "PASS tunnel"
   ;;
 server_kill)
-  echo "$oc_password" | espvpn_up killed -u testuser --passwd-on-stdin
+  espvpn_up killed -u testuser --passwd-on-stdin <<<"$oc_password"
   ping_lan
   id=$(occtl_run -j show users | json /dev/stdin 'd[0]["ID"]')
   occtl_run disconnect id "$id" >/dev/null
@@ -161,14 +175,14 @@ server_kill)
   echo "PASS server_kill"
   ;;
 compare)
-  echo "$oc_password" | espvpn_up cmp -u testuser --passwd-on-stdin
+  espvpn_up cmp -u testuser --passwd-on-stdin <<<"$oc_password"
   e_up=$(iperf_mbps); e_down=$(iperf_mbps -R)
   espvpn_stop cmp
   echo "$oc_password" | ip netns exec "$nsc" openconnect -u testuser --passwd-on-stdin "${ca[@]}" --no-dtls \
     --script "$repo/tools/netns/minimal-vpnc-script" "$url" >"$work/oc.out" 2>&1 &
   oc_client=$!; pids+=("$oc_client")
   wait_for "$work/oc.out" "Configured as\|CSTP connected" 20 || fail "openconnect did not connect"
-  sleep 0.5
+  wait_route
   o_up=$(iperf_mbps); o_down=$(iperf_mbps -R)
   kill -INT "$oc_client"; wait "$oc_client" || true
   echo "CSTP over TLS through ocserv 1.1.6, iperf3 TCP 2 s (Mbit/s):"
