@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,6 +73,111 @@ constexpr std::size_t kRxSlotCapacity = 65535;  // a packet, or coalesced TCP se
 
 std::int64_t now_ns() { return Clock::now().time_since_epoch().count(); }
 
+// CSTP sends one TLS record per packet; written one by one that is a send()
+// per packet, and GnuTLS reads a record in two recv() calls. This transport
+// sits under the GnuTLS session while the tunnel runs: records written while
+// corked are gathered and leave in one send(); reads take whatever the socket
+// has (many records) and hand it to GnuTLS piece by piece.
+class BatchingTransport {
+public:
+    BatchingTransport(gnutls_session_t session, int fd, const std::atomic<bool>& stopping)
+        : session_(session), fd_(fd), stopping_(stopping), out_(new std::uint8_t[kOutSize]),
+          in_(new std::uint8_t[kInSize]) {
+        gnutls_transport_set_ptr(session_, this);
+        gnutls_transport_set_push_function(session_, push);
+        gnutls_transport_set_pull_function(session_, pull);
+    }
+    ~BatchingTransport() {
+        // Back to plain socket calls for whatever the session still sends (close_notify).
+        gnutls_transport_set_int(session_, fd_);
+        gnutls_transport_set_push_function(session_, plain_push);
+        gnutls_transport_set_pull_function(session_, plain_pull);
+    }
+    BatchingTransport(const BatchingTransport&) = delete;
+    BatchingTransport& operator=(const BatchingTransport&) = delete;
+
+    // tx thread: gather records from now on / send what was gathered.
+    void cork() { corked_ = true; }
+    bool uncork() {
+        corked_ = false;
+        return flush();
+    }
+    // rx thread: bytes read from the socket that GnuTLS has not taken yet.
+    bool has_readahead() const { return in_off_ < in_len_; }
+
+private:
+    static constexpr std::size_t kOutSize = 256 * 1024;
+    static constexpr std::size_t kInSize = 256 * 1024;
+
+    static ssize_t plain_push(gnutls_transport_ptr_t p, const void* data, std::size_t n) {
+        return send(static_cast<int>(reinterpret_cast<std::intptr_t>(p)), data, n, MSG_NOSIGNAL);
+    }
+    static ssize_t plain_pull(gnutls_transport_ptr_t p, void* data, std::size_t n) {
+        return recv(static_cast<int>(reinterpret_cast<std::intptr_t>(p)), data, n, 0);
+    }
+
+    static ssize_t push(gnutls_transport_ptr_t p, const void* data, std::size_t n) {
+        auto* t = static_cast<BatchingTransport*>(p);
+        if (!t->corked_ || n > kOutSize) {
+            if (!t->flush()) {
+                errno = EPIPE;
+                return -1;
+            }
+            return send(t->fd_, data, n, MSG_NOSIGNAL);
+        }
+        if (t->out_len_ + n > kOutSize && !t->flush()) {
+            errno = EPIPE;
+            return -1;
+        }
+        std::memcpy(t->out_.get() + t->out_len_, data, n);
+        t->out_len_ += n;
+        return static_cast<ssize_t>(n);
+    }
+
+    static ssize_t pull(gnutls_transport_ptr_t p, void* data, std::size_t n) {
+        auto* t = static_cast<BatchingTransport*>(p);
+        if (t->in_off_ == t->in_len_) {
+            ssize_t r = recv(t->fd_, t->in_.get(), kInSize, 0);
+            if (r <= 0) return r;  // errno tells GnuTLS EAGAIN from a failure
+            t->in_off_ = 0;
+            t->in_len_ = static_cast<std::size_t>(r);
+        }
+        std::size_t k = std::min(n, t->in_len_ - t->in_off_);
+        std::memcpy(data, t->in_.get() + t->in_off_, k);
+        t->in_off_ += k;
+        return static_cast<ssize_t>(k);
+    }
+
+    // Writes everything gathered, waiting for room (until the tunnel stops).
+    bool flush() {
+        std::size_t off = 0;
+        while (off < out_len_) {
+            ssize_t r = send(fd_, out_.get() + off, out_len_ - off, MSG_NOSIGNAL);
+            if (r > 0) {
+                off += static_cast<std::size_t>(r);
+                continue;
+            }
+            if (r < 0 && (errno == EAGAIN || errno == EINTR) && !stopping_) {
+                pollfd w{fd_, POLLOUT, 0};
+                poll(&w, 1, kPollMs);
+                continue;
+            }
+            out_len_ = 0;
+            return false;
+        }
+        out_len_ = 0;
+        return true;
+    }
+
+    gnutls_session_t session_;
+    int fd_;
+    const std::atomic<bool>& stopping_;
+    std::unique_ptr<std::uint8_t[]> out_, in_;
+    std::size_t out_len_ = 0;
+    std::size_t in_off_ = 0, in_len_ = 0;
+    bool corked_ = false;
+};
+
 // The CSTP packet pump over the tunnel's TLS session: the tx thread is the
 // only writer (data from the tun, and the control packets others ask for), the
 // rx thread the only reader. GnuTLS allows one sender and one receiver at once.
@@ -82,7 +188,7 @@ public:
           tx_batch_(io::PacketBatchShape{64, static_cast<std::size_t>(std::max(mtu, 1280)),
                                          anyconnect::kCstpHeaderSize + 8, 0}),
           rx_batch_(io::PacketBatchShape{64, kRxSlotCapacity, 16, 0}),
-          rx_buf_(new std::uint8_t[kRxBufSize]) {
+          rx_buf_(new std::uint8_t[kRxBufSize]), transport_(session_, tls.fd(), stopping_) {
         wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         last_rx_ns_ = last_tx_ns_ = now_ns();
     }
@@ -208,8 +314,14 @@ private:
             handle_requests();
             if (stopping_) break;
             if (!(fds[0].revents & POLLIN)) continue;
-            // Drain the tun in batches; control requests get a turn between batches.
+            // Drain the tun in batches, each leaving in one send(); control requests
+            // get a turn between batches.
             for (int rounds = 0; rounds < 16 && !stopping_; ++rounds) {
+                if (!transport_.uncork()) {
+                    finish(AcTunnelEnd::error, "sending on the TLS connection failed");
+                    return;
+                }
+                transport_.cork();
                 tx_batch_.clear();
                 auto got = tun_.read_packets(tx_batch_);
                 if (!got) {
@@ -235,6 +347,10 @@ private:
                     tx_bytes_ += len;
                 }
                 handle_requests();
+            }
+            if (!transport_.uncork()) {
+                finish(AcTunnelEnd::error, "sending on the TLS connection failed");
+                return;
             }
         }
     }
@@ -305,7 +421,7 @@ private:
         if (!early_.empty() && !consume(early_)) return;
         pollfd r{tls_.fd(), POLLIN, 0};
         while (!stopping_) {
-            if (gnutls_record_check_pending(session_) == 0) {
+            if (gnutls_record_check_pending(session_) == 0 && !transport_.has_readahead()) {
                 flush_rx();
                 if (poll(&r, 1, kPollMs) < 0 && errno != EINTR) break;
                 if (!(r.revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -334,11 +450,12 @@ private:
     io::PacketBatch tx_batch_;
     io::PacketBatch rx_batch_;
     std::unique_ptr<std::uint8_t[]> rx_buf_;
+    std::atomic<bool> stopping_{false};
+    BatchingTransport transport_;
     anyconnect::CstpDecoder decoder_;
     std::vector<std::uint8_t> early_;  // tunnel bytes that came with the CONNECT reply
     int wake_fd_ = -1;
     std::thread tx_, rx_;
-    std::atomic<bool> stopping_{false};
     std::atomic<unsigned> pending_{0};
     std::atomic<bool> logout_sent_{false};
     std::atomic<AcDataChannel*> channel_{nullptr};
@@ -415,7 +532,10 @@ Result<AcTunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated&
     s.mtu = o.mtu > 0 ? o.mtu : anyconnect::requested_tunnel_mtu(s.base_mtu, outer_v6);
     s.ipv6 = !o.host.disable_ipv6;
     Secret master_secret;
-    if (!o.no_dtls) {
+    // DTLS is offered only when something can run it; otherwise ocserv would size
+    // the MTU for a UDP channel that never comes.
+    if (!o.no_dtls && !dtls_factory) LOG_INFO << "no DTLS channel in this build: data runs over CSTP (TLS)";
+    if (!o.no_dtls && dtls_factory) {
         anyconnect::AcDtlsOffer offer;
         offer.master_secret = Secret(48);
         if (gnutls_rnd(GNUTLS_RND_KEY, offer.master_secret.reveal_mutable().data(), 48) != 0)
@@ -441,7 +561,7 @@ Result<AcTunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated&
              << ", MTU " << mtu << ", DPD " << reply.dpd_s << " s, keepalive " << reply.keepalive_s << " s";
     if (reply.dtls)
         LOG_INFO << "DTLS offered: " << reply.dtls->cipher_suite << " on UDP port " << reply.dtls->port;
-    else if (!o.no_dtls)
+    else if (s.dtls)
         LOG_INFO << "no DTLS" << (reply.dtls_unusable.empty() ? "" : " (" + reply.dtls_unusable + ")");
     if (!reply.banner.empty()) LOG_INFO << "banner: " << reply.banner;
 
