@@ -7,6 +7,7 @@
 #include "protocols/gp/session_cookie.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/process_control.h"
+#include "src/cli/https_settings.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/io/https_client.h"
 #include "src/log/logger.h"
@@ -36,26 +37,6 @@ gp::GpClientInfo client_info(const ClientOptions& o) {
     if (!o.version_string.empty()) c.app_version = o.version_string;
     c.ipv6 = !o.disable_ipv6;
     return c;
-}
-
-io::HttpsClientConfig https_config(const ClientOptions& o) {
-    io::HttpsClientConfig h;
-    h.tls.system_trust = !o.no_system_trust;
-    h.tls.ca_file = o.cafile;
-    h.tls.server_pins = o.servercert;
-    h.tls.client_cert_file = o.certificate;
-    h.tls.client_key_file = o.sslkey;
-    h.tls.key_password = o.key_password.clone();
-    for (const auto& r : o.resolve) {
-        auto colon = r.find(':');
-        h.tls.resolve[r.substr(0, colon)] = r.substr(colon + 1);
-    }
-    const std::chrono::milliseconds timeout{o.http_timeout_s * 1000L};
-    h.tls.connect_timeout = std::min(timeout, h.tls.connect_timeout);
-    h.tls.io_timeout = timeout;
-    h.response_timeout = timeout;
-    h.keep_alive = !o.no_http_keepalive;
-    return h;
 }
 
 // Accepts the bare cookie, or a COOKIE='...' line as --authenticate prints it.

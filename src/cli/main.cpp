@@ -3,6 +3,7 @@
 #include <iostream>
 #include <string>
 
+#include "src/cli/anyconnect_command.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/gp_command.h"
 #include "src/cli/options.h"
@@ -36,6 +37,5 @@ int main(int argc, char** argv) {
         default: break;
     }
     if (options.protocol == cli::Protocol::gp) return cli::run_globalprotect(options, std::cout);
-    LOG_ERROR << "AnyConnect connections are not built yet in this version";
-    return cli::kExitError;
+    return cli::run_anyconnect(options, std::cout);
 }

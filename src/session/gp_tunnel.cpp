@@ -1,9 +1,7 @@
 #include "src/session/gp_tunnel.h"
 
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <memory>
@@ -16,12 +14,13 @@
 #include "src/datapath/datapath.h"
 #include "src/datapath/https_pipeline.h"
 #include "src/datapath/stats_reporter.h"
-#include "src/hooks/host_dns.h"
 #include "src/hooks/script_runner.h"
 #include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
 #include "src/session/esp_prober.h"
+#include "src/session/signal_watch.h"
+#include "src/session/tunnel_host.h"
 
 namespace espvpn::session {
 
@@ -89,32 +88,6 @@ std::string hex32(std::uint32_t v) {
     return buf;
 }
 
-// Blocks the signals the control loop reads from a signalfd, in this thread
-// before any other starts, so every thread inherits the mask.
-class SignalWatch {
-public:
-    SignalWatch() {
-        sigemptyset(&set_);
-        for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2}) sigaddset(&set_, s);
-        pthread_sigmask(SIG_BLOCK, &set_, &old_);
-        fd_ = signalfd(-1, &set_, SFD_NONBLOCK | SFD_CLOEXEC);
-    }
-    ~SignalWatch() {
-        if (fd_ >= 0) close(fd_);
-        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    }
-    int fd() const { return fd_; }
-    // 0 when none is pending.
-    int next() {
-        signalfd_siginfo si;
-        return read(fd_, &si, sizeof si) == sizeof si ? static_cast<int>(si.ssi_signo) : 0;
-    }
-
-private:
-    sigset_t set_{}, old_{};
-    int fd_ = -1;
-};
-
 using datapath::Transport;
 
 long long ms_between(Clock::time_point from, Clock::time_point to) {
@@ -128,10 +101,6 @@ public:
     Result<TunnelEnd> run();
 
 private:
-    Status open_tun(int mtu);
-    Status configure_host();
-    hooks::ScriptEnv script_env(hooks::ScriptReason reason) const;
-    void run_script(hooks::ScriptReason reason);
     void mark_connected();
     // openconnect's schedule: a minute before the keys expire (half-way for short lifetimes).
     Clock::time_point next_rekey(Clock::time_point from) const {
@@ -162,10 +131,9 @@ private:
     const GpTunnelSetup& setup_;
     const GpTunnelOptions& o_;
     const GpGatewayLinks& links_;
-    std::optional<io::TunDevice> tun_;
+    std::optional<TunnelHost> host_;  // tun + its configuration (netlink or --script)
+    io::TunDevice* tun_ = nullptr;     // host_'s device, once up
     std::optional<io::UdpSocket> udp_;
-    std::unique_ptr<hooks::ScriptRunner> scripts_;
-    std::unique_ptr<hooks::HostDns> dns_;  // built-in setup only; restores on reset
     bool ever_connected_ = false;
     bool reconnecting_ = false;  // SIGUSR2: `reconnect` script once ESP answers again
     unsigned rekey_after_s_ = 0;  // the current keys' lifetime (getconfig <timeout>)
@@ -190,75 +158,11 @@ private:
     bool cookie_rejected_ = false;
 };
 
-hooks::ScriptEnv GpTunnel::script_env(hooks::ScriptReason reason) const {
-    TunnelConfig c = setup_.config;
-    c.mtu = mtu_;
-    hooks::ScriptContext ctx{reason, tun_ ? tun_->name() : o_.interface_name, static_cast<int>(getpid()),
-                             o_.log_level};
-    return hooks::build_script_env(c, ctx);
-}
-
-void GpTunnel::run_script(hooks::ScriptReason reason) {
-    if (!scripts_) return;
-    // Awaited by the control thread only; the datapath keeps forwarding meanwhile.
-    scripts_->run(script_env(reason)).wait();
-}
-
 void GpTunnel::mark_connected() {
-    if (reconnecting_ && scripts_) scripts_->run(script_env(hooks::ScriptReason::reconnect));  // not awaited
+    if (reconnecting_) host_->queue_script(hooks::ScriptReason::reconnect);  // not awaited
     reconnecting_ = false;
     if (!ever_connected_ && o_.on_connected) o_.on_connected();
     ever_connected_ = true;
-}
-
-Status GpTunnel::open_tun(int mtu) {
-    io::TunOptions t;
-    t.name = o_.interface_name;
-    auto tun = io::TunDevice::open(t);
-    if (!tun) return make_error("tun device: " + tun.error().message);
-    tun_.emplace(std::move(*tun));
-    LOG_INFO << "tun device " << tun_->name() << " (offloads: " << (tun_->offloads().tso ? "TSO" : "none")
-             << (tun_->offloads().uso ? "+USO" : "") << ")";
-    mtu_ = mtu;
-    return {};
-}
-
-// Without --script: addresses, MTU and split routes through netlink.
-Status GpTunnel::configure_host() {
-    const TunnelConfig& c = setup_.config;
-    if (Status s = tun_->set_mtu(static_cast<unsigned>(mtu_)); !s) return s;
-    auto add = [&](const std::string& text) -> Status {
-        auto a = io::InterfaceAddress::parse(text);
-        if (!a) return make_error("address " + text + ": " + a.error().message);
-        return tun_->add_address(*a);
-    };
-    if (!c.ip4_address.empty()) {
-        if (Status s = add(c.ip4_address + "/32"); !s) return s;
-    }
-    if (!c.ip6_address.empty() && !o_.disable_ipv6) {
-        if (Status s = add(c.ip6_address + "/" + std::to_string(c.ip6_prefix)); !s) return s;
-    }
-    if (Status s = tun_->set_up(true); !s) return s;
-    for (const IpPrefix& r : c.split_include) {
-        if (r.v6 && o_.disable_ipv6) continue;
-        if (r.length == 0) {
-            LOG_WARN << "default route " << r.to_string()
-                     << " not installed by the built-in setup (use --script for full routing)";
-            continue;
-        }
-        auto dst = io::InterfaceAddress::parse(r.to_string());
-        if (!dst) return make_error("route " + r.to_string() + ": " + dst.error().message);
-        if (Status s = tun_->add_route(*dst); !s) return make_error("route " + r.to_string() + ": " + s.error().message);
-    }
-    if (c.split_include.empty())
-        LOG_WARN << "the gateway sends all traffic (no split routes); the built-in setup adds no default route: "
-                    "use --script (vpnc-script) for that";
-    if (!c.dns.empty()) {
-        auto dns = hooks::HostDns::apply(hooks::built_in_dns_settings(c, tun_->name(), tun_->ifindex(), getpid()));
-        if (!dns) LOG_WARN << "DNS not configured: " << dns.error().message;
-        else dns_ = std::move(*dns);
-    }
-    return {};
 }
 
 // The probe target and key lifetime of a (re)fetched configuration.
@@ -509,15 +413,10 @@ Result<TunnelEnd> GpTunnel::run() {
                            : https_tunnel_mtu(o_.base_mtu, outer_v6));
 
     SignalWatch signals;
-    if (!o_.script.empty()) scripts_ = std::make_unique<hooks::ScriptRunner>(o_.script);
     mtu_ = mtu;
-    run_script(hooks::ScriptReason::pre_init);
-    if (Status s = open_tun(mtu); !s) return s.error();
-    if (scripts_) {
-        run_script(hooks::ScriptReason::connect);
-    } else if (Status s = configure_host(); !s) {
-        return make_error("host setup: " + s.error().message);
-    }
+    host_.emplace(TunnelHostOptions{o_.interface_name, o_.script, o_.log_level, o_.disable_ipv6});
+    if (Status s = host_->bring_up(setup_.config, mtu); !s) return s.error();
+    tun_ = &host_->tun();
 
     if (esp) {
         io::UdpOptions u;
@@ -571,7 +470,7 @@ Result<TunnelEnd> GpTunnel::run() {
                 // cookie (no login) whose SAs go in beside the old ones, then the probe
                 // again; `reconnect` runs when it is answered. Traffic keeps flowing.
                 LOG_INFO << "SIGUSR2: reconnecting with the same session";
-                run_script(hooks::ScriptReason::attempt_reconnect);
+                host_->run_script(hooks::ScriptReason::attempt_reconnect);
                 reconnecting_ = true;
                 if (transport_ == Transport::esp) {
                     if (Status s = rekey_esp(); !s) {
@@ -615,11 +514,9 @@ Result<TunnelEnd> GpTunnel::run() {
     stop_esp();
     stop_https();
     reporter->reset();
-    run_script(hooks::ScriptReason::disconnect);
-    scripts_.reset();
-    dns_.reset();
     udp_.reset();
-    tun_.reset();  // removes the device (or our addresses/routes on a persistent one)
+    tun_ = nullptr;
+    host_.reset();  // disconnect script, DNS restored, the device goes (or our addresses/routes on a persistent one)
     return end;
 }
 

@@ -1,0 +1,187 @@
+#include "protocols/anyconnect/auth.h"
+
+#include <cctype>
+
+#include "protocols/http/message.h"
+#include "protocols/http/secret_buffer.h"
+#include "protocols/xml/document.h"
+
+namespace espvpn::anyconnect {
+
+namespace {
+
+std::optional<AcFormField::Kind> field_kind(std::string_view type) {
+    if (http::iequals(type, "text")) return AcFormField::Kind::text;
+    if (http::iequals(type, "password")) return AcFormField::Kind::password;
+    if (http::iequals(type, "hidden")) return AcFormField::Kind::hidden;
+    return std::nullopt;  // submit, button, ...: nothing to send
+}
+
+// The <opaque> element as the server wrote it (Cisco wants it back byte for byte).
+std::string opaque_element(std::string_view body) {
+    auto begin = body.find("<opaque");
+    if (begin == std::string_view::npos) return {};
+    auto end = body.find("</opaque>", begin);
+    if (end == std::string_view::npos) return {};
+    return std::string(body.substr(begin, end + 9 - begin));
+}
+
+void append_header(std::string& out, const AcClientInfo& client, std::string_view type) {
+    out += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<config-auth client=\"vpn\" type=\"";
+    out += type;
+    out += "\" aggregate-auth-version=\"2\"><version who=\"vpn\">" + xml_escape(client.version) + "</version>";
+    out += "<device-id>" + xml_escape(client.device_id) + "</device-id>";
+    out += "<capabilities><auth-method>single-sign-on-v2</auth-method></capabilities>";
+}
+
+bool valid_element_name(std::string_view name) {
+    if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
+    for (char c : name)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+    return true;
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+}  // namespace
+
+std::string xml_escape(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (char c : text) {
+        switch (c) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '"': out += "&quot;"; break;
+            case '\'': out += "&apos;"; break;
+            default: out += c;
+        }
+    }
+    return out;
+}
+
+const AcFormField* AcAuthReply::field(std::string_view name) const {
+    for (const auto& f : fields)
+        if (f.name == name) return &f;
+    return nullptr;
+}
+
+Result<AcAuthReply> parse_auth_reply(std::string_view body) {
+    auto doc = xml::Document::parse(body);
+    if (!doc) return make_error("the server's auth reply: " + doc.error().message);
+    if (auto st = doc->expect_root("config-auth"); !st) return make_error("the server's auth reply: " + st.error().message);
+    xml::Node root = doc->root();
+    AcAuthReply reply;
+    std::string type = root.attribute("type").value_or("");
+    if (type == "complete") reply.type = AcAuthReply::Type::complete;
+    else if (type == "auth-request") reply.type = AcAuthReply::Type::auth_request;
+    else return make_error("the server's auth reply has config-auth type \"" + type + "\", expected auth-request or complete");
+
+    xml::Node auth = root.child("auth");
+    if (!auth) return make_error("the server's " + type + " reply has no <auth> element");
+    reply.auth_id = auth.attribute("id").value_or("");
+    reply.message = auth.child_text_or_empty("message");
+    reply.banner = auth.child_text_or_empty("banner");
+    reply.error = auth.child_text_or_empty("error");
+    reply.opaque = opaque_element(body);
+    if (reply.success()) return reply;
+
+    xml::Node form = auth.child("form");
+    if (!form) {
+        std::string why = !reply.error.empty() ? reply.error : reply.message;
+        return make_error("the server's auth-request has no form" + (why.empty() ? std::string() : ": " + why));
+    }
+    reply.form_action = form.attribute("action").value_or("");
+    for (const xml::Node& n : form.children()) {
+        AcFormField f;
+        f.name = n.attribute("name").value_or("");
+        f.label = n.attribute("label").value_or("");
+        if (n.name() == "input") {
+            auto kind = field_kind(n.attribute("type").value_or("text"));
+            if (!kind) continue;
+            f.kind = *kind;
+            f.value = n.attribute("value").value_or("");
+        } else if (n.name() == "select") {
+            f.kind = AcFormField::Kind::select;
+            for (const xml::Node& o : n.children("option")) {
+                AcFormOption opt;
+                opt.label = o.text();
+                opt.value = o.attribute("value").value_or(opt.label);
+                f.options.push_back(std::move(opt));
+            }
+            if (f.options.empty()) return make_error("the form's list \"" + f.name + "\" has no options");
+        } else {
+            continue;
+        }
+        if (!valid_element_name(f.name))
+            return make_error("the form has a field with an unusable name \"" + f.name + "\"");
+        reply.fields.push_back(std::move(f));
+    }
+    return reply;
+}
+
+std::string build_init_request(const AcClientInfo& client, std::string_view group_select) {
+    std::string out;
+    append_header(out, client, "init");
+    out += "<group-access>" + xml_escape(client.group_access) + "</group-access>";
+    if (!group_select.empty()) out += "<group-select>" + xml_escape(group_select) + "</group-select>";
+    out += "</config-auth>";
+    return out;
+}
+
+Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldValue>& fields,
+                        std::string_view group_select, std::string_view opaque) {
+    std::string head;
+    append_header(head, client, "auth-reply");
+    head += opaque;
+    head += "<auth>";
+    http::SecretBuffer out;
+    out.append(head);
+    for (const auto& f : fields) {
+        out.append("<" + f.name + ">");
+        // Escaped piecewise so the value never sits in a plain std::string.
+        for (std::uint8_t b : f.value.reveal()) {
+            char c = static_cast<char>(b);
+            if (c == '&' || c == '<' || c == '>' || c == '"' || c == '\'') out.append(xml_escape({&c, 1}));
+            else out.append(std::span<const std::uint8_t>(&b, 1));
+        }
+        out.append("</" + f.name + ">");
+    }
+    out.append("</auth>");
+    if (!group_select.empty()) out.append("<group-select>" + xml_escape(group_select) + "</group-select>");
+    out.append("</config-auth>");
+    return out.take_secret();
+}
+
+Result<const AcFormOption*> choose_option(const AcFormField& select, std::string_view wanted) {
+    const std::string want = lower(wanted);
+    const AcFormOption* prefix = nullptr;
+    int prefixes = 0;
+    for (const auto& o : select.options) {
+        std::string label = lower(o.label);
+        if (label == want) return &o;
+        if (label.rfind(want, 0) == 0) {
+            prefix = &o;
+            ++prefixes;
+        }
+    }
+    if (prefixes == 1) return prefix;
+    for (const auto& o : select.options)
+        if (o.value == wanted) return &o;
+    std::string labels;
+    for (const auto& o : select.options) labels += (labels.empty() ? "" : "|") + o.label;
+    return make_error("auth group \"" + std::string(wanted) + "\" is not " +
+                      (prefixes > 1 ? "unique" : "offered") + "; the server offers [" + labels + "]");
+}
+
+std::string padding_for(std::size_t body_size) {
+    std::size_t pad = (64 - body_size % 64) % 64;
+    return std::string(pad == 0 ? 64 : pad, '0');
+}
+
+}  // namespace espvpn::anyconnect

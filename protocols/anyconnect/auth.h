@@ -1,0 +1,88 @@
+// AnyConnect "aggregate auth" (doc section 1): the config-auth XML documents a
+// client posts (init, auth-reply) and the server's replies (auth-request forms,
+// complete/success). Sans-IO: bytes in, values out.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crypto/result.h"
+#include "crypto/secret.h"
+
+namespace espvpn::anyconnect {
+
+// ocserv classifies clients by User-Agent; an unknown one loses IPv6 (doc 1.4).
+inline constexpr std::string_view kUserAgentPrefix = "Open AnyConnect VPN Agent ";
+inline constexpr std::string_view kDefaultVersion = "v9.01-3";
+
+// What every config-auth document the client sends carries.
+struct AcClientInfo {
+    std::string version{kDefaultVersion};  // <version who="vpn">
+    std::string device_id = "linux-64";      // --os
+    std::string group_access;                // the URL contacted, "https://host:port/path"
+};
+
+struct AcFormOption {
+    std::string value;  // what is sent
+    std::string label;  // what the user sees and --authgroup matches
+};
+
+struct AcFormField {
+    enum class Kind { text, password, hidden, select };
+    Kind kind = Kind::text;
+    std::string name;
+    std::string label;
+    std::string value;                  // hidden fields: echoed back
+    std::vector<AcFormOption> options;  // select only
+};
+
+// A parsed <config-auth> reply.
+struct AcAuthReply {
+    enum class Type { auth_request, complete };
+    Type type = Type::auth_request;
+    std::string auth_id;        // "main", "success", ...
+    std::string message;        // text to show
+    std::string banner;
+    std::string error;          // <error>
+    std::string form_action;    // next POST target, "" when absent
+    std::vector<AcFormField> fields;
+    std::string opaque;         // the whole <opaque> element, to echo verbatim ("" when absent)
+
+    bool success() const { return type == Type::complete || auth_id == "success"; }
+    const AcFormField* field(std::string_view name) const;
+    // The group selection list (name "group_list"), if the form has one.
+    const AcFormField* group_list() const { return field("group_list"); }
+};
+
+// Parses the server's config-auth document; errors name what was wrong
+// ("not XML", "unexpected root", "auth-request without a form").
+Result<AcAuthReply> parse_auth_reply(std::string_view body);
+
+// The first POST: <config-auth type="init">, with <group-select> once a group
+// has been chosen.
+std::string build_init_request(const AcClientInfo& client, std::string_view group_select = {});
+
+struct AcFieldValue {
+    std::string name;
+    Secret value;
+};
+
+// <config-auth type="auth-reply"> with one element per field, the opaque
+// element echoed and the chosen group. A Secret: it carries the password.
+Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldValue>& fields,
+                        std::string_view group_select = {}, std::string_view opaque = {});
+
+// The option --authgroup names: label equal (case-insensitive), else the
+// unique label it is a prefix of, else an exact value. Error lists the labels.
+Result<const AcFormOption*> choose_option(const AcFormField& select, std::string_view wanted);
+
+// X-Pad value that rounds a body of body_size bytes up to a multiple of 64, so
+// the length of the password does not show (doc 1.1).
+std::string padding_for(std::size_t body_size);
+
+// XML text escaping (& < > " ').
+std::string xml_escape(std::string_view text);
+
+}  // namespace espvpn::anyconnect

@@ -1,0 +1,112 @@
+// The AnyConnect tunnel request (doc section 2): "CONNECT /CSCOSSLC/tunnel"
+// with the X-CSTP-*/X-DTLS-* headers, and the server's "200 CONNECTED" reply
+// headers parsed into the tunnel's configuration and the DTLS parameters.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "crypto/result.h"
+#include "crypto/secret.h"
+#include "protocols/http/message.h"
+
+namespace espvpn::anyconnect {
+
+inline constexpr std::string_view kTunnelPath = "/CSCOSSLC/tunnel";
+inline constexpr std::string_view kPskNegotiate = "PSK-NEGOTIATE";
+
+// What the client offers for the UDP channel. OC's list minus the suites
+// ocserv refuses: PSK first (the modern mode), then the legacy resumption names.
+struct AcDtlsOffer {
+    Secret master_secret;  // 48 random bytes: the legacy mode's pre-agreed master secret
+    std::string cipher_suites = "PSK-NEGOTIATE:OC-DTLS1_2-AES256-GCM:OC-DTLS1_2-AES128-GCM:AES256-SHA:AES128-SHA";
+    std::string dtls12_cipher_suites = "AES256-GCM-SHA384:AES128-GCM-SHA256";
+};
+
+struct AcConnectSettings {
+    std::string host;  // as in the URL (Host header)
+    std::uint16_t port = 443;
+    std::string user_agent;
+    std::string hostname;    // X-CSTP-Hostname
+    int base_mtu = 1406;     // X-CSTP-Base-MTU
+    int mtu = 1406 - 110;    // X-CSTP-MTU (doc 7.1: base - DTLS overhead - UDP - IP)
+    bool ipv6 = true;        // false: --disable-ipv6
+    std::optional<AcDtlsOffer> dtls;  // nullopt: --no-dtls, no X-DTLS-* headers
+    std::string previous_ipv4;        // on reconnect: ask for the same addresses
+    std::string previous_ipv6;
+};
+
+// The X-CSTP-MTU openconnect asks for with a given base MTU (doc 7.1).
+int requested_tunnel_mtu(int base_mtu, bool outer_ipv6);
+
+// The CONNECT request; the Cookie carries only `webvpn`. Error for a header
+// value with a line break.
+Result<Secret> build_connect_request(const AcConnectSettings& settings, const Secret& webvpn);
+
+// A route as the server sends it: "10.1.0.0/255.255.0.0", "10.1.0.0/16", "fd00::/64".
+struct AcRoute {
+    std::string text;
+    bool ipv6 = false;
+};
+
+struct AcDtlsParams {
+    enum class Mode { psk, legacy };
+    Mode mode = Mode::psk;
+    // PSK: the App-ID for the ClientHello session_id; legacy: the session to "resume".
+    std::array<std::uint8_t, 32> session_id{};
+    std::string cipher_suite;   // "PSK-NEGOTIATE", or the legacy name chosen
+    bool dtls12_header = false; // the suite came in X-DTLS12-CipherSuite
+    std::uint16_t port = 0;
+    int dpd_s = 0;
+    int keepalive_s = 0;
+    int rekey_s = 0;
+    std::string rekey_method;   // "ssl", "new-tunnel", "" (not given)
+    int mtu = 0;                // X-DTLS-MTU (legacy only); 0 when absent
+};
+
+// What "200 CONNECTED" told us. Values are checked at parse time.
+struct AcCstpConfig {
+    std::string ipv4_address;    // "" when none
+    std::string ipv4_netmask;    // dotted, "" when none
+    std::string ipv6_address;    // "" when none
+    int ipv6_prefix = 128;
+    int mtu = 0;                 // tunnel MTU: max(X-CSTP-MTU, X-DTLS-MTU)
+    int cstp_mtu = 0;            // X-CSTP-MTU alone (the MTU while data runs over CSTP)
+    int base_mtu = 0;            // X-CSTP-Base-MTU, 0 when absent
+    std::vector<std::string> dns;   // both families, server order, at most 3 per family
+    std::vector<std::string> nbns;
+    std::string default_domain;
+    std::vector<std::string> split_dns;
+    std::vector<AcRoute> split_include;
+    std::vector<AcRoute> split_exclude;
+    std::string banner;
+    std::string proxy_pac;
+    int dpd_s = 0;               // 0: none
+    int keepalive_s = 0;
+    int idle_timeout_s = 0;      // 0: none
+    int session_timeout_s = 0;   // smallest non-zero of the session timeouts, 0: none
+    int rekey_s = 0;
+    std::string rekey_method;    // "ssl", "new-tunnel", "none", ""
+    std::string content_encoding;  // must be empty: compression is not negotiated
+    std::optional<AcDtlsParams> dtls;  // absent: the server offers no usable DTLS
+    std::string dtls_unusable;        // why DTLS parameters were dropped, if some came
+    std::vector<std::pair<std::string, std::string>> cstp_options;  // every X-CSTP-* header, in order
+};
+
+// The reply's status: 401 → cookie rejected; anything but 200 is an error.
+struct AcConnectRefusal {
+    int status = 0;
+    bool cookie_rejected() const { return status == 401; }
+};
+
+// Parses the CONNECT reply (status and headers; the tunnel bytes that follow are
+// not part of it). Errors: a non-200 status (with X-Reason), no address, no MTU,
+// a bad address/route/number (named), or a Content-Encoding we did not offer.
+Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConnectRefusal* refusal = nullptr);
+
+}  // namespace espvpn::anyconnect

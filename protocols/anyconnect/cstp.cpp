@@ -1,0 +1,113 @@
+#include "protocols/anyconnect/cstp.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace espvpn::anyconnect {
+
+namespace {
+constexpr std::uint8_t kMagic[4] = {'S', 'T', 'F', 0x01};
+}
+
+const char* describe(CstpType type) {
+    switch (type) {
+        case CstpType::data: return "DATA";
+        case CstpType::dpd_request: return "DPD-REQ";
+        case CstpType::dpd_response: return "DPD-RESP";
+        case CstpType::disconnect: return "DISCONNECT";
+        case CstpType::keepalive: return "KEEPALIVE";
+        case CstpType::compressed_data: return "COMPRESSED";
+        case CstpType::terminate: return "TERMINATE";
+    }
+    return "unknown";
+}
+
+void write_cstp_header(CstpType type, std::uint16_t payload_len, std::uint8_t* out) {
+    std::memcpy(out, kMagic, 4);
+    out[4] = static_cast<std::uint8_t>(payload_len >> 8);
+    out[5] = static_cast<std::uint8_t>(payload_len);
+    out[6] = static_cast<std::uint8_t>(type);
+    out[7] = 0;
+}
+
+CstpHeader cstp_header(CstpType type, std::uint16_t payload_len) {
+    CstpHeader h;
+    write_cstp_header(type, payload_len, h.data());
+    return h;
+}
+
+std::vector<std::uint8_t> cstp_logout_packet(std::string_view reason) {
+    reason = reason.substr(0, 255);
+    std::vector<std::uint8_t> out(kCstpHeaderSize + 1 + reason.size());
+    write_cstp_header(CstpType::disconnect, static_cast<std::uint16_t>(1 + reason.size()), out.data());
+    out[kCstpHeaderSize] = kDisconnectLogout;
+    std::memcpy(out.data() + kCstpHeaderSize + 1, reason.data(), reason.size());
+    return out;
+}
+
+CstpDecoder::CstpDecoder(std::size_t max_payload)
+    : buf_(kCstpHeaderSize + std::min<std::size_t>(max_payload, 0xFFFF)),
+      max_payload_(std::min<std::size_t>(max_payload, 0xFFFF)) {}
+
+Status CstpDecoder::check_header(const std::uint8_t* h, CstpType* type, std::size_t* len) const {
+    if (std::memcmp(h, kMagic, 4) != 0) {
+        char hex[32];
+        std::snprintf(hex, sizeof hex, "%02x %02x %02x %02x", h[0], h[1], h[2], h[3]);
+        return make_error(std::string("bad packet magic ") + hex + " (expected 53 54 46 01)");
+    }
+    if (h[7] != 0) return make_error("packet header byte 7 is " + std::to_string(h[7]) + ", expected 0");
+    *len = static_cast<std::size_t>(h[4]) << 8 | h[5];
+    if (*len > max_payload_)
+        return make_error("packet payload of " + std::to_string(*len) + " bytes exceeds the limit of " +
+                          std::to_string(max_payload_));
+    switch (static_cast<CstpType>(h[6])) {
+        case CstpType::data:
+        case CstpType::dpd_request:
+        case CstpType::dpd_response:
+        case CstpType::disconnect:
+        case CstpType::keepalive:
+        case CstpType::terminate: *type = static_cast<CstpType>(h[6]); return {};
+        case CstpType::compressed_data: return make_error("compressed packet, but compression was not negotiated");
+    }
+    return make_error("packet of unknown type " + std::to_string(h[6]));
+}
+
+Result<std::optional<CstpPacket>> CstpDecoder::fail(std::string message) {
+    failed_ = true;
+    return make_error("CSTP: " + std::move(message));
+}
+
+Result<std::optional<CstpPacket>> CstpDecoder::next(std::span<const std::uint8_t>& input) {
+    if (failed_) return make_error("CSTP: decoder stopped after an earlier bad packet");
+    // A whole packet at the front of the input is handed out in place.
+    if (have_ == 0 && input.size() >= kCstpHeaderSize) {
+        CstpType type;
+        std::size_t len;
+        if (auto st = check_header(input.data(), &type, &len); !st) return fail(st.error().message);
+        if (input.size() >= kCstpHeaderSize + len) {
+            CstpPacket p{type, input.subspan(kCstpHeaderSize, len)};
+            input = input.subspan(kCstpHeaderSize + len);
+            return std::optional<CstpPacket>(p);
+        }
+    }
+    while (!input.empty()) {
+        const std::size_t take = std::min(need_ - have_, input.size());
+        std::memcpy(buf_.data() + have_, input.data(), take);
+        have_ += take;
+        input = input.subspan(take);
+        if (have_ < need_) break;
+        if (need_ == kCstpHeaderSize) {
+            std::size_t len;
+            if (auto st = check_header(buf_.data(), &type_, &len); !st) return fail(st.error().message);
+            need_ = kCstpHeaderSize + len;
+            if (have_ < need_) continue;
+        }
+        CstpPacket p{type_, std::span<const std::uint8_t>(buf_.data() + kCstpHeaderSize, need_ - kCstpHeaderSize)};
+        have_ = 0;
+        need_ = kCstpHeaderSize;
+        return std::optional<CstpPacket>(p);
+    }
+    return std::optional<CstpPacket>{};
+}
+
+}  // namespace espvpn::anyconnect

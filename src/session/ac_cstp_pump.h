@@ -1,0 +1,440 @@
+// The CSTP data path of an AnyConnect tunnel: a tx thread (tun -> CSTP
+// frames, plus the control packets the control thread asks for) and an rx
+// thread (CSTP frames -> tun, DPD answered), over the tunnel's TLS session,
+// with the records of a batch gathered into one send().
+// Used by ac_tunnel.cpp only; the classes live here to keep that file about the session.
+#pragma once
+
+#include <gnutls/gnutls.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "protocols/anyconnect/cstp.h"
+#include "src/io/packet_batch.h"
+#include "src/io/tls_stream.h"
+#include "src/io/tun_device.h"
+#include "src/log/logger.h"
+#include "src/session/ac_tunnel.h"
+
+namespace espvpn::session::cstp {
+
+using anyconnect::CstpType;
+
+inline constexpr int kPollMs = 100;
+inline constexpr std::size_t kRxSlotCapacity = 65535;  // a packet, or coalesced TCP segments for one tun write
+
+inline std::int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+
+// CSTP sends one TLS record per packet; written one by one that is a send()
+// per packet, and GnuTLS reads a record in two recv() calls. This transport
+// sits under the GnuTLS session while the tunnel runs: records written while
+// corked are gathered and leave in one send(); reads take whatever the socket
+// has (many records) and hand it to GnuTLS piece by piece.
+class BatchingTransport {
+public:
+    BatchingTransport(gnutls_session_t session, int fd, const std::atomic<bool>& stopping)
+        : session_(session), fd_(fd), stopping_(stopping), out_(new std::uint8_t[kOutSize]),
+          in_(new std::uint8_t[kInSize]) {
+        gnutls_transport_set_ptr(session_, this);
+        gnutls_transport_set_push_function(session_, push);
+        gnutls_transport_set_pull_function(session_, pull);
+    }
+    ~BatchingTransport() {
+        // Back to plain socket calls for whatever the session still sends (close_notify).
+        gnutls_transport_set_int(session_, fd_);
+        gnutls_transport_set_push_function(session_, plain_push);
+        gnutls_transport_set_pull_function(session_, plain_pull);
+    }
+    BatchingTransport(const BatchingTransport&) = delete;
+    BatchingTransport& operator=(const BatchingTransport&) = delete;
+
+    // tx thread: gather records from now on / send what was gathered.
+    void cork() { corked_ = true; }
+    bool uncork() {
+        corked_ = false;
+        return flush();
+    }
+    // rx thread: bytes read from the socket that GnuTLS has not taken yet.
+    bool has_readahead() const { return in_off_ < in_len_; }
+
+private:
+    static constexpr std::size_t kOutSize = 256 * 1024;
+    static constexpr std::size_t kInSize = 256 * 1024;
+
+    static ssize_t plain_push(gnutls_transport_ptr_t p, const void* data, std::size_t n) {
+        return send(static_cast<int>(reinterpret_cast<std::intptr_t>(p)), data, n, MSG_NOSIGNAL);
+    }
+    static ssize_t plain_pull(gnutls_transport_ptr_t p, void* data, std::size_t n) {
+        return recv(static_cast<int>(reinterpret_cast<std::intptr_t>(p)), data, n, 0);
+    }
+
+    static ssize_t push(gnutls_transport_ptr_t p, const void* data, std::size_t n) {
+        auto* t = static_cast<BatchingTransport*>(p);
+        if (!t->corked_ || n > kOutSize) {
+            if (!t->flush()) {
+                errno = EPIPE;
+                return -1;
+            }
+            return send(t->fd_, data, n, MSG_NOSIGNAL);
+        }
+        if (t->out_len_ + n > kOutSize && !t->flush()) {
+            errno = EPIPE;
+            return -1;
+        }
+        std::memcpy(t->out_.get() + t->out_len_, data, n);
+        t->out_len_ += n;
+        return static_cast<ssize_t>(n);
+    }
+
+    static ssize_t pull(gnutls_transport_ptr_t p, void* data, std::size_t n) {
+        auto* t = static_cast<BatchingTransport*>(p);
+        if (t->in_off_ == t->in_len_) {
+            ssize_t r = recv(t->fd_, t->in_.get(), kInSize, 0);
+            if (r <= 0) return r;  // errno tells GnuTLS EAGAIN from a failure
+            t->in_off_ = 0;
+            t->in_len_ = static_cast<std::size_t>(r);
+        }
+        std::size_t k = std::min(n, t->in_len_ - t->in_off_);
+        std::memcpy(data, t->in_.get() + t->in_off_, k);
+        t->in_off_ += k;
+        return static_cast<ssize_t>(k);
+    }
+
+    // Writes everything gathered, waiting for room (until the tunnel stops).
+    bool flush() {
+        std::size_t off = 0;
+        while (off < out_len_) {
+            ssize_t r = send(fd_, out_.get() + off, out_len_ - off, MSG_NOSIGNAL);
+            if (r > 0) {
+                off += static_cast<std::size_t>(r);
+                continue;
+            }
+            if (r < 0 && (errno == EAGAIN || errno == EINTR) && !stopping_) {
+                pollfd w{fd_, POLLOUT, 0};
+                poll(&w, 1, kPollMs);
+                continue;
+            }
+            out_len_ = 0;
+            return false;
+        }
+        out_len_ = 0;
+        return true;
+    }
+
+    gnutls_session_t session_;
+    int fd_;
+    const std::atomic<bool>& stopping_;
+    std::unique_ptr<std::uint8_t[]> out_, in_;
+    std::size_t out_len_ = 0;
+    std::size_t in_off_ = 0, in_len_ = 0;
+    bool corked_ = false;
+};
+
+// The CSTP packet pump over the tunnel's TLS session: the tx thread is the
+// only writer (data from the tun, and the control packets others ask for), the
+// rx thread the only reader. GnuTLS allows one sender and one receiver at once.
+class CstpPump : public AcPacketSink {
+public:
+    CstpPump(io::TlsStream& tls, io::TunDevice& tun, int mtu)
+        : tls_(tls), session_(tls.native()), tun_(tun),
+          tx_batch_(io::PacketBatchShape{64, static_cast<std::size_t>(std::max(mtu, 1280)),
+                                         anyconnect::kCstpHeaderSize + 8, 0}),
+          rx_batch_(io::PacketBatchShape{64, kRxSlotCapacity, 16, 0}),
+          rx_buf_(new std::uint8_t[kRxBufSize]), transport_(session_, tls.fd(), stopping_) {
+        wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        last_rx_ns_ = last_tx_ns_ = now_ns();
+    }
+    ~CstpPump() override {
+        stop();
+        if (wake_fd_ >= 0) close(wake_fd_);
+    }
+
+    void start(const std::vector<std::uint8_t>& early_bytes) {
+        early_.assign(early_bytes.begin(), early_bytes.end());
+        tx_ = std::thread([this] { tx_loop(); });
+        rx_ = std::thread([this] { rx_loop(); });
+    }
+    void stop() {
+        stopping_ = true;
+        wake();
+        if (tx_.joinable()) tx_.join();
+        if (rx_.joinable()) rx_.join();
+    }
+
+    void set_channel(AcDataChannel* channel) { channel_.store(channel); }
+
+    // Control requests, sent by the tx thread.
+    void request_dpd() { request(kDpd); }
+    void request_keepalive() { request(kKeepalive); }
+    void request_logout() { request(kLogout); }
+    bool logout_sent() const { return logout_sent_; }
+
+    std::int64_t last_rx_ns() const { return last_rx_ns_; }
+    std::int64_t last_tx_ns() const { return last_tx_ns_; }
+    // Set once the receive side ended (server BYE, EOF, error); says why.
+    std::optional<std::pair<AcTunnelEnd, std::string>> ended() const {
+        if (!ended_) return std::nullopt;
+        std::lock_guard<std::mutex> lock(end_mutex_);
+        return std::make_pair(end_, end_reason_);
+    }
+
+    std::string stats_text() const {
+        return "tx " + std::to_string(tx_packets_) + " packets / " + std::to_string(tx_bytes_) + " bytes, rx " +
+               std::to_string(rx_packets_) + " packets / " + std::to_string(rx_bytes_) + " bytes, dropped rx " +
+               std::to_string(rx_dropped_) + ", DPD answered " + std::to_string(dpd_answered_);
+    }
+
+    void deliver(io::PacketBatch& batch) override {
+        std::lock_guard<std::mutex> lock(tun_write_mutex_);
+        if (auto w = tun_.write_packets(batch); !w) LOG_DEBUG << "tun write: " << w.error().message;
+    }
+
+private:
+    static constexpr std::size_t kRxBufSize = 16384 + 2048;  // one TLS record
+    static constexpr unsigned kDpd = 1, kKeepalive = 2, kLogout = 4, kDpdAnswer = 8;
+
+    void request(unsigned what) {
+        pending_.fetch_or(what);
+        wake();
+    }
+    void wake() {
+        std::uint64_t one = 1;
+        [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof one);
+    }
+    void finish(AcTunnelEnd end, std::string reason) {
+        std::lock_guard<std::mutex> lock(end_mutex_);
+        if (ended_) return;
+        end_ = end;
+        end_reason_ = std::move(reason);
+        ended_ = true;
+    }
+
+    // One packet = one TLS record; waits (bounded by stop) while the socket is full.
+    bool send_record(const std::uint8_t* p, std::size_t n) {
+        for (;;) {
+            ssize_t r = gnutls_record_send(session_, p, n);
+            if (r >= 0) {
+                last_tx_ns_ = now_ns();
+                return true;
+            }
+            if (r != GNUTLS_E_AGAIN && r != GNUTLS_E_INTERRUPTED) {
+                finish(AcTunnelEnd::error, std::string("sending on the TLS connection failed: ") + gnutls_strerror(static_cast<int>(r)));
+                return false;
+            }
+            if (stopping_) return false;
+            pollfd w{tls_.fd(), POLLOUT, 0};
+            poll(&w, 1, kPollMs);
+        }
+    }
+
+    bool send_control(CstpType type, std::span<const std::uint8_t> payload = {}) {
+        std::uint8_t buf[anyconnect::kCstpHeaderSize + 1600];
+        std::size_t n = std::min(payload.size(), sizeof buf - anyconnect::kCstpHeaderSize);
+        anyconnect::write_cstp_header(type, static_cast<std::uint16_t>(n), buf);
+        if (n) std::memcpy(buf + anyconnect::kCstpHeaderSize, payload.data(), n);
+        return send_record(buf, anyconnect::kCstpHeaderSize + n);
+    }
+
+    void handle_requests() {
+        unsigned what = pending_.exchange(0);
+        if (what & kDpdAnswer) {
+            std::uint8_t copy[1600];
+            std::size_t n;
+            {
+                std::lock_guard<std::mutex> lock(dpd_mutex_);
+                n = dpd_payload_len_;
+                std::memcpy(copy, dpd_payload_, n);
+            }
+            if (send_control(CstpType::dpd_response, {copy, n})) ++dpd_answered_;
+        }
+        if (what & kDpd) send_control(CstpType::dpd_request);
+        if (what & kKeepalive) send_control(CstpType::keepalive);
+        if (what & kLogout) {
+            auto bye = anyconnect::cstp_logout_packet("Aborted by caller");
+            if (send_record(bye.data(), bye.size())) logout_sent_ = true;
+        }
+    }
+
+    void tx_loop() {
+        pollfd fds[2] = {{tun_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+        while (!stopping_) {
+            if (poll(fds, 2, kPollMs) < 0 && errno != EINTR) break;
+            if (fds[1].revents & POLLIN) {
+                std::uint64_t v;
+                [[maybe_unused]] auto n = read(wake_fd_, &v, sizeof v);
+            }
+            handle_requests();
+            if (stopping_) break;
+            if (!(fds[0].revents & POLLIN)) continue;
+            // Drain the tun in batches, each leaving in one send(); control requests
+            // get a turn between batches.
+            for (int rounds = 0; rounds < 16 && !stopping_; ++rounds) {
+                if (!transport_.uncork()) {
+                    finish(AcTunnelEnd::error, "sending on the TLS connection failed");
+                    return;
+                }
+                transport_.cork();
+                tx_batch_.clear();
+                auto got = tun_.read_packets(tx_batch_);
+                if (!got) {
+                    finish(AcTunnelEnd::error, "tun read: " + got.error().message);
+                    return;
+                }
+                if (*got == 0) break;
+                AcDataChannel* channel = channel_.load();
+                if (channel && channel->carrying()) {
+                    if (auto st = channel->send(tx_batch_); !st) {
+                        LOG_WARN << "DTLS send failed (" << st.error().message << "); data goes over CSTP";
+                        channel_.store(nullptr);
+                    }
+                    continue;
+                }
+                for (std::size_t i = 0; i < tx_batch_.size(); ++i) {
+                    std::size_t len = tx_batch_.length(i);
+                    if (!tx_batch_.grow_front(i, anyconnect::kCstpHeaderSize)) continue;
+                    auto pkt = tx_batch_.packet(i);
+                    anyconnect::write_cstp_header(CstpType::data, static_cast<std::uint16_t>(len), pkt.data());
+                    if (!send_record(pkt.data(), pkt.size())) return;
+                    ++tx_packets_;
+                    tx_bytes_ += len;
+                }
+                handle_requests();
+            }
+            if (!transport_.uncork()) {
+                finish(AcTunnelEnd::error, "sending on the TLS connection failed");
+                return;
+            }
+        }
+    }
+
+    void flush_rx() {
+        if (rx_batch_.size() == 0) return;
+        deliver(rx_batch_);
+        rx_batch_.clear();
+    }
+
+    // Returns false when the tunnel ends.
+    bool on_packet(const anyconnect::CstpPacket& p) {
+        switch (p.type) {
+            case CstpType::data: {
+                if (p.payload.empty()) return true;
+                if (rx_batch_.full()) flush_rx();
+                auto room = rx_batch_.next_room();
+                if (p.payload.size() > room.size()) {
+                    ++rx_dropped_;
+                    return true;
+                }
+                std::memcpy(room.data(), p.payload.data(), p.payload.size());
+                rx_batch_.commit(p.payload.size());
+                ++rx_packets_;
+                rx_bytes_ += p.payload.size();
+                return true;
+            }
+            case CstpType::dpd_request: {
+                {
+                    std::lock_guard<std::mutex> lock(dpd_mutex_);
+                    dpd_payload_len_ = std::min(p.payload.size(), sizeof dpd_payload_);
+                    std::memcpy(dpd_payload_, p.payload.data(), dpd_payload_len_);
+                }
+                request(kDpdAnswer);
+                return true;
+            }
+            case CstpType::dpd_response:
+            case CstpType::keepalive: return true;
+            case CstpType::disconnect: {
+                std::string text;
+                if (p.payload.size() > 1)
+                    text.assign(reinterpret_cast<const char*>(p.payload.data()) + 1, p.payload.size() - 1);
+                finish(AcTunnelEnd::server_disconnect,
+                       "the server sent DISCONNECT" + (text.empty() ? std::string() : ": " + text));
+                return false;
+            }
+            case CstpType::terminate:
+                finish(AcTunnelEnd::server_disconnect, "the server sent TERMINATE (shutting down)");
+                return false;
+            case CstpType::compressed_data: break;  // refused by the decoder
+        }
+        return true;
+    }
+
+    bool consume(std::span<const std::uint8_t> in) {
+        while (true) {
+            auto p = decoder_.next(in);
+            if (!p) {
+                finish(AcTunnelEnd::error, p.error().message);
+                return false;
+            }
+            if (!*p) return true;
+            if (!on_packet(**p)) return false;
+        }
+    }
+
+    void rx_loop() {
+        if (!early_.empty() && !consume(early_)) return;
+        pollfd r{tls_.fd(), POLLIN, 0};
+        while (!stopping_) {
+            if (gnutls_record_check_pending(session_) == 0 && !transport_.has_readahead()) {
+                flush_rx();
+                if (poll(&r, 1, kPollMs) < 0 && errno != EINTR) break;
+                if (!(r.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            }
+            ssize_t n = gnutls_record_recv(session_, rx_buf_.get(), kRxBufSize);
+            if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED || n == GNUTLS_E_REHANDSHAKE) continue;
+            if (n == 0 || n == GNUTLS_E_PREMATURE_TERMINATION) {
+                if (!stopping_) finish(AcTunnelEnd::server_disconnect, "the server closed the TLS connection");
+                break;
+            }
+            if (n < 0) {
+                if (!stopping_)
+                    finish(AcTunnelEnd::server_disconnect,
+                           std::string("the TLS connection failed: ") + gnutls_strerror(static_cast<int>(n)));
+                break;
+            }
+            last_rx_ns_ = now_ns();
+            if (!consume({rx_buf_.get(), static_cast<std::size_t>(n)})) break;
+        }
+        flush_rx();
+    }
+
+    io::TlsStream& tls_;
+    gnutls_session_t session_;
+    io::TunDevice& tun_;
+    io::PacketBatch tx_batch_;
+    io::PacketBatch rx_batch_;
+    std::unique_ptr<std::uint8_t[]> rx_buf_;
+    std::atomic<bool> stopping_{false};
+    BatchingTransport transport_;
+    anyconnect::CstpDecoder decoder_;
+    std::vector<std::uint8_t> early_;  // tunnel bytes that came with the CONNECT reply
+    int wake_fd_ = -1;
+    std::thread tx_, rx_;
+    std::atomic<unsigned> pending_{0};
+    std::atomic<bool> logout_sent_{false};
+    std::atomic<AcDataChannel*> channel_{nullptr};
+    std::atomic<std::int64_t> last_rx_ns_{0}, last_tx_ns_{0};
+    std::mutex dpd_mutex_;
+    std::uint8_t dpd_payload_[1600] = {};
+    std::size_t dpd_payload_len_ = 0;
+    std::mutex tun_write_mutex_;
+    mutable std::mutex end_mutex_;
+    std::atomic<bool> ended_{false};
+    AcTunnelEnd end_ = AcTunnelEnd::error;
+    std::string end_reason_;
+    std::atomic<std::uint64_t> tx_packets_{0}, tx_bytes_{0}, rx_packets_{0}, rx_bytes_{0}, rx_dropped_{0},
+        dpd_answered_{0};
+};
+
+}  // namespace espvpn::session::cstp

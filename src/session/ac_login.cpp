@@ -1,0 +1,162 @@
+#include "src/session/ac_login.h"
+
+#include "src/log/logger.h"
+
+namespace espvpn::session {
+
+using anyconnect::AcAuthReply;
+using anyconnect::AcFieldValue;
+using anyconnect::AcFormField;
+
+namespace {
+
+bool is_user_field(std::string_view name) { return name.rfind("user", 0) == 0 || name.rfind("uname", 0) == 0; }
+
+std::string prompt_of(const AcFormField& f) { return f.label.empty() ? f.name + ":" : f.label; }
+
+}  // namespace
+
+Result<AcAuthReply> AcLogin::post(const std::string& target, Secret body, const std::string& logged_body) {
+    http::Request req;
+    req.method = "POST";
+    req.target = target;
+    req.host = s_.server.host;
+    req.port = s_.server.port;
+    req.headers.add("User-Agent", s_.user_agent);
+    req.headers.add("Accept", "*/*");
+    req.headers.add("Accept-Encoding", "identity");
+    req.headers.add("X-Transcend-Version", "1");
+    req.headers.add("X-Aggregate-Auth", "1");
+    req.headers.add("X-Pad", anyconnect::padding_for(body.size()));
+    req.headers.add("Content-Type", "application/xml; charset=utf-8");
+    req.body = std::move(body);
+    if (s_.dump_traffic) {
+        LOG_DEBUG << "> POST " << s_.server.host << ":" << s_.server.port << target;
+        for (const auto& [name, value] : req.headers.fields()) LOG_DEBUG << "> " << name << ": " << value;
+        LOG_DEBUG << "> " << logged_body;
+    }
+    auto response = https_.send(std::move(req));
+    if (!response) return make_error("POST " + target + " to " + s_.server.host + ": " + response.error().message);
+    if (s_.dump_traffic) {
+        LOG_DEBUG << "< HTTP " << response->status << " " << response->reason;
+        for (const auto& [name, value] : response->headers.fields()) LOG_DEBUG << "< " << name << ": " << value;
+        if (!response->set_cookies.empty())
+            LOG_DEBUG << "< (" << response->set_cookies.size() << " Set-Cookie header(s), values redacted)";
+        LOG_DEBUG << "< " << response->body.reveal_text();  // config-auth forms hold no secrets; cookies are headers
+    }
+    if (response->status == 401 || response->status == 403)
+        return make_error("the server rejected the credentials: HTTP " + std::to_string(response->status) + " " +
+                          response->reason);
+    if (response->status != 200)
+        return make_error("POST " + target + " to " + s_.server.host + ": HTTP " + std::to_string(response->status) +
+                          " " + response->reason);
+    return anyconnect::parse_auth_reply(response->body.reveal_text());
+}
+
+// Fills every field of the form: user name from -u, the group from
+// --authgroup, hidden fields echoed, the rest asked through the prompter.
+Result<std::vector<AcFieldValue>> AcLogin::answer(const AcAuthReply& form, std::string* logged) {
+    std::vector<AcFieldValue> out;
+    for (const AcFormField& f : form.fields) {
+        AcFieldValue v{f.name, {}};
+        std::string shown;
+        switch (f.kind) {
+            case AcFormField::Kind::hidden: v.value = Secret::from_string(f.value); shown = f.value; break;
+            case AcFormField::Kind::select:
+                if (f.name == "group_list") continue;  // sent as <group-select>
+                v.value = Secret::from_string(f.options.front().value);
+                shown = f.options.front().value;
+                break;
+            case AcFormField::Kind::text:
+                if (is_user_field(f.name) && !s_.user.empty() && !user_used_) {
+                    user_used_ = true;
+                    v.value = Secret::from_string(s_.user);
+                } else {
+                    auto text = prompter_.ask_text(prompt_of(f));
+                    if (!text) return text.error();
+                    v.value = Secret::from_string(*text);
+                }
+                shown = std::string(v.value.reveal_text());
+                break;
+            case AcFormField::Kind::password: {
+                auto secret = prompter_.ask_secret(prompt_of(f));
+                if (!secret) return secret.error();
+                v.value = std::move(*secret);
+                shown = "<redacted>";
+                break;
+            }
+        }
+        *logged += "<" + f.name + ">" + anyconnect::xml_escape(shown) + "</" + f.name + ">";
+        out.push_back(std::move(v));
+    }
+    return out;
+}
+
+Result<AcAuthenticated> AcLogin::run() {
+    s_.client.group_access = s_.server.to_string();
+    std::string target = s_.server.target;
+    auto reply = post(target, Secret::from_string(anyconnect::build_init_request(s_.client)),
+                      anyconnect::build_init_request(s_.client));
+    bool group_sent = false;
+    int failures = 0;
+    for (int round = 0;; ++round) {
+        if (!reply) return reply.error();
+        if (reply->success()) break;
+        if (round >= s_.max_rounds)
+            return make_error("login not finished after " + std::to_string(s_.max_rounds) + " forms; giving up");
+        if (!reply->form_action.empty()) {
+            auto next = http::resolve_location(http::Url{s_.server.host, s_.server.port, target}, reply->form_action);
+            if (!next) return make_error("the form's action \"" + reply->form_action + "\": " + next.error().message);
+            if (!next->same_origin(s_.server))
+                return make_error("the form posts to another server (" + next->host + "), which espvpn does not follow");
+            target = next->target;
+        }
+        if (!reply->banner.empty()) prompter_.show(reply->banner);
+        if (!reply->error.empty()) LOG_WARN << "server: " << reply->error;
+        if (!reply->message.empty()) LOG_INFO << "server: " << reply->message;
+        bool login_failed = reply->message.rfind("Login failed", 0) == 0 || !reply->error.empty();
+        if (login_failed && ++failures >= 3)
+            return make_error("the server rejected the credentials " + std::to_string(failures) + " times (" +
+                              reply->message.substr(0, reply->message.find('\n')) + ")");
+
+        // A group list: pick once, then start again with the group in init (the form may change).
+        if (const AcFormField* groups = reply->group_list(); groups && !group_sent) {
+            const anyconnect::AcFormOption* choice = &groups->options.front();
+            if (!s_.authgroup.empty()) {
+                auto chosen = anyconnect::choose_option(*groups, s_.authgroup);
+                if (!chosen) return chosen.error();
+                choice = *chosen;
+            }
+            group_ = choice->value;
+            group_sent = true;
+            LOG_INFO << "auth group \"" << choice->label << "\" (" << choice->value << ")";
+            s_.client.group_access = http::Url{s_.server.host, s_.server.port, target}.to_string();
+            std::string init = anyconnect::build_init_request(s_.client, group_);
+            reply = post(target, Secret::from_string(init), init);
+            continue;
+        }
+        std::string logged;
+        auto fields = answer(*reply, &logged);
+        if (!fields) {
+            if (login_failed)
+                return make_error("the server rejected the credentials (" +
+                                  reply->message.substr(0, reply->message.find('\n')) + "): " + fields.error().message);
+            return fields.error();
+        }
+        Secret body = anyconnect::build_auth_reply(s_.client, *fields, group_, reply->opaque);
+        reply = post(target, std::move(body), "<auth>" + logged + "</auth>" +
+                                                   (group_.empty() ? "" : "<group-select>" + group_ + "</group-select>"));
+    }
+    AcAuthenticated done;
+    done.server = http::Url{s_.server.host, s_.server.port, "/"};
+    done.banner = reply->banner;
+    const Secret* cookie = https_.cookies().find(s_.server.host, "webvpn");
+    if (!cookie || cookie->empty())
+        return make_error("the server said the login succeeded but set no webvpn cookie");
+    done.webvpn = cookie->clone();
+    if (!done.banner.empty()) prompter_.show(done.banner);
+    LOG_INFO << "logged in to " << s_.server.host << (group_.empty() ? "" : " (group " + group_ + ")");
+    return done;
+}
+
+}  // namespace espvpn::session

@@ -1,0 +1,54 @@
+// The AnyConnect login (doc section 1): config-auth init, then auth-request
+// forms answered round by round (username, password, more factors, the auth
+// group), until "complete" with the webvpn session cookie. Every request goes
+// over one HttpsClient, so the server sees one kept-alive TLS connection, which
+// the tunnel then takes over for its CONNECT (HttpsClient::release_connection).
+#pragma once
+
+#include <string>
+
+#include "crypto/result.h"
+#include "crypto/secret.h"
+#include "protocols/anyconnect/auth.h"
+#include "protocols/http/url.h"
+#include "src/io/https_client.h"
+#include "src/session/login_prompter.h"
+
+namespace espvpn::session {
+
+struct AcLoginSettings {
+    http::Url server;            // its target is the first POST's path ("/" usually)
+    std::string user;            // -u: fills the first user-name field
+    std::string authgroup;       // --authgroup: a group_list label (or value)
+    std::string user_agent;
+    anyconnect::AcClientInfo client;  // version, device id (group_access is filled in)
+    bool dump_traffic = false;   // --dump-http-traffic, secrets redacted
+    int max_rounds = 10;         // forms answered before giving up
+};
+
+struct AcAuthenticated {
+    http::Url server;            // where the tunnel goes (target "/")
+    Secret webvpn;               // the session cookie
+    std::string banner;
+};
+
+class AcLogin {
+public:
+    AcLogin(io::HttpsClient& https, AcLoginSettings settings, LoginPrompter& prompter)
+        : https_(https), s_(std::move(settings)), prompter_(prompter) {}
+
+    // A refused login is an error like any other (openconnect exits 1 for it).
+    Result<AcAuthenticated> run();
+
+private:
+    Result<anyconnect::AcAuthReply> post(const std::string& target, Secret body, const std::string& logged_body);
+    Result<std::vector<anyconnect::AcFieldValue>> answer(const anyconnect::AcAuthReply& form, std::string* logged);
+
+    io::HttpsClient& https_;
+    AcLoginSettings s_;
+    LoginPrompter& prompter_;
+    bool user_used_ = false;
+    std::string group_;          // chosen group_list value
+};
+
+}  // namespace espvpn::session

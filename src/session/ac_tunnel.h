@@ -1,0 +1,95 @@
+// The AnyConnect tunnel once logged in (doc sections 2, 3, 5): CONNECT on the
+// login's kept TLS connection, the reply turned into a TunnelConfig, the host
+// side set up (tun + netlink or vpnc-script, src/session/tunnel_host.h), then
+// packets carried tun <-> CSTP on two threads while the control thread answers
+// signals and runs DPD/keepalive, until a logout, a detach or the server ends it.
+//
+// DTLS seam: when the server offers DTLS and a factory is given, the tunnel
+// creates an AcDataChannel from the CSTP session (its TLS session exports the
+// PSK) and the DTLS parameters; while that channel says it carries data, the tx
+// thread hands it the data packets instead of writing CSTP frames. Control
+// (DPD, keepalive, BYE) always stays on CSTP, as ocserv expects (doc 5).
+#pragma once
+
+#include <gnutls/gnutls.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "crypto/result.h"
+#include "crypto/secret.h"
+#include "protocols/anyconnect/connect.h"
+#include "src/io/https_client.h"
+#include "src/io/packet_batch.h"
+#include "src/session/ac_login.h"
+#include "src/session/tunnel_config.h"
+#include "src/session/tunnel_host.h"
+
+namespace espvpn::session {
+
+struct AcTunnelOptions {
+    TunnelHostOptions host;
+    int mtu = 0;               // --mtu; 0: the server's
+    int base_mtu = 0;          // --base-mtu; 0: 1406 (openconnect's fallback)
+    std::string hostname;      // X-CSTP-Hostname
+    std::string user_agent;
+    bool no_dtls = false;      // --no-dtls: no X-DTLS-* headers at all
+    int force_dpd_s = 0;       // --force-dpd
+    bool dry_run = false;      // CONNECT and show the configuration, then log out; no tun
+};
+
+// Where packets received on a second channel go: the tun, shared with the CSTP
+// receive thread (one lock per batch, never per packet).
+class AcPacketSink {
+public:
+    virtual ~AcPacketSink() = default;
+    // Packets need kVirtioNetHdrSize bytes of front room.
+    virtual void deliver(io::PacketBatch& batch) = 0;
+};
+
+// What a DTLS channel is built from.
+struct AcDtlsContext {
+    gnutls_session_t cstp_session = nullptr;  // alive as long as the tunnel; export "EXPORTER-openconnect-psk"
+    std::string peer_address;                  // numeric address of the TLS peer; UDP port in params
+    anyconnect::AcDtlsParams params;
+    const Secret* master_secret = nullptr;     // the 48 bytes offered in X-DTLS-Master-Secret (legacy mode)
+    int base_mtu = 0;                          // X-CSTP-Base-MTU (0: unknown)
+    int tunnel_mtu = 0;
+};
+
+// A data carrier beside CSTP (the DTLS channel). It runs its own threads
+// (handshake, receive into the sink, DPD); the tunnel only asks it to send.
+class AcDataChannel {
+public:
+    virtual ~AcDataChannel() = default;
+    // True while data should go this way; read by the tx thread once per batch.
+    virtual bool carrying() const = 0;
+    // tx thread: sends every IP packet of the batch (each has >= 1 byte of front room).
+    // An error makes the tunnel fall back to CSTP.
+    virtual Status send(io::PacketBatch& batch) = 0;
+};
+
+using AcDtlsFactory =
+    std::function<Result<std::unique_ptr<AcDataChannel>>(const AcDtlsContext& context, AcPacketSink& sink)>;
+
+enum class AcTunnelEnd {
+    user_logout,       // SIGINT/SIGTERM: BYE sent, the session is gone
+    user_detach,       // SIGHUP: no BYE, the cookie stays valid
+    server_disconnect, // the server sent DISCONNECT/TERMINATE or closed the connection
+    peer_dead,         // nothing received for 2 x DPD
+    cookie_rejected,   // CONNECT answered 401
+    error,
+};
+const char* describe(AcTunnelEnd end);
+
+// The tunnel configuration for the host from a CONNECT reply.
+Result<TunnelConfig> map_ac_tunnel_config(const anyconnect::AcCstpConfig& reply, const std::string& peer_address);
+
+// Runs the tunnel over `https`'s kept connection to auth.server (a new one if
+// none), until it ends. Errors before the tunnel is up are returned as Error,
+// except a rejected cookie (AcTunnelEnd::cookie_rejected).
+Result<AcTunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated& auth,
+                                  const AcTunnelOptions& options, const AcDtlsFactory& dtls = {});
+
+}  // namespace espvpn::session

@@ -1,0 +1,61 @@
+// The host side of a tunnel, whatever protocol carries its packets: the tun
+// device and its configuration, by the built-in netlink setup or by the user's
+// vpnc-script (pre-init before the device opens, connect once it exists,
+// disconnect before it goes); built-in DNS (systemd-resolved or resolv.conf) is
+// restored when it goes. Shared by the GP (ESP/HTTPS) and AnyConnect tunnels.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "crypto/result.h"
+#include "src/hooks/host_dns.h"
+#include "src/hooks/script_env.h"
+#include "src/hooks/script_runner.h"
+#include "src/io/tun_device.h"
+#include "src/session/tunnel_config.h"
+
+namespace espvpn::session {
+
+struct TunnelHostOptions {
+    std::string interface_name;  // -i: name or a pre-created persistent tun
+    std::string script;          // --script: vpnc-script command line ("" = built-in setup)
+    int log_level = 1;           // for the script's LOG_LEVEL
+    bool disable_ipv6 = false;
+};
+
+class TunnelHost {
+public:
+    explicit TunnelHost(TunnelHostOptions options);
+    ~TunnelHost();
+    TunnelHost(const TunnelHost&) = delete;
+    TunnelHost& operator=(const TunnelHost&) = delete;
+
+    // pre-init script, the tun device, then the connect script or the built-in setup.
+    Status bring_up(const TunnelConfig& config, int mtu);
+    // Runs the script (if any) with the current configuration and waits for it.
+    void run_script(hooks::ScriptReason reason);
+    // Queues the script (in order after earlier ones) without waiting for it,
+    // e.g. `reconnect`, which nothing has to wait for.
+    void queue_script(hooks::ScriptReason reason);
+    // The disconnect script, then the device goes (with our addresses and routes).
+    void tear_down();
+
+    io::TunDevice& tun() { return *tun_; }
+    bool has_tun() const { return tun_.has_value(); }
+    int mtu() const { return mtu_; }
+
+private:
+    Status configure_netlink();
+    hooks::ScriptEnv script_env(hooks::ScriptReason reason) const;
+
+    TunnelHostOptions o_;
+    TunnelConfig config_;
+    int mtu_ = 0;
+    std::unique_ptr<hooks::ScriptRunner> scripts_;
+    std::unique_ptr<hooks::HostDns> dns_;  // built-in setup only; restores on tear-down
+    std::optional<io::TunDevice> tun_;
+};
+
+}  // namespace espvpn::session

@@ -1,0 +1,168 @@
+// config-auth documents against replies captured from ocserv 1.1.6.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "protocols/anyconnect/auth.h"
+#include "protocols/anyconnect/session_cookie.h"
+
+using namespace espvpn;
+using namespace espvpn::anyconnect;
+
+namespace {
+
+std::string fixture(const std::string& name) {
+    std::ifstream in(std::string(AC_FIXTURE_DIR) + "/" + name, std::ios::binary);
+    REQUIRE_MESSAGE(in.good(), "missing fixture " << name);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+AcAuthReply must_parse(const std::string& body) {
+    auto r = parse_auth_reply(body);
+    if (!r) FAIL(r.error().message);
+    return std::move(*r);
+}
+
+std::string error_of(const std::string& body) {
+    auto r = parse_auth_reply(body);
+    REQUIRE_FALSE(r.ok());
+    return r.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("ocserv username, password and success documents") {
+    auto user = must_parse(fixture("ocserv_username_form.xml"));
+    CHECK(user.type == AcAuthReply::Type::auth_request);
+    CHECK_FALSE(user.success());
+    CHECK(user.auth_id == "main");
+    CHECK(user.message == "Please enter your username.");
+    CHECK(user.form_action == "/auth");
+    REQUIRE(user.fields.size() == 1);
+    CHECK(user.fields[0].kind == AcFormField::Kind::text);
+    CHECK(user.fields[0].name == "username");
+    CHECK(user.fields[0].label == "Username:");
+    CHECK(user.group_list() == nullptr);
+
+    auto pass = must_parse(fixture("ocserv_password_form.xml"));
+    REQUIRE(pass.fields.size() == 1);
+    CHECK(pass.fields[0].kind == AcFormField::Kind::password);
+    CHECK(pass.fields[0].name == "password");
+
+    auto ok = must_parse(fixture("ocserv_success.xml"));
+    CHECK(ok.success());
+    CHECK(ok.type == AcAuthReply::Type::complete);
+    CHECK(ok.banner == "Hello from test ocserv");
+
+    auto failed = must_parse(fixture("ocserv_login_failed.xml"));
+    CHECK(failed.message.rfind("Login failed.", 0) == 0);
+    CHECK(failed.field("password") != nullptr);
+}
+
+TEST_CASE("ocserv group list: labels, values, --authgroup choice") {
+    auto form = must_parse(fixture("ocserv_group_form.xml"));
+    const AcFormField* groups = form.group_list();
+    REQUIRE(groups != nullptr);
+    CHECK(groups->kind == AcFormField::Kind::select);
+    REQUIRE(groups->options.size() == 2);
+    CHECK(groups->options[0].value == "group1");
+    CHECK(groups->options[0].label == "First Group");
+    CHECK(groups->options[1].value == "group2");
+
+    auto by_label = choose_option(*groups, "first group");
+    REQUIRE(by_label.ok());
+    CHECK((*by_label)->value == "group1");
+    auto by_prefix = choose_option(*groups, "FIRST");
+    REQUIRE(by_prefix.ok());
+    CHECK((*by_prefix)->value == "group1");
+    auto by_value = choose_option(*groups, "group1");  // openconnect refuses this one; we accept the value
+    REQUIRE(by_value.ok());
+    CHECK((*by_value)->value == "group1");
+    auto ambiguous = choose_option(*groups, "g");
+    REQUIRE(ambiguous.ok());  // only "group2" starts with g (labels compared)
+    CHECK((*ambiguous)->value == "group2");
+    auto missing = choose_option(*groups, "nope");
+    REQUIRE_FALSE(missing.ok());
+    CHECK(missing.error().message.find("[First Group|group2]") != std::string::npos);
+
+    auto second = must_parse(fixture("ocserv_group_form_group2.xml"));
+    CHECK(second.group_list()->options[0].value == "group2");
+}
+
+TEST_CASE("init and auth-reply documents") {
+    AcClientInfo client;
+    client.group_access = "https://10.201.0.1:4443/";
+    std::string init = build_init_request(client);
+    CHECK(init.find("<config-auth client=\"vpn\" type=\"init\" aggregate-auth-version=\"2\">") != std::string::npos);
+    CHECK(init.find("<version who=\"vpn\">v9.01-3</version>") != std::string::npos);
+    CHECK(init.find("<device-id>linux-64</device-id>") != std::string::npos);
+    CHECK(init.find("<group-access>https://10.201.0.1:4443/</group-access>") != std::string::npos);
+    CHECK(init.find("group-select") == std::string::npos);
+    CHECK(build_init_request(client, "group2").find("<group-select>group2</group-select>") != std::string::npos);
+
+    std::vector<AcFieldValue> fields;
+    fields.push_back({"password", Secret::from_string("a<b&c")});
+    Secret reply = build_auth_reply(client, fields, "grp", "<opaque is-for=\"sg\"><x>1</x></opaque>");
+    std::string_view text = reply.reveal_text();
+    CHECK(text.find("type=\"auth-reply\"") != std::string_view::npos);
+    CHECK(text.find("<auth><password>a&lt;b&amp;c</password></auth><group-select>grp</group-select>") !=
+          std::string_view::npos);
+    CHECK(text.find("<opaque is-for=\"sg\"><x>1</x></opaque><auth>") != std::string_view::npos);
+    // The reply is XML ocserv (and our parser) can read back.
+    CHECK(padding_for(0).size() == 64);
+    CHECK((100 + padding_for(100).size()) % 64 == 0);
+}
+
+TEST_CASE("opaque, hidden fields and errors") {
+    auto r = must_parse(
+        "<?xml version=\"1.0\"?><config-auth client=\"vpn\" type=\"auth-request\"><opaque is-for=\"sg\">"
+        "<tunnel-group>TG</tunnel-group></opaque><auth id=\"main\"><error>Try again</error><form action=\"/x\">"
+        "<input type=\"hidden\" name=\"tok\" value=\"v1\"/><input type=\"submit\" name=\"go\"/>"
+        "<input type=\"password\" name=\"secondary_password\" label=\"Password2:\"/></form></auth></config-auth>");
+    CHECK(r.opaque == "<opaque is-for=\"sg\"><tunnel-group>TG</tunnel-group></opaque>");
+    CHECK(r.error == "Try again");
+    REQUIRE(r.fields.size() == 2);  // the submit button is not a field
+    CHECK(r.fields[0].kind == AcFormField::Kind::hidden);
+    CHECK(r.fields[0].value == "v1");
+    CHECK(r.fields[1].name == "secondary_password");
+
+    CHECK(error_of("not xml at all <").find("auth reply") != std::string::npos);
+    CHECK(error_of("<html><body>hi</body></html>").find("config-auth") != std::string::npos);
+    CHECK(error_of("<config-auth type=\"weird\"><auth id=\"main\"/></config-auth>").find("weird") != std::string::npos);
+    CHECK(error_of("<config-auth type=\"auth-request\"><auth id=\"main\"><error>Locked</error></auth></config-auth>")
+              .find("no form: Locked") != std::string::npos);
+    CHECK(error_of("<config-auth type=\"auth-request\"><auth id=\"m\"><form><input type=\"text\" name=\"a b\"/>"
+                   "</form></auth></config-auth>")
+              .find("unusable name") != std::string::npos);
+    CHECK(error_of("<config-auth type=\"auth-request\"><auth id=\"m\"><form><select name=\"group_list\"/>"
+                   "</form></auth></config-auth>")
+              .find("no options") != std::string::npos);
+}
+
+TEST_CASE("session cookie: bare value, openconnect's composite string, our own output") {
+    const std::string value = "AN9/RtPmNQfL+3qdpl4JKzNj4HXtOQvfc0U3LQIIaFs=";
+    auto bare = webvpn_from_cookie_text(value);
+    REQUIRE(bare.ok());
+    CHECK(bare->reveal_text() == value);  // '=' padding kept
+    auto composite = webvpn_from_cookie_text("openconnect_strapkey=MHcCAQEEIBAX==; webvpn=" + value);
+    REQUIRE(composite.ok());
+    CHECK(composite->reveal_text() == value);
+    auto quoted = webvpn_from_cookie_text("COOKIE='webvpn=" + value + "'\n");
+    REQUIRE(quoted.ok());
+    CHECK(quoted->reveal_text() == value);
+    Secret ours = cookie_text(Secret::from_string(value));
+    CHECK(ours.reveal_text() == "webvpn=" + value);
+    auto round = webvpn_from_cookie_text(ours.reveal_text());
+    REQUIRE(round.ok());
+    CHECK(round->reveal_text() == value);
+
+    CHECK_FALSE(webvpn_from_cookie_text("").ok());
+    CHECK_FALSE(webvpn_from_cookie_text("  ; ").ok());
+    auto no_webvpn = webvpn_from_cookie_text("openconnect_strapkey=abc");
+    REQUIRE_FALSE(no_webvpn.ok());
+    CHECK(no_webvpn.error().message.find("webvpn") != std::string::npos);
+    CHECK_FALSE(webvpn_from_cookie_text("webvpn=").ok());
+}
