@@ -96,11 +96,14 @@ suites)
     echo "RESULT $suite: probe answered, ping v4+v6 ok, iperf3 TCP 3s up $up Gbit/s, down $down Gbit/s," \
          "client tx $(json "$s" 'd["tx"]["esp_packets"]') rx $(json "$s" 'd["rx"]["esp_ok"]') ESP packets"
     stop_tunnel
-    # Heap allocations over the client's whole life (setup, stats files, rekeys) stay
-    # far below its packet count: nothing on the packet path allocates.
+    # Heap allocations over the client's whole life: setup, stats files and rekeys
+    # cost a few hundred, growing with run time (not traffic); one per packet would
+    # be tens of thousands. A fixed budget plus 1 % of the packets keeps the check
+    # meaningful on a slow (loaded, sanitized) run that moves fewer packets.
     allocs=$(sed -n 's/^allocations=//p' "$work/client.out")
     packets=$(( $(json "$s" 'd["tx"]["esp_packets"]+d["rx"]["udp_datagrams"]') ))
-    [[ -n $allocs && $allocs -lt $((packets / 100)) ]] || fail "$suite: $allocs heap allocations for $packets packets"
+    (( packets >= 20000 )) || fail "$suite: only $packets packets moved, too few to judge allocations"
+    [[ -n $allocs && $allocs -lt $((2000 + packets / 100)) ]] || fail "$suite: $allocs heap allocations for $packets packets"
     echo "  client heap allocations: $allocs for $packets packets"
   done
   ;;
