@@ -190,6 +190,7 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
         t.log_level = options.verbosity;
         t.disable_ipv6 = options.disable_ipv6;
         t.esp = !options.no_dtls;
+        t.udp_local_port = options.dtls_local_port;
         if (options.force_dpd_s > 0) {
             t.dpd_interval = std::chrono::seconds(options.force_dpd_s);
             t.dead_after = 2 * t.dpd_interval;

@@ -421,6 +421,8 @@ Result<TunnelEnd> GpTunnel::run() {
     if (esp) {
         io::UdpOptions u;
         u.remote = (outer_v6 ? "[" + esp->peer_address + "]" : esp->peer_address) + ":" + std::to_string(esp->udp_port);
+        if (o_.udp_local_port > 0)
+            u.local = std::string(outer_v6 ? "[::]" : "0.0.0.0") + ":" + std::to_string(o_.udp_local_port);
         auto udp = io::UdpSocket::open(u);
         if (!udp) return make_error("ESP socket to " + u.remote + ": " + udp.error().message);
         udp_.emplace(std::move(*udp));

@@ -35,6 +35,7 @@ struct GpTunnelOptions {
     int log_level = 1;            // for the script's LOG_LEVEL
     bool disable_ipv6 = false;
     bool esp = true;              // false: --no-dtls, the HTTPS tunnel only
+    int udp_local_port = 0;       // --dtls-local-port: the ESP socket's local port (0 = any)
     // No probe reply by then: fall back to HTTPS (openconnect waits 5 s, the
     // Windows client 10 s; doc 10.5).
     std::chrono::seconds probe_timeout{5};

@@ -129,12 +129,14 @@ suites)
   ;;
 script)
   # The host setup done by a vpnc-script instead of the built-in netlink setup.
-  client_args=(--script "$repo/tools/netns/minimal-vpnc-script")
+  # Also --dtls-local-port: the ESP socket's local port is the one asked for.
+  client_args=(--script "$repo/tools/netns/minimal-vpnc-script" --dtls-local-port 4555)
   start aes-128-cbc:sha1
+  ip netns exec "$nsc" ss -Hnu state all "sport = :4555" | grep -q . || fail "--dtls-local-port 4555: no UDP socket on 4555"
   ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping $lan_ip with --script"
   ip netns exec "$nsc" ping -6 -c 3 -i 0.2 -W 2 $lan_ip6 >/dev/null || fail "ping $lan_ip6 with --script"
   stop
-  echo "RESULT script: vpnc-script set address and split routes; ping v4+v6 through the tunnel"
+  echo "RESULT script: vpnc-script set address and split routes; ping v4+v6 through the tunnel; ESP from local port 4555"
   ;;
 blocked)
   gateway_https_up
