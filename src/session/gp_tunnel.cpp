@@ -512,10 +512,11 @@ Result<TunnelEnd> GpTunnel::run() {
             break;
         }
     }
+    // The reporter's last write (--stats-json) first, while the transports still hold their totals.
+    reporter->reset();
     prober_.reset();
     stop_esp();
     stop_https();
-    reporter->reset();
     udp_.reset();
     tun_ = nullptr;
     host_.reset();  // disconnect script, DNS restored, the device goes (or our addresses/routes on a persistent one)
