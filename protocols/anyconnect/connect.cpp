@@ -125,7 +125,11 @@ Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConne
         if (!dtls) dtls.emplace();
         return *dtls;
     };
-    for (const auto& [name, value] : response.headers.fields()) {
+    for (const auto& field : response.headers.fields()) {
+        // Named references, not a structured binding: clang 14 (the fuzz build) cannot
+        // capture a binding in the lambdas below.
+        const auto& name = field.first;
+        const auto& value = field.second;
         const std::string_view n = name;
         if (starts_with_ci(n, "X-CSTP-")) c.cstp_options.emplace_back(name, value);
         auto is = [&](std::string_view h) { return http::iequals(n, h); };
