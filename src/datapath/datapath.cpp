@@ -80,8 +80,8 @@ Result<std::unique_ptr<Datapath>> Datapath::start(io::TunDevice& tun, io::UdpSoc
             (void)dp->rx_->sa_updates.post(std::make_unique<EspInboundSa>(std::move(*sas.inbound)));
             dp->rx_->control.notify();
         }
-        dp->tx_thread_ = std::thread([p = dp->tx_.get()] { p->run(); });
-        dp->rx_thread_ = std::thread([p = dp->rx_.get()] { p->run(); });
+        dp->threads_.start(dp->tx_->control, [p = dp->tx_.get()] { p->run(); },
+                           dp->rx_->control, [p = dp->rx_.get()] { p->run(); });
     } catch (const std::exception& e) {
         dp->stop();
         return make_error(std::string("datapath: cannot start: ") + e.what());
@@ -94,13 +94,7 @@ Datapath::~Datapath() { stop(); }
 void Datapath::stop() {
     if (stopped_) return;
     stopped_ = true;
-    for (ControlChannel* c : {tx_ ? &tx_->control : nullptr, rx_ ? &rx_->control : nullptr}) {
-        if (!c) continue;
-        c->stop.store(true, std::memory_order_release);
-        c->notify();
-    }
-    if (tx_thread_.joinable()) tx_thread_.join();
-    if (rx_thread_.joinable()) rx_thread_.join();
+    threads_.stop();
 }
 
 bool Datapath::install_outbound(EspOutboundSa sa) {

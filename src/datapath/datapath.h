@@ -32,6 +32,7 @@
 #include <thread>
 
 #include "crypto/result.h"
+#include "src/datapath/pipeline_threads.h"
 #include "protocols/esp/esp_sa.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/handover_queue.h"
@@ -125,8 +126,7 @@ private:
     std::unique_ptr<RxToTx> rx_to_tx_;
     std::unique_ptr<TxPipeline> tx_;
     std::unique_ptr<RxPipeline> rx_;
-    std::thread tx_thread_;
-    std::thread rx_thread_;
+    PipelineThreads threads_;  // after the pipelines: joined before they are destroyed
     bool stopped_ = false;
 };
 

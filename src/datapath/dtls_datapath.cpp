@@ -70,8 +70,8 @@ Result<std::unique_ptr<DtlsDatapath>> DtlsDatapath::start(io::TunDevice* tun, io
     try {
         dp->tx_ = std::make_unique<DtlsTxPipeline>(tun, udp, channel, options);
         dp->rx_ = std::make_unique<DtlsRxPipeline>(tun, udp, channel, options, *dp->tx_);
-        dp->tx_thread_ = std::thread([p = dp->tx_.get()] { p->run(); });
-        dp->rx_thread_ = std::thread([p = dp->rx_.get()] { p->run(); });
+        dp->threads_.start(dp->tx_->control, [p = dp->tx_.get()] { p->run(); },
+                           dp->rx_->control, [p = dp->rx_.get()] { p->run(); });
     } catch (const std::exception& e) {
         dp->stop();
         return make_error(std::string("DTLS datapath: cannot start: ") + e.what());
@@ -84,13 +84,7 @@ DtlsDatapath::~DtlsDatapath() { stop(); }
 void DtlsDatapath::stop() {
     if (stopped_) return;
     stopped_ = true;
-    for (ControlChannel* c : {tx_ ? &tx_->control : nullptr, rx_ ? &rx_->control : nullptr}) {
-        if (!c) continue;
-        c->stop.store(true, std::memory_order_release);
-        c->notify();
-    }
-    if (tx_thread_.joinable()) tx_thread_.join();
-    if (rx_thread_.joinable()) rx_thread_.join();
+    threads_.stop();
 }
 
 Status DtlsDatapath::send(io::PacketBatch& batch) {

@@ -38,6 +38,7 @@
 #include <thread>
 
 #include "crypto/result.h"
+#include "src/datapath/pipeline_threads.h"
 #include "src/io/dtls_channel.h"
 #include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
@@ -166,8 +167,7 @@ private:
     DtlsDatapath();
     std::unique_ptr<DtlsTxPipeline> tx_;
     std::unique_ptr<DtlsRxPipeline> rx_;
-    std::thread tx_thread_;
-    std::thread rx_thread_;
+    PipelineThreads threads_;  // after the pipelines: joined before they are destroyed
     bool stopped_ = false;
 };
 

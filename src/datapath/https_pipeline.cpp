@@ -383,8 +383,8 @@ Result<std::unique_ptr<HttpsDatapath>> HttpsDatapath::start(io::TunDevice& tun, 
         dp->counters_ = std::make_unique<HttpsCounters>();
         dp->tx_ = std::make_unique<HttpsSender>(tun, session, fd, options, *dp->counters_);
         dp->rx_ = std::make_unique<HttpsReceiver>(tun, session, fd, options, *dp->counters_);
-        dp->tx_thread_ = std::thread([p = dp->tx_.get()] { p->run(); });
-        dp->rx_thread_ = std::thread([p = dp->rx_.get()] { p->run(); });
+        dp->threads_.start(dp->tx_->control, [p = dp->tx_.get()] { p->run(); },
+                           dp->rx_->control, [p = dp->rx_.get()] { p->run(); });
     } catch (const std::exception& e) {
         dp->stop();
         return make_error(std::string("HTTPS tunnel: cannot start: ") + e.what());
@@ -397,13 +397,7 @@ HttpsDatapath::~HttpsDatapath() { stop(); }
 void HttpsDatapath::stop() {
     if (stopped_) return;
     stopped_ = true;
-    for (ControlChannel* c : {tx_ ? &tx_->control : nullptr, rx_ ? &rx_->control : nullptr}) {
-        if (!c) continue;
-        c->stop.store(true, std::memory_order_release);
-        c->notify();
-    }
-    if (tx_thread_.joinable()) tx_thread_.join();
-    if (rx_thread_.joinable()) rx_thread_.join();
+    threads_.stop();
     if (tx_) tx_->write_through();
     if (tls_) tls_->close();
 }

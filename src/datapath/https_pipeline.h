@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "crypto/result.h"
+#include "src/datapath/pipeline_threads.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/io/tls_stream.h"
 #include "src/io/tun_device.h"
@@ -80,8 +81,7 @@ private:
     std::unique_ptr<HttpsCounters> counters_;
     std::unique_ptr<HttpsSender> tx_;
     std::unique_ptr<HttpsReceiver> rx_;
-    std::thread tx_thread_;
-    std::thread rx_thread_;
+    PipelineThreads threads_;  // after the pipelines: joined before they are destroyed
     bool stopped_ = false;
 };
 
