@@ -46,19 +46,20 @@ std::vector<std::uint8_t> cstp_logout_packet(std::string_view reason) {
 }
 
 CstpDecoder::CstpDecoder(std::size_t max_payload)
-    : buf_(kCstpHeaderSize + std::min<std::size_t>(max_payload, 0xFFFF)),
+    : splitter_(kCstpHeaderSize, std::min<std::size_t>(max_payload, 0xFFFF)),
       max_payload_(std::min<std::size_t>(max_payload, 0xFFFF)) {}
 
-Status CstpDecoder::check_header(const std::uint8_t* h, CstpType* type, std::size_t* len) const {
+auto CstpDecoder::check_header(std::span<const std::uint8_t> header) const -> Result<HeaderInfo> {
+    const std::uint8_t* h = header.data();
     if (std::memcmp(h, kMagic, 4) != 0) {
         char hex[32];
         std::snprintf(hex, sizeof hex, "%02x %02x %02x %02x", h[0], h[1], h[2], h[3]);
         return make_error(std::string("bad packet magic ") + hex + " (expected 53 54 46 01)");
     }
     if (h[7] != 0) return make_error("packet header byte 7 is " + std::to_string(h[7]) + ", expected 0");
-    *len = static_cast<std::size_t>(h[4]) << 8 | h[5];
-    if (*len > max_payload_)
-        return make_error("packet payload of " + std::to_string(*len) + " bytes exceeds the limit of " +
+    const std::size_t len = (std::size_t{h[4]} << 8) | h[5];
+    if (len > max_payload_)
+        return make_error("packet payload of " + std::to_string(len) + " bytes exceeds the limit of " +
                           std::to_string(max_payload_));
     switch (static_cast<CstpType>(h[6])) {
         case CstpType::data:
@@ -66,7 +67,7 @@ Status CstpDecoder::check_header(const std::uint8_t* h, CstpType* type, std::siz
         case CstpType::dpd_response:
         case CstpType::disconnect:
         case CstpType::keepalive:
-        case CstpType::terminate: *type = static_cast<CstpType>(h[6]); return {};
+        case CstpType::terminate: return HeaderInfo{static_cast<CstpType>(h[6]), len};
         case CstpType::compressed_data: return make_error("compressed packet, but compression was not negotiated");
     }
     return make_error("packet of unknown type " + std::to_string(h[6]));
@@ -79,35 +80,10 @@ Result<std::optional<CstpPacket>> CstpDecoder::fail(std::string message) {
 
 Result<std::optional<CstpPacket>> CstpDecoder::next(std::span<const std::uint8_t>& input) {
     if (failed_) return make_error("CSTP: decoder stopped after an earlier bad packet");
-    // A whole packet at the front of the input is handed out in place.
-    if (have_ == 0 && input.size() >= kCstpHeaderSize) {
-        CstpType type;
-        std::size_t len;
-        if (auto st = check_header(input.data(), &type, &len); !st) return fail(st.error().message);
-        if (input.size() >= kCstpHeaderSize + len) {
-            CstpPacket p{type, input.subspan(kCstpHeaderSize, len)};
-            input = input.subspan(kCstpHeaderSize + len);
-            return std::optional<CstpPacket>(p);
-        }
-    }
-    while (!input.empty()) {
-        const std::size_t take = std::min(need_ - have_, input.size());
-        std::memcpy(buf_.data() + have_, input.data(), take);
-        have_ += take;
-        input = input.subspan(take);
-        if (have_ < need_) break;
-        if (need_ == kCstpHeaderSize) {
-            std::size_t len;
-            if (auto st = check_header(buf_.data(), &type_, &len); !st) return fail(st.error().message);
-            need_ = kCstpHeaderSize + len;
-            if (have_ < need_) continue;
-        }
-        CstpPacket p{type_, std::span<const std::uint8_t>(buf_.data() + kCstpHeaderSize, need_ - kCstpHeaderSize)};
-        have_ = 0;
-        need_ = kCstpHeaderSize;
-        return std::optional<CstpPacket>(p);
-    }
-    return std::optional<CstpPacket>{};
+    auto packet = splitter_.next(input, [this](std::span<const std::uint8_t> h) { return check_header(h); });
+    if (!packet) return fail(packet.error().message);
+    if (!*packet) return std::optional<CstpPacket>{};
+    return std::optional<CstpPacket>(CstpPacket{(*packet)->info.type, (*packet)->payload});
 }
 
 }  // namespace espvpn::anyconnect

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "crypto/result.h"
+#include "protocols/framing/frame_splitter.h"
 
 namespace espvpn::anyconnect {
 
@@ -67,17 +68,18 @@ public:
     Result<std::optional<CstpPacket>> next(std::span<const std::uint8_t>& input);
 
     bool failed() const { return failed_; }
-    std::size_t pending() const { return have_; }  // bytes of an incomplete packet held
+    std::size_t pending() const { return splitter_.pending(); }  // bytes of an incomplete packet held
 
 private:
+    struct HeaderInfo {
+        CstpType type;
+        std::size_t payload_len;
+    };
     Result<std::optional<CstpPacket>> fail(std::string message);
-    Status check_header(const std::uint8_t* h, CstpType* type, std::size_t* len) const;
+    Result<HeaderInfo> check_header(std::span<const std::uint8_t> h) const;
 
-    std::vector<std::uint8_t> buf_;
+    framing::FrameSplitter<HeaderInfo> splitter_;
     std::size_t max_payload_;
-    std::size_t have_ = 0;
-    std::size_t need_ = kCstpHeaderSize;
-    CstpType type_ = CstpType::data;
     bool failed_ = false;
 };
 

@@ -92,12 +92,11 @@ Result<GpFrameInfo> decode_frame_header(std::span<const std::uint8_t, kFrameHead
 }
 
 GpFrameDecoder::GpFrameDecoder(std::size_t max_payload)
-    : buf_(kFrameHeaderSize + std::min<std::size_t>(max_payload, 0xFFFF)),
+    : splitter_(kFrameHeaderSize, std::min<std::size_t>(max_payload, 0xFFFF)),
       max_payload_(std::min<std::size_t>(max_payload, 0xFFFF)) {}
 
-Result<GpFrameInfo> GpFrameDecoder::check_header(
-    std::span<const std::uint8_t, kFrameHeaderSize> header) const {
-    auto info = decode_frame_header(header);
+Result<GpFrameInfo> GpFrameDecoder::check_header(std::span<const std::uint8_t> header) const {
+    auto info = decode_frame_header(header.first<kFrameHeaderSize>());
     if (info && info->payload_len > max_payload_)
         return make_error("frame payload of " + std::to_string(info->payload_len) +
                           " bytes exceeds the limit of " + std::to_string(max_payload_));
@@ -111,40 +110,10 @@ Result<std::optional<GpFrame>> GpFrameDecoder::fail(std::string message) {
 
 Result<std::optional<GpFrame>> GpFrameDecoder::next(std::span<const std::uint8_t>& input) {
     if (failed_) return make_error("HTTPS tunnel: decoder stopped after an earlier bad frame");
-    // Fast path: a whole frame at the front of the input is handed out in
-    // place, without a copy (the usual case when a TLS record holds frames).
-    if (have_ == 0 && input.size() >= kFrameHeaderSize) {
-        auto info = check_header(input.first<kFrameHeaderSize>());
-        if (!info) return fail(info.error().message);
-        const std::size_t total = kFrameHeaderSize + info->payload_len;
-        if (input.size() >= total) {
-            GpFrame frame{info->type, input.subspan(kFrameHeaderSize, info->payload_len)};
-            input = input.subspan(total);
-            return std::optional<GpFrame>(frame);
-        }
-    }
-    while (!input.empty()) {
-        const std::size_t take = std::min(need_ - have_, input.size());
-        std::memcpy(buf_.data() + have_, input.data(), take);
-        have_ += take;
-        input = input.subspan(take);
-        if (have_ < need_) break;
-
-        if (need_ == kFrameHeaderSize) {
-            auto info = check_header(std::span<const std::uint8_t, kFrameHeaderSize>(
-                buf_.data(), kFrameHeaderSize));
-            if (!info) return fail(info.error().message);
-            info_ = *info;
-            need_ = kFrameHeaderSize + info->payload_len;
-            if (have_ < need_) continue;
-        }
-        GpFrame frame{info_.type, std::span<const std::uint8_t>(buf_.data() + kFrameHeaderSize,
-                                                                info_.payload_len)};
-        have_ = 0;
-        need_ = kFrameHeaderSize;
-        return std::optional<GpFrame>(frame);
-    }
-    return std::optional<GpFrame>{};
+    auto frame = splitter_.next(input, [this](std::span<const std::uint8_t> h) { return check_header(h); });
+    if (!frame) return fail(frame.error().message);
+    if (!*frame) return std::optional<GpFrame>{};
+    return std::optional<GpFrame>(GpFrame{(*frame)->info.type, (*frame)->payload});
 }
 
 }  // namespace espvpn::gp

@@ -18,6 +18,7 @@
 
 #include "crypto/result.h"
 #include "crypto/secret.h"
+#include "protocols/framing/frame_splitter.h"
 #include "protocols/gp/session_cookie.h"
 
 namespace espvpn::gp {
@@ -80,17 +81,14 @@ public:
 
     bool failed() const { return failed_; }
     // Bytes of an incomplete frame held (for "EOF in the middle of a frame").
-    std::size_t pending() const { return have_; }
+    std::size_t pending() const { return splitter_.pending(); }
 
 private:
-    Result<GpFrameInfo> check_header(std::span<const std::uint8_t, kFrameHeaderSize> header) const;
+    Result<GpFrameInfo> check_header(std::span<const std::uint8_t> header) const;
     Result<std::optional<GpFrame>> fail(std::string message);
 
-    std::vector<std::uint8_t> buf_;  // header + largest payload
+    framing::FrameSplitter<GpFrameInfo> splitter_;
     std::size_t max_payload_;
-    std::size_t have_ = 0;
-    std::size_t need_ = kFrameHeaderSize;
-    GpFrameInfo info_{GpFrameType::Keepalive, 0};
     bool failed_ = false;
 };
 
