@@ -20,19 +20,12 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", ".."))
+HERE = os.path.dirname(os.path.realpath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "gp_fake"))
+from gp_fake_test import REPO, Failure, check  # noqa: E402  (shared harness)
+
 FAKE = os.path.join(REPO, "tools", "fake-gp-gateway", "fake-gp-gateway")
 CERTS = os.path.join(REPO, "certs")
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-    print(f"  ok: {what}")
 
 
 class Session:
