@@ -6,6 +6,8 @@
 # printed, the script's environment and /proc/PID/cmdline of espvpn and of every
 # child seen are then scanned (secrets_scan.py) for the password, the OTP, the
 # authcookie and every ESP key of both generations, in plain/hex/base64/percent forms.
+# A second, shorter session logs with --syslog -vvv into a stand-in syslog socket
+# (bound over /dev/log in a private mount namespace) and its log is scanned too.
 #   secrets_test.sh ESPVPN GATEWAY_BIN
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
@@ -18,7 +20,7 @@ pids=()
 . "$repo/tools/netns/gp-topology.sh"
 trap topo_cleanup EXIT
 trap 'exit 130' INT TERM
-fail() { echo "FAIL: $*"; for f in "$work"/espvpn.log "$work"/fake.log; do [[ -f $f ]] && { echo "--- $f"; tail -30 "$f"; }; done; exit 1; }
+fail() { echo "FAIL: $*"; for f in "$work"/espvpn.log "$work"/fake.log "$work"/syslog.txt "$work"/espvpn2.err; do [[ -f $f ]] && { echo "--- $f"; tail -30 "$f"; }; done; exit 1; }
 topo_up
 
 password='Pw-Zq8v!x%41&k' otp='otp-7Rw3Nq'
@@ -84,6 +86,48 @@ if $py "$here/secrets_scan.py" --text "authcookie=$cookie" -- "$work/espvpn.out"
 fi
 $py "$here/secrets_scan.py" --text "password=$password" "otp=$otp" "authcookie=$cookie" --hex "${keys[@]}" \
   -- "${files[@]}" || fail "a secret leaked (above)"
+
+# Phase 2: the same at -vvv --dump-http-traffic through syslog(3). /dev/log is our own
+# socket, visible only in a private mount namespace (a copy of /dev holding the nodes
+# espvpn needs), so the host's syslog (if any) is neither used nor touched.
+mkdir -p "$work/dev/net"
+: >"$work/syslog.txt"
+"$py" "$here/syslog_sink.py" "$work/dev/log" "$work/syslog.txt" 60 &
+pids+=("$!")
+for ((i = 0; i < 50; i++)); do [[ -S $work/dev/log ]] && break; sleep 0.1; done
+[[ -S $work/dev/log ]] || fail "the stand-in syslog socket did not appear"
+rm -f "$work/sa"/* && snapshot
+printf '%s\n%s\n' "$password" "$otp" | ip netns exec "$nsc" unshare -m -- bash -c '
+  set -e; d=$1; shift
+  for n in null zero random urandom net/tun; do : >"$d/$n"; mount --bind "/dev/$n" "$d/$n"; done
+  mount --rbind "$d" /dev
+  exec "$@"' _ "$work/dev" "$espvpn" --protocol=gp --syslog \
+  --cafile "$repo/certs/ca.pem" -u alice -vvv --dump-http-traffic --printcookie \
+  https://$gw_ip:4443/ >"$work/espvpn2.out" 2>"$work/espvpn2.err" &
+client_pid=$!; pids+=("$client_pid")
+for ((i = 0; i < 400; i++)); do snapshot; grep -q "ESP connected" "$work/syslog.txt" && break; sleep 0.1; done
+grep -q "ESP connected" "$work/syslog.txt" || fail "espvpn --syslog: no 'ESP connected' in the syslog stream"
+ip netns exec "$nsc" ping -c 2 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping through the tunnel (syslog run)"
+kill -USR1 "$client_pid"; sleep 1; snapshot
+kill -INT "$client_pid"
+rc=0; wait "$client_pid" || rc=$?
+[[ $rc -eq 0 ]] || fail "espvpn --syslog exited $rc after SIGINT"
+sleep 0.3
+grep -q "> body: " "$work/syslog.txt" || fail "the HTTP dump did not reach syslog"
+[[ ! -s $work/espvpn2.err ]] || fail "espvpn --syslog wrote to stderr: $(head -3 "$work/espvpn2.err")"
+cookie2=$(sed -n 's/.*authcookie=\([0-9a-f]*\).*/\1/p' "$work/espvpn2.out" | head -1)
+[[ -n $cookie2 ]] || fail "--printcookie printed no authcookie (syslog run)"
+keys2=()
+for f in "$work"/sa/*; do
+  while IFS='=' read -r k v; do
+    case $k in *_EKEY|*_AKEY) [[ -n $v ]] && keys2+=("$(basename "$f")-$k=$v") ;; esac
+  done <"$f"
+done
+[[ ${#keys2[@]} -gt 0 ]] || fail "no ESP keys seen for the syslog run"
+$py "$here/secrets_scan.py" --text "password=$password" "otp=$otp" "authcookie=$cookie2" "authcookie1=$cookie" \
+  --hex "${keys2[@]}" "${keys[@]}" -- "$work/syslog.txt" || fail "a secret leaked into syslog (above)"
+echo "RESULT secrets (syslog): $(wc -l <"$work/syslog.txt") syslog lines at -vvv, ${#keys2[@]} ESP keys: no secret found"
+
 echo "RESULT secrets: $(wc -l <"$work/espvpn.log") log lines at -vvv, ${#keys[@]} ESP keys from $gens SA generations," \
   "env + argv of $(grep -c '^== reason' "$work/script-env.log") script runs, argv of espvpn (+ $nchild other children seen):" \
   "no secret found"
