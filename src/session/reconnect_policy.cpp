@@ -1,0 +1,23 @@
+#include "src/session/reconnect_policy.h"
+
+#include <algorithm>
+
+namespace espvpn::session {
+
+ReconnectPolicy::ReconnectPolicy(Clock::time_point lost_at, std::chrono::seconds timeout,
+                                 Clock::duration first_backoff, Clock::duration max_backoff)
+    : lost_at_(lost_at),
+      deadline_(lost_at + std::max(timeout, std::chrono::seconds(0))),
+      backoff_(std::max<Clock::duration>(first_backoff, std::chrono::milliseconds(1))),
+      max_backoff_(std::max(max_backoff, backoff_)) {
+    next_attempt_ = std::min(lost_at_ + backoff_, deadline_);
+}
+
+unsigned ReconnectPolicy::begin_attempt() { return ++attempts_; }
+
+void ReconnectPolicy::attempt_failed(Clock::time_point now) {
+    backoff_ = std::min(backoff_ * 2, max_backoff_);
+    next_attempt_ = std::min(now + backoff_, deadline_);
+}
+
+}  // namespace espvpn::session

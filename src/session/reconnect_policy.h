@@ -1,0 +1,44 @@
+// ReconnectPolicy: when to try reconnecting after the tunnel's transport was
+// lost, and when to give up (openconnect's --reconnect-timeout: keep trying for
+// that long). Sans-IO: the caller passes the time and reports each outcome.
+//
+// Attempts: the first one first_backoff after the loss; each failure doubles the wait, up to
+// max_backoff (1, 2, 4, 8, 10, 10 s ...); never past the deadline, so the last one
+// falls on it. expired() once the deadline passed with no success.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace espvpn::session {
+
+class ReconnectPolicy {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    // Invariants: first_backoff > 0, max_backoff >= first_backoff, timeout >= 0 (clamped).
+    ReconnectPolicy(Clock::time_point lost_at, std::chrono::seconds timeout,
+                    Clock::duration first_backoff = std::chrono::seconds(1),
+                    Clock::duration max_backoff = std::chrono::seconds(10));
+
+    bool attempt_due(Clock::time_point now) const { return !expired(now) && now >= next_attempt_; }
+    // Called when an attempt starts; its number (1, 2, ...) is returned.
+    unsigned begin_attempt();
+    // The attempt failed at `now`: the next one after the current wait, which then doubles.
+    void attempt_failed(Clock::time_point now);
+    // Past the deadline: give up (an attempt still in flight may finish first).
+    bool expired(Clock::time_point now) const { return now > deadline_; }
+
+    Clock::time_point lost_at() const { return lost_at_; }
+    Clock::time_point deadline() const { return deadline_; }
+    Clock::time_point next_attempt() const { return next_attempt_; }
+    Clock::duration outage(Clock::time_point now) const { return now - lost_at_; }
+    unsigned attempts() const { return attempts_; }
+
+private:
+    Clock::time_point lost_at_, deadline_, next_attempt_;
+    Clock::duration backoff_, max_backoff_;
+    unsigned attempts_ = 0;
+};
+
+}  // namespace espvpn::session

@@ -1,0 +1,60 @@
+// ReconnectPolicy: the backoff schedule and the --reconnect-timeout deadline.
+#include <doctest/doctest.h>
+
+#include "src/session/reconnect_policy.h"
+
+using namespace espvpn::session;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = ReconnectPolicy::Clock;
+
+TEST_CASE("reconnect: waits double from 1 s up to the cap, each counted from the failure") {
+    const Clock::time_point t0{};
+    ReconnectPolicy p(t0, seconds(300));
+    CHECK_FALSE(p.attempt_due(t0));
+    CHECK_FALSE(p.attempt_due(t0 + milliseconds(999)));
+    CHECK(p.attempt_due(t0 + seconds(1)));
+    Clock::time_point now = t0 + seconds(1);
+    for (int wait : {2, 4, 8, 10, 10, 10}) {
+        p.begin_attempt();
+        now += milliseconds(250);  // the attempt itself takes a while
+        p.attempt_failed(now);
+        CHECK(p.next_attempt() == now + seconds(wait));
+        CHECK_FALSE(p.attempt_due(now + seconds(wait) - milliseconds(1)));
+        now = p.next_attempt();
+        CHECK(p.attempt_due(now));
+    }
+    CHECK(p.attempts() == 6);
+    CHECK(p.outage(now) == now - t0);
+}
+
+TEST_CASE("reconnect: the last attempt falls on the deadline, then it has expired") {
+    const Clock::time_point t0{};
+    ReconnectPolicy p(t0, seconds(5));
+    CHECK(p.deadline() == t0 + seconds(5));
+    p.begin_attempt();
+    p.attempt_failed(t0 + seconds(1));  // next at 3 s
+    p.begin_attempt();
+    p.attempt_failed(t0 + seconds(3));  // 4 s later would be 7 s: clamped to 5 s
+    CHECK(p.next_attempt() == t0 + seconds(5));
+    CHECK(p.attempt_due(t0 + seconds(5)));
+    CHECK_FALSE(p.expired(t0 + seconds(5)));
+    CHECK(p.expired(t0 + seconds(5) + milliseconds(1)));
+    CHECK_FALSE(p.attempt_due(t0 + seconds(6)));
+}
+
+TEST_CASE("reconnect: a zero timeout allows one immediate attempt; odd arguments are clamped") {
+    const Clock::time_point t0{};
+    ReconnectPolicy zero(t0, seconds(0));
+    CHECK(zero.attempt_due(t0));
+    CHECK(zero.expired(t0 + milliseconds(1)));
+    ReconnectPolicy negative(t0, seconds(-3));
+    CHECK(negative.deadline() == t0);
+    // A cap below the first wait is raised to it; a zero first wait becomes 1 ms.
+    ReconnectPolicy p(t0, seconds(60), seconds(4), seconds(1));
+    p.begin_attempt();
+    p.attempt_failed(t0 + seconds(4));
+    CHECK(p.next_attempt() == t0 + seconds(8));
+    ReconnectPolicy tiny(t0, seconds(60), Clock::duration(0));
+    CHECK(tiny.next_attempt() == t0 + milliseconds(1));
+}
