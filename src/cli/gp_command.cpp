@@ -196,11 +196,13 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
             t.dead_after = 2 * t.dpd_interval;
         }
         t.esp_retry_interval = std::chrono::seconds(options.esp_retry_interval_s);
+        t.reconnect_timeout = std::chrono::seconds(options.reconnect_timeout_s);
         session::GpGatewayLinks links;
         links.refetch = [&] { return gateway.fetch_config(); };
         // The login's kept-alive connection to the gateway if there is one (as openconnect does).
         links.connect = [&] { return https->release_connection(auth.gateway.host, auth.gateway.port); };
         links.cookie = &gateway.cookie();
+        links.cookie_rejected = [&] { return gateway.cookie_rejected(); };
         {
             auto end = session::run_gp_tunnel(*setup, t, links);
             if (!end) {

@@ -19,6 +19,7 @@
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
 #include "src/session/esp_prober.h"
+#include "src/session/reconnect_policy.h"
 #include "src/session/signal_watch.h"
 #include "src/session/tunnel_host.h"
 
@@ -94,6 +95,12 @@ long long ms_between(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
 }
 
+std::string seconds_text(Clock::duration d) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
+    return buf;
+}
+
 class GpTunnel {
 public:
     GpTunnel(const GpTunnelSetup& setup, const GpTunnelOptions& options, const GpGatewayLinks& links)
@@ -108,6 +115,9 @@ private:
         return from + std::chrono::seconds(rekey_after_s_ > 120 ? rekey_after_s_ - 60 : rekey_after_s_ / 2);
     }
     Status take_esp_setup(const GpEspSetup& esp);
+    // A new UDP socket to the configuration's ESP peer (the old one closed first:
+    // a connected socket keeps a source address that may be gone).
+    Status open_esp_socket(const GpEspSetup& esp);
     // While the peer is quiet, a probe / keepalive this often (openconnect: 5 s of its 10 s DPD).
     Clock::duration dpd_repeat() const {
         return std::max<Clock::duration>(std::chrono::seconds(1), o_.dpd_interval / 2);
@@ -126,6 +136,13 @@ private:
     Status step_https(Clock::time_point now);
     Status rekey_esp();
     void begin_esp_retry(Clock::time_point now);
+
+    // Reconnecting (outage_ set): both transports lost; attempts by ReconnectPolicy.
+    // lose_transport stops whatever runs and starts the outage, or schedules the next attempt.
+    void lose_transport(const std::string& why);
+    Status step_outage(Clock::time_point now);
+    Status reconnect_attempt();
+    bool refetch_refused_cookie() const { return links_.cookie_rejected && links_.cookie_rejected(); }
     datapath::DatapathStats stats() const;
 
     const GpTunnelSetup& setup_;
@@ -156,9 +173,20 @@ private:
     std::unique_ptr<EspProber> prober_;
     Clock::time_point prober_since_;
     bool cookie_rejected_ = false;
+    Clock::time_point rekey_at_ = Clock::time_point::max();
+    std::optional<ReconnectPolicy> outage_;
+    std::string outage_last_error_;
 };
 
 void GpTunnel::mark_connected() {
+    if (outage_) {
+        const Clock::time_point now = Clock::now();
+        LOG_INFO << "reconnected over " << (transport_ == Transport::esp ? "ESP" : "the HTTPS tunnel") << " after "
+                 << outage_->attempts() << " attempt(s); outage " << ms_between(outage_->lost_at(), now)
+                 << " ms since the transport was declared lost";
+        outage_.reset();
+        reconnecting_ = true;
+    }
     if (reconnecting_) host_->queue_script(hooks::ScriptReason::reconnect);  // not awaited
     reconnecting_ = false;
     if (!ever_connected_ && o_.on_connected) o_.on_connected();
@@ -174,6 +202,18 @@ Status GpTunnel::take_esp_setup(const GpEspSetup& esp) {
         esp_options_.probe = *target;
     }
     rekey_after_s_ = esp.rekey_after_s;
+    return {};
+}
+
+Status GpTunnel::open_esp_socket(const GpEspSetup& esp) {
+    const bool v6 = esp.peer_address.find(':') != std::string::npos;
+    io::UdpOptions u;
+    u.remote = (v6 ? "[" + esp.peer_address + "]" : esp.peer_address) + ":" + std::to_string(esp.udp_port);
+    if (o_.udp_local_port > 0) u.local = std::string(v6 ? "[::]" : "0.0.0.0") + ":" + std::to_string(o_.udp_local_port);
+    udp_.reset();
+    auto udp = io::UdpSocket::open(u);
+    if (!udp) return make_error("ESP socket to " + u.remote + ": " + udp.error().message);
+    udp_.emplace(std::move(*udp));
     return {};
 }
 
@@ -259,7 +299,11 @@ Status GpTunnel::switch_to_https(const std::string& reason) {
     LOG_INFO << "switching to the HTTPS tunnel: " << reason;
     stop_esp();
     prober_.reset();
-    if (Status s = start_https(); !s) return s;
+    if (Status s = start_https(); !s) {
+        if (cookie_rejected_) return s;
+        lose_transport(reason + "; " + s.error().message);
+        return {};
+    }
     ++switches_;
     https_failures_ = 0;
     mark_connected();
@@ -331,6 +375,10 @@ void GpTunnel::begin_esp_retry(Clock::time_point now) {
         LOG_WARN << "ESP retry: no usable probe address";
         return;
     }
+    if (Status s = open_esp_socket(*fresh->esp); !s) {
+        LOG_WARN << "ESP retry: " << s.error().message;
+        return;
+    }
     LOG_INFO << "ESP retry: probing with new keys (in=" << hex32(sas->inbound.spi())
              << " out=" << hex32(sas->outbound.spi()) << ") while the HTTPS tunnel carries the traffic";
     prober_ = std::make_unique<EspProber>(*udp_, std::move(sas->outbound), std::move(sas->inbound), esp_options_.probe);
@@ -356,11 +404,17 @@ Status GpTunnel::step_https(Clock::time_point now) {
         }
     }
     if (!lost.empty()) {
-        if (++https_failures_ > 3) return make_error("HTTPS tunnel lost " + std::to_string(https_failures_ - 1) +
-                                                     " times in a row; last: " + lost);
+        if (++https_failures_ > 3) {
+            lose_transport("HTTPS tunnel lost " + std::to_string(https_failures_ - 1) + " times in a row; last: " + lost);
+            return {};
+        }
         LOG_WARN << "HTTPS tunnel lost (" << lost << "); reconnecting";
         stop_https();
-        return start_https();
+        if (Status s = start_https(); !s) {
+            if (cookie_rejected_) return s;
+            lose_transport("HTTPS tunnel lost (" + lost + "); " + s.error().message);
+        }
+        return {};
     }
     if (prober_) {
         if (prober_->take_replies())
@@ -382,7 +436,16 @@ Status GpTunnel::step_https(Clock::time_point now) {
 Status GpTunnel::rekey_esp() {
     LOG_INFO << "rekey: fetching new ESP keys";
     auto fresh = links_.refetch();
-    if (!fresh) return fresh.error();
+    if (!fresh && !refetch_refused_cookie()) {
+        // The gateway may be restarting: the current keys stay in use; DPD notices if ESP dies.
+        LOG_WARN << "rekey: " << fresh.error().message << "; trying again in 5 s";
+        rekey_at_ = Clock::now() + std::chrono::seconds(5);
+        return {};
+    }
+    if (!fresh) {
+        cookie_rejected_ = true;
+        return fresh.error();
+    }
     if (!fresh->esp) return make_error("rekey: the gateway's new configuration has no ESP keys");
     auto sas = build_sas(fresh->esp->sa);
     if (!sas) return sas.error();
@@ -392,7 +455,68 @@ Status GpTunnel::rekey_esp() {
     if (!esp_->install_inbound(std::move(sas->inbound)) || !esp_->install_outbound(std::move(sas->outbound)))
         return make_error("rekey: the datapath did not take the new SAs");
     rekey_after_s_ = fresh->esp->rekey_after_s;
+    rekey_at_ = next_rekey(Clock::now());
     LOG_INFO << "rekey done: in=" << hex32(in_spi) << " out=" << hex32(out_spi);
+    return {};
+}
+
+void GpTunnel::lose_transport(const std::string& why) {
+    const Clock::time_point now = Clock::now();
+    prober_.reset();
+    stop_esp();
+    stop_https();
+    outage_last_error_ = why;
+    if (!outage_) {
+        outage_.emplace(now, o_.reconnect_timeout);
+        LOG_WARN << "connection to the gateway lost: " << why << "; reconnecting for up to "
+                 << o_.reconnect_timeout.count() << " s (--reconnect-timeout)";
+        host_->queue_script(hooks::ScriptReason::attempt_reconnect);  // not awaited
+        return;
+    }
+    outage_->attempt_failed(now);
+    LOG_INFO << "reconnect attempt " << outage_->attempts() << " failed: " << why << "; next in "
+             << seconds_text(outage_->next_attempt() - now) << " (outage " << seconds_text(outage_->outage(now))
+             << ")";
+}
+
+// Between attempts: nothing runs but the tun (packets from it wait or drop in its queue).
+Status GpTunnel::step_outage(Clock::time_point now) {
+    if (!outage_->attempt_due(now)) return {};
+    const unsigned n = outage_->begin_attempt();
+    LOG_INFO << "reconnect attempt " << n << " (outage " << seconds_text(outage_->outage(now))
+             << "): new configuration with the same cookie";
+    if (Status s = reconnect_attempt(); !s) {
+        if (cookie_rejected_) return s;
+        lose_transport(s.error().message);
+    }
+    return {};
+}
+
+// A getconfig with the session cookie (no login), then ESP with its new keys on a
+// new socket (the probe decides: step_esp falls back to HTTPS), or HTTPS directly.
+Status GpTunnel::reconnect_attempt() {
+    auto fresh = links_.refetch();
+    if (!fresh) {
+        if (refetch_refused_cookie()) cookie_rejected_ = true;
+        return make_error("getconfig: " + fresh.error().message);
+    }
+    const bool esp = o_.esp && fresh->esp;
+    if (esp) {
+        auto sas = build_sas(fresh->esp->sa);
+        if (!sas) return sas.error();
+        if (Status s = take_esp_setup(*fresh->esp); !s) return s;
+        if (Status s = open_esp_socket(*fresh->esp); !s) return s;
+        esp_possible_ = true;
+        LOG_INFO << "reconnect: ESP to " << fresh->esp->peer_address << ":" << fresh->esp->udp_port << ", in=" << hex32(sas->inbound.spi())
+                 << " out=" << hex32(sas->outbound.spi()) << "; probing";
+        if (Status s = start_esp({std::move(sas->outbound), std::move(sas->inbound)}, false); !s) return s;
+        rekey_at_ = next_rekey(Clock::now());
+        if (connected_) mark_connected();  // no probe address: assumed up
+        return {};
+    }
+    esp_possible_ = false;
+    if (Status s = start_https(); !s) return s;
+    mark_connected();
     return {};
 }
 
@@ -419,19 +543,13 @@ Result<TunnelEnd> GpTunnel::run() {
     tun_ = &host_->tun();
 
     if (esp) {
-        io::UdpOptions u;
-        u.remote = (outer_v6 ? "[" + esp->peer_address + "]" : esp->peer_address) + ":" + std::to_string(esp->udp_port);
-        if (o_.udp_local_port > 0)
-            u.local = std::string(outer_v6 ? "[::]" : "0.0.0.0") + ":" + std::to_string(o_.udp_local_port);
-        auto udp = io::UdpSocket::open(u);
-        if (!udp) return make_error("ESP socket to " + u.remote + ": " + udp.error().message);
-        udp_.emplace(std::move(*udp));
+        if (Status s = open_esp_socket(*esp); !s) return s.error();
         esp_possible_ = true;
         esp_options_.max_inner_size = static_cast<std::size_t>(mtu);
         esp_options_.tun_mtu = static_cast<std::size_t>(mtu);
         auto sas = build_sas(esp->sa);
         if (!sas) return sas.error();
-        LOG_INFO << "ESP " << suite->name() << " to " << u.remote << ", in=" << hex32(sas->inbound.spi())
+        LOG_INFO << "ESP " << suite->name() << " to " << esp->peer_address << ":" << esp->udp_port << ", in=" << hex32(sas->inbound.spi())
                  << " out=" << hex32(sas->outbound.spi()) << ", MTU " << mtu;
         if (Status s = start_esp({std::move(sas->outbound), std::move(sas->inbound)}, false); !s) return s.error();
         if (connected_) {
@@ -457,7 +575,7 @@ Result<TunnelEnd> GpTunnel::run() {
     auto reporter = datapath::StatsReporter::start([this] { return stats(); }, r);
     if (!reporter) return reporter.error();
 
-    Clock::time_point rekey_at = esp ? next_rekey(Clock::now()) : Clock::time_point::max();
+    rekey_at_ = esp ? next_rekey(Clock::now()) : Clock::time_point::max();
     TunnelEnd end = TunnelEnd::user_logout;
     for (bool running = true; running;) {
         // The UDP socket only while the prober owns it (an ESP Datapath reads it otherwise).
@@ -471,6 +589,11 @@ Result<TunnelEnd> GpTunnel::run() {
                 // As openconnect: attempt-reconnect, then a new getconfig with the same
                 // cookie (no login) whose SAs go in beside the old ones, then the probe
                 // again; `reconnect` runs when it is answered. Traffic keeps flowing.
+                if (outage_) {
+                    LOG_INFO << "SIGUSR2: next reconnect attempt now";
+                    outage_->attempt_now(Clock::now());
+                    continue;
+                }
                 LOG_INFO << "SIGUSR2: reconnecting with the same session";
                 host_->run_script(hooks::ScriptReason::attempt_reconnect);
                 reconnecting_ = true;
@@ -481,7 +604,6 @@ Result<TunnelEnd> GpTunnel::run() {
                         running = false;
                         break;
                     }
-                    rekey_at = next_rekey(Clock::now());
                     connected_ = false;
                     last_probe_ = {};
                     probing_since_ = Clock::now();
@@ -495,18 +617,28 @@ Result<TunnelEnd> GpTunnel::run() {
         }
         if (!running) break;
         const Clock::time_point now = Clock::now();
-        Status step = transport_ == Transport::esp ? step_esp(now) : step_https(now);
-        if (step && now >= rekey_at) {
+        Status step;
+        if (outage_ && outage_->expired(now)) {
+            step = make_error("no connection to the gateway for " + seconds_text(outage_->outage(now)) +
+                              ", giving up (--reconnect-timeout " + std::to_string(o_.reconnect_timeout.count()) +
+                              "); last error: " + outage_last_error_);
+        } else if (transport_ == Transport::none) {
+            step = step_outage(now);
+        } else {
+            step = transport_ == Transport::esp ? step_esp(now) : step_https(now);
+        }
+        if (step && transport_ != Transport::none && now >= rekey_at_) {
+            rekey_at_ = next_rekey(now);
             if (transport_ == Transport::esp) {
                 step = rekey_esp();
             } else if (!prober_ && esp_possible_) {
                 begin_esp_retry(now);  // its getconfig renews the keys; ESP if it answers
             }
-            rekey_at = next_rekey(now);
         }
         if (!step) {
             LOG_ERROR << step.error().message;
-            end = cookie_rejected_ ? TunnelEnd::cookie_rejected
+            end = cookie_rejected_                ? TunnelEnd::cookie_rejected
+                  : outage_                       ? TunnelEnd::esp_failed
                   : transport_ == Transport::esp ? TunnelEnd::error
                                                  : TunnelEnd::esp_failed;
             break;

@@ -8,9 +8,13 @@
 //   says --no-dtls, or the gateway offers no ESP keys. While on HTTPS, ESP is
 //   tried again now and then (fresh keys by getconfig, a few probes); when it
 //   answers, the traffic moves back to ESP and the TLS tunnel is closed.
+//   When both are lost (gateway gone, link down, the client's address changed),
+//   reconnect attempts with backoff for up to --reconnect-timeout: a new
+//   getconfig with the same cookie, new SAs on a new UDP socket, the probe,
+//   else the HTTPS tunnel (ReconnectPolicy has the schedule).
 //
-// The tun, its addresses and routes stay the same across switches; no new
-// login (the session cookie is reused). Everything here runs on the control
+// The tun, its addresses and routes stay the same across switches and
+// reconnects; no new login (the session cookie is reused). Everything here runs on the control
 // thread; the datapaths never wait for it.
 #pragma once
 
@@ -43,6 +47,8 @@ struct GpTunnelOptions {
     std::chrono::seconds dead_after{20};      // quiet this long: the transport is dead
     // On HTTPS: try ESP again this often (openconnect's 60 s attempt period); 0 = never.
     std::chrono::seconds esp_retry_interval{60};
+    // Transport lost: keep trying to reconnect this long, then end (openconnect's 300 s).
+    std::chrono::seconds reconnect_timeout{300};
     // Host-integration hooks (src/cli): called once on the control thread.
     // after_setup: tun, its configuration and the sockets are ready, nothing else
     // needs privileges (--setuid drops them here); an error ends the tunnel.
@@ -56,7 +62,7 @@ struct GpTunnelOptions {
 enum class TunnelEnd {
     user_logout,      // SIGINT / SIGTERM: log out
     user_keep_cookie, // SIGHUP: disconnect, keep the session valid
-    esp_failed,       // neither ESP nor the HTTPS tunnel could be kept up
+    esp_failed,       // neither ESP nor the HTTPS tunnel came back within --reconnect-timeout
     error,            // setup failed, or a rekey was refused
     cookie_rejected,  // the gateway refused our cookie (rekey or tunnel GET)
 };
@@ -72,6 +78,8 @@ struct GpGatewayLinks {
     RefetchConfig refetch;
     ConnectGateway connect;
     const gp::GpSessionCookie* cookie = nullptr;  // for the tunnel GET; must outlive the tunnel
+    // After a failed refetch: was it the gateway refusing the cookie (rather than unreachable)?
+    std::function<bool()> cookie_rejected;
 };
 
 // The tunnel MTU for ESP over UDP (openconnect's calculation, doc 10.9).

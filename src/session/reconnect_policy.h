@@ -26,6 +26,8 @@ public:
     unsigned begin_attempt();
     // The attempt failed at `now`: the next one after the current wait, which then doubles.
     void attempt_failed(Clock::time_point now);
+    // The user asked (SIGUSR2): the next attempt now, the backoff unchanged.
+    void attempt_now(Clock::time_point now) { next_attempt_ = now; }
     // Past the deadline: give up (an attempt still in flight may finish first).
     bool expired(Clock::time_point now) const { return now > deadline_; }
 

@@ -43,6 +43,17 @@ TEST_CASE("reconnect: the last attempt falls on the deadline, then it has expire
     CHECK_FALSE(p.attempt_due(t0 + seconds(6)));
 }
 
+TEST_CASE("reconnect: attempt_now brings the next attempt forward, never past the deadline") {
+    const Clock::time_point t0{};
+    ReconnectPolicy p(t0, seconds(30));
+    p.begin_attempt();
+    p.attempt_failed(t0 + seconds(1));
+    CHECK_FALSE(p.attempt_due(t0 + seconds(2)));
+    p.attempt_now(t0 + seconds(2));
+    CHECK(p.attempt_due(t0 + seconds(2)));
+    CHECK_FALSE(p.attempt_due(t0 + seconds(31)));
+}
+
 TEST_CASE("reconnect: a zero timeout allows one immediate attempt; odd arguments are clamped") {
     const Clock::time_point t0{};
     ReconnectPolicy zero(t0, seconds(0));
