@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# Faults on a running GlobalProtect tunnel (issue 9), in three namespaces of its own
+# (tools/netns/gp-topology.sh). Each case runs a UDP stream of 200 packets/s from the
+# client through the tunnel to the lan host and prints its outage = the largest gap
+# between two arrivals ("RESULT <case>: outage X ms ...").
+#
+#   faults.sh netem|restart|linkflap|addrchange|gone|flood ESPVPN_BIN GATEWAY_BIN
+#   netem:      5 % loss + 50 ms +-20 ms jitter on the client's veth: iperf3 TCP 5 s completes
+#   restart:    fake gateway + esp-gateway killed, restarted 2 s later with the same
+#               --state-file: espvpn comes back with its cookie (no second login POST)
+#   linkflap:   the client's veth down 3 s, up again: traffic resumes (reconnect)
+#   addrchange: the client's address moves to another in the same subnet: traffic
+#               resumes, esp-gateway learns the new peer address (ESP from it)
+#   gone:       gateway gone for longer than --reconnect-timeout 5: exit 1 with a clear
+#               message, attempt-reconnect logged, tun removed
+#   flood:      iperf3 UDP -b 3G for 5 s each way, on ESP and on the HTTPS tunnel:
+#               espvpn's peak RSS (VmHWM) bounded, drops counted, ping afterwards
+set -euo pipefail
+[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
+mode=$1 espvpn=$2 gw_bin=$3
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+dp=$repo/tests/integration/datapath
+work=$(mktemp -d /tmp/faults.XXXXXX)
+pids=()
+# shellcheck source=../../../tools/netns/gp-topology.sh
+. "$repo/tools/netns/gp-topology.sh"
+# Names of this task + PID (other tests build the same topology concurrently).
+topo=flt$$ nsc=flt$$c nsg=flt$$g nsl=flt$$l ht_dev=flt$$ht
+cl_veth=${topo}cg
+trap topo_cleanup EXIT
+trap 'exit 130' INT TERM
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/*.out "$work"/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -30 "$f"; }; done
+  exit 1
+}
+topo_up
+ip netns exec "$nsl" iperf3 -s -B $lan_ip >"$work/iperf-server.log" 2>&1 &
+pids+=("$!")
+
+# stream_start SECONDS: 200 packets/s client -> lan for SECONDS; stream_outage waits
+# for it and sets gap = the largest gap in ms (the receiver runs 2 s longer).
+stream_start() {
+  ip netns exec "$nsl" $py "$dp/udp_stream.py" recv $lan_ip 5001 "$(($1 + 2))" >"$work/stream.out" &
+  stream_rx=$!; pids+=("$stream_rx")
+  sleep 0.5
+  ip netns exec "$nsc" $py "$dp/udp_stream.py" send $lan_ip 5001 "$1" 200 >"$work/stream-tx.out" &
+  stream_tx=$!; pids+=("$stream_tx")
+}
+stream_outage() {
+  wait "$stream_tx" || true
+  wait "$stream_rx" || true
+  grep -q "received=" "$work/stream.out" || fail "the UDP stream receiver printed nothing"
+  [[ $(sed -n 's/received=\([0-9]*\).*/\1/p' "$work/stream.out") -ge 100 ]] \
+    || fail "the stream barely passed: $(cat "$work/stream.out")"
+  gap=$(sed -n 's/.*max_gap_ms=\([0-9]*\).*/\1/p' "$work/stream.out")
+}
+# client_stat EXPR: from espvpn's stats JSON (rewritten every second).
+client_stat() { sleep 1.2; json "$work/cl-stats.json" "$1"; }
+fake_stat() { json "$work/fake-stats.json" "$1"; }
+ping_lan() { ip netns exec "$nsc" ping -c "${1:-3}" -i 0.2 -W 2 $lan_ip >/dev/null; }
+logins() { fake_stat 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)'; }
+no_tun_left() { ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q .; }
+
+# up [espvpn options...]: gateway (ESP + HTTPS side, sessions in a state file) and espvpn on ESP.
+up() {
+  gateway_https_up
+  gateway_up aes-128-gcm --tun "$ht_dev" --state-file "$work/fake-state.json" || fail "fake gateway did not start"
+  espvpn_up "$@"
+  wait_for "$work/espvpn.log" "ESP connected" 30 "$client_pid" || fail "espvpn did not bring ESP up"
+  ping_lan || fail "no ping through the fresh tunnel"
+}
+# Fast detection (dead after 2 s quiet) and a quick way back from HTTPS to ESP.
+fast=(--force-dpd 1 --esp-retry-interval 2 --reconnect-timeout 60)
+
+# resumed LABEL SECONDS: traffic flows again within SECONDS (ping through the tunnel).
+resumed() {
+  local end=$((SECONDS + $2))
+  while ((SECONDS < end)); do ping_lan 1 2>/dev/null && return 0; done
+  fail "$1: no traffic within $2 s"
+}
+
+case $mode in
+netem)
+  up
+  ip netns exec "$nsc" tc qdisc add dev "$cl_veth" root netem delay 50ms 20ms distribution normal loss 5%
+  stream_start 8
+  t0=$SECONDS
+  timeout 60 ip netns exec "$nsc" iperf3 -c $lan_ip -t 5 -J >"$work/iperf.json" || fail "iperf3 TCP under netem"
+  took=$((SECONDS - t0))
+  mbit=$(json "$work/iperf.json" '"%.1f" % (d["end"]["sum_received"]["bits_per_second"]/1e6)')
+  retr=$(json "$work/iperf.json" 'd["end"]["sum_sent"].get("retransmits", 0)')
+  stream_outage
+  [[ $took -le 30 ]] || fail "iperf3 took $took s"
+  ip netns exec "$nsc" tc qdisc del dev "$cl_veth" root
+  ping_lan || fail "no ping after netem"
+  espvpn_down || fail "clean exit"
+  echo "RESULT netem: 5% loss + 50+-20 ms: iperf3 TCP 5 s completed in ${took} s, $mbit Mbit/s, $retr retransmits; stream largest gap ${gap} ms"
+  ;;
+restart)
+  up "${fast[@]}"
+  stream_start 16
+  sleep 3
+  gateway_down
+  t_down=$(date +%s%N)
+  sleep 2
+  gateway_up aes-128-gcm --tun "$ht_dev" --state-file "$work/fake-state.json" || fail "fake gateway did not restart"
+  resumed "after the gateway restart" 20
+  back_ms=$((($(date +%s%N) - t_down) / 1000000))
+  wait_for "$work/espvpn.log" "switching back to ESP\|reconnected over ESP" 20 "$client_pid" || fail "not back on ESP"
+  stream_outage
+  [[ $(logins) -eq 0 ]] || fail "the restarted gateway saw a login POST: a new password was used"
+  [[ $(fake_stat 'd["getconfigs"]') -ge 1 ]] || fail "no getconfig with the old cookie"
+  path=$(grep -o "reconnected over [A-Z]*\|switching to the HTTPS tunnel: ESP dead\|switching back to ESP" "$work/espvpn.log" | tr '\n' ';')
+  ping_lan || fail "ping after the restart"
+  espvpn_down || fail "clean exit"
+  [[ $gap -lt 15000 ]] || fail "outage ${gap} ms"
+  echo "RESULT restart: gateway down 2 s; outage (largest stream gap) ${gap} ms; ping ${back_ms} ms after the kill;" \
+       "no login POST, $(fake_stat 'd["getconfigs"]') getconfig(s) with the old cookie; path: $path"
+  ;;
+linkflap)
+  up "${fast[@]}"
+  stream_start 16
+  sleep 3
+  ip -n "$nsc" link set dev "$cl_veth" down
+  t_down=$(date +%s%N)
+  sleep 3
+  ip -n "$nsc" link set dev "$cl_veth" up
+  resumed "after link down/up" 20
+  back_ms=$((($(date +%s%N) - t_down) / 1000000))
+  stream_outage
+  grep -q "reconnect attempt" "$work/espvpn.log" || fail "no reconnect attempt logged"
+  attempts=$(grep -c "reconnect attempt [0-9]* (outage" "$work/espvpn.log" || true)
+  ping_lan || fail "ping after link down/up"
+  espvpn_down || fail "clean exit"
+  [[ $gap -lt 15000 ]] || fail "outage ${gap} ms"
+  echo "RESULT linkflap: link down 3 s; outage ${gap} ms; ping ${back_ms} ms after down; $attempts reconnect attempt(s);" \
+       "$(grep -o "outage [0-9]* ms since.*" "$work/espvpn.log" | tail -1)"
+  ;;
+addrchange)
+  up "${fast[@]}"
+  stream_start 16
+  sleep 3
+  ip -n "$nsc" addr del $cl_ip/24 dev "$cl_veth"
+  ip -n "$nsc" addr add 10.201.0.5/24 dev "$cl_veth"
+  t_move=$(date +%s%N)
+  resumed "after the address change" 20
+  back_ms=$((($(date +%s%N) - t_move) / 1000000))
+  wait_for "$work/espvpn.log" "switching back to ESP\|reconnected over ESP" 20 "$client_pid" || fail "not back on ESP"
+  stream_outage
+  ping_lan || fail "ping after the address change"
+  # esp-gateway learned the new source address (first peer + the change).
+  changes=$(json "$work/gw-stats.json" 'd["rx"]["peer_changes"]')
+  [[ $changes -ge 2 ]] || fail "esp-gateway did not learn the new peer address (peer_changes=$changes)"
+  ip netns exec "$nsc" ss -Hnu state all "dst $gw_ip:4501" | grep -q "10.201.0.5:" || fail "the ESP socket is not from 10.201.0.5"
+  espvpn_down || fail "clean exit"
+  [[ $gap -lt 15000 ]] || fail "outage ${gap} ms"
+  echo "RESULT addrchange: $cl_ip -> 10.201.0.5; outage ${gap} ms; ping ${back_ms} ms after the move;" \
+       "esp-gateway peer_changes=$changes (ESP from the new address)"
+  ;;
+gone)
+  up --force-dpd 1 --reconnect-timeout 5
+  gateway_down
+  t_down=$(date +%s%N)
+  rc=0
+  timeout 60 tail --pid="$client_pid" -f /dev/null || true
+  wait "$client_pid" || rc=$?
+  client_pid=
+  took_ms=$((($(date +%s%N) - t_down) / 1000000))
+  [[ $rc -eq 1 ]] || fail "espvpn exited $rc (expected 1) when the gateway stayed away"
+  grep -q "giving up (--reconnect-timeout 5)" "$work/espvpn.log" || fail "no clear give-up message"
+  grep -q "reconnecting for up to 5 s" "$work/espvpn.log" || fail "the outage start is not logged"
+  no_tun_left || fail "tun device left behind"
+  attempts=$(grep -c "reconnect attempt [0-9]* (outage" "$work/espvpn.log" || true)
+  [[ $attempts -ge 2 ]] || fail "only $attempts reconnect attempts in 5 s"
+  # Dead after 2 s quiet, then 5 s of attempts, with margin for a loaded machine.
+  [[ $took_ms -le 15000 ]] || fail "gave up only after $took_ms ms"
+  echo "RESULT gone: exit 1 ${took_ms} ms after the gateway went away; $attempts attempts;" \
+       "$(grep -o "no connection to the gateway.*" "$work/espvpn.log" | head -1)"
+  ;;
+flood)
+  # TRANSPORT DIRECTION: iperf3 UDP -b 3G for 5 s; prints drops seen.
+  flood() {
+    timeout 40 ip netns exec "$nsc" iperf3 -c $lan_ip -u -b 3G -l 1300 -t 5 ${1:-} -J >"$work/flood.json" \
+      || fail "iperf3 UDP flood ${1:-up}"
+    ping_lan || fail "no ping after the flood ${1:-up}"
+  }
+  drops() {  # espvpn's drop counters (every transport), summed
+    client_stat 'sum(v for part in ("tx", "rx", "https") if isinstance(d.get(part), dict) for k, v in d[part].items() if k.startswith("drop"))'
+  }
+  hwm() { awk '/^VmHWM:/ {print int($2 / 1024)}' "/proc/$client_pid/status"; }
+  up
+  flood; flood -R
+  esp_drops=$(drops) esp_mb=$(hwm)
+  espvpn_down || fail "clean exit"
+  espvpn_up --no-dtls
+  wait_for "$work/espvpn.log" "HTTPS tunnel up" 30 "$client_pid" || fail "--no-dtls: no HTTPS tunnel"
+  sleep 1
+  flood; flood -R
+  https_drops=$(drops) https_mb=$(hwm)
+  espvpn_down || fail "clean exit"
+  echo "RESULT flood: 3 Gbit/s UDP 5 s each way; ESP: peak RSS $esp_mb MiB, $esp_drops drops counted;" \
+       "HTTPS tunnel: peak RSS $https_mb MiB, $https_drops drops counted; ping after each"
+  [[ $esp_mb -lt 150 && $https_mb -lt 150 ]] || fail "peak RSS ESP $esp_mb MiB / HTTPS $https_mb MiB >= 150 MiB"
+  [[ $esp_drops -gt 0 || $https_drops -gt 0 ]] || fail "a 3 Gbit/s flood without one counted drop"
+  ;;
+*) echo "usage: $0 netem|restart|linkflap|addrchange|gone|flood ESPVPN GATEWAY" >&2; exit 2 ;;
+esac
