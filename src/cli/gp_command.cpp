@@ -203,6 +203,7 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
         links.connect = [&] { return https->release_connection(auth.gateway.host, auth.gateway.port); };
         links.cookie = &gateway.cookie();
         links.cookie_rejected = [&] { return gateway.cookie_rejected(); };
+        links.forget_connections = [&] { https->close_all(); };
         {
             auto end = session::run_gp_tunnel(*setup, t, links);
             if (!end) {

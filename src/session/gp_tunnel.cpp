@@ -143,6 +143,9 @@ private:
     Status step_outage(Clock::time_point now);
     Status reconnect_attempt();
     bool refetch_refused_cookie() const { return links_.cookie_rejected && links_.cookie_rejected(); }
+    void forget_connections() {
+        if (links_.forget_connections) links_.forget_connections();
+    }
     datapath::DatapathStats stats() const;
 
     const GpTunnelSetup& setup_;
@@ -341,6 +344,7 @@ Status GpTunnel::step_esp(Clock::time_point now) {
     } else if (esp_options_.probe.enabled()) {
         auto quiet = now - std::max(live.last_rx, connected_at_);
         if (quiet > o_.dead_after) {
+            forget_connections();
             return switch_to_https("ESP dead: nothing received for " +
                                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(quiet).count()) +
                                    " s");
@@ -410,6 +414,7 @@ Status GpTunnel::step_https(Clock::time_point now) {
         }
         LOG_WARN << "HTTPS tunnel lost (" << lost << "); reconnecting";
         stop_https();
+        forget_connections();
         if (Status s = start_https(); !s) {
             if (cookie_rejected_) return s;
             lose_transport("HTTPS tunnel lost (" + lost + "); " + s.error().message);
@@ -485,6 +490,7 @@ Status GpTunnel::step_outage(Clock::time_point now) {
     const unsigned n = outage_->begin_attempt();
     LOG_INFO << "reconnect attempt " << n << " (outage " << seconds_text(outage_->outage(now))
              << "): new configuration with the same cookie";
+    forget_connections();
     if (Status s = reconnect_attempt(); !s) {
         if (cookie_rejected_) return s;
         lose_transport(s.error().message);

@@ -80,6 +80,9 @@ struct GpGatewayLinks {
     const gp::GpSessionCookie* cookie = nullptr;  // for the tunnel GET; must outlive the tunnel
     // After a failed refetch: was it the gateway refusing the cookie (rather than unreachable)?
     std::function<bool()> cookie_rejected;
+    // Drops kept-alive TLS connections to the gateway: after a loss they may be stale
+    // (from a source address that is gone: a request on one would hang until its timeout).
+    std::function<void()> forget_connections;
 };
 
 // The tunnel MTU for ESP over UDP (openconnect's calculation, doc 10.9).
