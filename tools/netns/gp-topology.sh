@@ -62,7 +62,8 @@ fake_up() {
   fake_pid=$!; pids+=("$fake_pid")
 }
 
-# gateway_up SUITE [fake options...]: fake GP gateway + userspace ESP gateway in the
+# gateway_up SUITE [fake options...]: fake GP gateway + userspace ESP gateway (on
+# ${gw_esp_port:-4501}; the fake always announces 4501, so another port needs a relay) in the
 # gateway namespace; sets fake_pid, gw_pid. SUITE none: no ESP, no esp-gateway (gw_pid
 # empty), e.g. for the HTTPS tunnel (--tun).
 gateway_up() {
@@ -73,7 +74,7 @@ gateway_up() {
   gw_pid=
   [[ $suite == none ]] && { wait_for "$work/fake.ready" pid 15; return; }
   ip netns exec "$nsg" "$gw_bin" --sa-file "$work/gw-sa.env" --tun-address $gw_addr/32 \
-    --tun-address $gw_addr6/128 --route $tun_ip/32 --route $tun_ip6/128 --udp-local $gw_ip:4501 \
+    --tun-address $gw_addr6/128 --route $tun_ip/32 --route $tun_ip6/128 --udp-local $gw_ip:${gw_esp_port:-4501} \
     --status-file "$work/gw-status" --stats-json "$work/gw-stats.json" --stats-interval-ms 200 \
     --seconds 900 >"$work/gw.out" 2>&1 &
   gw_pid=$!; pids+=("$gw_pid")

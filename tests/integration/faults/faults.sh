@@ -5,7 +5,7 @@
 # between two arrivals ("RESULT <case>: outage X ms ...").
 #
 #   faults.sh netem|restart|linkflap|addrchange|gone|flood ESPVPN_BIN GATEWAY_BIN
-#   netem:      5 % loss + 50 ms +-20 ms jitter on the client's veth: iperf3 TCP 5 s completes
+#   netem:      5 % loss + 50 ms +-20 ms jitter on the ESP path: iperf3 TCP 5 s completes
 #   restart:    fake gateway + esp-gateway killed, restarted 2 s later with the same
 #               --state-file: espvpn comes back with its cookie (no second login POST)
 #   linkflap:   the client's veth down 3 s, up again: traffic resumes (reconnect)
@@ -14,7 +14,7 @@
 #   gone:       gateway gone for longer than --reconnect-timeout 5: exit 1 with a clear
 #               message, attempt-reconnect logged, tun removed
 #   flood:      iperf3 UDP -b 3G for 5 s each way, on ESP and on the HTTPS tunnel:
-#               espvpn's peak RSS (VmHWM) bounded, drops counted, ping afterwards
+#               espvpn's peak RSS (VmHWM) < 100 MiB, loss reported, ping afterwards
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
 mode=$1 espvpn=$2 gw_bin=$3
@@ -83,20 +83,25 @@ resumed() {
 
 case $mode in
 netem)
+  # This kernel has no sch_netem: tools/netns/udp-impair in front of esp-gateway does
+  # the same to the ESP datagrams (both ways), which carry the tunnel's TCP.
+  gw_esp_port=4502
+  ip netns exec "$nsg" $py "$repo/tools/netns/udp-impair" --listen $gw_ip:4501 --to $gw_ip:4502 \
+    --loss 5 --delay 50 --jitter 20 --seconds 300 >"$work/impair.out" 2>&1 &
+  pids+=("$!")
   up
-  ip netns exec "$nsc" tc qdisc add dev "$cl_veth" root netem delay 50ms 20ms distribution normal loss 5%
-  stream_start 8
-  t0=$SECONDS
-  timeout 60 ip netns exec "$nsc" iperf3 -c $lan_ip -t 5 -J >"$work/iperf.json" || fail "iperf3 TCP under netem"
-  took=$((SECONDS - t0))
+  stream_start 10
+  t0=$(date +%s%N)
+  timeout 60 ip netns exec "$nsc" iperf3 -c $lan_ip -t 5 -J >"$work/iperf.json" || fail "iperf3 TCP under loss + jitter"
+  took_ms=$((($(date +%s%N) - t0) / 1000000))
   mbit=$(json "$work/iperf.json" '"%.1f" % (d["end"]["sum_received"]["bits_per_second"]/1e6)')
   retr=$(json "$work/iperf.json" 'd["end"]["sum_sent"].get("retransmits", 0)')
   stream_outage
-  [[ $took -le 30 ]] || fail "iperf3 took $took s"
-  ip netns exec "$nsc" tc qdisc del dev "$cl_veth" root
-  ping_lan || fail "no ping after netem"
+  [[ $took_ms -le 30000 ]] || fail "iperf3 took $took_ms ms"
+  ping_lan || fail "no ping under loss + jitter"
   espvpn_down || fail "clean exit"
-  echo "RESULT netem: 5% loss + 50+-20 ms: iperf3 TCP 5 s completed in ${took} s, $mbit Mbit/s, $retr retransmits; stream largest gap ${gap} ms"
+  echo "RESULT netem: 5% loss + 50+-20 ms each way (udp-impair on the ESP path): iperf3 TCP 5 s completed in ${took_ms} ms," \
+       "$mbit Mbit/s, $retr retransmits; stream largest gap ${gap} ms, $(cat "$work/stream.out")"
   ;;
 restart)
   up "${fast[@]}"
@@ -181,10 +186,12 @@ gone)
        "$(grep -o "no connection to the gateway.*" "$work/espvpn.log" | head -1)"
   ;;
 flood)
-  # TRANSPORT DIRECTION: iperf3 UDP -b 3G for 5 s; prints drops seen.
+  # flood [-R]: iperf3 UDP -b 3G for 5 s; appends the end-to-end loss % to $lost.
+  lost=""
   flood() {
     timeout 40 ip netns exec "$nsc" iperf3 -c $lan_ip -u -b 3G -l 1300 -t 5 ${1:-} -J >"$work/flood.json" \
       || fail "iperf3 UDP flood ${1:-up}"
+    lost+="$(json "$work/flood.json" '"%.0f%%" % d["end"]["sum"]["lost_percent"]') "
     ping_lan || fail "no ping after the flood ${1:-up}"
   }
   drops() {  # espvpn's drop counters (every transport), summed
@@ -201,10 +208,12 @@ flood)
   flood; flood -R
   https_drops=$(drops) https_mb=$(hwm)
   espvpn_down || fail "clean exit"
-  echo "RESULT flood: 3 Gbit/s UDP 5 s each way; ESP: peak RSS $esp_mb MiB, $esp_drops drops counted;" \
-       "HTTPS tunnel: peak RSS $https_mb MiB, $https_drops drops counted; ping after each"
-  [[ $esp_mb -lt 150 && $https_mb -lt 150 ]] || fail "peak RSS ESP $esp_mb MiB / HTTPS $https_mb MiB >= 150 MiB"
-  [[ $esp_drops -gt 0 || $https_drops -gt 0 ]] || fail "a 3 Gbit/s flood without one counted drop"
+  # espvpn blocks on a full socket/tun instead of dropping: the excess is lost in the
+  # kernel's queues in front of it (tun txqueue, UDP receive buffer), not in espvpn.
+  echo "RESULT flood: 3 Gbit/s UDP 5 s each way (iperf3 loss up/down ESP, up/down HTTPS: $lost);" \
+       "ESP: peak RSS $esp_mb MiB, $esp_drops drops in espvpn; HTTPS tunnel: peak RSS $https_mb MiB," \
+       "$https_drops drops in espvpn; ping after each"
+  [[ $esp_mb -lt 100 && $https_mb -lt 100 ]] || fail "peak RSS ESP $esp_mb MiB / HTTPS $https_mb MiB >= 100 MiB"
   ;;
 *) echo "usage: $0 netem|restart|linkflap|addrchange|gone|flood ESPVPN GATEWAY" >&2; exit 2 ;;
 esac

@@ -222,6 +222,11 @@ background)
   pids+=("$daemon")
   uid=$(awk '/^Uid:/ {print $2 $3 $4 $5}' "/proc/$daemon/status")
   [[ $uid == 65534655346553465534 ]] || fail "the daemon does not run as nobody (Uid: $uid)"
+  # Real, effective, saved and filesystem ids all dropped, and no capability left.
+  gids=$(awk '/^Gid:/ {print $2, $3, $4, $5}' "/proc/$daemon/status")
+  for g in $gids; do [[ $g != 0 ]] || fail "the daemon kept group id 0 (Gid: $gids)"; done
+  [[ $(awk '/^CapEff:/ {print $2}' "/proc/$daemon/status") =~ ^0+$ ]] || fail "the daemon kept capabilities ($(grep Cap "/proc/$daemon/status" | tr '\n' ' '))"
+  [[ $(awk '/^CapPrm:/ {print $2}' "/proc/$daemon/status") =~ ^0+$ ]] || fail "the daemon can regain capabilities (CapPrm)"
   [[ $(envvar "$(record connect)" VPNPID) == "$daemon" ]] || fail "VPNPID is not the daemon's pid"
   [[ $(envvar "$(record connect)" RUN_AS_UID) == 0 ]] || fail "connect script not run as root"
   ping_lan 3 || fail "no ping through the daemon's tunnel"
@@ -236,7 +241,7 @@ background)
   [[ ! -d /proc/$daemon ]] || fail "the daemon did not exit on SIGINT"
   [[ $(stat 'd["logouts"]') -eq 1 ]] || fail "no logout from the daemon"
   [[ $(logins) -eq 1 ]] || fail "more than one login"
-  echo "RESULT background: parent exit 0 after ESP up; daemon $daemon as nobody (scripts: connect uid 0," \
+  echo "RESULT background: parent exit 0 after ESP up; daemon $daemon as nobody (Gid $gids, CapEff/CapPrm 0; scripts: connect uid 0," \
        "reconnect uid 65534, VPNPID=$daemon); SIGUSR2 reconnect + ping as nobody; SIGINT -> logout"
   ;;
 dns)
