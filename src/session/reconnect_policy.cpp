@@ -13,11 +13,15 @@ ReconnectPolicy::ReconnectPolicy(Clock::time_point lost_at, std::chrono::seconds
     next_attempt_ = std::min(lost_at_ + backoff_, deadline_);
 }
 
-unsigned ReconnectPolicy::begin_attempt() { return ++attempts_; }
+unsigned ReconnectPolicy::begin_attempt() {
+    next_attempt_ = Clock::time_point::max();
+    return ++attempts_;
+}
 
 void ReconnectPolicy::attempt_failed(Clock::time_point now) {
     backoff_ = std::min(backoff_ * 2, max_backoff_);
-    next_attempt_ = std::min(now + backoff_, deadline_);
+    // Past the deadline already: nothing more is scheduled (expired() then says so).
+    next_attempt_ = now < deadline_ ? std::min(now + backoff_, deadline_) : Clock::time_point::max();
 }
 
 }  // namespace espvpn::session

@@ -4,7 +4,7 @@
 //
 // Attempts: the first one first_backoff after the loss; each failure doubles the wait, up to
 // max_backoff (1, 2, 4, 8, 10, 10 s ...); never past the deadline, so the last one
-// falls on it. expired() once the deadline passed with no success.
+// falls on it. expired() once the deadline passed and no attempt is still due.
 #pragma once
 
 #include <chrono>
@@ -21,19 +21,21 @@ public:
                     Clock::duration first_backoff = std::chrono::seconds(1),
                     Clock::duration max_backoff = std::chrono::seconds(10));
 
-    bool attempt_due(Clock::time_point now) const { return !expired(now) && now >= next_attempt_; }
-    // Called when an attempt starts; its number (1, 2, ...) is returned.
+    bool attempt_due(Clock::time_point now) const { return now >= next_attempt_; }
+    // Called when an attempt starts; its number (1, 2, ...) is returned. Until it is
+    // reported failed, no other attempt is due.
     unsigned begin_attempt();
     // The attempt failed at `now`: the next one after the current wait, which then doubles.
     void attempt_failed(Clock::time_point now);
     // The user asked (SIGUSR2): the next attempt now, the backoff unchanged.
     void attempt_now(Clock::time_point now) { next_attempt_ = now; }
-    // Past the deadline: give up (an attempt still in flight may finish first).
-    bool expired(Clock::time_point now) const { return now > deadline_; }
+    // Past the deadline and the attempt scheduled on it (if any) made: give up.
+    // An attempt in flight past the deadline does not hold it off.
+    bool expired(Clock::time_point now) const { return now > deadline_ && next_attempt_ > deadline_; }
 
     Clock::time_point lost_at() const { return lost_at_; }
     Clock::time_point deadline() const { return deadline_; }
-    Clock::time_point next_attempt() const { return next_attempt_; }
+    Clock::time_point next_attempt() const { return next_attempt_; }  // max() while one is in flight
     Clock::duration outage(Clock::time_point now) const { return now - lost_at_; }
     unsigned attempts() const { return attempts_; }
 

@@ -4,7 +4,7 @@
 # client through the tunnel to the lan host and prints its outage = the largest gap
 # between two arrivals ("RESULT <case>: outage X ms ...").
 #
-#   faults.sh netem|restart|linkflap|addrchange|gone|flood ESPVPN_BIN GATEWAY_BIN
+#   faults.sh netem|restart|linkflap|addrchange|gone|forgotten|flood ESPVPN_BIN GATEWAY_BIN
 #   netem:      5 % loss + 50 ms +-20 ms jitter on the ESP path: iperf3 TCP 5 s completes
 #   restart:    fake gateway + esp-gateway killed, restarted 2 s later with the same
 #               --state-file: espvpn comes back with its cookie (no second login POST)
@@ -13,6 +13,8 @@
 #               resumes, esp-gateway learns the new peer address (ESP from it)
 #   gone:       gateway gone for longer than --reconnect-timeout 5: exit 1 with a clear
 #               message, attempt-reconnect logged, tun removed
+#   forgotten:  the gateway restarts without its sessions: the cookie is refused at the
+#               reconnect, exit 2 with a clear message, no new login, tun removed
 #   flood:      iperf3 UDP -b 3G for 5 s each way, on ESP and on the HTTPS tunnel:
 #               espvpn's peak RSS (VmHWM) < 100 MiB, loss reported, ping afterwards
 set -euo pipefail
@@ -179,11 +181,28 @@ gone)
   grep -q "reconnecting for up to 5 s" "$work/espvpn.log" || fail "the outage start is not logged"
   no_tun_left || fail "tun device left behind"
   attempts=$(grep -c "reconnect attempt [0-9]* (outage" "$work/espvpn.log" || true)
-  [[ $attempts -ge 2 ]] || fail "only $attempts reconnect attempts in 5 s"
+  [[ $attempts -ge 3 ]] || fail "only $attempts reconnect attempts in 5 s (1, 3 and 5 s expected)"
   # Dead after 2 s quiet, then 5 s of attempts, with margin for a loaded machine.
   [[ $took_ms -le 15000 ]] || fail "gave up only after $took_ms ms"
   echo "RESULT gone: exit 1 ${took_ms} ms after the gateway went away; $attempts attempts;" \
        "$(grep -o "no connection to the gateway.*" "$work/espvpn.log" | head -1)"
+  ;;
+forgotten)
+  # The gateway restarts without its sessions: the cookie is refused at the reconnect.
+  up --force-dpd 1 --reconnect-timeout 60
+  gateway_down
+  rm -f "$work/fake-state.json"
+  gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not restart"
+  rc=0
+  timeout 60 tail --pid="$client_pid" -f /dev/null || true
+  wait "$client_pid" || rc=$?
+  client_pid=
+  [[ $rc -eq 2 ]] || fail "espvpn exited $rc (expected 2) when the restarted gateway refused the cookie"
+  # Refused at the tunnel GET (HTTP 502) or at the getconfig, whichever comes first.
+  grep -q "session cookie rejected\|log in again" "$work/espvpn.log" || fail "no clear message that the cookie is no longer valid"
+  no_tun_left || fail "tun device left behind"
+  [[ $(logins) -eq 0 ]] || fail "espvpn logged in again by itself"
+  echo "RESULT forgotten: exit 2, tun removed, no login; $(grep -m1 "session cookie rejected\|log in again" "$work/espvpn.log")"
   ;;
 flood)
   # flood [-R]: iperf3 UDP -b 3G for 5 s; appends the end-to-end loss % to $lost.
@@ -215,5 +234,5 @@ flood)
        "$https_drops drops in espvpn; ping after each"
   [[ $esp_mb -lt 100 && $https_mb -lt 100 ]] || fail "peak RSS ESP $esp_mb MiB / HTTPS $https_mb MiB >= 100 MiB"
   ;;
-*) echo "usage: $0 netem|restart|linkflap|addrchange|gone|flood ESPVPN GATEWAY" >&2; exit 2 ;;
+*) echo "usage: $0 netem|restart|linkflap|addrchange|gone|forgotten|flood ESPVPN GATEWAY" >&2; exit 2 ;;
 esac

@@ -18,6 +18,7 @@ TEST_CASE("reconnect: waits double from 1 s up to the cap, each counted from the
     for (int wait : {2, 4, 8, 10, 10, 10}) {
         p.begin_attempt();
         now += milliseconds(250);  // the attempt itself takes a while
+        CHECK_FALSE(p.attempt_due(now));  // one at a time
         p.attempt_failed(now);
         CHECK(p.next_attempt() == now + seconds(wait));
         CHECK_FALSE(p.attempt_due(now + seconds(wait) - milliseconds(1)));
@@ -37,10 +38,16 @@ TEST_CASE("reconnect: the last attempt falls on the deadline, then it has expire
     p.begin_attempt();
     p.attempt_failed(t0 + seconds(3));  // 4 s later would be 7 s: clamped to 5 s
     CHECK(p.next_attempt() == t0 + seconds(5));
-    CHECK(p.attempt_due(t0 + seconds(5)));
     CHECK_FALSE(p.expired(t0 + seconds(5)));
-    CHECK(p.expired(t0 + seconds(5) + milliseconds(1)));
-    CHECK_FALSE(p.attempt_due(t0 + seconds(6)));
+    // Noticed a little late (a slow step): the attempt on the deadline is still made.
+    const auto late = t0 + seconds(5) + milliseconds(80);
+    CHECK_FALSE(p.expired(late));
+    CHECK(p.attempt_due(late));
+    p.begin_attempt();
+    CHECK(p.expired(late));  // in flight past the deadline: no reprieve
+    p.attempt_failed(late + seconds(1));
+    CHECK(p.expired(late + seconds(1)));
+    CHECK(p.attempts() == 3);
 }
 
 TEST_CASE("reconnect: attempt_now brings the next attempt forward, never past the deadline") {
@@ -51,13 +58,19 @@ TEST_CASE("reconnect: attempt_now brings the next attempt forward, never past th
     CHECK_FALSE(p.attempt_due(t0 + seconds(2)));
     p.attempt_now(t0 + seconds(2));
     CHECK(p.attempt_due(t0 + seconds(2)));
-    CHECK_FALSE(p.attempt_due(t0 + seconds(31)));
+    p.begin_attempt();
+    p.attempt_failed(t0 + seconds(29));
+    CHECK(p.next_attempt() == t0 + seconds(30));
+    p.attempt_now(t0 + seconds(31));  // too late: nothing scheduled on or before the deadline
+    CHECK(p.expired(t0 + seconds(31)));
 }
 
 TEST_CASE("reconnect: a zero timeout allows one immediate attempt; odd arguments are clamped") {
     const Clock::time_point t0{};
     ReconnectPolicy zero(t0, seconds(0));
     CHECK(zero.attempt_due(t0));
+    CHECK_FALSE(zero.expired(t0 + milliseconds(1)));
+    zero.begin_attempt();
     CHECK(zero.expired(t0 + milliseconds(1)));
     ReconnectPolicy negative(t0, seconds(-3));
     CHECK(negative.deadline() == t0);
