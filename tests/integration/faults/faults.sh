@@ -16,7 +16,7 @@
 #   forgotten:  the gateway restarts without its sessions: the cookie is refused at the
 #               reconnect, exit 2 with a clear message, no new login, tun removed
 #   flood:      iperf3 UDP -b 3G for 5 s each way, on ESP and on the HTTPS tunnel:
-#               espvpn's peak RSS (VmHWM) < 100 MiB, loss reported, ping afterwards
+#               espvpn's peak RSS (VmHWM) < 100 MiB (400 under ASan), loss reported, ping afterwards
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
 mode=$1 espvpn=$2 gw_bin=$3
@@ -232,7 +232,11 @@ flood)
   echo "RESULT flood: 3 Gbit/s UDP 5 s each way (iperf3 loss up/down ESP, up/down HTTPS: $lost);" \
        "ESP: peak RSS $esp_mb MiB, $esp_drops drops in espvpn; HTTPS tunnel: peak RSS $https_mb MiB," \
        "$https_drops drops in espvpn; ping after each"
-  [[ $esp_mb -lt 100 && $https_mb -lt 100 ]] || fail "peak RSS ESP $esp_mb MiB / HTTPS $https_mb MiB >= 100 MiB"
+  # Under ASan freed memory sits in its quarantine (256 MiB by default): a higher bound,
+  # still far below unbounded growth (openconnect's HTTPS tunnel: 7 GB in 30 s).
+  limit=100
+  readelf --dyn-syms -W "$espvpn" 2>/dev/null | grep -q "__asan_init" && limit=400
+  [[ $esp_mb -lt $limit && $https_mb -lt $limit ]] || fail "peak RSS ESP $esp_mb MiB / HTTPS $https_mb MiB >= $limit MiB"
   ;;
 *) echo "usage: $0 netem|restart|linkflap|addrchange|gone|forgotten|flood ESPVPN GATEWAY" >&2; exit 2 ;;
 esac
