@@ -235,7 +235,7 @@ flood)
   # Under ASan freed memory sits in its quarantine (256 MiB by default): a higher bound,
   # still far below unbounded growth (openconnect's HTTPS tunnel: 7 GB in 30 s).
   limit=100
-  readelf --dyn-syms -W "$espvpn" 2>/dev/null | grep -q "__asan_init" && limit=400
+  [[ $(readelf --dyn-syms -W "$espvpn" 2>/dev/null) == *__asan_init* ]] && limit=400
   [[ $esp_mb -lt $limit && $https_mb -lt $limit ]] || fail "peak RSS ESP $esp_mb MiB / HTTPS $https_mb MiB >= $limit MiB"
   ;;
 *) echo "usage: $0 netem|restart|linkflap|addrchange|gone|forgotten|flood ESPVPN GATEWAY" >&2; exit 2 ;;

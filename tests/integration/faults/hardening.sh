@@ -7,13 +7,15 @@ set -euo pipefail
 bin=$1
 fail() { echo "FAIL: $*"; exit 1; }
 command -v readelf >/dev/null || fail "readelf not found (binutils)"
-readelf -h "$bin" | grep -q "Type:.*DYN" || fail "not a position-independent executable (ELF type $(readelf -h "$bin" | sed -n 's/.*Type: *//p'))"
-readelf -d "$bin" | grep -q "(FLAGS).*BIND_NOW" || readelf -d "$bin" | grep -q "(BIND_NOW)" || fail "no BIND_NOW (lazy binding)"
-readelf -d "$bin" | grep -q "(FLAGS_1).*PIE" || fail "DT_FLAGS_1 has no PIE"
-readelf -lW "$bin" | grep -q "GNU_RELRO" || fail "no GNU_RELRO segment"
-readelf -lW "$bin" | grep "GNU_STACK" | grep -q "RWE" && fail "executable stack"
+# Outputs captured first: `readelf | grep -q` under pipefail fails when grep quits early.
+header=$(readelf -h "$bin") dynamic=$(readelf -d "$bin") segments=$(readelf -lW "$bin")
+grep -q "Type:.*DYN" <<<"$header" || fail "not a position-independent executable ($(grep Type: <<<"$header"))"
+grep -q "(FLAGS).*BIND_NOW\|(BIND_NOW)" <<<"$dynamic" || fail "no BIND_NOW (lazy binding)"
+grep -q "(FLAGS_1).*PIE" <<<"$dynamic" || fail "DT_FLAGS_1 has no PIE"
+grep -q "GNU_RELRO" <<<"$segments" || fail "no GNU_RELRO segment"
+! grep "GNU_STACK" <<<"$segments" | grep -q "RWE" || fail "executable stack"
 syms=$(readelf --dyn-syms -W "$bin")
 grep -q "__stack_chk_fail" <<<"$syms" || fail "no stack protector (__stack_chk_fail not referenced)"
-chk=$(grep -o "__[a-z_]*_chk\b" <<<"$syms" | grep -v "^__stack_chk$" | sort -u | tr '\n' ' ')
+chk=$(grep -o "__[a-z_]*_chk\b" <<<"$syms" | grep -v "^__stack_chk$" | sort -u | tr "\n" " " || true)
 [[ -n $chk ]] || fail "no FORTIFY_SOURCE checks (__*_chk) referenced"
 echo "RESULT hardening: PIE, BIND_NOW + GNU_RELRO (full RELRO), non-executable stack, __stack_chk_fail, FORTIFY: $chk"
