@@ -332,6 +332,10 @@ std::size_t UdpSocket::drain_gro(PacketBatch& out, SocketAddress* sources) {
             ++appended;
         }
         b.gro_offset += take;
+        if (b.gro_offset >= len) {  // step on now: wait_readable must not see a spent buffer as pending
+            ++b.gro_index;
+            b.gro_offset = 0;
+        }
     }
     counters_.received += appended;
     return appended;
