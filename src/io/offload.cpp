@@ -88,13 +88,17 @@ void set_ipv4_checksum(std::uint8_t* ip) {
     checksum::store(ip + 10, static_cast<std::uint16_t>(~checksum::fold(checksum::add(0, {ip, kIpv4HeaderLen}))));
 }
 
-// Writes the full TCP/UDP checksum of a complete packet of `length` bytes.
-void set_l4_checksum(std::uint8_t* pkt, const Headers& h, std::size_t length) {
+// Writes the full TCP/UDP checksum of a complete packet of `length` bytes whose
+// payload (after the transport header) sums to payload_sum.
+void set_l4_checksum(std::uint8_t* pkt, const Headers& h, std::size_t length, std::uint64_t payload_sum) {
     std::size_t l4_length = length - h.ip_len;
     std::uint8_t* l4 = pkt + h.ip_len;
     std::size_t at = h.protocol == kProtoTcp ? kTcpCsumOffset : kUdpCsumOffset;
     l4[at] = l4[at + 1] = 0;
-    std::uint16_t sum = static_cast<std::uint16_t>(~checksum::fold(checksum::add(pseudo_sum(pkt, h, l4_length), {l4, l4_length})));
+    const std::uint64_t header_sum = checksum::add(pseudo_sum(pkt, h, l4_length), {l4, h.l4_len});
+    std::uint64_t all = header_sum + payload_sum;
+    all += (all < payload_sum);
+    std::uint16_t sum = static_cast<std::uint16_t>(~checksum::fold(all));
     if (sum == 0 && h.protocol == kProtoUdp) sum = 0xffff;  // 0 means "no checksum" in UDP
     checksum::store(l4 + at, sum);
 }
@@ -122,12 +126,14 @@ SplitOutcome copy_with_checksum(const VirtioNetHdr& hdr, std::span<const std::ui
     }
     if (out.full()) return {OffloadError::batch_full, 0};
     std::uint8_t* dst = out.next_room().data();
-    std::memcpy(dst, packet.data(), packet.size());
     if (hdr.flags & VirtioNetHdr::kFlagNeedsCsum) {
-        // The field holds the pseudo-header sum; complete it over the rest.
-        std::uint16_t sum = static_cast<std::uint16_t>(
-            ~checksum::fold(checksum::add(0, {dst + hdr.csum_start, packet.size() - hdr.csum_start})));
-        checksum::store(dst + hdr.csum_start + hdr.csum_offset, sum);
+        // The field holds the pseudo-header sum; complete it over the rest, summed as it is copied.
+        std::memcpy(dst, packet.data(), hdr.csum_start);
+        const std::uint64_t rest = checksum::copy_and_add(dst + hdr.csum_start, packet.data() + hdr.csum_start,
+                                                          packet.size() - hdr.csum_start, 0);
+        checksum::store(dst + hdr.csum_start + hdr.csum_offset, static_cast<std::uint16_t>(~checksum::fold(rest)));
+    } else {
+        std::memcpy(dst, packet.data(), packet.size());
     }
     out.commit(packet.size());
     return {OffloadError::none, 1};
@@ -215,7 +221,7 @@ SplitOutcome split_super_packet(const VirtioNetHdr& hdr, std::span<const std::ui
         const std::size_t seg = std::min<std::size_t>(hdr.gso_size, payload - offset);
         std::uint8_t* dst = out.next_room().data();
         std::memcpy(dst, src, hlen);
-        std::memcpy(dst + hlen, src + hlen + offset, seg);
+        const std::uint64_t payload_sum = checksum::copy_and_add(dst + hlen, src + hlen + offset, seg, 0);
         if (h.version == 4) put16(dst + 4, static_cast<std::uint16_t>(ip_id + i));
         set_ip_length(dst, h, hlen + seg);
         std::uint8_t* l4 = dst + h.ip_len;
@@ -226,7 +232,7 @@ SplitOutcome split_super_packet(const VirtioNetHdr& hdr, std::span<const std::ui
         } else {
             put16(l4 + 4, static_cast<std::uint32_t>(kUdpHeaderLen + seg));
         }
-        set_l4_checksum(dst, h, hlen + seg);
+        set_l4_checksum(dst, h, hlen + seg, payload_sum);
         out.commit(hlen + seg);
         offset += seg;
     }

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "src/io/checksum.h"
 #include "src/io/offload.h"
 #include "tests/unit/src/io/packets.h"
 
@@ -409,4 +410,21 @@ TEST_CASE("gro: merged payloads are gathered in place, so small slots merge too;
     push(none, make_packet(f, 0, kAck, pattern(10)));
     CHECK(gro.coalesce(none, true, true).error == OffloadError::no_headroom);
     CHECK_THROWS(GroCoalescer(0xffff));
+}
+
+TEST_CASE("checksum: copy_and_add copies and sums like add, at every length and alignment") {
+    Bytes src(300), dst(310);
+    std::uint32_t x = 12345;
+    for (auto& b : src) b = std::uint8_t((x = x * 1103515245u + 12345u) >> 24);
+    for (std::size_t from : {0u, 1u, 3u})
+        for (std::size_t n = 0; n + from <= src.size(); ++n) {
+            std::fill(dst.begin(), dst.end(), std::uint8_t(0xee));
+            const std::uint64_t start = 0xfffe0001u;  // a running sum that carries
+            const std::uint64_t got = espvpn::io::checksum::copy_and_add(dst.data() + 2, src.data() + from, n, start);
+            const std::uint64_t want = espvpn::io::checksum::add(start, {src.data() + from, n});
+            CHECK(espvpn::io::checksum::fold(got) == espvpn::io::checksum::fold(want));
+            CHECK(std::equal(src.begin() + from, src.begin() + from + n, dst.begin() + 2));
+            CHECK(dst[1] == 0xee);
+            CHECK(dst[2 + n] == 0xee);
+        }
 }
