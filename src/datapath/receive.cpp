@@ -2,7 +2,6 @@
 #include <poll.h>
 #include <pthread.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,6 +16,7 @@ namespace {
 // datagrams are opened where recvmmsg put them (views) and written to the
 // tun from there, so nothing is copied between the socket and the tun.
 constexpr std::size_t kRxSlotCapacity = 65536;
+
 io::PacketBatchShape rx_shape(const DatapathOptions& o) {
     io::PacketBatchShape s;
     s.slots = o.rx_batch;

@@ -1,7 +1,7 @@
 #include "src/io/packet_batch.h"
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <new>
 #include <stdexcept>
 #include <utility>
@@ -30,15 +30,13 @@ PacketBatch::PacketBatch(const PacketBatchShape& shape) : shape_(shape) {
 }
 
 void PacketBatch::clear() {
-    // Views and swaps may have moved storage slots between entries: give
-    // entry i its own slot i back.
-    const std::size_t owned = std::min(used_, shape_.slots);
-    for (std::size_t i = 0; i < owned; ++i) reset_slot(i);
-    if (shape_.views)
-        for (std::size_t i = 0; i < shape_.slots; ++i) {
-            meta_[i].slot = static_cast<std::uint32_t>(i);
-            reset_slot(i);
-        }
+    // Views may have left entries pointing into any slot: give entry i its own
+    // slot i back (swaps alone only permute them, which is fine as it is).
+    const std::size_t to_reset = shape_.views ? shape_.slots : std::min(used_, shape_.slots);
+    for (std::size_t i = 0; i < to_reset; ++i) {
+        if (shape_.views) meta_[i].slot = static_cast<std::uint32_t>(i);
+        reset_slot(i);
+    }
     used_ = 0;
 }
 
