@@ -12,7 +12,10 @@
 namespace espvpn::datapath {
 
 namespace {
-constexpr std::size_t kRxSlotCapacity = 65535;  // a datagram, or coalesced TCP segments for one tun write
+// A slot holds one UDP GRO buffer (or one datagram without GRO); the
+// datagrams are opened where recvmmsg put them (views) and written to the
+// tun from there, so nothing is copied between the socket and the tun.
+constexpr std::size_t kRxSlotCapacity = 65536;
 
 io::PacketBatchShape rx_shape(const DatapathOptions& o) {
     io::PacketBatchShape s;
@@ -20,6 +23,7 @@ io::PacketBatchShape rx_shape(const DatapathOptions& o) {
     s.capacity = kRxSlotCapacity;
     s.headroom = 16;  // >= the virtio header the tun write prepends
     s.tailroom = 0;
+    s.views = 3 * o.rx_batch;  // a GRO buffer carries up to ~46 datagrams of 1400 bytes
     return s;
 }
 
@@ -45,7 +49,7 @@ std::atomic<std::uint64_t>* drop_counter(RxCounters& c, EspDrop why) {
 
 RxPipeline::RxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const DatapathOptions& options, RxToTx& to_tx)
     : tun_(tun), udp_(udp), options_(options), to_tx_(to_tx), batch_(rx_shape(options)),
-      sources_(options.learn_peer ? new io::SocketAddress[options.rx_batch] : nullptr) {}
+      sources_(options.learn_peer ? new io::SocketAddress[batch_.entries()] : nullptr) {}
 
 void RxPipeline::run() {
     // Named, so that top -H and perf show what each thread (and core) is busy with.

@@ -41,6 +41,30 @@ inline std::uint64_t add(std::uint64_t acc, std::span<const std::uint8_t> bytes)
     return acc;
 }
 
+// Copies n bytes from src to dst and adds them to acc in the same pass (the
+// TSO split's payload copy: the data is read once, not once to copy and once
+// to sum). 32-bit halves go to two accumulators, so no carry chain serialises
+// the loop; 64 KiB of input cannot overflow them.
+inline std::uint64_t copy_and_add(std::uint8_t* dst, const std::uint8_t* src, std::size_t n, std::uint64_t acc) {
+    std::uint64_t lo = 0, hi = 0;
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        std::uint64_t v;
+        std::memcpy(&v, src + i, 8);
+        std::memcpy(dst + i, &v, 8);
+        lo += v & 0xffffffffu;
+        hi += v >> 32;
+    }
+    if (i < n) {
+        std::memcpy(dst + i, src + i, n - i);
+        acc = add(acc, {src + i, n - i});
+    }
+    const std::uint64_t halves = (lo & 0xffffffffu) + (lo >> 32) + (hi & 0xffffffffu) + (hi >> 32);
+    acc += halves;
+    acc += (acc < halves);
+    return acc;
+}
+
 // Folds to 16 bits, not complemented (the form a partial/pseudo-header sum takes).
 inline std::uint16_t fold(std::uint64_t acc) {
     acc = (acc & 0xffffffffu) + (acc >> 32);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "src/io/checksum.h"
 
@@ -19,6 +20,7 @@ constexpr std::uint8_t kTcpFin = 0x01, kTcpPsh = 0x08, kTcpAck = 0x10, kTcpCwr =
 constexpr std::size_t kTcpCsumOffset = 16;
 constexpr std::size_t kUdpCsumOffset = 6;
 constexpr std::size_t kMaxIpPacket = 65535;
+constexpr std::uint16_t kNoPacket = 0xffff;
 
 std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] << 8 | p[1]); }
 std::uint32_t get32(const std::uint8_t* p) {
@@ -86,13 +88,17 @@ void set_ipv4_checksum(std::uint8_t* ip) {
     checksum::store(ip + 10, static_cast<std::uint16_t>(~checksum::fold(checksum::add(0, {ip, kIpv4HeaderLen}))));
 }
 
-// Writes the full TCP/UDP checksum of a complete packet of `length` bytes.
-void set_l4_checksum(std::uint8_t* pkt, const Headers& h, std::size_t length) {
+// Writes the full TCP/UDP checksum of a complete packet of `length` bytes whose
+// payload (after the transport header) sums to payload_sum.
+void set_l4_checksum(std::uint8_t* pkt, const Headers& h, std::size_t length, std::uint64_t payload_sum) {
     std::size_t l4_length = length - h.ip_len;
     std::uint8_t* l4 = pkt + h.ip_len;
     std::size_t at = h.protocol == kProtoTcp ? kTcpCsumOffset : kUdpCsumOffset;
     l4[at] = l4[at + 1] = 0;
-    std::uint16_t sum = static_cast<std::uint16_t>(~checksum::fold(checksum::add(pseudo_sum(pkt, h, l4_length), {l4, l4_length})));
+    const std::uint64_t header_sum = checksum::add(pseudo_sum(pkt, h, l4_length), {l4, h.l4_len});
+    std::uint64_t all = header_sum + payload_sum;
+    all += (all < payload_sum);
+    std::uint16_t sum = static_cast<std::uint16_t>(~checksum::fold(all));
     if (sum == 0 && h.protocol == kProtoUdp) sum = 0xffff;  // 0 means "no checksum" in UDP
     checksum::store(l4 + at, sum);
 }
@@ -120,12 +126,14 @@ SplitOutcome copy_with_checksum(const VirtioNetHdr& hdr, std::span<const std::ui
     }
     if (out.full()) return {OffloadError::batch_full, 0};
     std::uint8_t* dst = out.next_room().data();
-    std::memcpy(dst, packet.data(), packet.size());
     if (hdr.flags & VirtioNetHdr::kFlagNeedsCsum) {
-        // The field holds the pseudo-header sum; complete it over the rest.
-        std::uint16_t sum = static_cast<std::uint16_t>(
-            ~checksum::fold(checksum::add(0, {dst + hdr.csum_start, packet.size() - hdr.csum_start})));
-        checksum::store(dst + hdr.csum_start + hdr.csum_offset, sum);
+        // The field holds the pseudo-header sum; complete it over the rest, summed as it is copied.
+        std::memcpy(dst, packet.data(), hdr.csum_start);
+        const std::uint64_t rest = checksum::copy_and_add(dst + hdr.csum_start, packet.data() + hdr.csum_start,
+                                                          packet.size() - hdr.csum_start, 0);
+        checksum::store(dst + hdr.csum_start + hdr.csum_offset, static_cast<std::uint16_t>(~checksum::fold(rest)));
+    } else {
+        std::memcpy(dst, packet.data(), packet.size());
     }
     out.commit(packet.size());
     return {OffloadError::none, 1};
@@ -213,7 +221,7 @@ SplitOutcome split_super_packet(const VirtioNetHdr& hdr, std::span<const std::ui
         const std::size_t seg = std::min<std::size_t>(hdr.gso_size, payload - offset);
         std::uint8_t* dst = out.next_room().data();
         std::memcpy(dst, src, hlen);
-        std::memcpy(dst + hlen, src + hlen + offset, seg);
+        const std::uint64_t payload_sum = checksum::copy_and_add(dst + hlen, src + hlen + offset, seg, 0);
         if (h.version == 4) put16(dst + 4, static_cast<std::uint16_t>(ip_id + i));
         set_ip_length(dst, h, hlen + seg);
         std::uint8_t* l4 = dst + h.ip_len;
@@ -224,7 +232,7 @@ SplitOutcome split_super_packet(const VirtioNetHdr& hdr, std::span<const std::ui
         } else {
             put16(l4 + 4, static_cast<std::uint32_t>(kUdpHeaderLen + seg));
         }
-        set_l4_checksum(dst, h, hlen + seg);
+        set_l4_checksum(dst, h, hlen + seg, payload_sum);
         out.commit(hlen + seg);
         offset += seg;
     }
@@ -235,7 +243,9 @@ SplitOutcome split_super_packet(const VirtioNetHdr& hdr, std::span<const std::ui
 // GRO
 
 struct GroCoalescer::Item {
-    std::uint16_t slot;
+    std::uint16_t slot;       // the head packet
+    std::uint16_t last;       // the packet merged last (the head while alone)
+    std::uint32_t length;     // IP length of the whole: head + merged payloads
     Headers h;
     std::uint16_t gso_size;   // payload of the first segment
     std::uint16_t segments;
@@ -244,7 +254,13 @@ struct GroCoalescer::Item {
 };
 
 GroCoalescer::GroCoalescer(std::size_t max_packets)
-    : max_packets_(max_packets), items_(new Item[max_packets]), writes_(new std::uint16_t[max_packets]) {}
+    : max_packets_(max_packets),
+      items_(new Item[max_packets]),
+      next_(new std::uint16_t[max_packets]),
+      pieces_(new iovec[max_packets]),
+      write_ends_(new std::uint16_t[max_packets]) {
+    if (max_packets >= kNoPacket) throw std::invalid_argument("GroCoalescer: too many packets per batch");
+}
 GroCoalescer::~GroCoalescer() = default;
 GroCoalescer::GroCoalescer(GroCoalescer&&) noexcept = default;
 GroCoalescer& GroCoalescer::operator=(GroCoalescer&&) noexcept = default;
@@ -327,19 +343,18 @@ GroCoalescer::Outcome GroCoalescer::coalesce(PacketBatch& batch, bool tcp, bool 
         if (flow && candidate && flow->open) {
             std::span<std::uint8_t> head = batch.packet(flow->slot);
             bool fits = flow->h.l4_len == h.l4_len && same_transport(head.data(), pkt.data(), h) &&
-                        payload <= flow->gso_size && head.size() + payload <= kMaxIpPacket &&
-                        batch.back_room(flow->slot) >= payload;
+                        payload <= flow->gso_size && flow->length + payload <= kMaxIpPacket;
             if (fits && h.protocol == kProtoTcp) fits = get32(&pkt[h.ip_len + 4]) == flow->next_seq;
             if (fits) {
-                std::size_t at = head.size();
-                (void)batch.grow_back(flow->slot, payload);
-                std::memcpy(batch.packet(flow->slot).data() + at, pkt.data() + h.total(), payload);
+                next_[flow->last] = static_cast<std::uint16_t>(i);
+                flow->last = static_cast<std::uint16_t>(i);
+                flow->length += static_cast<std::uint32_t>(payload);
                 ++flow->segments;
                 ++outcome.merged;
                 if (h.protocol == kProtoTcp) {
                     flow->next_seq += static_cast<std::uint32_t>(payload);
                     std::uint8_t psh = pkt[h.ip_len + 13] & kTcpPsh;
-                    batch.packet(flow->slot)[h.ip_len + 13] |= psh;
+                    head[h.ip_len + 13] |= psh;
                     if (psh) flow->open = false;
                 }
                 if (payload < flow->gso_size) flow->open = false;
@@ -349,6 +364,8 @@ GroCoalescer::Outcome GroCoalescer::coalesce(PacketBatch& batch, bool tcp, bool 
         if (flow) flow->open = false;  // keep the flow in order: nothing later joins the older item
         Item& it = items_[items++];
         it.slot = static_cast<std::uint16_t>(i);
+        it.last = it.slot;
+        it.length = static_cast<std::uint32_t>(pkt.size());
         it.h = h;
         it.segments = 1;
         it.gso_size = static_cast<std::uint16_t>(payload);
@@ -358,19 +375,21 @@ GroCoalescer::Outcome GroCoalescer::coalesce(PacketBatch& batch, bool tcp, bool 
                           : 0;
     }
     // Items are in arrival order of their first packet: write them that way.
+    std::size_t pieces = 0;
     for (std::size_t k = 0; k < items; ++k) {
         Item& it = items_[k];
+        next_[it.last] = kNoPacket;
         VirtioNetHdr vh;
         if (it.segments > 1) {
-            std::span<std::uint8_t> pkt = batch.packet(it.slot);
-            set_ip_length(pkt.data(), it.h, pkt.size());
+            std::uint8_t* pkt = batch.packet(it.slot).data();
+            set_ip_length(pkt, it.h, it.length);
             const bool is_tcp = it.h.protocol == kProtoTcp;
-            std::uint8_t* l4 = pkt.data() + it.h.ip_len;
-            std::size_t l4_length = pkt.size() - it.h.ip_len;
+            std::uint8_t* l4 = pkt + it.h.ip_len;
+            std::size_t l4_length = it.length - it.h.ip_len;
             if (!is_tcp) put16(l4 + 4, static_cast<std::uint32_t>(l4_length));
             std::size_t at = is_tcp ? kTcpCsumOffset : kUdpCsumOffset;
             // The kernel completes the checksum from the pseudo-header sum.
-            checksum::store(l4 + at, checksum::fold(pseudo_sum(pkt.data(), it.h, l4_length)));
+            checksum::store(l4 + at, checksum::fold(pseudo_sum(pkt, it.h, l4_length)));
             vh.flags = VirtioNetHdr::kFlagNeedsCsum;
             vh.gso_type = is_tcp ? (it.h.version == 4 ? VirtioNetHdr::kGsoTcpV4 : VirtioNetHdr::kGsoTcpV6)
                                  : VirtioNetHdr::kGsoUdpL4;
@@ -379,11 +398,21 @@ GroCoalescer::Outcome GroCoalescer::coalesce(PacketBatch& batch, bool tcp, bool 
             vh.csum_start = static_cast<std::uint16_t>(it.h.ip_len);
             vh.csum_offset = static_cast<std::uint16_t>(at);
         }
-        (void)batch.grow_front(it.slot, kVirtioNetHdrSize);
-        write_virtio_net_hdr(vh, batch.packet(it.slot).data());
-        writes_[k] = it.slot;
+        if (!batch.grow_front(it.slot, kVirtioNetHdrSize)) {
+            outcome.error = OffloadError::no_headroom;
+            return outcome;
+        }
+        std::span<std::uint8_t> head = batch.packet(it.slot);
+        write_virtio_net_hdr(vh, head.data());
+        pieces_[pieces++] = {head.data(), head.size()};
+        for (std::uint16_t j = next_[it.slot]; j != kNoPacket; j = next_[j]) {
+            std::span<std::uint8_t> merged = batch.packet(j).subspan(it.h.total());
+            pieces_[pieces++] = {merged.data(), merged.size()};
+        }
+        write_ends_[k] = static_cast<std::uint16_t>(pieces);
     }
-    outcome.writes = {writes_.get(), items};
+    outcome.pieces = {pieces_.get(), pieces};
+    outcome.write_ends = {write_ends_.get(), items};
     return outcome;
 }
 

@@ -6,7 +6,9 @@
 //    packets with correct lengths, IDs, TCP sequence/flags and checksums.
 //  - GroCoalescer: a batch of received inner packets becomes fewer, larger
 //    packets (same TCP/UDP flow, contiguous), each with a virtio_net_hdr
-//    prepended, for one tun write each.
+//    prepended, for one tun writev each: the head packet's headers are
+//    rewritten in place and the merged packets' payloads are gathered where
+//    they lie (no payload is copied).
 //
 // Every header is validated; malformed input is rejected with a reason and
 // never read past its end.
@@ -16,6 +18,8 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+
+#include <sys/uio.h>
 
 #include "src/io/packet_batch.h"
 
@@ -78,8 +82,10 @@ struct SplitOutcome {
 // checksum. On any error nothing is appended.
 SplitOutcome split_super_packet(const VirtioNetHdr& hdr, std::span<const std::uint8_t> packet, PacketBatch& out);
 
-// Coalesces inner packets in place for tun writes ("GRO"). Packet i may grow
-// into its own slot's tailroom/capacity; merged packets are skipped.
+// Coalesces inner packets for tun writes ("GRO"). A merged packet is written
+// as an iovec list: the head packet (virtio hdr prepended in its front room,
+// IP/transport headers rewritten for the whole) and then each merged packet's
+// payload, in place. The batch must stay untouched until the writes are done.
 class GroCoalescer {
 public:
     explicit GroCoalescer(std::size_t max_packets);
@@ -89,8 +95,14 @@ public:
 
     struct Outcome {
         OffloadError error = OffloadError::none;
-        std::span<const std::uint16_t> writes;  // slots to write, in order, each starting with a virtio hdr
-        std::size_t merged = 0;                  // packets folded into another
+        std::span<const iovec> pieces;              // every write's pieces, write after write
+        std::span<const std::uint16_t> write_ends;  // write k = pieces[write_ends[k-1] .. write_ends[k])
+        std::size_t merged = 0;                     // packets folded into another
+        std::size_t writes() const { return write_ends.size(); }
+        std::span<const iovec> write(std::size_t k) const {
+            const std::size_t begin = k == 0 ? 0 : write_ends[k - 1];
+            return pieces.subspan(begin, write_ends[k] - begin);
+        }
     };
     // tcp/udp say which kinds the tun accepts as GSO (TSO / USO offloads).
     Outcome coalesce(PacketBatch& batch, bool tcp, bool udp);
@@ -99,7 +111,9 @@ private:
     struct Item;
     std::size_t max_packets_;
     std::unique_ptr<Item[]> items_;
-    std::unique_ptr<std::uint16_t[]> writes_;
+    std::unique_ptr<std::uint16_t[]> next_;        // per packet: the next packet merged into the same item
+    std::unique_ptr<iovec[]> pieces_;              // one per packet at most
+    std::unique_ptr<std::uint16_t[]> write_ends_;
 };
 
 }  // namespace espvpn::io

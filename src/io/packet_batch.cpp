@@ -1,5 +1,6 @@
 #include "src/io/packet_batch.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
@@ -21,16 +22,40 @@ PacketBatch::PacketBatch(const PacketBatchShape& shape) : shape_(shape) {
     slot_size_ = (raw + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
     storage_.reset(static_cast<std::uint8_t*>(std::aligned_alloc(kSlotAlign, slot_size_ * shape.slots)));
     if (!storage_) throw std::bad_alloc();
-    meta_.reset(new Meta[shape.slots]);
-    for (std::size_t i = 0; i < shape.slots; ++i) {
-        meta_[i].slot = static_cast<std::uint32_t>(i);
+    meta_.reset(new Meta[entries()]);
+    for (std::size_t i = 0; i < entries(); ++i) {
+        meta_[i].slot = static_cast<std::uint32_t>(i % shape.slots);
         reset_slot(i);
     }
 }
 
 void PacketBatch::clear() {
-    for (std::size_t i = 0; i < used_; ++i) reset_slot(i);
+    // Views may have left entries pointing into any slot: give entry i its own
+    // slot i back (swaps alone only permute them, which is fine as it is).
+    const std::size_t to_reset = shape_.views ? shape_.slots : std::min(used_, shape_.slots);
+    for (std::size_t i = 0; i < to_reset; ++i) {
+        if (shape_.views) meta_[i].slot = static_cast<std::uint32_t>(i);
+        reset_slot(i);
+    }
     used_ = 0;
+}
+
+bool PacketBatch::add_view(std::size_t slot, std::size_t offset, std::size_t length, std::size_t front_room) {
+    if (slot >= shape_.slots || front_room > offset || offset + length > slot_size_)
+        throw std::logic_error("PacketBatch::add_view outside the slot");
+    if (views_full()) return false;
+    Meta& m = meta_[used_++];
+    m.slot = static_cast<std::uint32_t>(slot);
+    m.offset = static_cast<std::uint32_t>(offset);
+    m.length = static_cast<std::uint32_t>(length);
+    m.low = static_cast<std::uint32_t>(offset - front_room);
+    m.high = static_cast<std::uint32_t>(offset + length);
+    return true;
+}
+
+std::span<std::uint8_t> PacketBatch::storage(std::size_t s) {
+    if (s >= shape_.slots) throw std::logic_error("PacketBatch::storage beyond slots");
+    return {storage_.get() + s * slot_size_, slot_size_};
 }
 
 std::span<std::uint8_t> PacketBatch::next_room() {
@@ -46,7 +71,7 @@ void PacketBatch::commit(std::size_t length) {
 }
 
 void PacketBatch::set_size(std::size_t n) {
-    if (n > shape_.slots) throw std::logic_error("PacketBatch::set_size beyond slots");
+    if (n > entries()) throw std::logic_error("PacketBatch::set_size beyond slots");
     used_ = n;
 }
 
@@ -59,21 +84,23 @@ std::span<const std::uint8_t> PacketBatch::packet(std::size_t i) const {
 }
 
 void PacketBatch::set_length(std::size_t i, std::size_t length) {
-    if (meta_[i].offset + length > slot_size_) throw std::logic_error("PacketBatch::set_length beyond slot");
+    if (meta_[i].offset + length > meta_[i].high) throw std::logic_error("PacketBatch::set_length beyond slot");
     meta_[i].length = static_cast<std::uint32_t>(length);
 }
 
 void PacketBatch::reset_slot(std::size_t i) {
     meta_[i].offset = static_cast<std::uint32_t>(shape_.headroom);
     meta_[i].length = 0;
+    meta_[i].low = 0;
+    meta_[i].high = static_cast<std::uint32_t>(slot_size_);
 }
 
 std::size_t PacketBatch::back_room(std::size_t i) const {
-    return slot_size_ - meta_[i].offset - meta_[i].length;
+    return meta_[i].high - meta_[i].offset - meta_[i].length;
 }
 
 bool PacketBatch::grow_front(std::size_t i, std::size_t n) {
-    if (n > meta_[i].offset) return false;
+    if (n > front_room(i)) return false;
     meta_[i].offset -= static_cast<std::uint32_t>(n);
     meta_[i].length += static_cast<std::uint32_t>(n);
     return true;

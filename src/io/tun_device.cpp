@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -229,9 +230,9 @@ Result<std::size_t> TunDevice::read_packets(PacketBatch& out) {
 
 Result<std::size_t> TunDevice::write_packets(PacketBatch& batch) {
     std::size_t writes = 0;
-    auto write_one = [&](std::span<const std::uint8_t> bytes) -> Status {
+    auto write_one = [&](std::span<const iovec> pieces) -> Status {
         for (;;) {
-            if (::write(fd_, bytes.data(), bytes.size()) >= 0) {
+            if (::writev(fd_, pieces.data(), static_cast<int>(pieces.size())) >= 0) {
                 ++writes;
                 ++counters_.writes;
                 return {};
@@ -246,13 +247,16 @@ Result<std::size_t> TunDevice::write_packets(PacketBatch& batch) {
         }
     };
     if (!offloads_.vnet_hdr) {
-        for (std::size_t i = 0; i < batch.size(); ++i)
-            if (Status s = write_one(batch.packet(i)); !s) return s.error();
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+            std::span<std::uint8_t> p = batch.packet(i);
+            const iovec whole{p.data(), p.size()};
+            if (Status s = write_one({&whole, 1}); !s) return s.error();
+        }
     } else {
         GroCoalescer::Outcome r = gro_->coalesce(batch, offloads_.tso, offloads_.uso);
         if (r.error != OffloadError::none) return make_error(std::string("tun write: ") + describe(r.error));
-        for (std::uint16_t slot : r.writes)
-            if (Status s = write_one(batch.packet(slot)); !s) return s.error();
+        for (std::size_t k = 0; k < r.writes(); ++k)
+            if (Status s = write_one(r.write(k)); !s) return s.error();
     }
     counters_.packets_in += batch.size();
     return writes;

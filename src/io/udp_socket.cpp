@@ -42,6 +42,7 @@ struct UdpSocket::Buffers {
     std::size_t gro_len[kGroBuffers] = {};
     std::size_t gro_seg[kGroBuffers] = {};
     std::size_t gro_count = 0, gro_index = 0, gro_offset = 0;
+    bool gro_in_batch = false;              // the buffers are the caller's batch slots (views), not gro_data
     SocketAddress gro_source[kGroBuffers];
 };
 
@@ -298,10 +299,17 @@ void UdpSocket::count_send_drops(SendStatus why, std::size_t packets) {
     else counters_.drop_other += packets;
 }
 
+namespace {
+// GRO buffers can be received straight into the caller's slots when it takes views of them.
+bool can_receive_in_place(const PacketBatch& out) {
+    return out.shape().views > 0 && out.capacity() + out.shape().tailroom >= kGroBufferSize;
+}
+}  // namespace
+
 std::size_t UdpSocket::drain_gro(PacketBatch& out, SocketAddress* sources) {
     Buffers& b = *buf_;
     std::size_t appended = 0;
-    while (b.gro_index < b.gro_count && !out.full()) {
+    while (b.gro_index < b.gro_count && !(b.gro_in_batch ? out.views_full() : out.full())) {
         const std::size_t len = b.gro_len[b.gro_index];
         const std::size_t seg = b.gro_seg[b.gro_index];
         if (b.gro_offset >= len) {
@@ -310,7 +318,12 @@ std::size_t UdpSocket::drain_gro(PacketBatch& out, SocketAddress* sources) {
             continue;
         }
         const std::size_t take = std::min(seg, len - b.gro_offset);
-        if (take > out.capacity()) {
+        if (b.gro_in_batch) {
+            // The datagram stays where recvmmsg put it: the packet is a view of it.
+            if (sources) sources[out.size()] = b.gro_source[b.gro_index];
+            (void)out.add_view(b.gro_index, out.headroom() + b.gro_offset, take, 0);
+            ++appended;
+        } else if (take > out.capacity()) {
             ++counters_.drop_truncated;
         } else {
             std::memcpy(out.next_room().data(), b.gro_data.get() + b.gro_index * kGroBufferSize + b.gro_offset, take);
@@ -319,6 +332,10 @@ std::size_t UdpSocket::drain_gro(PacketBatch& out, SocketAddress* sources) {
             ++appended;
         }
         b.gro_offset += take;
+        if (b.gro_offset >= len) {  // step on now: wait_readable must not see a spent buffer as pending
+            ++b.gro_index;
+            b.gro_offset = 0;
+        }
     }
     counters_.received += appended;
     return appended;
@@ -341,9 +358,15 @@ Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out, SocketAddress* sourc
     };
     if (gro_) {
         appended += drain_gro(out, sources);
-        if (out.full()) return appended;
-        for (std::size_t k = 0; k < kGroBuffers; ++k) {
-            rx.iov[k] = {b.gro_data.get() + k * kGroBufferSize, kGroBufferSize};
+        if (b.gro_index < b.gro_count) return appended;  // `out` is full; the rest waits
+        // In place needs an empty batch: its slots are about to be overwritten.
+        const bool in_place = can_receive_in_place(out);
+        if (in_place ? out.size() > 0 : out.full()) return appended;
+        b.gro_in_batch = in_place;
+        const std::size_t buffers = b.gro_in_batch ? std::min(kGroBuffers, out.slots()) : kGroBuffers;
+        for (std::size_t k = 0; k < buffers; ++k) {
+            std::uint8_t* at = b.gro_in_batch ? out.storage(k).data() + out.headroom() : b.gro_data.get() + k * kGroBufferSize;
+            rx.iov[k] = {at, kGroBufferSize};
             mmsghdr& mh = rx.msgs[k];
             mh = {};
             mh.msg_hdr.msg_iov = &rx.iov[k];
@@ -353,7 +376,7 @@ Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out, SocketAddress* sourc
             want_name(mh, k);
         }
         ++counters_.receive_calls;
-        int r = ::recvmmsg(fd_, rx.msgs, kGroBuffers, MSG_DONTWAIT, nullptr);
+        int r = ::recvmmsg(fd_, rx.msgs, static_cast<unsigned>(buffers), MSG_DONTWAIT, nullptr);
         if (r < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return appended;
             if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH) {

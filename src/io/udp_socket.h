@@ -101,6 +101,10 @@ public:
 
     // Appends received datagrams to `out` (never blocks). Returns how many.
     // Datagrams of a GRO buffer that do not fit `out` stay for the next call.
+    // A batch with views (shape.views > 0, slots of >= 64 KiB) gets the GRO
+    // buffers received straight into its slots, its packets being views of
+    // them (no copy); it must then be empty when passed, and be the same
+    // batch on the next call while datagrams are left over.
     // With `sources` (out.slots() entries), sources[i] is set to the sender
     // of packet i for every packet appended.
     Result<std::size_t> recv_batch(PacketBatch& out, SocketAddress* sources = nullptr);

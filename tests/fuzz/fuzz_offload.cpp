@@ -1,11 +1,12 @@
 // libFuzzer target for src/io/offload: a virtio_net_hdr and a packet go through
 // split_super_packet; whatever it produces, plus the raw input cut into
-// length-prefixed packets, goes through GroCoalescer, whose output must split
-// again without error. Build and run: tools/fuzz-offload [SECONDS]
+// length-prefixed packets, goes through GroCoalescer, whose output (its writev pieces gathered) must
+// split again without error. Build and run: tools/fuzz-offload [SECONDS]
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "src/io/offload.h"
 
@@ -16,6 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     static PacketBatch raw({32, 65535, 16, 0});
     static PacketBatch resplit({256, 65535, 16, 0});
     static GroCoalescer gro(256);
+    static std::vector<std::uint8_t> gathered;
     if (size < kVirtioNetHdrSize + 1) return 0;
     VirtioNetHdr hdr;
     parse_virtio_net_hdr({data, size}, hdr);
@@ -39,8 +41,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (PacketBatch* b : {&split_out, &raw}) {
         GroCoalescer::Outcome g = gro.coalesce(*b, true, uso);
         if (g.error != OffloadError::none) std::abort();
-        for (std::uint16_t slot : g.writes) {
-            auto p = b->packet(slot);
+        for (std::size_t k = 0; k < g.writes(); ++k) {
+            gathered.clear();
+            for (const iovec& piece : g.write(k)) {
+                const auto* at = static_cast<const std::uint8_t*>(piece.iov_base);
+                gathered.insert(gathered.end(), at, at + piece.iov_len);
+            }
+            std::span<const std::uint8_t> p = gathered;
             VirtioNetHdr h;
             if (!parse_virtio_net_hdr(p, h)) std::abort();
             if (h.gso_type == VirtioNetHdr::kGsoNone) continue;

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "src/io/checksum.h"
 #include "src/io/offload.h"
 #include "tests/unit/src/io/packets.h"
 
@@ -228,11 +229,15 @@ std::vector<Written> run_gro(PacketBatch& b, bool tcp = true, bool udp = true, s
     REQUIRE(r.error == OffloadError::none);
     if (merged) *merged = r.merged;
     std::vector<Written> out;
-    for (auto slot : r.writes) {
-        auto p = b.packet(slot);
+    for (std::size_t k = 0; k < r.writes(); ++k) {
+        Bytes whole;  // what writev hands the tun: the pieces one after the other
+        for (const iovec& piece : r.write(k)) {
+            const auto* at = static_cast<const std::uint8_t*>(piece.iov_base);
+            whole.insert(whole.end(), at, at + piece.iov_len);
+        }
         Written w;
-        REQUIRE(parse_virtio_net_hdr(p, w.hdr));
-        w.packet = Bytes(p.begin() + 10, p.end());
+        REQUIRE(parse_virtio_net_hdr(whole, w.hdr));
+        w.packet = Bytes(whole.begin() + 10, whole.end());
         out.push_back(w);
     }
     return out;
@@ -381,17 +386,45 @@ TEST_CASE("gro: UDP datagrams coalesce only when USO is on, and split back") {
     CHECK(run_gro(c, true, false).size() == 3);
 }
 
-TEST_CASE("gro: slot room limits merging, and missing headroom is an error") {
+TEST_CASE("gro: merged payloads are gathered in place, so small slots merge too; missing headroom is an error") {
     Flow f;
     PacketBatch small({8, 1500, 16, 0});
-    push(small, make_packet(f, 0, kAck, pattern(1000)));
-    push(small, make_packet(f, 1000, kAck, pattern(1000)));
+    Bytes first = make_packet(f, 0, kAck, pattern(1000, 1));
+    Bytes second = make_packet(f, 1000, kAck, pattern(1000, 2));
+    push(small, first);
+    push(small, second);
+    const std::uint8_t* second_payload = small.packet(1).data() + 40;
     GroCoalescer gro(8);
     auto r = gro.coalesce(small, true, true);
     REQUIRE(r.error == OffloadError::none);
-    CHECK(r.writes.size() == 2);  // no room to append in a 1500-byte slot
+    REQUIRE(r.writes() == 1);
+    CHECK(r.merged == 1);
+    // One write of two pieces: [virtio hdr | head packet], then the second payload where it lies.
+    auto pieces = r.write(0);
+    REQUIRE(pieces.size() == 2);
+    CHECK(pieces[0].iov_len == 10 + 40 + 1000);
+    CHECK(pieces[1].iov_base == second_payload);
+    CHECK(pieces[1].iov_len == 1000);
 
     PacketBatch none({8, 1500, 4, 0});
     push(none, make_packet(f, 0, kAck, pattern(10)));
     CHECK(gro.coalesce(none, true, true).error == OffloadError::no_headroom);
+    CHECK_THROWS(GroCoalescer(0xffff));
+}
+
+TEST_CASE("checksum: copy_and_add copies and sums like add, at every length and alignment") {
+    Bytes src(300), dst(310);
+    std::uint32_t x = 12345;
+    for (auto& b : src) b = std::uint8_t((x = x * 1103515245u + 12345u) >> 24);
+    for (std::size_t from : {0u, 1u, 3u})
+        for (std::size_t n = 0; n + from <= src.size(); ++n) {
+            std::fill(dst.begin(), dst.end(), std::uint8_t(0xee));
+            const std::uint64_t start = 0xfffe0001u;  // a running sum that carries
+            const std::uint64_t got = espvpn::io::checksum::copy_and_add(dst.data() + 2, src.data() + from, n, start);
+            const std::uint64_t want = espvpn::io::checksum::add(start, {src.data() + from, n});
+            CHECK(espvpn::io::checksum::fold(got) == espvpn::io::checksum::fold(want));
+            CHECK(std::equal(src.begin() + from, src.begin() + from + n, dst.begin() + 2));
+            CHECK(dst[1] == 0xee);
+            CHECK(dst[2 + n] == 0xee);
+        }
 }
