@@ -9,6 +9,7 @@
 #include "src/cli/https_settings.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/log/logger.h"
+#include "src/session/ac_dtls_link.h"
 #include "src/session/ac_login.h"
 #include "src/session/ac_tunnel.h"
 
@@ -114,7 +115,16 @@ int run_anyconnect(ClientOptions& options, std::ostream& out) {
     t.no_dtls = options.no_dtls;
     t.force_dpd_s = options.force_dpd_s;
     t.dry_run = options.dry_run;
-    auto end = session::run_ac_tunnel(*https, auth, t);
+    t.stats_json = options.stats_json;
+    session::AcDtlsFactory dtls;
+    if (!options.no_dtls) {
+        session::AcDtlsLinkOptions d;
+        d.local_port = options.dtls_local_port;
+        d.retry = std::chrono::seconds(options.esp_retry_interval_s);
+        d.force_dpd_s = options.force_dpd_s;
+        dtls = session::make_ac_dtls_factory(d);
+    }
+    auto end = session::run_ac_tunnel(*https, auth, t, dtls);
     https->close_all();
     if (!end) {
         LOG_ERROR << end.error().message;

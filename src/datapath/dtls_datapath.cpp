@@ -37,6 +37,15 @@ std::uint64_t DtlsDatapathStats::drops() const {
     return n;
 }
 
+void DtlsDatapathStats::add(const DtlsDatapathStats& other) {
+#define ESPVPN_FIELD(name) tx.name += other.tx.name;
+    ESPVPN_DTLS_TX_COUNTERS(ESPVPN_FIELD)
+#undef ESPVPN_FIELD
+#define ESPVPN_FIELD(name) rx.name += other.rx.name;
+    ESPVPN_DTLS_RX_COUNTERS(ESPVPN_FIELD)
+#undef ESPVPN_FIELD
+}
+
 std::string DtlsDatapathStats::to_json() const {
     std::ostringstream o;
     const char* sep = "";

@@ -110,6 +110,7 @@ struct DtlsDatapathStats {
     DtlsRxStats rx;
     std::uint64_t drops() const;
     std::string to_json() const;  // {"tx": {...}, "rx": {...}}
+    void add(const DtlsDatapathStats& other);  // every counter summed (totals over restarts)
 };
 
 struct DtlsDatapathOptions {

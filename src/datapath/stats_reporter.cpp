@@ -30,9 +30,13 @@ void on_sigusr1(int) {
 }  // namespace
 
 Result<std::unique_ptr<StatsReporter>> StatsReporter::start(Source source, const StatsReporterOptions& options) {
+    return start(StatsView{[source] { return source().to_json(); }, [source] { return source().to_text(); }}, options);
+}
+
+Result<std::unique_ptr<StatsReporter>> StatsReporter::start(StatsView view, const StatsReporterOptions& options) {
     const int stop_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (stop_fd < 0) return make_error(std::string("stats: eventfd: ") + std::strerror(errno));
-    std::unique_ptr<StatsReporter> r(new StatsReporter(std::move(source), options, stop_fd));
+    std::unique_ptr<StatsReporter> r(new StatsReporter(std::move(view), options, stop_fd));
     if (options.print_on_sigusr1) {
         const int sig_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (sig_fd < 0) return make_error(std::string("stats: eventfd: ") + std::strerror(errno));
@@ -52,8 +56,8 @@ Result<std::unique_ptr<StatsReporter>> StatsReporter::start(Source source, const
     return r;
 }
 
-StatsReporter::StatsReporter(Source source, StatsReporterOptions options, int stop_fd)
-    : source_(std::move(source)), options_(std::move(options)), stop_fd_(stop_fd) {}
+StatsReporter::StatsReporter(StatsView view, StatsReporterOptions options, int stop_fd)
+    : view_(std::move(view)), options_(std::move(options)), stop_fd_(stop_fd) {}
 
 StatsReporter::~StatsReporter() {
     const std::uint64_t one = 1;
@@ -72,7 +76,7 @@ Status StatsReporter::write_json() const {
     const std::string tmp = options_.json_path + ".tmp";
     std::FILE* f = std::fopen(tmp.c_str(), "w");
     if (!f) return make_error("stats: cannot write " + tmp + ": " + std::strerror(errno));
-    const std::string text = source_().to_json() + "\n";
+    const std::string text = view_.json() + "\n";
     const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
     if (std::fclose(f) != 0 || !ok) return make_error("stats: write " + tmp + " failed");
     if (std::rename(tmp.c_str(), options_.json_path.c_str()) != 0)
@@ -80,7 +84,7 @@ Status StatsReporter::write_json() const {
     return {};
 }
 
-void StatsReporter::print() const { LOG_INFO << "datapath stats:\n" << source_().to_text(); }
+void StatsReporter::print() const { LOG_INFO << "datapath stats:\n" << view_.text(); }
 
 void StatsReporter::run() {
     const int sig_fd = g_sigusr1_fd.load();

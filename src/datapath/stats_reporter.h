@@ -23,10 +23,18 @@ struct StatsReporterOptions {
     bool print_on_sigusr1 = true;                     // installs the SIGUSR1 handler
 };
 
+// What a reporter shows, for sessions whose counters are not DatapathStats
+// (AnyConnect): the JSON object and the SIGUSR1 text.
+struct StatsView {
+    std::function<std::string()> json;
+    std::function<std::string()> text;
+};
+
 class StatsReporter {
 public:
     using Source = std::function<DatapathStats()>;
     static Result<std::unique_ptr<StatsReporter>> start(Source source, const StatsReporterOptions& options);
+    static Result<std::unique_ptr<StatsReporter>> start(StatsView view, const StatsReporterOptions& options);
     ~StatsReporter();  // stops, writes the JSON file one last time
     StatsReporter(const StatsReporter&) = delete;
     StatsReporter& operator=(const StatsReporter&) = delete;
@@ -37,10 +45,10 @@ public:
     void print() const;
 
 private:
-    StatsReporter(Source source, StatsReporterOptions options, int stop_fd);
+    StatsReporter(StatsView view, StatsReporterOptions options, int stop_fd);
     void run();
 
-    Source source_;
+    StatsView view_;
     StatsReporterOptions options_;
     int stop_fd_ = -1;
     std::thread thread_;

@@ -36,6 +36,12 @@ using anyconnect::CstpType;
 inline constexpr int kPollMs = 100;
 inline constexpr std::size_t kRxSlotCapacity = 65535;  // a packet, or coalesced TCP segments for one tun write
 
+// The CSTP channel's counters (data packets only in tx/rx; control counted apart).
+struct CstpStats {
+    std::uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0, drop_rx = 0;
+    std::uint64_t dpd_requests_sent = 0, dpd_answered = 0, keepalives_sent = 0;
+};
+
 inline std::int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 
 // CSTP sends one TLS record per packet; written one by one that is a send()
@@ -191,10 +197,17 @@ public:
         return std::make_pair(end_, end_reason_);
     }
 
-    std::string stats_text() const {
-        return "tx " + std::to_string(tx_packets_) + " packets / " + std::to_string(tx_bytes_) + " bytes, rx " +
-               std::to_string(rx_packets_) + " packets / " + std::to_string(rx_bytes_) + " bytes, dropped rx " +
-               std::to_string(rx_dropped_) + ", DPD answered " + std::to_string(dpd_answered_);
+    CstpStats stats() const {
+        CstpStats s;
+        s.tx_packets = tx_packets_;
+        s.tx_bytes = tx_bytes_;
+        s.rx_packets = rx_packets_;
+        s.rx_bytes = rx_bytes_;
+        s.drop_rx = rx_dropped_;
+        s.dpd_requests_sent = dpd_sent_;
+        s.dpd_answered = dpd_answered_;
+        s.keepalives_sent = keepalives_sent_;
+        return s;
     }
 
     void deliver(io::PacketBatch& batch) override {
@@ -260,8 +273,8 @@ private:
             }
             if (send_control(CstpType::dpd_response, {copy, n})) ++dpd_answered_;
         }
-        if (what & kDpd) send_control(CstpType::dpd_request);
-        if (what & kKeepalive) send_control(CstpType::keepalive);
+        if ((what & kDpd) && send_control(CstpType::dpd_request)) ++dpd_sent_;
+        if ((what & kKeepalive) && send_control(CstpType::keepalive)) ++keepalives_sent_;
         if (what & kLogout) {
             auto bye = anyconnect::cstp_logout_packet("Aborted by caller");
             if (send_record(bye.data(), bye.size())) logout_sent_ = true;
@@ -296,10 +309,8 @@ private:
                 if (*got == 0) break;
                 AcDataChannel* channel = channel_.load();
                 if (channel && channel->carrying()) {
-                    if (auto st = channel->send(tx_batch_); !st) {
-                        LOG_WARN << "DTLS send failed (" << st.error().message << "); data goes over CSTP";
-                        channel_.store(nullptr);
-                    }
+                    // A failure stops the channel carrying (it logs why); this batch is lost.
+                    (void)channel->send(tx_batch_);
                     continue;
                 }
                 for (std::size_t i = 0; i < tx_batch_.size(); ++i) {
@@ -434,7 +445,7 @@ private:
     AcTunnelEnd end_ = AcTunnelEnd::error;
     std::string end_reason_;
     std::atomic<std::uint64_t> tx_packets_{0}, tx_bytes_{0}, rx_packets_{0}, rx_bytes_{0}, rx_dropped_{0},
-        dpd_answered_{0};
+        dpd_answered_{0}, dpd_sent_{0}, keepalives_sent_{0};
 };
 
 }  // namespace espvpn::session::cstp

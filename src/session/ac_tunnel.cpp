@@ -10,6 +10,7 @@
 
 #include "protocols/anyconnect/cstp.h"
 #include "protocols/http/response_parser.h"
+#include "src/datapath/stats_reporter.h"
 #include "src/log/logger.h"
 #include "src/session/ac_cstp_pump.h"
 #include "src/session/signal_watch.h"
@@ -97,6 +98,46 @@ Result<ConnectOutcome> send_connect(io::TlsStream& tls, const Secret& request, a
     return out;
 }
 
+// --stats-json for AnyConnect: which channel carries data, and both channels' counters.
+std::string stats_json(const cstp::CstpStats& c, const AcDataChannel* channel, int dpd_s) {
+    std::string j = "{\"protocol\": \"anyconnect\"";
+    const std::optional<AcDtlsStats> d = channel ? std::optional<AcDtlsStats>(channel->stats()) : std::nullopt;
+    j += std::string(", \"transport\": \"") + (d && d->carrying ? "dtls" : "cstp") + "\"";
+    j += ", \"transport_switches\": " + std::to_string(d ? d->transport_switches : 0);
+    j += ", \"dpd_s\": " + std::to_string(dpd_s);
+    j += ", \"cstp\": {\"tx_packets\": " + std::to_string(c.tx_packets) + ", \"tx_bytes\": " +
+         std::to_string(c.tx_bytes) + ", \"rx_packets\": " + std::to_string(c.rx_packets) + ", \"rx_bytes\": " +
+         std::to_string(c.rx_bytes) + ", \"drop_rx\": " + std::to_string(c.drop_rx) +
+         ", \"dpd_requests_sent\": " + std::to_string(c.dpd_requests_sent) + ", \"dpd_answered\": " +
+         std::to_string(c.dpd_answered) + ", \"keepalives_sent\": " + std::to_string(c.keepalives_sent) + "}";
+    if (d) {
+        j += ", \"dtls\": {\"state\": \"" + std::string(d->carrying ? "up" : d->disabled ? "disabled" : "down") +
+             "\", \"mode\": \"" + d->mode + "\", \"session\": \"" + d->description +
+             "\", \"tunnel_mtu\": " + std::to_string(d->tunnel_mtu) + ", \"handshakes\": " +
+             std::to_string(d->handshakes) + ", \"handshake_failures\": " + std::to_string(d->handshake_failures) +
+             ", \"datapath\": " + d->totals.to_json() + "}";
+    } else {
+        j += ", \"dtls\": {\"state\": \"off\"}";
+    }
+    j += ", \"drops\": " + std::to_string(c.drop_rx + (d ? d->totals.drops() : 0)) + "}";
+    return j;
+}
+
+std::string stats_text(const cstp::CstpStats& c, const AcDataChannel* channel) {
+    std::string t = "CSTP: tx " + std::to_string(c.tx_packets) + " packets / " + std::to_string(c.tx_bytes) +
+                    " bytes, rx " + std::to_string(c.rx_packets) + " packets / " + std::to_string(c.rx_bytes) +
+                    " bytes, dropped rx " + std::to_string(c.drop_rx) + ", DPD answered " +
+                    std::to_string(c.dpd_answered);
+    if (!channel) return t + "; DTLS off";
+    const AcDtlsStats d = channel->stats();
+    return t + "\nDTLS (" + d.mode + ", " + (d.carrying ? "carrying data" : "down") + "): tx " +
+           std::to_string(d.totals.tx.inner_packets) + " packets / " + std::to_string(d.totals.tx.inner_bytes) +
+           " bytes, rx " + std::to_string(d.totals.rx.inner_packets) + " packets / " +
+           std::to_string(d.totals.rx.inner_bytes) + " bytes, drops " + std::to_string(d.totals.drops()) +
+           ", handshakes " + std::to_string(d.handshakes) + " (failed " + std::to_string(d.handshake_failures) +
+           "), switches " + std::to_string(d.transport_switches);
+}
+
 std::string local_hostname() {
     char name[256] = {};
     if (gethostname(name, sizeof name - 1) == 0 && name[0]) return name;
@@ -169,22 +210,32 @@ Result<AcTunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated&
     TunnelHost host(o.host);
     if (Status st = host.bring_up(*config, mtu); !st) return st.error();
     CstpPump pump(*tls, host.tun(), mtu);
-    pump.start(connected->early_bytes);
-
+    // The DTLS channel before the pump threads start: its factory exports the
+    // PSK from the TLS session they are about to use.
     std::unique_ptr<AcDataChannel> channel;
     if (reply.dtls && dtls_factory) {
-        AcDtlsContext ctx{tls->native(), peer_address, *reply.dtls, &master_secret, reply.base_mtu, mtu};
+        AcDtlsContext ctx{tls->native(), peer_address, *reply.dtls, &master_secret,
+                          reply.base_mtu > 0 ? reply.base_mtu : s.base_mtu, mtu, &host.tun()};
         auto made = dtls_factory(ctx, pump);
         if (!made) LOG_WARN << "DTLS not started (" << made.error().message << "); data stays on CSTP";
         else channel = std::move(*made);
         pump.set_channel(channel.get());
     }
-    LOG_INFO << "tunnel up on " << host.tun().name() << " (data over CSTP)";
+    pump.start(connected->early_bytes);
+    LOG_INFO << "tunnel up on " << host.tun().name() << " (data over CSTP"
+             << (channel ? "; DTLS handshake started)" : ")");
 
     const int dpd_s = o.force_dpd_s > 0 ? o.force_dpd_s : reply.dpd_s;
     const std::int64_t dpd_ns = std::int64_t{dpd_s} * 1000000000;
     const std::int64_t keepalive_ns = std::int64_t{reply.keepalive_s} * 1000000000;
     std::int64_t last_dpd_sent = 0;
+    datapath::StatsReporterOptions report;
+    report.json_path = o.stats_json;
+    auto reporter = datapath::StatsReporter::start(
+        datapath::StatsView{[&] { return stats_json(pump.stats(), channel.get(), dpd_s); },
+                            [&] { return stats_text(pump.stats(), channel.get()); }},
+        report);
+    if (!reporter) LOG_WARN << reporter.error().message;
     AcTunnelEnd end = AcTunnelEnd::user_logout;
     std::string reason;
     for (bool running = true; running;) {
@@ -228,6 +279,9 @@ Result<AcTunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated&
         if (pump.logout_sent()) LOG_INFO << "logout (DISCONNECT) sent";
         else LOG_WARN << "could not send the logout";
     }
+    // The reporter's last write (--stats-json) while the DTLS datapath still holds its counters.
+    if (reporter) reporter->reset();
+    LOG_INFO << "tunnel statistics:\n" << stats_text(pump.stats(), channel.get());
     pump.set_channel(nullptr);
     channel.reset();
     pump.stop();
@@ -235,7 +289,6 @@ Result<AcTunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated&
         if (end == AcTunnelEnd::error || end == AcTunnelEnd::peer_dead) LOG_ERROR << reason;
         else LOG_INFO << reason;
     }
-    LOG_INFO << "tunnel statistics: " << pump.stats_text();
     tls->close();
     host.tear_down();
     return end;

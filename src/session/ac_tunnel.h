@@ -20,6 +20,7 @@
 #include "crypto/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/connect.h"
+#include "src/datapath/dtls_datapath.h"
 #include "src/io/https_client.h"
 #include "src/io/packet_batch.h"
 #include "src/session/ac_login.h"
@@ -36,6 +37,7 @@ struct AcTunnelOptions {
     std::string user_agent;
     bool no_dtls = false;      // --no-dtls: no X-DTLS-* headers at all
     int force_dpd_s = 0;       // --force-dpd
+    std::string stats_json;    // --stats-json FILE
     bool dry_run = false;      // CONNECT and show the configuration, then log out; no tun
 };
 
@@ -55,7 +57,21 @@ struct AcDtlsContext {
     anyconnect::AcDtlsParams params;
     const Secret* master_secret = nullptr;     // the 48 bytes offered in X-DTLS-Master-Secret (legacy mode)
     int base_mtu = 0;                          // X-CSTP-Base-MTU (0: unknown)
-    int tunnel_mtu = 0;
+    int tunnel_mtu = 0;                        // the tun's MTU now
+    io::TunDevice* tun = nullptr;              // for ICMP "too big" answers and lowering the MTU (may be null)
+};
+
+// What the DTLS channel did so far (for --stats-json / SIGUSR1).
+struct AcDtlsStats {
+    bool carrying = false;                    // data goes over DTLS now
+    bool disabled = false;                    // no more attempts (retry 0, or a legacy server that did not resume)
+    std::string mode;                         // "psk" / "legacy"
+    std::string description;                  // the last established session, e.g. (DTLS1.2)-(PSK)-(AES-256-GCM)
+    std::uint64_t tunnel_mtu = 0;             // of the last established session
+    std::uint64_t handshakes = 0;             // completed
+    std::uint64_t handshake_failures = 0;
+    std::uint64_t transport_switches = 0;     // CSTP <-> DTLS changes
+    datapath::DtlsDatapathStats totals;       // every DTLS datapath of this tunnel, summed
 };
 
 // A data carrier beside CSTP (the DTLS channel). It runs its own threads
@@ -68,6 +84,7 @@ public:
     // tx thread: sends every IP packet of the batch (each has >= 1 byte of front room).
     // An error makes the tunnel fall back to CSTP.
     virtual Status send(io::PacketBatch& batch) = 0;
+    virtual AcDtlsStats stats() const = 0;
 };
 
 using AcDtlsFactory =

@@ -12,6 +12,14 @@
 #                 SIGINT: BYE sent (ocserv closes the session), tun removed, exit 0
 #   server_kill:  occtl disconnect: espvpn notices, tun removed, exit 1
 #   compare:      CSTP throughput, espvpn vs openconnect 9.01, same ocserv, iperf3 TCP 2 s each way
+#   dtls_psk:     password login (two form rounds: username, then password), DTLS in PSK-NEGOTIATE mode:
+#                 ocserv lists the DTLS session, ping v4 + v6, iperf3 TCP both ways (2 s), --stats-json
+#                 says the data went over DTLS (not CSTP); SIGUSR1 prints both channels; logout
+#   dtls_legacy:  the same with ocserv's dtls-psk = false (legacy resumption mode)
+#   udp_blocked:  nftables drops UDP to ocserv's port: CSTP carries ping + iperf3, stats say CSTP;
+#                 unblocked: DTLS comes back within the retry period (--esp-retry-interval 4)
+#   dtls_dies:    UDP from ocserv dropped once DTLS is up: back to CSTP within ~2 x DPD (DPD 2 s),
+#                 ping over CSTP, no exit; a new DTLS once UDP flows again
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
 command -v ocserv >/dev/null || { echo "SKIP: ocserv not installed"; exit 77; }
@@ -33,9 +41,16 @@ url=https://$gw_ip:$oc_port/
 ca=(--cafile "$repo/certs/ca.pem")
 topo_up
 [[ $mode == group ]] && export OC_GROUPS=1
-# DTLS is not espvpn's yet: ocserv offers it, espvpn and openconnect are run with --no-dtls
-# so both measure CSTP.
-ocserv_up || fail "ocserv did not start"
+[[ $mode == dtls_dies ]] && export OC_DPD=2
+# The CSTP cases run espvpn (and openconnect) with --no-dtls; the dtls_* cases without.
+dtls_opt=(--no-dtls)
+oc_extra=()
+case $mode in
+dtls_*|udp_blocked) dtls_opt=() ;;&
+dtls_psk) oc_extra=("ipv6-network = fd00:199::/64" "route = fd00:202::/64") ;;
+dtls_legacy) oc_extra=("dtls-psk = false") ;;
+esac
+ocserv_up "${oc_extra[@]}" || fail "ocserv did not start"
 
 # authenticate USER [espvpn options...]: prints the COOKIE=... lines into $work/auth.out
 authenticate() {
@@ -48,7 +63,7 @@ cookie_of() { sed -n "s/^COOKIE='\(.*\)'$/\1/p" "$work/auth.out"; }
 # espvpn_up NAME [options...]: espvpn in the client namespace until "tunnel up"; sets client_pid.
 espvpn_up() {
   local name=$1; shift
-  ip netns exec "$nsc" "$espvpn" "${ca[@]}" --no-dtls "$@" "$url" <&0 >"$work/$name.out" 2>"$work/$name.log" &
+  ip netns exec "$nsc" "$espvpn" "${ca[@]}" "${dtls_opt[@]}" "$@" "$url" <&0 >"$work/$name.out" 2>"$work/$name.log" &
   client_pid=$!; pids+=("$client_pid")
   wait_for "$work/$name.log" "tunnel up" 20 || fail "$name: espvpn did not bring the tunnel up"
 }
@@ -85,7 +100,102 @@ iperf_mbps() {  # [-R]
   json "$work/iperf.json" '"%.0f" % (d["end"]["sum_received"]["bits_per_second"]/1e6)'
 }
 
+# DTLS helpers. stats_check NAME PYTHON-EXPR: the expression over d (the --stats-json object) must hold.
+stats_check() {
+  local i
+  for ((i = 0; i < 30; i++)); do  # the file is rewritten every second
+    [[ -s $work/$1.json ]] && json "$work/$1.json" "$2" 2>/dev/null | grep -qx True && return 0
+    sleep 0.2
+  done
+  echo "--- $work/$1.json"; cat "$work/$1.json" 2>/dev/null || true
+  return 1
+}
+# udp_block [in|out|both] / udp_unblock: nftables in the client namespace drops UDP to/from ocserv's port.
+udp_block() {
+  ip netns exec "$nsc" nft add table inet acblock
+  ip netns exec "$nsc" nft add chain inet acblock out "{ type filter hook output priority 0; }"
+  ip netns exec "$nsc" nft add chain inet acblock in "{ type filter hook input priority 0; }"
+  [[ $1 == in ]] || ip netns exec "$nsc" nft add rule inet acblock out udp dport $oc_port drop
+  [[ $1 == out ]] || ip netns exec "$nsc" nft add rule inet acblock in udp sport $oc_port drop
+}
+udp_unblock() { ip netns exec "$nsc" nft delete table inet acblock; }
+# dtls_traffic NAME MODE: ping, iperf3 both ways, and the stats say all of it went over DTLS.
+dtls_traffic() {
+  local name=$1 want=$2
+  ping_lan
+  up=$(iperf_mbps); down=$(iperf_mbps -R)
+  echo "espvpn DTLS ($want): up $up Mbit/s, down $down Mbit/s"
+  stats_check "$name" "d['transport'] == 'dtls' and d['dtls']['mode'] == '$want' and \
+    d['dtls']['datapath']['tx']['inner_bytes'] > 1000000 and d['dtls']['datapath']['rx']['inner_bytes'] > 1000000 \
+    and d['cstp']['tx_bytes'] + d['cstp']['rx_bytes'] < 0.05 * d['dtls']['datapath']['tx']['inner_bytes']" ||
+    fail "$name: the stats do not show the data on DTLS ($want)"
+}
+
 case $mode in
+dtls_psk|dtls_legacy)
+  want=${mode#dtls_}
+  espvpn_up dtls -u testuser --passwd-on-stdin --stats-json "$work/dtls.json" <<<"$oc_password"
+  wait_for "$work/dtls.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  occtl_run show users >"$work/users.out"
+  occtl_run show sessions all >"$work/sessions.out" 2>&1 || true
+  occtl_run -j show user testuser >"$work/user.json"
+  grep -q '"DTLS cipher": *"[^"(]*(DTLS' "$work/user.json" || fail "ocserv does not show a DTLS cipher for the session"
+  if [[ $want == psk ]]; then
+    grep -q 'PSK' "$work/user.json" || fail "ocserv's DTLS session is not PSK"
+    grep -q "fd00:199::" "$work/dtls.log" || fail "no IPv6 address from the pool"
+    for ((i = 0; i < 30; i++)); do ip -n "$nsc" -6 route get "$lan_ip6" 2>/dev/null | grep -q " dev tun" && break; sleep 0.1; done
+    ip netns exec "$nsc" ping -6 -c 3 -i 0.2 -W 2 "$lan_ip6" >"$work/ping6.out" 2>&1 || fail "ping -6 $lan_ip6 through DTLS"
+  else
+    ! grep -q 'PSK' "$work/user.json" || fail "ocserv's DTLS session is PSK, expected legacy"
+  fi
+  dtls_traffic dtls "$want"
+  grep -h "DTLS up\|tun MTU\|CSTP connected" "$work/dtls.log" | sed 's/^/  /'
+  kill -USR1 "$client_pid"
+  wait_for "$work/dtls.log" "DTLS ($want, carrying data)" 10 || fail "SIGUSR1 printed no DTLS line"
+  espvpn_stop dtls
+  echo "PASS $mode"
+  ;;
+udp_blocked)
+  udp_block both
+  espvpn_up blocked -u testuser --passwd-on-stdin --stats-json "$work/blocked.json" --esp-retry-interval 4 \
+    <<<"$oc_password"
+  ping_lan
+  up=$(iperf_mbps); down=$(iperf_mbps -R)
+  echo "espvpn with UDP blocked (CSTP): up $up Mbit/s, down $down Mbit/s"
+  stats_check blocked "d['transport'] == 'cstp' and d['cstp']['tx_bytes'] > 1000000 and \
+    d['cstp']['rx_bytes'] > 1000000 and d['dtls']['datapath']['tx']['inner_packets'] == 0" ||
+    fail "the stats do not show CSTP carrying the data"
+  grep -q "DTLS: .*data over CSTP, next DTLS attempt" "$work/blocked.log" || fail "no failed DTLS attempt logged"
+  udp_unblock
+  t0=$SECONDS
+  wait_for "$work/blocked.log" "data over DTLS" 25 || fail "DTLS did not come back within 25 s of the unblock"
+  echo "DTLS back $((SECONDS - t0)) s after the unblock"
+  dtls_traffic blocked psk
+  espvpn_stop blocked
+  echo "PASS udp_blocked"
+  ;;
+dtls_dies)
+  espvpn_up dies -u testuser --passwd-on-stdin --stats-json "$work/dies.json" --esp-retry-interval 4 <<<"$oc_password"
+  wait_for "$work/dies.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  ping_lan
+  udp_block in
+  t0=$SECONDS
+  # ping keeps traffic going so the loss is noticed by the data as well as by DPD
+  ip netns exec "$nsc" ping -c 40 -i 0.25 -W 1 "$lan_ip" >"$work/ping-dies.out" 2>&1 &
+  ping_pid=$!; pids+=("$ping_pid")
+  wait_for "$work/dies.log" "DTLS: no DTLS packet for 2 x DPD" 10 || fail "DTLS death not noticed within 10 s"
+  echo "DTLS declared dead $((SECONDS - t0)) s after the block (DPD 2 s)"
+  stats_check dies "d['transport'] == 'cstp'" || fail "the stats do not say CSTP after the DTLS death"
+  sleep 1
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 "$lan_ip" >"$work/ping-cstp.out" 2>&1 || fail "no ping over CSTP after the DTLS death"
+  kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited after the DTLS death"
+  udp_unblock
+  for ((i = 0; i < 100; i++)); do [[ $(grep -c "data over DTLS" "$work/dies.log") -ge 2 ]] && break; sleep 0.2; done
+  [[ $(grep -c "data over DTLS" "$work/dies.log") -ge 2 ]] || fail "DTLS did not come back after UDP flowed again"
+  stats_check dies "d['transport'] == 'dtls' and d['transport_switches'] >= 3" || fail "the stats do not show the switches"
+  espvpn_stop dies
+  echo "PASS dtls_dies"
+  ;;
 login)
   authenticate testuser || fail "espvpn --authenticate exited $?"
   for k in COOKIE HOST CONNECT_URL FINGERPRINT RESOLVE; do grep -q "^$k='" "$work/auth.out" || fail "no $k line"; done

@@ -1,0 +1,339 @@
+#include "src/session/ac_dtls_link.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "protocols/anyconnect/dtls_dpd.h"
+#include "src/io/dtls_channel.h"
+#include "src/io/udp_socket.h"
+#include "src/log/logger.h"
+
+namespace espvpn::session {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ocserv ignores a second ClientHello for the same session within 3 s of the
+// previous one (doc 4.5): attempts never start closer together than this.
+constexpr auto kMinAttemptGap = std::chrono::milliseconds(3200);
+constexpr int kSuperviseStepMs = 200;
+
+// One established DTLS session: socket, channel and datapath, destroyed in
+// reverse order (the datapath uses the other two).
+struct LiveDtls {
+    std::optional<io::UdpSocket> udp;
+    std::unique_ptr<io::DtlsChannel> channel;
+    std::unique_ptr<datapath::DtlsDatapath> datapath;
+    ~LiveDtls() {
+        datapath.reset();
+        channel.reset();
+    }
+};
+
+// Why an attempt or a session ended; `fatal` stops all further attempts.
+struct DtlsEnd {
+    std::string reason;
+    bool fatal = false;
+    bool retry_now = false;  // a session that worked died: try again at once (as OC)
+};
+
+class AcDtlsLink final : public AcDataChannel {
+public:
+    AcDtlsLink(const AcDtlsContext& context, AcPacketSink& sink, const AcDtlsLinkOptions& options, Secret psk)
+        : context_(context), sink_(sink), options_(options), psk_(std::move(psk)) {
+        context_.master_secret = nullptr;  // copied below: the caller's may not outlive us
+        if (context.master_secret) master_secret_ = context.master_secret->clone();
+        current_mtu_ = context.tunnel_mtu;
+        stats_.mode = context.params.mode == anyconnect::AcDtlsParams::Mode::psk ? "psk" : "legacy";
+    }
+    ~AcDtlsLink() override {
+        stopping_ = true;
+        wake();
+        if (thread_.joinable()) thread_.join();
+        if (stop_fd_ >= 0) ::close(stop_fd_);
+    }
+
+    Status start() {
+        stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (stop_fd_ < 0) return make_error(std::string("DTLS: eventfd: ") + std::strerror(errno));
+        try {
+            thread_ = std::thread([this] { run(); });
+        } catch (const std::exception& e) {
+            return make_error(std::string("DTLS: cannot start its thread: ") + e.what());
+        }
+        return {};
+    }
+
+    bool carrying() const override { return carrying_.load(std::memory_order_acquire); }
+
+    // The CSTP tx thread, once per batch: one uncontended lock (the supervisor
+    // takes it only to install or remove a session).
+    Status send(io::PacketBatch& batch) override {
+        std::lock_guard<std::mutex> lock(live_mutex_);
+        if (!live_ || !carrying_) return make_error("DTLS is down");
+        Status st = live_->datapath->send(batch);
+        if (!st) {
+            carrying_ = false;
+            send_failed_ = true;
+            wake();
+        }
+        return st;
+    }
+
+    AcDtlsStats stats() const override {
+        std::lock_guard<std::mutex> lock(live_mutex_);
+        AcDtlsStats s;
+        {
+            std::lock_guard<std::mutex> slock(stats_mutex_);
+            s = stats_;
+        }
+        s.carrying = carrying_;
+        if (live_) s.totals.add(live_->datapath->stats());
+        return s;
+    }
+
+private:
+    void wake() {
+        const std::uint64_t one = 1;
+        (void)!::write(stop_fd_, &one, sizeof one);
+    }
+    // Sleeps until `until` or stop; false when stopping.
+    bool sleep_until(Clock::time_point until) {
+        while (!stopping_) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+            if (left <= 0) return true;
+            pollfd p{stop_fd_, POLLIN, 0};
+            ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+        }
+        return false;
+    }
+
+    void run() {
+        Clock::time_point next_attempt = Clock::now();
+        while (!stopping_) {
+            if (!sleep_until(next_attempt)) return;
+            const Clock::time_point began = Clock::now();
+            DtlsEnd end;
+            auto live = establish();
+            if (!live) {
+                if (stopping_) return;
+                end = {live.error().message, attempt_fatal_ || is_not_resumed(live.error().message), false};
+                std::lock_guard<std::mutex> lock(stats_mutex_);
+                ++stats_.handshake_failures;
+            } else {
+                end = carry(std::move(*live));
+                if (stopping_) return;
+            }
+            if (end.fatal || options_.retry.count() == 0) {
+                LOG_WARN << "DTLS: " << end.reason << "; data stays on CSTP (no more DTLS attempts)";
+                std::lock_guard<std::mutex> lock(stats_mutex_);
+                stats_.disabled = true;
+                return;
+            }
+            const Clock::time_point gap = began + kMinAttemptGap;
+            next_attempt = end.retry_now ? std::max(Clock::now(), gap) : std::max(began + options_.retry, gap);
+            const auto in_s = std::chrono::duration_cast<std::chrono::seconds>(next_attempt - Clock::now()).count();
+            LOG_WARN << "DTLS: " << end.reason << "; data over CSTP, next DTLS attempt in " << std::max<long long>(in_s, 0)
+                     << " s";
+        }
+    }
+
+    // DtlsChannel's refusal of a full handshake in legacy mode (someone else answered).
+    static bool is_not_resumed(const std::string& why) { return why.find("did not resume") != std::string::npos; }
+
+    io::DtlsChannelOptions channel_options() const {
+        io::DtlsChannelOptions o;
+        const auto& p = context_.params;
+        const bool v6 = context_.peer_address.find(':') != std::string::npos;
+        o.ipv6_outer = v6;
+        o.base_mtu = static_cast<std::size_t>(context_.base_mtu > 0 ? context_.base_mtu : 1406);
+        o.handshake_timeout = options_.handshake_timeout;
+        if (p.mode == anyconnect::AcDtlsParams::Mode::psk) {
+            io::DtlsPskMode m;
+            m.psk = psk_.clone();
+            m.app_id.assign(p.session_id.begin(), p.session_id.end());
+            o.mode = std::move(m);
+        } else {
+            io::DtlsLegacyMode m;
+            m.master_secret = master_secret_.clone();
+            m.session_id.assign(p.session_id.begin(), p.session_id.end());
+            m.tunnel_mtu = static_cast<std::size_t>(p.mtu > 0 ? p.mtu : context_.tunnel_mtu);
+            o.mode = std::move(m);
+        }
+        return o;
+    }
+
+    // Socket + handshake (polled against stop) + datapath in session mode.
+    Result<std::unique_ptr<LiveDtls>> establish() {
+        const auto& p = context_.params;
+        const bool v6 = context_.peer_address.find(':') != std::string::npos;
+        io::DtlsChannelOptions co = channel_options();
+        if (auto* legacy = std::get_if<io::DtlsLegacyMode>(&co.mode)) {
+            auto suite = io::find_dtls_legacy_suite(p.cipher_suite, p.dtls12_header);
+            attempt_fatal_ = true;  // nothing below changes by trying again
+            if (!suite) return suite.error();
+            if (master_secret_.size() != io::kDtlsMasterSecretSize)
+                return make_error("no master secret for the legacy mode");
+            attempt_fatal_ = false;
+            legacy->suite = *suite;
+        }
+        auto live = std::make_unique<LiveDtls>();
+        io::UdpOptions u;
+        u.remote = (v6 ? "[" + context_.peer_address + "]" : context_.peer_address) + ":" + std::to_string(p.port);
+        if (options_.local_port > 0)
+            u.local = std::string(v6 ? "[::]" : "0.0.0.0") + ":" + std::to_string(options_.local_port);
+        auto udp = io::UdpSocket::open(u);
+        if (!udp) return make_error("UDP socket to " + u.remote + ": " + udp.error().message);
+        live->udp.emplace(std::move(*udp));
+        auto channel = io::DtlsChannel::create(live->udp->fd(), std::move(co));
+        if (!channel) return channel.error();
+        live->channel = std::move(*channel);
+        const Clock::time_point t0 = Clock::now();
+        for (;;) {
+            auto done = live->channel->handshake_step();
+            if (!done) return make_error("handshake with " + u.remote + " failed: " + done.error().message);
+            if (*done) break;
+            pollfd fds[2] = {{live->udp->fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+            ::poll(fds, 2, std::max(live->channel->handshake_wait_ms(), 1));
+            if (stopping_) return make_error("stopped");
+        }
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+        datapath::DtlsDatapathOptions d;
+        d.read_tun = false;
+        d.deliver = [this](io::PacketBatch& batch) { sink_.deliver(batch); };
+        d.tun_mtu = static_cast<std::size_t>(std::max(current_mtu_, 0));
+        auto dp = datapath::DtlsDatapath::start(context_.tun, *live->udp, *live->channel, d);
+        if (!dp) return dp.error();
+        live->datapath = std::move(*dp);
+        LOG_INFO << "DTLS up in " << ms << " ms: " << live->channel->description() << " to " << u.remote
+                 << ", tunnel MTU " << live->channel->tunnel_mtu();
+        return live;
+    }
+
+    // Puts data on DTLS until it dies; then back to CSTP.
+    DtlsEnd carry(std::unique_ptr<LiveDtls> live) {
+        const int tunnel_mtu = static_cast<int>(live->channel->tunnel_mtu());
+        // One tun MTU for both channels: the smaller wins and stays (doc 7.3; see ac_tunnel.h).
+        if (context_.tun && tunnel_mtu < current_mtu_) {
+            if (Status st = context_.tun->set_mtu(static_cast<unsigned>(tunnel_mtu)); !st)
+                LOG_WARN << "DTLS: cannot lower the tun MTU to " << tunnel_mtu << ": " << st.error().message;
+            else {
+                LOG_INFO << "tun MTU lowered from " << current_mtu_ << " to " << tunnel_mtu << " for DTLS";
+                current_mtu_ = tunnel_mtu;
+            }
+        }
+        {
+            std::lock_guard<std::mutex> slock(stats_mutex_);
+            ++stats_.handshakes;
+            ++stats_.transport_switches;
+            stats_.description = live->channel->description();
+            stats_.tunnel_mtu = live->channel->tunnel_mtu();
+        }
+        datapath::DtlsDatapath* dp = live->datapath.get();
+        {
+            std::lock_guard<std::mutex> lock(live_mutex_);
+            live_ = std::move(live);
+            send_failed_ = false;
+            carrying_ = true;
+        }
+        LOG_INFO << "data over DTLS";
+        const auto& p = context_.params;
+        anyconnect::DpdSettings ds;
+        ds.dpd = std::chrono::seconds(options_.force_dpd_s > 0 ? options_.force_dpd_s : p.dpd_s);
+        ds.keepalive = std::chrono::seconds(p.keepalive_s);
+        anyconnect::DpdTimer dpd(ds, Clock::now());
+        DtlsEnd end{"", false, true};
+        while (!stopping_) {
+            pollfd pfd{stop_fd_, POLLIN, 0};
+            if (::poll(&pfd, 1, kSuperviseStepMs) > 0) {
+                std::uint64_t v;
+                (void)!::read(stop_fd_, &v, sizeof v);
+            }
+            if (stopping_) break;
+            const datapath::DtlsLiveness l = dp->liveness();
+            if (l.last_rx.time_since_epoch().count() != 0) dpd.on_receive(l.last_rx);
+            if (send_failed_) {
+                end.reason = "sending failed (UDP refused or unreachable)";
+                break;
+            }
+            if (auto f = dp->failure()) {
+                end.reason = "datapath stopped: " + *f;
+                break;
+            }
+            if (l.peer_disconnected || l.peer_closed) {
+                end = {l.peer_disconnected ? "the server sent DISCONNECT on DTLS" : "the server closed DTLS", false, false};
+                break;
+            }
+            bool dead = false;
+            switch (dpd.poll(Clock::now())) {
+                case anyconnect::DpdAction::send_dpd_request: dp->send_dpd_request(); break;
+                case anyconnect::DpdAction::send_keepalive: dp->send_keepalive(); break;
+                case anyconnect::DpdAction::peer_dead: dead = true; break;
+                case anyconnect::DpdAction::none: break;
+            }
+            if (dead) {
+                end.reason = "no DTLS packet for 2 x DPD (" + std::to_string(ds.dpd.count()) + " s)";
+                break;
+            }
+        }
+        std::unique_ptr<LiveDtls> gone;
+        {
+            std::lock_guard<std::mutex> lock(live_mutex_);
+            carrying_ = false;
+            gone = std::move(live_);
+        }
+        gone->datapath->stop();
+        {
+            std::lock_guard<std::mutex> slock(stats_mutex_);
+            stats_.totals.add(gone->datapath->stats());
+            ++stats_.transport_switches;
+        }
+        return end;
+    }
+
+    AcDtlsContext context_;
+    AcPacketSink& sink_;
+    AcDtlsLinkOptions options_;
+    Secret psk_;
+    Secret master_secret_;
+    int current_mtu_ = 0;         // supervisor thread only
+    bool attempt_fatal_ = false;  // supervisor thread only: the last attempt cannot succeed ever
+    int stop_fd_ = -1;
+    std::atomic<bool> stopping_{false};
+    std::atomic<bool> carrying_{false};
+    std::atomic<bool> send_failed_{false};
+    mutable std::mutex live_mutex_;
+    std::unique_ptr<LiveDtls> live_;
+    mutable std::mutex stats_mutex_;
+    AcDtlsStats stats_;
+    std::thread thread_;
+};
+
+}  // namespace
+
+AcDtlsFactory make_ac_dtls_factory(const AcDtlsLinkOptions& options) {
+    return [options](const AcDtlsContext& context, AcPacketSink& sink) -> Result<std::unique_ptr<AcDataChannel>> {
+        Secret psk;
+        if (context.params.mode == anyconnect::AcDtlsParams::Mode::psk) {
+            // From the CSTP session before its pump threads use it (GnuTLS: one reader, one writer).
+            auto exported = io::export_dtls_psk(context.cstp_session);
+            if (!exported) return exported.error();
+            psk = std::move(*exported);
+        }
+        auto link = std::make_unique<AcDtlsLink>(context, sink, options, std::move(psk));
+        if (Status st = link->start(); !st) return st.error();
+        return std::unique_ptr<AcDataChannel>(std::move(link));
+    };
+}
+
+}  // namespace espvpn::session
