@@ -192,7 +192,7 @@ const std::vector<OptionSpec>& option_table() {
         {"force-dpd", 0, Arg::required, "Tunnel control", "dead peer detection interval in SECONDS",
          SET_INT(force_dpd_s, "force-dpd", 1, 3600)},
         {"esp-retry-interval", 0, Arg::required, "Tunnel control",
-         "on the HTTPS fallback, try ESP again every SECONDS (60; 0 = never; espvpn extension)",
+         "on the HTTPS/CSTP fallback, try ESP/DTLS again every SECONDS (60; 0 = never; espvpn extension)",
          SET_INT(esp_retry_interval_s, "esp-retry-interval", 0, 86400)},
         {"mtu", 'm', Arg::required, "Tunnel control", "tunnel MTU", SET_INT(mtu, "mtu", 576, 65535)},
         {"base-mtu", 0, Arg::required, "Tunnel control", "path MTU to the server", SET_INT(base_mtu, "base-mtu", 576, 65535)},

@@ -15,7 +15,8 @@
 #   dtls_psk:     password login (two form rounds: username, then password), DTLS in PSK-NEGOTIATE mode:
 #                 ocserv lists the DTLS session, ping v4 + v6, iperf3 TCP both ways (2 s), --stats-json
 #                 says the data went over DTLS (not CSTP); SIGUSR1 prints both channels; logout
-#   dtls_legacy:  the same with ocserv's dtls-psk = false (legacy resumption mode)
+#   dtls_legacy:  the same (v4 only) with ocserv's dtls-psk = false (legacy resumption mode), and
+#                 --dtls-local-port pins the UDP socket's local port
 #   udp_blocked:  nftables drops UDP to ocserv's port: CSTP carries ping + iperf3, stats say CSTP;
 #                 unblocked: DTLS comes back within the retry period (--esp-retry-interval 4)
 #   dtls_dies:    UDP from ocserv dropped once DTLS is up: back to CSTP within ~2 x DPD (DPD 2 s),
@@ -100,6 +101,8 @@ iperf_mbps() {  # [-R]
   json "$work/iperf.json" '"%.0f" % (d["end"]["sum_received"]["bits_per_second"]/1e6)'
 }
 
+iperf_up  # here, not in iperf_mbps's $(...) subshell, where its pid would not reach the cleanup
+
 # DTLS helpers. stats_check NAME PYTHON-EXPR: the expression over d (the --stats-json object) must hold.
 stats_check() {
   local i
@@ -119,23 +122,32 @@ udp_block() {
   [[ $1 == out ]] || ip netns exec "$nsc" nft add rule inet acblock in udp sport $oc_port drop
 }
 udp_unblock() { ip netns exec "$nsc" nft delete table inet acblock; }
-# dtls_traffic NAME MODE: ping, iperf3 both ways, and the stats say all of it went over DTLS.
+# dtls_traffic NAME MODE: ping, iperf3 both ways, and the stats say all of it went over DTLS:
+# both DTLS directions carried > 1 MB, CSTP data grew by less than 5 % of that meanwhile.
 dtls_traffic() {
-  local name=$1 want=$2
+  local name=$1 want=$2 cstp0 dtls0
+  stats_check "$name" "d['transport'] == 'dtls'" || fail "$name: the stats do not say DTLS"
+  cstp0=$(json "$work/$name.json" "d['cstp']['tx_bytes'] + d['cstp']['rx_bytes']")
+  dtls0=$(json "$work/$name.json" "d['dtls']['datapath']['tx']['inner_bytes']")
   ping_lan
   up=$(iperf_mbps); down=$(iperf_mbps -R)
   echo "espvpn DTLS ($want): up $up Mbit/s, down $down Mbit/s"
   stats_check "$name" "d['transport'] == 'dtls' and d['dtls']['mode'] == '$want' and \
-    d['dtls']['datapath']['tx']['inner_bytes'] > 1000000 and d['dtls']['datapath']['rx']['inner_bytes'] > 1000000 \
-    and d['cstp']['tx_bytes'] + d['cstp']['rx_bytes'] < 0.05 * d['dtls']['datapath']['tx']['inner_bytes']" ||
+    d['dtls']['datapath']['tx']['inner_bytes'] - $dtls0 > 1000000 and d['dtls']['datapath']['rx']['inner_bytes'] > 1000000 \
+    and d['cstp']['tx_bytes'] + d['cstp']['rx_bytes'] - $cstp0 < 0.05 * (d['dtls']['datapath']['tx']['inner_bytes'] - $dtls0)" ||
     fail "$name: the stats do not show the data on DTLS ($want)"
 }
 
 case $mode in
 dtls_psk|dtls_legacy)
   want=${mode#dtls_}
-  espvpn_up dtls -u testuser --passwd-on-stdin --stats-json "$work/dtls.json" <<<"$oc_password"
+  port_opt=(); [[ $want == legacy ]] && port_opt=(--dtls-local-port 40123)
+  espvpn_up dtls -u testuser --passwd-on-stdin --stats-json "$work/dtls.json" "${port_opt[@]}" <<<"$oc_password"
   wait_for "$work/dtls.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  if [[ $want == legacy ]]; then
+    ip netns exec "$nsc" ss -Hun state established >"$work/ss.out"
+    grep -q "$cl_ip:40123 *$gw_ip:$oc_port" "$work/ss.out" || fail "--dtls-local-port 40123 not used: $(cat "$work/ss.out")"
+  fi
   occtl_run show users >"$work/users.out"
   occtl_run show sessions all >"$work/sessions.out" 2>&1 || true
   occtl_run -j show user testuser >"$work/user.json"
