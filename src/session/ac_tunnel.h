@@ -4,11 +4,20 @@
 // packets carried tun <-> CSTP on two threads while the control thread answers
 // signals and runs DPD/keepalive, until a logout, a detach or the server ends it.
 //
-// DTLS seam: when the server offers DTLS and a factory is given, the tunnel
-// creates an AcDataChannel from the CSTP session (its TLS session exports the
-// PSK) and the DTLS parameters; while that channel says it carries data, the tx
-// thread hands it the data packets instead of writing CSTP frames. Control
-// (DPD, keepalive, BYE) always stays on CSTP, as ocserv expects (doc 5).
+// DTLS seam: when the server offers DTLS and a factory is given (the product's
+// is make_ac_dtls_factory, ac_dtls_link.h), the tunnel creates an
+// AcDataChannel from the CSTP session (its TLS session exports the PSK) and the
+// DTLS parameters; while that channel says it carries data, the tx thread hands
+// it the data packets instead of writing CSTP frames. CSTP keeps its own DPD,
+// keepalive and BYE meanwhile (ocserv drops a session whose TLS side is silent
+// for 3 x DPD, doc 5); the channel runs DPD on DTLS itself.
+//
+// MTU: one tun for both channels. The tun comes up at once with X-CSTP-MTU
+// (data flows over CSTP during the handshake, unlike openconnect, which delays
+// the tun until DTLS settles); when DTLS comes up with a smaller tunnel MTU the
+// tun is lowered to it and stays there after a fallback, so TCP never sees the
+// MTU grow and shrink. Against ocserv both are equal: its X-CSTP-MTU already
+// subtracts the DTLS overhead (doc 7.2).
 #pragma once
 
 #include <gnutls/gnutls.h>
