@@ -282,9 +282,10 @@ Result<AcTunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated&
     // The reporter's last write (--stats-json) while the DTLS datapath still holds its counters.
     if (reporter) reporter->reset();
     LOG_INFO << "tunnel statistics:\n" << stats_text(pump.stats(), channel.get());
+    // The pump's tx thread may be inside channel->send(): stop it before the channel goes.
     pump.set_channel(nullptr);
-    channel.reset();
     pump.stop();
+    channel.reset();
     if (!reason.empty()) {
         if (end == AcTunnelEnd::error || end == AcTunnelEnd::peer_dead) LOG_ERROR << reason;
         else LOG_INFO << reason;

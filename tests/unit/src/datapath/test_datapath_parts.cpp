@@ -2,11 +2,19 @@
 // answers, stats output, the SA env file, batch compaction.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "src/datapath/datapath.h"
+#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/stats_reporter.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/handover_queue.h"
 #include "src/datapath/too_big.h"
@@ -196,4 +204,41 @@ TEST_CASE("PacketBatch::swap_packets moves packets between positions without cop
     auto room = b.next_room();  // slots stay distinct after swaps
     CHECK(room.data() != b.slot(1).data() + 16);
     CHECK(b.front_room(0) == 16);
+}
+
+TEST_CASE("DtlsDatapathStats::add sums every counter (AnyConnect totals over DTLS sessions)") {
+    DtlsDatapathStats a, b;
+    a.tx.inner_bytes = 100;
+    a.tx.drop_too_big = 1;
+    a.rx.inner_packets = 7;
+    b.tx.inner_bytes = 20;
+    b.rx.drop_discarded = 2;
+    b.rx.inner_packets = 3;
+    a.add(b);
+    CHECK(a.tx.inner_bytes == 120);
+    CHECK(a.rx.inner_packets == 10);
+    CHECK(a.drops() == 3);
+    CHECK(b.tx.inner_bytes == 20);  // the other side is unchanged
+}
+
+TEST_CASE("StatsReporter with a StatsView writes the view's JSON, last at destruction") {
+    const std::string path = "/tmp/espvpn-stats-view-" + std::to_string(::getpid()) + ".json";
+    std::atomic<int> calls{0};
+    StatsView view{[&] { return "{\"n\": " + std::to_string(++calls) + "}"; }, [] { return std::string("text"); }};
+    StatsReporterOptions o;
+    o.json_path = path;
+    o.json_interval = std::chrono::milliseconds(3600 * 1000);  // only the explicit and the final write
+    o.print_on_sigusr1 = false;
+    {
+        auto r = StatsReporter::start(view, o);
+        REQUIRE(r);
+        REQUIRE((*r)->write_json());
+        std::ifstream first(path);
+        std::string text((std::istreambuf_iterator<char>(first)), std::istreambuf_iterator<char>());
+        CHECK(text == "{\"n\": 1}\n");
+    }
+    std::ifstream last(path);
+    std::string text((std::istreambuf_iterator<char>(last)), std::istreambuf_iterator<char>());
+    CHECK(text == "{\"n\": 2}\n");
+    std::remove(path.c_str());
 }
