@@ -10,7 +10,7 @@
 #   wrong_password: clear error, exit 1 (as openconnect), no cookie printed
 #   tunnel:       full connect (built-in setup and --script), ping + iperf3 TCP both ways (2 s),
 #                 SIGINT: BYE sent (ocserv closes the session), tun removed, exit 0
-#   server_kill:  occtl disconnect: espvpn notices, tun removed, exit 1
+#   server_kill:  occtl disconnect (data on DTLS): espvpn notices, tun removed, exit 1
 #   compare:      CSTP throughput, espvpn vs openconnect 9.01, same ocserv, iperf3 TCP 2 s each way
 #   dtls_psk:     password login (two form rounds: username, then password), DTLS in PSK-NEGOTIATE mode:
 #                 ocserv lists the DTLS session, ping v4 + v6, iperf3 TCP both ways (2 s), --stats-json
@@ -47,7 +47,7 @@ topo_up
 dtls_opt=(--no-dtls)
 oc_extra=()
 case $mode in
-dtls_*|udp_blocked) dtls_opt=() ;;&
+dtls_*|udp_blocked|server_kill) dtls_opt=() ;;&
 dtls_psk) oc_extra=("ipv6-network = fd00:199::/64" "route = fd00:202::/64") ;;
 dtls_legacy) oc_extra=("dtls-psk = false") ;;
 esac
@@ -284,6 +284,7 @@ tunnel)
   ;;
 server_kill)
   espvpn_up killed -u testuser --passwd-on-stdin <<<"$oc_password"
+  wait_for "$work/killed.log" "data over DTLS" 20 || fail "DTLS did not come up"
   ping_lan
   id=$(occtl_run -j show users | json /dev/stdin 'd[0]["ID"]')
   occtl_run disconnect id "$id" >/dev/null
