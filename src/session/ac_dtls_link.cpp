@@ -107,13 +107,20 @@ private:
         const std::uint64_t one = 1;
         (void)!::write(stop_fd_, &one, sizeof one);
     }
+    // Empties the wake eventfd (stopping_ and send_failed_ say why it was written),
+    // so a stale wake-up cannot turn a later wait into a busy loop.
+    void drain_wake(const pollfd& p) {
+        if (!(p.revents & POLLIN)) return;
+        std::uint64_t v;
+        (void)!::read(stop_fd_, &v, sizeof v);
+    }
     // Sleeps until `until` or stop; false when stopping.
     bool sleep_until(Clock::time_point until) {
         while (!stopping_) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
             if (left <= 0) return true;
             pollfd p{stop_fd_, POLLIN, 0};
-            ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+            if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) > 0) drain_wake(p);
         }
         return false;
     }
@@ -204,7 +211,7 @@ private:
             if (!done) return make_error("handshake with " + u.remote + " failed: " + done.error().message);
             if (*done) break;
             pollfd fds[2] = {{live->udp->fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-            ::poll(fds, 2, std::max(live->channel->handshake_wait_ms(), 1));
+            if (::poll(fds, 2, std::max(live->channel->handshake_wait_ms(), 1)) > 0) drain_wake(fds[1]);
             if (stopping_) return make_error("stopped");
         }
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
@@ -255,10 +262,7 @@ private:
         DtlsEnd end{"", false, true};
         while (!stopping_) {
             pollfd pfd{stop_fd_, POLLIN, 0};
-            if (::poll(&pfd, 1, kSuperviseStepMs) > 0) {
-                std::uint64_t v;
-                (void)!::read(stop_fd_, &v, sizeof v);
-            }
+            if (::poll(&pfd, 1, kSuperviseStepMs) > 0) drain_wake(pfd);
             if (stopping_) break;
             const datapath::DtlsLiveness l = dp->liveness();
             if (l.last_rx.time_since_epoch().count() != 0) dpd.on_receive(l.last_rx);
