@@ -57,9 +57,14 @@ transfer() {  # $1 server ns, $2 client ns, $3 address
 
 udp_burst() {  # $1 server ns, $2 client ns, $3 address: back-to-back datagrams (coalesced via USO)
   ip netns exec "$1" $py "$here/tcp_integrity.py" udp-serve "$3" 5556 300 >"$work/usrv.out" &
-  local srv=$!
+  local srv=$! i
   pids+=("$srv")
-  sleep 0.5
+  # Send only once the receiver is bound: a datagram sent before would be refused
+  # (ICMP port unreachable) and counted as lost by the forwarder's test.
+  for ((i = 0; i < 100; i++)); do
+    [[ -n $(ip netns exec "$1" ss -Hnul "sport = :5556") ]] && break
+    sleep 0.1
+  done
   local sent got
   sent=$(timeout 20 ip netns exec "$2" $py "$here/tcp_integrity.py" udp-send "$3" 5556 300)
   wait "$srv"
