@@ -49,6 +49,15 @@ snapshot() {
     [[ -r /proc/$p/cmdline ]] && tr '\0' ' ' </proc/"$p"/cmdline >"$work/cmdline/$p" 2>/dev/null || true
   done
 }
+# sa_keys: every ESP key of every SA snapshot in $work/sa, one "GEN-NAME=HEX" per line.
+sa_keys() {
+  local f k v
+  for f in "$work"/sa/*; do
+    while IFS='=' read -r k v; do
+      case $k in *_EKEY|*_AKEY) [[ -n $v ]] && echo "$(basename "$f")-$k=$v" ;; esac
+    done <"$f"
+  done
+}
 wait_snapshot() {  # PATTERN SECONDS
   local i
   for ((i = 0; i < $2 * 10; i++)); do snapshot; grep -q "$1" "$work/espvpn.log" && return 0; sleep 0.1; done
@@ -68,12 +77,7 @@ grep -q "> body: " "$work/espvpn.log" || fail "the HTTP dump did not run (not th
 cookie=$(sed -n 's/.*authcookie=\([0-9a-f]*\).*/\1/p' "$work/espvpn.out" | head -1)
 [[ -n $cookie ]] || fail "--printcookie printed no authcookie"
 grep -v "authcookie=$cookie" "$work/espvpn.out" >"$work/espvpn.out.rest" || true
-keys=()
-for f in "$work"/sa/*; do
-  while IFS='=' read -r k v; do
-    case $k in *_EKEY|*_AKEY) [[ -n $v ]] && keys+=("$(basename "$f")-$k=$v") ;; esac
-  done <"$f"
-done
+mapfile -t keys < <(sa_keys)
 gens=$(ls "$work/sa" | wc -l)
 [[ $gens -ge 2 ]] || fail "saw $gens SA generation(s), expected the first and the rekeyed one"
 nchild=$(($(ls "$work/cmdline" | wc -l) - 1))
@@ -117,12 +121,7 @@ grep -q "> body: " "$work/syslog.txt" || fail "the HTTP dump did not reach syslo
 [[ ! -s $work/espvpn2.err ]] || fail "espvpn --syslog wrote to stderr: $(head -3 "$work/espvpn2.err")"
 cookie2=$(sed -n 's/.*authcookie=\([0-9a-f]*\).*/\1/p' "$work/espvpn2.out" | head -1)
 [[ -n $cookie2 ]] || fail "--printcookie printed no authcookie (syslog run)"
-keys2=()
-for f in "$work"/sa/*; do
-  while IFS='=' read -r k v; do
-    case $k in *_EKEY|*_AKEY) [[ -n $v ]] && keys2+=("$(basename "$f")-$k=$v") ;; esac
-  done <"$f"
-done
+mapfile -t keys2 < <(sa_keys)
 [[ ${#keys2[@]} -gt 0 ]] || fail "no ESP keys seen for the syslog run"
 $py "$here/secrets_scan.py" --text "password=$password" "otp=$otp" "authcookie=$cookie2" "authcookie1=$cookie" \
   --hex "${keys2[@]}" "${keys[@]}" -- "$work/syslog.txt" || fail "a secret leaked into syslog (above)"

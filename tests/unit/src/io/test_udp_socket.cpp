@@ -11,6 +11,24 @@
 
 using namespace espvpn::io;
 
+namespace {
+// A receiver on an ephemeral loopback port and a sender connected to it (defaults: GSO/GRO on).
+struct LoopbackPair {
+    espvpn::Result<UdpSocket> rx, tx;
+};
+LoopbackPair loopback_pair() {
+    UdpOptions ro;
+    ro.local = "127.0.0.1:0";
+    auto rx = UdpSocket::open(ro);
+    REQUIRE(rx.ok());
+    UdpOptions to;
+    to.remote = rx->local_address()->to_string();
+    auto tx = UdpSocket::open(to);
+    REQUIRE(tx.ok());
+    return {std::move(rx), std::move(tx)};
+}
+}  // namespace
+
 TEST_CASE("SocketAddress and InterfaceAddress parse and reject with a reason") {
     auto v4 = SocketAddress::parse("127.0.0.1:4501");
     REQUIRE(v4.ok());
@@ -103,14 +121,7 @@ TEST_CASE("UdpSocket: ICMP port unreachable is counted as a drop, not a failure"
 }
 
 TEST_CASE("UdpSocket: a batch with views gets GRO buffers received in place, leftovers on the next calls") {
-    UdpOptions ro;
-    ro.local = "127.0.0.1:0";
-    auto rx = UdpSocket::open(ro);
-    REQUIRE(rx.ok());
-    UdpOptions to;
-    to.remote = rx->local_address()->to_string();
-    auto tx = UdpSocket::open(to);
-    REQUIRE(tx.ok());
+    auto [rx, tx] = loopback_pair();
     PacketBatch out({20, 1500, 16, 16});
     for (int i = 0; i < 20; ++i) {
         auto room = out.next_room();
@@ -148,14 +159,7 @@ TEST_CASE("UdpSocket: a batch with views gets GRO buffers received in place, lef
 
 TEST_CASE("UdpSocket: in-place GRO receive hands out every datagram exactly once, whatever the batch size") {
     for (std::size_t views : {0u, 1u, 7u, 61u}) {
-        UdpOptions ro;
-        ro.local = "127.0.0.1:0";
-        auto rx = UdpSocket::open(ro);
-        REQUIRE(rx.ok());
-        UdpOptions to;
-        to.remote = rx->local_address()->to_string();
-        auto tx = UdpSocket::open(to);
-        REQUIRE(tx.ok());
+        auto [rx, tx] = loopback_pair();
         // 6 sends of 40 numbered datagrams (GSO messages when the kernel has it).
         constexpr std::uint32_t kSends = 6, kPerSend = 40;
         PacketBatch out({kPerSend, 1500, 16, 16});
