@@ -5,6 +5,7 @@
 #include "protocols/http/message.h"
 #include "protocols/http/secret_buffer.h"
 #include "protocols/xml/document.h"
+#include "protocols/xml/escape.h"
 
 namespace espvpn::anyconnect {
 
@@ -29,8 +30,8 @@ std::string opaque_element(std::string_view body) {
 void append_header(std::string& out, const AcClientInfo& client, std::string_view type) {
     out += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<config-auth client=\"vpn\" type=\"";
     out += type;
-    out += "\" aggregate-auth-version=\"2\"><version who=\"vpn\">" + xml_escape(client.version) + "</version>";
-    out += "<device-id>" + xml_escape(client.device_id) + "</device-id>";
+    out += "\" aggregate-auth-version=\"2\"><version who=\"vpn\">" + xml::escape(client.version) + "</version>";
+    out += "<device-id>" + xml::escape(client.device_id) + "</device-id>";
     out += "<capabilities><auth-method>single-sign-on-v2</auth-method></capabilities>";
 }
 
@@ -48,22 +49,6 @@ std::string lower(std::string_view s) {
 }
 
 }  // namespace
-
-std::string xml_escape(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    for (char c : text) {
-        switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            case '\'': out += "&apos;"; break;
-            default: out += c;
-        }
-    }
-    return out;
-}
 
 const AcFormField* AcAuthReply::field(std::string_view name) const {
     for (const auto& f : fields)
@@ -128,8 +113,8 @@ Result<AcAuthReply> parse_auth_reply(std::string_view body) {
 std::string build_init_request(const AcClientInfo& client, std::string_view group_select) {
     std::string out;
     append_header(out, client, "init");
-    out += "<group-access>" + xml_escape(client.group_access) + "</group-access>";
-    if (!group_select.empty()) out += "<group-select>" + xml_escape(group_select) + "</group-select>";
+    out += "<group-access>" + xml::escape(client.group_access) + "</group-access>";
+    if (!group_select.empty()) out += "<group-select>" + xml::escape(group_select) + "</group-select>";
     out += "</config-auth>";
     return out;
 }
@@ -146,14 +131,14 @@ Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldVal
         out.append("<" + f.name + ">");
         // Escaped piecewise so the value never sits in a plain std::string.
         for (std::uint8_t b : f.value.reveal()) {
-            char c = static_cast<char>(b);
-            if (c == '&' || c == '<' || c == '>' || c == '"' || c == '\'') out.append(xml_escape({&c, 1}));
+            // A control byte is kept: dropping it would send another password.
+            if (std::string_view e = xml::entity(static_cast<char>(b)); !e.empty()) out.append(e);
             else out.append(std::span<const std::uint8_t>(&b, 1));
         }
         out.append("</" + f.name + ">");
     }
     out.append("</auth>");
-    if (!group_select.empty()) out.append("<group-select>" + xml_escape(group_select) + "</group-select>");
+    if (!group_select.empty()) out.append("<group-select>" + xml::escape(group_select) + "</group-select>");
     out.append("</config-auth>");
     return out.take_secret();
 }

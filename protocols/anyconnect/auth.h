@@ -82,7 +82,4 @@ Result<const AcFormOption*> choose_option(const AcFormField& select, std::string
 // the length of the password does not show (doc 1.1).
 std::string padding_for(std::size_t body_size);
 
-// XML text escaping (& < > " ').
-std::string xml_escape(std::string_view text);
-
 }  // namespace espvpn::anyconnect

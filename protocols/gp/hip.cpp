@@ -4,26 +4,11 @@
 
 #include <cstdio>
 
+#include "protocols/xml/escape.h"
+
 namespace espvpn::gp {
 
 namespace {
-
-std::string xml_escape(std::string_view s) {
-    std::string out;
-    for (char c : s) {
-        switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            case '\'': out += "&apos;"; break;
-            default:
-                // Control characters are not allowed in XML 1.0 at all.
-                if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') out += c;
-        }
-    }
-    return out;
-}
 
 // A tiny writer that keeps indentation and escaping in one place.
 class XmlWriter {
@@ -35,7 +20,7 @@ public:
         if (!attr_name.empty()) {
             out_ += ' ';
             out_ += attr_name;
-            out_ += "=\"" + xml_escape(attr) + '"';
+            out_ += "=\"" + xml::escape(attr) + '"';
         }
         out_ += ">\n";
         stack_.emplace_back(name);
@@ -50,13 +35,13 @@ public:
         indent();
         out_ += '<';
         out_ += name;
-        out_ += '>' + xml_escape(value) + "</";
+        out_ += '>' + xml::escape(value) + "</";
         out_ += name;
         out_ += ">\n";
     }
     void empty_entry(std::string_view name) {
         indent();
-        out_ += "<entry name=\"" + xml_escape(name) + "\"/>\n";
+        out_ += "<entry name=\"" + xml::escape(name) + "\"/>\n";
     }
     std::string finish() { return std::move(out_); }
 

@@ -1,5 +1,6 @@
 #include "src/session/ac_login.h"
 
+#include "protocols/xml/escape.h"
 #include "src/log/logger.h"
 
 namespace espvpn::session {
@@ -86,7 +87,7 @@ Result<std::vector<AcFieldValue>> AcLogin::answer(const AcAuthReply& form, std::
                 break;
             }
         }
-        *logged += "<" + f.name + ">" + anyconnect::xml_escape(shown) + "</" + f.name + ">";
+        *logged += "<" + f.name + ">" + xml::escape(shown) + "</" + f.name + ">";
         out.push_back(std::move(v));
     }
     return out;
