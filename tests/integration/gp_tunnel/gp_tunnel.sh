@@ -18,19 +18,8 @@
 #           --no-dtls against the same gateway
 #   rekey:  gateway lifetime 6 s, so espvpn rekeys every 3 s: >= 3 rekeys during a
 #           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted
-set -euo pipefail
-[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
-mode=$1 espvpn=$2 gw_bin=$3
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
-dp=$repo/tests/integration/datapath
-work=$(mktemp -d /tmp/gp-tunnel.XXXXXX)
-pids=()
-# shellcheck source=../../../tools/netns/gp-topology.sh
-. "$repo/tools/netns/gp-topology.sh"
-trap topo_cleanup EXIT
-trap 'exit 130' INT TERM
-fail() { echo "FAIL: $*"; for f in "$work"/*.out "$work"/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -25 "$f"; }; done; exit 1; }
+# shellcheck source=../gp_test_head.sh
+. "$(dirname "$0")/../gp_test_head.sh" gp-tunnel "$@"
 say() { [[ $mode == demo ]] && printf '\n== %s\n' "$*" || true; }
 topo_up
 
