@@ -24,7 +24,9 @@
 #           outer figure (20 below v4's), full-size DF packets pass, no outer fragments;
 #           ping v4+v6, iperf3 TCP both ways, stats say esp; SIGINT: logout, tun removed
 #   outer_v6_https: the same gateway with UDP dropped in the client namespace (nftables): the
-#           HTTPS tunnel over TCPv6 carries ping v4+v6 and iperf3 both ways
+#           HTTPS tunnel over TCPv6 carries ping v4+v6 and iperf3 both ways; UDP let through:
+#           back on ESP; dropped again: ESP DPD declares it dead, HTTPS again; --no-dtls:
+#           the HTTPS-only MTU for a TCPv6 outer (1297)
 #   outer_v6_openconnect: openconnect 9.01 --protocol=gp to the same v6 gateway: ESP established,
 #           ping through it (the gateway side of the v6 tests is right)
 # shellcheck source=../gp_test_head.sh
@@ -268,21 +270,28 @@ SCRIPT
   down=$(iperf_gbps 2 -R) || exit 1
   [[ $(client_stat 'd["transport"] == "esp" and d["tx"]["esp_packets"] > 1000 and d["rx"]["esp_ok"] > 1000') == True ]] \
     || fail "the stats do not show ESP carrying the traffic: $(cat "$work/cl-stats.json")"
+  # UDP GSO on the v6 socket (sendmmsg with UDP_SEGMENT); GRO receive is printed.
+  offload=$(json "$work/cl-stats.json" '"gso %d gro %d" % (d["tx"]["udp_gso_messages"], d["rx"]["udp_gro_buffers"])')
+  [[ $(json "$work/cl-stats.json" 'd["tx"]["udp_gso_messages"] > 0 and d["rx"]["udp_gro_buffers"] > 0') == True ]] \
+    || fail "no UDP GSO/GRO on the IPv6 socket ($offload)"
   stop
   grep -q "reason=disconnect" "$work/script-env" || fail "vpnc-script not run for the disconnect"
   ! ip -n "$nsc" -6 route show "$gw_ip6/128" | grep -q . || fail "vpnc-script left the host route to the gateway"
-  echo "RESULT outer_v6_esp: login + ESP over IPv6 to $gw_ip6, tun MTU $mtu, DF ping of $mtu bytes v4+v6, no outer fragments, v6 host route to the gateway; iperf3 up $up Gbit/s down $down Gbit/s"
+  echo "RESULT outer_v6_esp: login + ESP over IPv6 to $gw_ip6, tun MTU $mtu, DF ping of $mtu bytes v4+v6, no outer fragments, v6 host route to the gateway; iperf3 up $up Gbit/s down $down Gbit/s; UDP $offload"
   ;;
 outer_v6_https)
   outer_v6
   gateway_https_up
   gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
-  ip netns exec "$nsc" nft -f - <<NFT
+  block_udp_v6() {  # in the client namespace: its ESP sends fail (EPERM), nothing comes back
+    ip netns exec "$nsc" nft -f - <<NFT
 table inet gp_v6_block {
   chain out { type filter hook output priority 0; udp dport 4501 drop; }
 }
 NFT
-  client_args=(--esp-retry-interval 2)
+  }
+  block_udp_v6
+  client_args=(--esp-retry-interval 2 --force-dpd 2)
   launch
   wait_for "$work/espvpn.log" "HTTPS tunnel up" 30 || fail "no fallback to the HTTPS tunnel over IPv6"
   grep "HTTPS tunnel up" "$work/espvpn.log" | grep -q "$gw_ip6" || fail "the HTTPS tunnel is not to $gw_ip6"
@@ -291,8 +300,29 @@ NFT
   on_https=$(traffic "on HTTPS over IPv6")
   [[ $(client_stat 'd["https"]["rx_packets"] > 1000 and d["https"]["tx_packets"] > 1000') == True ]] \
     || fail "HTTPS counters do not show the traffic"
+  # UDP let through: the ESP retry's probe over v6 is answered, traffic moves back.
+  ip netns exec "$nsc" nft delete table inet gp_v6_block
+  wait_for "$work/espvpn.log" "switching back to ESP" 20 || fail "did not go back to ESP over IPv6 after the unblock"
+  sleep 1.5  # the gateway's route to the HTTPS side drops once its tun loses carrier
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping back on ESP"
+  [[ $(client_stat 'd["transport"]') == esp ]] || fail "stats JSON does not say esp after the switch back"
+  # ESP dying later (ESP DPD: nothing received for 2 x --force-dpd): the HTTPS tunnel again.
+  block_udp_v6
+  wait_for "$work/espvpn.log" "switching to the HTTPS tunnel: ESP dead" 15 || fail "no fallback when ESP over IPv6 died"
+  ip netns exec "$nsc" ping -6 -c 3 -i 0.2 -W 2 $lan_ip6 >/dev/null || fail "ping $lan_ip6 after ESP died"
+  [[ $(client_stat 'd["transport"] == "https" and d["transport_switches"] == 3') == True ]] \
+    || fail "after ESP died: $(cat "$work/cl-stats.json")"
   stop
-  echo "RESULT outer_v6_https: UDP blocked, HTTPS tunnel over TCPv6 to $gw_ip6: ping v4+v6, $on_https"
+  # --no-dtls: HTTPS only from the start, its MTU for a TCPv6 outer:
+  # 1406 - 40 IPv6 - 32 TCP - 21 TLS record - 16 GP frame header (v4: 1317).
+  gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start (--no-dtls)"
+  client_args=(--no-dtls)
+  launch
+  wait_for "$work/espvpn.log" "HTTPS tunnel up" 30 || fail "--no-dtls: no HTTPS tunnel over IPv6"
+  grep -q "HTTPS tunnel up to .*, MTU 1297$" "$work/espvpn.log" || fail "--no-dtls over IPv6: $(grep "HTTPS tunnel up" "$work/espvpn.log"), expected MTU 1297"
+  ip netns exec "$nsc" ping -M do -s $((1297 - 28)) -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "full-size ping over --no-dtls"
+  stop
+  echo "RESULT outer_v6_https: UDP blocked in the client namespace: HTTPS tunnel over TCPv6 to $gw_ip6, ping v4+v6, $on_https; unblocked -> ESP; ESP dead (DPD) -> HTTPS again; --no-dtls MTU 1297"
   ;;
 outer_v6_openconnect)
   outer_v6
