@@ -18,11 +18,12 @@
 #           --no-dtls against the same gateway
 #   rekey:  gateway lifetime 6 s, so espvpn rekeys every 3 s: >= 3 rekeys during a
 #           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted
-#   outer_v6_esp: the gateway reachable over IPv6 only (https://[fd00:201::1]:4443/): login over
-#           TCPv6, ESP over UDPv6, Debian's vpnc-script sets up the host (VPNGATEWAY is the v6
-#           address, its host route to the gateway a v6 route off the tunnel); tun MTU = the v6
-#           outer figure (20 below v4's), full-size DF packets pass, no outer fragments;
-#           ping v4+v6, iperf3 TCP both ways, stats say esp; SIGINT: logout, tun removed
+#   outer_v6_esp: the gateway reachable over IPv6 only: https://vpn.test:4443/ (a name with only
+#           an AAAA record), then the portal's [fd00:201::1]:4443; login over TCPv6, ESP over
+#           UDPv6 (GSO/GRO), Debian's vpnc-script sets up the host (VPNGATEWAY is the v6 address,
+#           its host route to the gateway a v6 route off the tunnel); tun MTU 1310 (v4: 1342) on
+#           a 1406-byte link, full-size DF packets pass, no outer fragments; ping v4+v6, iperf3
+#           TCP both ways, stats say esp; SIGINT: logout, tun removed, host route gone
 #   outer_v6_https: the same gateway with UDP dropped in the client namespace (nftables): the
 #           HTTPS tunnel over TCPv6 carries ping v4+v6 and iperf3 both ways; UDP let through:
 #           back on ESP; dropped again: ESP DPD declares it dead, HTTPS again; --no-dtls:
@@ -40,7 +41,7 @@ launch() {
   say "espvpn --protocol=gp https://$gw_outer:4443/ (password on stdin)"
   echo secret | ip netns exec "$nsc" $chrt "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
     -u alice --passwd-on-stdin --stats-json "$work/cl-stats.json" "${client_args[@]}" \
-    "https://$gw_outer:4443/" >"$work/espvpn.out" 2>"$work/espvpn.log" &
+    "${client_url:-https://$gw_outer:4443/}" >"$work/espvpn.out" 2>"$work/espvpn.log" &
   client_pid=$!; pids+=("$client_pid")
 }
 
@@ -236,11 +237,21 @@ exec unshare -m sh -c 'mount --bind "\$1" /etc/resolv.conf && mount --bind "\$2"
 SCRIPT
   chmod +x "$work/vpnc-script"
   client_args=(--script "$work/vpnc-script")
+  # By a name that resolves to the v6 address only (vpn.test is in the certificate's SANs);
+  # espvpn sees a hosts file of its own.
+  printf '%s vpn.test\n' "$gw_ip6" >"$work/hosts"
+  cat >"$work/with-hosts" <<SCRIPT
+#!/bin/sh
+exec unshare -m sh -c 'mount --bind "\$0" /etc/hosts && exec "\$@"' "$work/hosts" "\$@"
+SCRIPT
+  chmod +x "$work/with-hosts"
+  chrt=$work/with-hosts client_url=https://vpn.test:4443/
   suite=aes-128-gcm want_mtu=1310  # base 1406 - 40 IPv6 - 8 UDP - 8 ESP - 8 IV - 16 ICV, whole blocks, - 2 (v4: 1342)
   # The outer link as small as the base MTU: an inner packet sized for an IPv4 outer (1342)
   # would leave as IPv6 fragments (counted below).
   ip -n "$nsc" link set "${topo}cg" mtu 1406; ip -n "$nsg" link set "${topo}gc" mtu 1406
   start $suite
+  grep -q "portal vpn.test login succeeded" "$work/espvpn.log" || fail "no login to the portal by the name vpn.test"
   ip netns exec "$nsc" ss -Hun state established >"$work/ss.out"
   grep -q "\[$gw_ip6\]:4501" "$work/ss.out" || fail "the ESP socket is not connected to [$gw_ip6]:4501: $(cat "$work/ss.out")"
   for ((i = 0; i < 50; i++)); do ip -n "$nsc" route get $lan_ip 2>/dev/null | grep -q " dev tun" && break; sleep 0.1; done
