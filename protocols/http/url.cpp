@@ -46,6 +46,13 @@ std::string remove_dot_segments(std::string_view path) {
     return result;
 }
 
+// Hex digits, ':' and a dotted IPv4 tail; the socket layer rejects what is still no address.
+bool ipv6_literal_chars(std::string_view host) {
+    return !host.empty() && std::all_of(host.begin(), host.end(), [](char c) {
+        return is_digit(c) || (c >= 'a' && c <= 'f') || c == ':' || c == '.';
+    });
+}
+
 bool valid_target(std::string_view t) {
     return std::none_of(t.begin(), t.end(), [](char c) {
         return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;
@@ -97,10 +104,15 @@ Result<Url> parse_url(std::string_view text) {
             if (after.front() != ':') return make_error("URL \"" + std::string(original) + "\": junk after ']'");
             port_text = after.substr(1);
         }
-        if (url.host.empty() || !std::all_of(url.host.begin(), url.host.end(), [](char c) {
-                return is_digit(c) || (c >= 'a' && c <= 'f') || c == ':' || c == '.';
-            }))
+        if (!ipv6_literal_chars(url.host))
             return make_error("URL \"" + std::string(original) + "\": invalid IPv6 address");
+    } else if (std::count(authority.begin(), authority.end(), ':') > 1) {
+        // A bare IPv6 literal (portals list gateways as "2001:db8::1"): all of it is the
+        // address, so no port can follow without brackets.
+        url.host = lowercase(authority);
+        if (!ipv6_literal_chars(url.host))
+            return make_error("URL \"" + std::string(original) + "\": invalid host \"" + url.host +
+                              "\" (an IPv6 address with a port needs brackets: [addr]:port)");
     } else {
         auto colon = authority.find(':');
         url.host = lowercase(authority.substr(0, colon));
@@ -111,7 +123,7 @@ Result<Url> parse_url(std::string_view text) {
                          [](char c) { return is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_'; }))
             return make_error("URL \"" + std::string(original) + "\": invalid host name \"" + url.host + "\"");
     }
-    if (authority.find(':') != std::string_view::npos && authority.front() != '[' && port_text.empty())
+    if (std::count(authority.begin(), authority.end(), ':') == 1 && authority.front() != '[' && port_text.empty())
         return make_error("URL \"" + std::string(original) + "\": empty port");
     if (!port_text.empty()) {
         if (port_text.size() > 5 || !std::all_of(port_text.begin(), port_text.end(), is_digit))

@@ -22,7 +22,9 @@ struct Url {
 };
 
 // Accepts "https://host[:port][/path][?query][#fragment]" and, as a user
-// convenience, a bare "host[:port][/path]". Refuses http:// and userinfo.
+// convenience, a bare "host[:port][/path]". An IPv6 address is "[addr]" or "[addr]:port";
+// a bare IPv6 address (two or more ':', as portals list gateways) is taken whole, with the
+// default port. Refuses http:// and userinfo.
 Result<Url> parse_url(std::string_view text);
 
 // Resolves a Location header value against the URL that was requested:

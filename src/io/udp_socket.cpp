@@ -96,6 +96,15 @@ std::string SocketAddress::to_string() const {
     return "[" + std::string(text) + "]:" + std::to_string(ntohs(v6->sin6_port));
 }
 
+std::string endpoint_text(std::string_view host, unsigned port) {
+    const bool v6 = host.find(':') != std::string_view::npos;
+    return (v6 ? "[" + std::string(host) + "]" : std::string(host)) + ":" + std::to_string(port);
+}
+
+std::string any_endpoint_like(std::string_view peer_host, unsigned port) {
+    return endpoint_text(peer_host.find(':') != std::string_view::npos ? "::" : "0.0.0.0", port);
+}
+
 namespace {
 // FORCE needs CAP_NET_ADMIN and ignores rmem_max/wmem_max; the plain option is capped by them.
 void set_buffer(int fd, int force_opt, int opt, int bytes, const char* what) {

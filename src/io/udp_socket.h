@@ -33,6 +33,11 @@ struct SocketAddress {
     std::string to_string() const;
 };
 
+// "host:port" as SocketAddress::parse reads it (an IPv6 host in brackets).
+std::string endpoint_text(std::string_view host, unsigned port);
+// The wildcard address of `peer_host`'s family with `port`, to bind beside a connect to it.
+std::string any_endpoint_like(std::string_view peer_host, unsigned port);
+
 struct UdpOptions {
     std::string local;             // bind address; empty: any address of the remote's family, any port
     std::string remote;            // connect to this peer; empty: unconnected (receive only)

@@ -183,7 +183,6 @@ private:
     // Socket + handshake (polled against stop) + datapath in session mode.
     Result<std::unique_ptr<LiveDtls>> establish() {
         const auto& p = context_.params;
-        const bool v6 = context_.peer_address.find(':') != std::string::npos;
         io::DtlsChannelOptions co = channel_options();
         if (auto* legacy = std::get_if<io::DtlsLegacyMode>(&co.mode)) {
             auto suite = io::find_dtls_legacy_suite(p.cipher_suite, p.dtls12_header);
@@ -196,9 +195,9 @@ private:
         }
         auto live = std::make_unique<LiveDtls>();
         io::UdpOptions u;
-        u.remote = (v6 ? "[" + context_.peer_address + "]" : context_.peer_address) + ":" + std::to_string(p.port);
+        u.remote = io::endpoint_text(context_.peer_address, p.port);
         if (options_.local_port > 0)
-            u.local = std::string(v6 ? "[::]" : "0.0.0.0") + ":" + std::to_string(options_.local_port);
+            u.local = io::any_endpoint_like(context_.peer_address, options_.local_port);
         auto udp = io::UdpSocket::open(u);
         if (!udp) return make_error("UDP socket to " + u.remote + ": " + udp.error().message);
         live->udp.emplace(std::move(*udp));

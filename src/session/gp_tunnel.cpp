@@ -43,6 +43,14 @@ int https_tunnel_mtu(int base_mtu, bool outer_ipv6) {
     return m - (outer_ipv6 ? 40 : 20) - 32 - (5 + 16) - static_cast<int>(gp::kFrameHeaderSize);
 }
 
+int gp_tun_mtu(const GpMtuInputs& in) {
+    if (in.option_mtu > 0) return in.option_mtu;
+    if (in.gateway_mtu > 0) return in.gateway_mtu;
+    const bool outer_v6 = in.gateway_address.find(':') != std::string::npos;
+    return in.esp ? esp_tunnel_mtu(in.base_mtu, outer_v6, in.esp_iv_size, in.esp_icv_size)
+                  : https_tunnel_mtu(in.base_mtu, outer_v6);
+}
+
 Status start_https_tunnel(io::TlsStream& tls, const gp::GpSessionCookie& cookie, const std::string& path,
                           bool* cookie_rejected) {
     const Secret request = gp::tunnel_connect_request(cookie, path.empty() ? "/ssl-tunnel-connect.sslvpn" : path);
@@ -209,10 +217,9 @@ Status GpTunnel::take_esp_setup(const GpEspSetup& esp) {
 }
 
 Status GpTunnel::open_esp_socket(const GpEspSetup& esp) {
-    const bool v6 = esp.peer_address.find(':') != std::string::npos;
     io::UdpOptions u;
-    u.remote = (v6 ? "[" + esp.peer_address + "]" : esp.peer_address) + ":" + std::to_string(esp.udp_port);
-    if (o_.udp_local_port > 0) u.local = std::string(v6 ? "[::]" : "0.0.0.0") + ":" + std::to_string(o_.udp_local_port);
+    u.remote = io::endpoint_text(esp.peer_address, esp.udp_port);
+    if (o_.udp_local_port > 0) u.local = io::any_endpoint_like(esp.peer_address, o_.udp_local_port);
     udp_.reset();
     auto udp = io::UdpSocket::open(u);
     if (!udp) return make_error("ESP socket to " + u.remote + ": " + udp.error().message);
@@ -513,7 +520,7 @@ Status GpTunnel::reconnect_attempt() {
         if (Status s = take_esp_setup(*fresh->esp); !s) return s;
         if (Status s = open_esp_socket(*fresh->esp); !s) return s;
         esp_possible_ = true;
-        LOG_INFO << "reconnect: ESP to " << fresh->esp->peer_address << ":" << fresh->esp->udp_port << ", in=" << hex32(sas->inbound.spi())
+        LOG_INFO << "reconnect: ESP to " << io::endpoint_text(fresh->esp->peer_address, fresh->esp->udp_port) << ", in=" << hex32(sas->inbound.spi())
                  << " out=" << hex32(sas->outbound.spi()) << "; probing";
         if (Status s = start_esp({std::move(sas->outbound), std::move(sas->inbound)}, false); !s) return s;
         rekey_at_ = next_rekey(Clock::now());
@@ -535,12 +542,10 @@ Result<TunnelEnd> GpTunnel::run() {
         suite = *s;
         if (Status st = take_esp_setup(*esp); !st) return st.error();
     }
-    bool outer_v6 = esp ? esp->peer_address.find(':') != std::string::npos : false;
-    int mtu = o_.mtu > 0 ? o_.mtu
-              : setup_.config.mtu > 0
-                  ? setup_.config.mtu
-                  : (suite ? esp_tunnel_mtu(o_.base_mtu, outer_v6, suite->iv_size(), suite->icv_size())
-                           : https_tunnel_mtu(o_.base_mtu, outer_v6));
+    // The outer family is the gateway's also without ESP: an HTTPS-only tunnel over IPv6
+    // was sized for IPv4 (20 bytes too large) when it was taken from the ESP peer.
+    const int mtu = gp_tun_mtu({o_.mtu, setup_.config.mtu, o_.base_mtu, setup_.config.gateway_address,
+                                suite ? suite->iv_size() : 0, suite ? suite->icv_size() : 0, suite.has_value()});
 
     SignalWatch signals;
     mtu_ = mtu;
@@ -555,7 +560,7 @@ Result<TunnelEnd> GpTunnel::run() {
         esp_options_.tun_mtu = static_cast<std::size_t>(mtu);
         auto sas = build_sas(esp->sa);
         if (!sas) return sas.error();
-        LOG_INFO << "ESP " << suite->name() << " to " << esp->peer_address << ":" << esp->udp_port << ", in=" << hex32(sas->inbound.spi())
+        LOG_INFO << "ESP " << suite->name() << " to " << io::endpoint_text(esp->peer_address, esp->udp_port) << ", in=" << hex32(sas->inbound.spi())
                  << " out=" << hex32(sas->outbound.spi()) << ", MTU " << mtu;
         if (Status s = start_esp({std::move(sas->outbound), std::move(sas->inbound)}, false); !s) return s.error();
         if (connected_) {

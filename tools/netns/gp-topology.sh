@@ -1,15 +1,19 @@
 # Sourceable: the three-namespace GlobalProtect topology used by the end-to-end
 # tests, the demo and the tunnel benchmark.
-#   client  --veth 10.201.0.0/24--  gateway (fake-gp-gateway :4443, esp-gateway :4501)
+#   client  --veth 10.201.0.0/24 + fd00:201::/64--  gateway (fake-gp-gateway :4443, esp-gateway :4501)
 #           --veth 10.202.0.0/24 + fd00:202::/64--  lan (ping / iperf3 target)
 # The caller sets: repo, work (a temp dir), pids (array), and calls topo_up.
 # Two ESP peers for the gateway: gateway_up (userspace tools/esp-gateway, gw_bin) or,
 # on a kernel with ESP, kernel_peer_prepare once + gateway_kernel_up (kernel xfrm).
-# 10.201.0.1 is in the test certificate's SANs, so clients verify it with certs/ca.pem.
+# 10.201.0.1 and fd00:201::1 are in the test certificate's SANs, so clients verify them with
+# certs/ca.pem. The gateway is reached at $gw_outer (URLs, listen addresses): 10.201.0.1, or
+# [fd00:201::1] after outer_v6 (a gateway reachable over IPv6 only).
 py=/usr/bin/python3; [[ -x $py ]] || py=python3
 # shellcheck source=xfrm.sh
 . "${BASH_SOURCE[0]%/*}/xfrm.sh"   # the kernel ESP peer's SA lines
-gw_ip=10.201.0.1 cl_ip=10.201.0.2
+gw_ip=10.201.0.1 cl_ip=10.201.0.2 gw_ip6=fd00:201::1 cl_ip6=fd00:201::2
+gw_outer=$gw_ip
+outer_v6() { gw_outer="[$gw_ip6]"; }
 tun_ip=10.200.0.2 tun_ip6=fd00:200::2 gw_addr=10.200.255.1 gw_addr6=fd00:200::ffff
 lan_ip=10.202.0.2 lan_ip6=fd00:202::2
 topo=gp$$
@@ -26,8 +30,10 @@ topo_up() {
   for ns in "$nsc" "$nsg" "$nsl"; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
   ip link add "${topo}cg" netns "$nsc" type veth peer name "${topo}gc" netns "$nsg"
   ip link add "${topo}gl" netns "$nsg" type veth peer name "${topo}lg" netns "$nsl"
-  ip -n "$nsc" addr add $cl_ip/24 dev "${topo}cg"; ip -n "$nsc" link set "${topo}cg" up
-  ip -n "$nsg" addr add $gw_ip/24 dev "${topo}gc"; ip -n "$nsg" link set "${topo}gc" up
+  ip -n "$nsc" addr add $cl_ip/24 dev "${topo}cg"; ip -n "$nsc" addr add $cl_ip6/64 dev "${topo}cg" nodad
+  ip -n "$nsc" link set "${topo}cg" up
+  ip -n "$nsg" addr add $gw_ip/24 dev "${topo}gc"; ip -n "$nsg" addr add $gw_ip6/64 dev "${topo}gc" nodad
+  ip -n "$nsg" link set "${topo}gc" up
   ip -n "$nsg" addr add 10.202.0.1/24 dev "${topo}gl"; ip -n "$nsg" addr add fd00:202::1/64 dev "${topo}gl" nodad
   ip -n "$nsg" link set "${topo}gl" up
   ip -n "$nsl" addr add $lan_ip/24 dev "${topo}lg"; ip -n "$nsl" addr add $lan_ip6/64 dev "${topo}lg" nodad
@@ -54,7 +60,7 @@ wait_for() {  # FILE PATTERN SECONDS [PID: give up when it exits] (wall clock: e
 fake_up() {
   local suite=$1 hook=$2; shift 2
   rm -f "$work"/gw-sa.env "$work"/fake-stats.json "$work"/fake.ready
-  ip netns exec "$nsg" $py "$repo/tools/fake-gp-gateway/fake-gp-gateway" --listen $gw_ip:4443 --esp "$suite" \
+  ip netns exec "$nsg" $py "$repo/tools/fake-gp-gateway/fake-gp-gateway" --listen "$gw_outer:4443" --esp "$suite" \
     --sa-file "$work/gw-sa.env" --sa-file-format env --sa-hook "$hook" \
     --ip $tun_ip --ip6 $tun_ip6 --gw-address $gw_addr --route 10.202.0.0/24 --route6 fd00:202::/64 \
     --ready-file "$work/fake.ready" --stats-file "$work/fake-stats.json" --log-file "$work/fake.log" \
@@ -74,7 +80,7 @@ gateway_up() {
   gw_pid=
   [[ $suite == none ]] && { wait_for "$work/fake.ready" pid 15; return; }
   ip netns exec "$nsg" "$gw_bin" --sa-file "$work/gw-sa.env" --tun-address $gw_addr/32 \
-    --tun-address $gw_addr6/128 --route $tun_ip/32 --route $tun_ip6/128 --udp-local $gw_ip:${gw_esp_port:-4501} \
+    --tun-address $gw_addr6/128 --route $tun_ip/32 --route $tun_ip6/128 --udp-local "$gw_outer:${gw_esp_port:-4501}" \
     --status-file "$work/gw-status" --stats-json "$work/gw-stats.json" --stats-interval-ms 200 \
     --seconds 900 >"$work/gw.out" 2>&1 &
   gw_pid=$!; pids+=("$gw_pid")
@@ -177,7 +183,7 @@ espvpn_up() {
   rm -f "$work"/cl-stats.json "$work"/espvpn.out "$work"/espvpn.log
   echo secret | ip netns exec "$nsc" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
     -u alice --passwd-on-stdin --stats-json "$work/cl-stats.json" "$@" \
-    https://$gw_ip:4443/ >"$work/espvpn.out" 2>"$work/espvpn.log" &
+    "https://$gw_outer:4443/" >"$work/espvpn.out" 2>"$work/espvpn.log" &
   client_pid=$!; pids+=("$client_pid")
 }
 

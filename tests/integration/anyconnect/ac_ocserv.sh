@@ -21,6 +21,9 @@
 #                 unblocked: DTLS comes back within the retry period (--esp-retry-interval 4)
 #   dtls_dies:    UDP from ocserv dropped once DTLS is up: back to CSTP within ~2 x DPD (DPD 2 s),
 #                 ping over CSTP, no exit; a new DTLS once UDP flows again
+#   outer_v6:     ocserv reachable over IPv6 only (https://[fd00:201::1]:4443/): CSTP over TCPv6,
+#                 DTLS (PSK) over UDPv6, ping v4 + v6, iperf3 both ways on DTLS; the tun MTU equals
+#                 openconnect 9.01's against the same ocserv (ocserv's v6 figure)
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
 command -v ocserv >/dev/null || { echo "SKIP: ocserv not installed"; exit 77; }
@@ -50,6 +53,12 @@ case $mode in
 dtls_*|udp_blocked|server_kill) dtls_opt=() ;;&
 dtls_psk) oc_extra=("ipv6-network = fd00:199::/64" "route = fd00:202::/64") ;;
 dtls_legacy) oc_extra=("dtls-psk = false") ;;
+outer_v6)
+  dtls_opt=() oc_listen_host=$gw_ip6 url="https://[$gw_ip6]:$oc_port/"
+  # A 1406-byte link: openconnect takes its base MTU from the TCP path MTU, espvpn defaults
+  # to 1406, so both ask ocserv with the same base and the MTUs compare.
+  ip -n "$nsc" link set "${topo}cg" mtu 1406; ip -n "$nsg" link set "${topo}gc" mtu 1406
+  oc_extra=("ipv6-network = fd00:199::/64" "route = fd00:202::/64") ;;
 esac
 ocserv_up "${oc_extra[@]}" || fail "ocserv did not start"
 
@@ -312,6 +321,48 @@ compare)
   echo "  espvpn      up $e_up  down $e_down"
   echo "  openconnect up $o_up  down $o_down"
   echo "PASS compare"
+  ;;
+outer_v6)
+  espvpn_up v6 -u testuser --passwd-on-stdin --stats-json "$work/v6.json" <<<"$oc_password"
+  wait_for "$work/v6.log" "data over DTLS" 20 || fail "DTLS did not come up over IPv6"
+  ip netns exec "$nsc" ss -Htn state established "dst [$gw_ip6]:$oc_port" | grep -q . ||
+    fail "CSTP is not over TCPv6 to [$gw_ip6]:$oc_port"
+  ip netns exec "$nsc" ss -Hun state established "dst [$gw_ip6]:$oc_port" | grep -q . ||
+    fail "DTLS is not over UDPv6 to [$gw_ip6]:$oc_port"
+  occtl_run -j show user testuser >"$work/user.json"
+  grep -q 'PSK' "$work/user.json" || fail "ocserv's DTLS session is not PSK"
+  ping_lan
+  for ((i = 0; i < 30; i++)); do ip -n "$nsc" -6 route get "$lan_ip6" 2>/dev/null | grep -q " dev tun" && break; sleep 0.1; done
+  ip netns exec "$nsc" ping -6 -c 3 -i 0.2 -W 2 "$lan_ip6" >"$work/ping6.out" 2>&1 || fail "ping -6 $lan_ip6 through DTLS"
+  dtls_traffic v6 psk
+  tun=$(ip -n "$nsc" -o link show type tun | awk -F': ' '{ print $2; exit }')
+  e_mtu=$(ip -n "$nsc" -o link show "$tun" | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
+  # 1406 - 40 IPv6 - 8 UDP - 38 DTLS (1 type + 13 header + 8 nonce + 16 tag): 1320 (v4: 1340).
+  [[ $e_mtu == 1320 ]] || fail "tun MTU $e_mtu over the IPv6 outer, expected 1320"
+  ip netns exec "$nsc" ping -M do -s $((e_mtu - 28)) -c 3 -i 0.2 -W 2 "$lan_ip" >"$work/ping-df.out" 2>&1 ||
+    fail "a full-size packet ($e_mtu bytes, DF) did not pass DTLS"
+  frags=0
+  for ns in "$nsc" "$nsg"; do
+    frags=$((frags + $(ip netns exec "$ns" awk '$1 == "Ip6FragCreates" { print $2 }' /proc/net/snmp6)))
+  done
+  [[ $frags -eq 0 ]] || fail "$frags outer IPv6 fragments created: the tunnel MTU is too large for the link"
+  grep -h "DTLS up\|tun MTU\|CSTP connected\|MTU" "$work/v6.log" | sed 's/^/  /'
+  espvpn_stop v6
+  echo "$oc_password" | ip netns exec "$nsc" openconnect -u testuser --passwd-on-stdin "${ca[@]}" \
+    --script "$repo/tools/netns/minimal-vpnc-script" "$url" >"$work/oc.out" 2>&1 &
+  oc_client=$!; pids+=("$oc_client")
+  wait_for "$work/oc.out" "Established DTLS connection" 30 "$oc_client" || fail "openconnect did not bring DTLS up over IPv6"
+  wait_route
+  ping_lan
+  tun=$(ip -n "$nsc" -o link show type tun | awk -F': ' '{ print $2; exit }')
+  o_mtu=$(ip -n "$nsc" -o link show "$tun" | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
+  kill -INT "$oc_client"; wait "$oc_client" || true
+  # openconnect probes the DTLS path with padded DPD and may settle lower ("Detected MTU of N
+  # bytes (was M)"); M is the MTU it had from ocserv, the one to compare.
+  o_given=$(sed -n 's/.*Detected MTU of [0-9]* bytes (was \([0-9]*\)).*/\1/p' "$work/oc.out" | head -1)
+  echo "tun MTU over the IPv6 outer: espvpn $e_mtu; openconnect 9.01 ${o_given:-$o_mtu} from ocserv, tun $o_mtu after its probing"
+  [[ $e_mtu == "${o_given:-$o_mtu}" ]] || fail "tun MTU espvpn $e_mtu != openconnect's ${o_given:-$o_mtu}"
+  echo "PASS outer_v6"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac

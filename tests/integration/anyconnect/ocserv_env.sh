@@ -27,7 +27,7 @@ ocserv_conf() {
   printf '%s\n%s\n' $oc_password $oc_password | ocpasswd -c "$work/oc/passwd" -g "group1,group2" grpuser
   {
     echo "auth = \"plain[passwd=$work/oc/passwd]\""
-    echo "listen-host = $gw_ip"
+    echo "listen-host = ${oc_listen_host:-$gw_ip}"
     echo "tcp-port = $oc_port"
     [[ ${OC_UDP:-1} == 1 ]] && echo "udp-port = $oc_port"
     echo "run-as-user = nobody"

@@ -17,26 +17,11 @@
 #               reconnect, exit 2 with a clear message, no new login, tun removed
 #   flood:      iperf3 UDP -b 3G for 5 s each way, on ESP and on the HTTPS tunnel:
 #               espvpn's peak RSS (VmHWM) < 100 MiB (400 under ASan), loss reported, ping afterwards
-set -euo pipefail
-[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
-mode=$1 espvpn=$2 gw_bin=$3
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
-dp=$repo/tests/integration/datapath
-work=$(mktemp -d /tmp/faults.XXXXXX)
-pids=()
-# shellcheck source=../../../tools/netns/gp-topology.sh
-. "$repo/tools/netns/gp-topology.sh"
+# shellcheck source=../gp_test_head.sh
+. "$(dirname "$0")/../gp_test_head.sh" faults "$@"
 # Names of this task + PID (other tests build the same topology concurrently).
 topo=flt$$ nsc=flt$$c nsg=flt$$g nsl=flt$$l ht_dev=flt$$ht
 cl_veth=${topo}cg
-trap topo_cleanup EXIT
-trap 'exit 130' INT TERM
-fail() {
-  echo "FAIL: $*"
-  for f in "$work"/*.out "$work"/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -30 "$f"; }; done
-  exit 1
-}
 topo_up
 ip netns exec "$nsl" iperf3 -s -B $lan_ip >"$work/iperf-server.log" 2>&1 &
 pids+=("$!")

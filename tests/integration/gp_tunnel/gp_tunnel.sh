@@ -18,29 +18,30 @@
 #           --no-dtls against the same gateway
 #   rekey:  gateway lifetime 6 s, so espvpn rekeys every 3 s: >= 3 rekeys during a
 #           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted
-set -euo pipefail
-[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
-mode=$1 espvpn=$2 gw_bin=$3
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
-dp=$repo/tests/integration/datapath
-work=$(mktemp -d /tmp/gp-tunnel.XXXXXX)
-pids=()
-# shellcheck source=../../../tools/netns/gp-topology.sh
-. "$repo/tools/netns/gp-topology.sh"
-trap topo_cleanup EXIT
-trap 'exit 130' INT TERM
-fail() { echo "FAIL: $*"; for f in "$work"/*.out "$work"/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -25 "$f"; }; done; exit 1; }
+#   outer_v6_esp: the gateway reachable over IPv6 only: https://vpn.test:4443/ (a name with only
+#           an AAAA record), then the portal's [fd00:201::1]:4443; login over TCPv6, ESP over
+#           UDPv6 (GSO/GRO), Debian's vpnc-script sets up the host (VPNGATEWAY is the v6 address,
+#           its host route to the gateway a v6 route off the tunnel); tun MTU 1310 (v4: 1342) on
+#           a 1406-byte link, full-size DF packets pass, no outer fragments; ping v4+v6, iperf3
+#           TCP both ways, stats say esp; SIGINT: logout, tun removed, host route gone
+#   outer_v6_https: the same gateway with UDP dropped in the client namespace (nftables): the
+#           HTTPS tunnel over TCPv6 carries ping v4+v6 and iperf3 both ways; UDP let through:
+#           back on ESP; dropped again: ESP DPD declares it dead, HTTPS again; --no-dtls:
+#           the HTTPS-only MTU for a TCPv6 outer (1297)
+#   outer_v6_openconnect: openconnect 9.01 --protocol=gp to the same v6 gateway: ESP established,
+#           ping through it (the gateway side of the v6 tests is right)
+# shellcheck source=../gp_test_head.sh
+. "$(dirname "$0")/../gp_test_head.sh" gp-tunnel "$@"
 say() { [[ $mode == demo ]] && printf '\n== %s\n' "$*" || true; }
 topo_up
 
 # launch: espvpn logging in to the gateway (already up) with client_args.
 launch() {
   rm -f "$work"/cl-stats.json "$work"/espvpn.out "$work"/espvpn.log
-  say "espvpn --protocol=gp https://$gw_ip:4443/ (password on stdin)"
+  say "espvpn --protocol=gp https://$gw_outer:4443/ (password on stdin)"
   echo secret | ip netns exec "$nsc" $chrt "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
     -u alice --passwd-on-stdin --stats-json "$work/cl-stats.json" "${client_args[@]}" \
-    https://$gw_ip:4443/ >"$work/espvpn.out" 2>"$work/espvpn.log" &
+    "${client_url:-https://$gw_outer:4443/}" >"$work/espvpn.out" 2>"$work/espvpn.log" &
   client_pid=$!; pids+=("$client_pid")
 }
 
@@ -224,5 +225,139 @@ rekey)
   $py -c "import sys; sys.exit(0 if float('$gap') < 50 else 1)" || fail "largest gap ${gap} ms >= 50 ms"
   stop
   ;;
-*) echo "usage: $0 demo|suites|script|blocked|nodtls|rekey ESPVPN GATEWAY" >&2; exit 2 ;;
+outer_v6_esp)
+  outer_v6
+  # Debian's vpnc-script as a user runs it, in a private mount namespace per call: a stand-in
+  # resolv.conf and /run (its state files), so the host's are never touched.
+  mkdir -p "$work/run"; echo "nameserver 192.0.2.53" >"$work/resolv.conf"
+  cat >"$work/vpnc-script" <<SCRIPT
+#!/bin/sh
+env | grep -E '^(reason|VPNGATEWAY|INTERNAL_IP4_MTU)=' | sort >>"$work/script-env"
+exec unshare -m sh -c 'mount --bind "\$1" /etc/resolv.conf && mount --bind "\$2" /run && exec /usr/share/vpnc-scripts/vpnc-script' sh "$work/resolv.conf" "$work/run"
+SCRIPT
+  chmod +x "$work/vpnc-script"
+  client_args=(--script "$work/vpnc-script")
+  # By a name that resolves to the v6 address only (vpn.test is in the certificate's SANs);
+  # espvpn sees a hosts file of its own.
+  printf '%s vpn.test\n' "$gw_ip6" >"$work/hosts"
+  cat >"$work/with-hosts" <<SCRIPT
+#!/bin/sh
+exec unshare -m sh -c 'mount --bind "\$0" /etc/hosts && exec "\$@"' "$work/hosts" "\$@"
+SCRIPT
+  chmod +x "$work/with-hosts"
+  chrt=$work/with-hosts client_url=https://vpn.test:4443/
+  suite=aes-128-gcm want_mtu=1310  # base 1406 - 40 IPv6 - 8 UDP - 8 ESP - 8 IV - 16 ICV, whole blocks, - 2 (v4: 1342)
+  # The outer link as small as the base MTU: an inner packet sized for an IPv4 outer (1342)
+  # would leave as IPv6 fragments (counted below).
+  ip -n "$nsc" link set "${topo}cg" mtu 1406; ip -n "$nsg" link set "${topo}gc" mtu 1406
+  start $suite
+  grep -q "portal vpn.test login succeeded" "$work/espvpn.log" || fail "no login to the portal by the name vpn.test"
+  ip netns exec "$nsc" ss -Hun state established >"$work/ss.out"
+  grep -q "\[$gw_ip6\]:4501" "$work/ss.out" || fail "the ESP socket is not connected to [$gw_ip6]:4501: $(cat "$work/ss.out")"
+  for ((i = 0; i < 50; i++)); do ip -n "$nsc" route get $lan_ip 2>/dev/null | grep -q " dev tun" && break; sleep 0.1; done
+  grep -qx "VPNGATEWAY=$gw_ip6" "$work/script-env" || fail "VPNGATEWAY is not $gw_ip6: $(cat "$work/script-env")"
+  grep -qx "INTERNAL_IP4_MTU=$want_mtu" "$work/script-env" || fail "INTERNAL_IP4_MTU is not $want_mtu: $(cat "$work/script-env")"
+  # vpnc-script's host route to the gateway (so the tunnel's routes never capture the ESP packets).
+  ip -n "$nsc" -6 route show "$gw_ip6/128" | grep -q "dev ${topo}cg" \
+    || fail "no v6 host route to $gw_ip6: $(ip -n "$nsc" -6 route)"
+  ip -n "$nsc" -6 route get "$gw_ip6" | grep -q "dev ${topo}cg" || fail "the gateway is not reached off the tunnel"
+  tun=$(ip -n "$nsc" -o link show type tun | awk -F': ' '{ print $2; exit }')
+  mtu=$(ip -n "$nsc" -o link show "$tun" | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
+  [[ $mtu == "$want_mtu" ]] || fail "tun MTU $mtu, expected $want_mtu for $suite over an IPv6 outer"
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping $lan_ip"
+  ip netns exec "$nsc" ping -6 -c 3 -i 0.2 -W 2 $lan_ip6 >/dev/null || fail "ping $lan_ip6"
+  ip netns exec "$nsc" ping -M do -s $((want_mtu - 28)) -c 3 -i 0.2 -W 2 $lan_ip >/dev/null \
+    || fail "a full-size packet ($want_mtu bytes, DF) did not pass"
+  ip netns exec "$nsc" ping -6 -M do -s $((want_mtu - 48)) -c 3 -i 0.2 -W 2 $lan_ip6 >/dev/null \
+    || fail "a full-size IPv6 packet ($want_mtu bytes) did not pass"
+  ! ip netns exec "$nsc" ping -M do -s $((want_mtu - 27)) -c 1 -W 2 $lan_ip >/dev/null 2>&1 \
+    || fail "a packet above the tun MTU passed with DF set"
+  frags=0
+  for ns in "$nsc" "$nsg"; do
+    frags=$((frags + $(ip netns exec "$ns" awk '$1 == "Ip6FragCreates" { print $2 }' /proc/net/snmp6)))
+  done
+  [[ $frags -eq 0 ]] || fail "$frags outer IPv6 fragments created: the tunnel MTU is too large for the link"
+  up=$(iperf_gbps 2) || exit 1
+  down=$(iperf_gbps 2 -R) || exit 1
+  [[ $(client_stat 'd["transport"] == "esp" and d["tx"]["esp_packets"] > 1000 and d["rx"]["esp_ok"] > 1000') == True ]] \
+    || fail "the stats do not show ESP carrying the traffic: $(cat "$work/cl-stats.json")"
+  # UDP GSO on the v6 socket (sendmmsg with UDP_SEGMENT); GRO receive is printed.
+  offload=$(json "$work/cl-stats.json" '"gso %d gro %d" % (d["tx"]["udp_gso_messages"], d["rx"]["udp_gro_buffers"])')
+  [[ $(json "$work/cl-stats.json" 'd["tx"]["udp_gso_messages"] > 0 and d["rx"]["udp_gro_buffers"] > 0') == True ]] \
+    || fail "no UDP GSO/GRO on the IPv6 socket ($offload)"
+  stop
+  grep -q "reason=disconnect" "$work/script-env" || fail "vpnc-script not run for the disconnect"
+  ! ip -n "$nsc" -6 route show "$gw_ip6/128" | grep -q . || fail "vpnc-script left the host route to the gateway"
+  echo "RESULT outer_v6_esp: login + ESP over IPv6 to $gw_ip6, tun MTU $mtu, DF ping of $mtu bytes v4+v6, no outer fragments, v6 host route to the gateway; iperf3 up $up Gbit/s down $down Gbit/s; UDP $offload"
+  ;;
+outer_v6_https)
+  outer_v6
+  gateway_https_up
+  gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
+  block_udp_v6() {  # in the client namespace: its ESP sends fail (EPERM), nothing comes back
+    ip netns exec "$nsc" nft -f - <<NFT
+table inet gp_v6_block {
+  chain out { type filter hook output priority 0; udp dport 4501 drop; }
+}
+NFT
+  }
+  block_udp_v6
+  client_args=(--esp-retry-interval 2 --force-dpd 2)
+  launch
+  wait_for "$work/espvpn.log" "HTTPS tunnel up" 30 || fail "no fallback to the HTTPS tunnel over IPv6"
+  grep "HTTPS tunnel up" "$work/espvpn.log" | grep -q "$gw_ip6" || fail "the HTTPS tunnel is not to $gw_ip6"
+  [[ $(client_stat 'd["transport"]') == https ]] || fail "stats JSON does not say https"
+  ip netns exec "$nsc" ping -6 -c 3 -i 0.2 -W 2 $lan_ip6 >/dev/null || fail "ping $lan_ip6 over HTTPS"
+  on_https=$(traffic "on HTTPS over IPv6")
+  [[ $(client_stat 'd["https"]["rx_packets"] > 1000 and d["https"]["tx_packets"] > 1000') == True ]] \
+    || fail "HTTPS counters do not show the traffic"
+  # UDP let through: the ESP retry's probe over v6 is answered, traffic moves back.
+  ip netns exec "$nsc" nft delete table inet gp_v6_block
+  wait_for "$work/espvpn.log" "switching back to ESP" 20 || fail "did not go back to ESP over IPv6 after the unblock"
+  sleep 1.5  # the gateway's route to the HTTPS side drops once its tun loses carrier
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping back on ESP"
+  [[ $(client_stat 'd["transport"]') == esp ]] || fail "stats JSON does not say esp after the switch back"
+  # ESP dying later (ESP DPD: nothing received for 2 x --force-dpd): the HTTPS tunnel again.
+  block_udp_v6
+  wait_for "$work/espvpn.log" "switching to the HTTPS tunnel: ESP dead" 15 || fail "no fallback when ESP over IPv6 died"
+  ip netns exec "$nsc" ping -6 -c 3 -i 0.2 -W 2 $lan_ip6 >/dev/null || fail "ping $lan_ip6 after ESP died"
+  [[ $(client_stat 'd["transport"] == "https" and d["transport_switches"] == 3') == True ]] \
+    || fail "after ESP died: $(cat "$work/cl-stats.json")"
+  stop
+  # --no-dtls: HTTPS only from the start, its MTU for a TCPv6 outer:
+  # 1406 - 40 IPv6 - 32 TCP - 21 TLS record - 16 GP frame header (v4: 1317).
+  gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start (--no-dtls)"
+  client_args=(--no-dtls)
+  launch
+  wait_for "$work/espvpn.log" "HTTPS tunnel up" 30 || fail "--no-dtls: no HTTPS tunnel over IPv6"
+  grep -q "HTTPS tunnel up to .*, MTU 1297$" "$work/espvpn.log" || fail "--no-dtls over IPv6: $(grep "HTTPS tunnel up" "$work/espvpn.log"), expected MTU 1297"
+  ip netns exec "$nsc" ping -M do -s $((1297 - 28)) -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "full-size ping over --no-dtls"
+  stop
+  echo "RESULT outer_v6_https: UDP blocked in the client namespace: HTTPS tunnel over TCPv6 to $gw_ip6, ping v4+v6, $on_https; unblocked -> ESP; ESP dead (DPD) -> HTTPS again; --no-dtls MTU 1297"
+  ;;
+outer_v6_openconnect)
+  outer_v6
+  # A 1406-byte link: openconnect's base MTU is the TCP path MTU, espvpn's default 1406.
+  ip -n "$nsc" link set "${topo}cg" mtu 1406; ip -n "$nsg" link set "${topo}gc" mtu 1406
+  gateway_up aes-128-cbc:sha1 || fail "fake gateway did not start"  # openconnect 9.01 has no GCM for GP
+  echo secret | ip netns exec "$nsc" openconnect --protocol=gp --usergroup=gateway --cafile "$repo/certs/ca.pem" \
+    -u alice --passwd-on-stdin --script "$repo/tools/netns/minimal-vpnc-script" \
+    "https://$gw_outer:4443/" >"$work/oc.log" 2>&1 &
+  oc_pid=$!; pids+=("$oc_pid")
+  wait_for "$work/oc.log" "ESP session established" 30 "$oc_pid" || fail "openconnect did not bring ESP up over IPv6"
+  for ((i = 0; i < 50; i++)); do ip -n "$nsc" route get $lan_ip 2>/dev/null | grep -q " dev tun" && break; sleep 0.1; done
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping through openconnect's tunnel"
+  ip netns exec "$nsc" ss -Hun state established | grep -q "\[$gw_ip6\]:4501" || fail "openconnect's ESP is not over IPv6"
+  tun=$(ip -n "$nsc" -o link show type tun | awk -F': ' '{ print $2; exit }')
+  oc_mtu=$(ip -n "$nsc" -o link show "$tun" | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
+  kill -INT "$oc_pid"; wait "$oc_pid" 2>/dev/null || true
+  gateway_down
+  start aes-128-cbc:sha1  # espvpn, same suite and link
+  tun=$(ip -n "$nsc" -o link show type tun | awk -F': ' '{ print $2; exit }')
+  our_mtu=$(ip -n "$nsc" -o link show "$tun" | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
+  stop
+  [[ $oc_mtu == "$our_mtu" ]] || fail "tun MTU over IPv6 with CBC+SHA1: openconnect $oc_mtu, espvpn $our_mtu"
+  echo "RESULT outer_v6_openconnect: openconnect 9.01 logged in over IPv6, ESP established to [$gw_ip6]:4501, ping through it; tun MTU $oc_mtu, espvpn's the same"
+  ;;
+*) echo "usage: $0 demo|suites|script|blocked|nodtls|rekey|outer_v6_esp|outer_v6_https|outer_v6_openconnect ESPVPN GATEWAY" >&2; exit 2 ;;
 esac

@@ -22,24 +22,9 @@
 #               is never touched.
 #   dns_resolved: with a stand-in systemd-resolved on a private bus: the per-link D-Bus
 #               calls (servers, domains, RevertLink at exit); resolv.conf untouched.
-set -euo pipefail
-[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
-mode=$1 espvpn=$2 gw_bin=$3
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
-dp=$repo/tests/integration/datapath
-work=$(mktemp -d /tmp/host-test.XXXXXX)
+# shellcheck source=../gp_test_head.sh
+. "$(dirname "$0")/../gp_test_head.sh" host-test "$@"
 chmod 755 "$work"  # the unprivileged client reaches the helper's record directory below it
-pids=()
-# shellcheck source=../../../tools/netns/gp-topology.sh
-. "$repo/tools/netns/gp-topology.sh"
-trap topo_cleanup EXIT
-trap 'exit 130' INT TERM
-fail() {
-  echo "FAIL: $*"
-  for f in "$work"/*.out "$work"/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -25 "$f"; }; done
-  exit 1
-}
 topo_up
 
 # Extra configuration so the environment has DNS, domains, include and exclude routes.

@@ -29,6 +29,24 @@ TEST_CASE("parse_url: https URLs, bare hosts, ports, IPv6, normalised paths") {
     CHECK(parse_url("https://h?x=1")->target == "/?x=1");
 }
 
+TEST_CASE("parse_url: a bare IPv6 address (as portals list gateways) is the whole host, port 443") {
+    auto bare = parse_url("FD00:201::1");
+    REQUIRE(bare.ok());
+    CHECK(bare->host == "fd00:201::1");
+    CHECK(bare->port == 443);
+    CHECK(bare->to_string() == "https://[fd00:201::1]/");
+    auto with_path = parse_url("https://2001:db8::10/gp");
+    REQUIRE(with_path.ok());
+    CHECK(with_path->host == "2001:db8::10");
+    CHECK(with_path->target == "/gp");
+    CHECK(parse_url("::ffff:192.0.2.1")->host == "::ffff:192.0.2.1");
+    // "host:port" stays a name and a port; a port after a bare address is not guessed at.
+    CHECK(parse_url("gw.example.com:4443")->port == 4443);
+    auto junk = parse_url("https://gw.example:44:3/");
+    REQUIRE_FALSE(junk.ok());
+    CHECK(junk.error().message.find("needs brackets") != std::string::npos);
+}
+
 TEST_CASE("parse_url rejects insecure, malformed and ambiguous URLs with a reason") {
     auto http = parse_url("http://vpn.example.com/");
     REQUIRE_FALSE(http.ok());

@@ -53,6 +53,18 @@ TEST_CASE("SocketAddress and InterfaceAddress parse and reject with a reason") {
     CHECK(InterfaceAddress::parse("10.0.0/8").error().message.find("10.0.0") != std::string::npos);
 }
 
+TEST_CASE("endpoint_text: what SocketAddress::parse reads back, IPv6 in brackets; any_endpoint_like keeps the family") {
+    CHECK(endpoint_text("10.201.0.1", 4501) == "10.201.0.1:4501");
+    CHECK(endpoint_text("fd00:201::1", 4501) == "[fd00:201::1]:4501");
+    auto back = SocketAddress::parse(endpoint_text("fd00:201::1", 4501));
+    REQUIRE(back.ok());
+    CHECK(back->family() == AF_INET6);
+    CHECK(back->to_string() == "[fd00:201::1]:4501");
+    CHECK(any_endpoint_like("fd00:201::1", 4555) == "[::]:4555");
+    CHECK(any_endpoint_like("10.201.0.1", 4555) == "0.0.0.0:4555");
+    CHECK(SocketAddress::parse(any_endpoint_like("fd00:201::1", 0))->family() == AF_INET6);
+}
+
 TEST_CASE("UdpSocket: a batch over loopback arrives whole, with or without offload") {
     for (bool offload : {true, false}) {
         UdpOptions ro;
