@@ -2,11 +2,14 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "src/log/logger.h"
@@ -55,15 +58,52 @@ Status write_all(int fd, std::string_view text) {
     return {};
 }
 
+// The header compose_resolv_conf writes: "# written by espvpn (pid N) ...". N, or 0.
+int writer_pid(std::string_view text) {
+    constexpr std::string_view kHeader = "# written by espvpn (pid ";
+    if (text.substr(0, kHeader.size()) != kHeader) return 0;
+    int pid = 0;
+    for (std::size_t i = kHeader.size(); i < text.size() && text[i] >= '0' && text[i] <= '9' && pid < 1 << 22; ++i)
+        pid = pid * 10 + (text[i] - '0');
+    return pid;
+}
+
+std::string backup_path(const std::string& dir, int pid) { return dir + "/resolv.conf." + std::to_string(pid); }
+
+// A file left by an espvpn that died without restoring it (SIGKILL, a crash): its
+// saved original, when that process is gone and the backup is there.
+std::optional<std::string> original_left_behind(std::string_view current, const std::string& backup_dir, int own_pid) {
+    const int pid = writer_pid(current);
+    if (pid <= 0 || pid == own_pid || kill(pid, 0) == 0 || errno != ESRCH) return std::nullopt;
+    const std::string path = backup_path(backup_dir, pid);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    auto saved = read_all(fd);
+    close(fd);
+    unlink(path.c_str());
+    if (!saved || saved->empty()) return std::nullopt;
+    return std::move(*saved);
+}
+
 class ResolvConfDns final : public HostDns {
 public:
-    static Result<std::unique_ptr<HostDns>> apply(const DnsSettings& s, const std::string& path) {
+    static Result<std::unique_ptr<HostDns>> apply(const DnsSettings& s, const HostDnsOptions& o) {
+        const std::string& path = o.resolv_conf;
         int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
         if (fd < 0) return make_error("open " + path + ": " + strerror(errno));
         std::unique_ptr<ResolvConfDns> dns(new ResolvConfDns(fd, path));
         auto original = read_all(fd);
         if (!original) return make_error(path + ": " + original.error().message);
         dns->original_ = std::move(*original);
+        if (auto left = original_left_behind(dns->original_, o.backup_dir, s.vpn_pid)) {
+            LOG_WARN << "DNS: " << path << " was left by espvpn (pid " << writer_pid(dns->original_)
+                     << "), which ended without restoring it; its saved original is what gets restored now";
+            dns->original_ = std::move(*left);
+        } else if (writer_pid(dns->original_) > 0) {
+            LOG_WARN << "DNS: " << path << " was written by another espvpn (pid " << writer_pid(dns->original_)
+                     << ") and no saved original of it is left; its contents count as the original";
+        }
+        dns->save_backup(o.backup_dir, s.vpn_pid);
         dns->written_ = compose_resolv_conf(dns->original_, s);
         if (Status st = write_all(fd, dns->written_); !st) return make_error(path + ": " + st.error().message);
         LOG_INFO << "DNS: " << path << " now names the VPN's servers (restored on exit)";
@@ -81,14 +121,40 @@ public:
             LOG_INFO << "DNS: " << path_ << " restored";
         }
         close(fd_);
+        drop_backup();
     }
     std::string_view method() const override { return "resolv.conf"; }
 
 private:
     ResolvConfDns(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+
+    // The original on disk while the file is ours, so that an espvpn killed with
+    // SIGKILL is undone by the next one. Best effort: without it only a crash is
+    // worse off. The descriptor stays open to empty the backup after --setuid,
+    // when it can no longer be unlinked.
+    void save_backup(const std::string& dir, int pid) {
+        if (dir.empty()) return;
+        if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return;
+        backup_ = backup_path(dir, pid);
+        backup_fd_ = open(backup_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (backup_fd_ < 0 || !write_all(backup_fd_, original_)) {
+            LOG_DEBUG << "DNS: no backup of " << path_ << " in " << dir << ": " << strerror(errno);
+            drop_backup();
+        }
+    }
+    void drop_backup() {
+        if (backup_fd_ < 0) return;
+        if (unlink(backup_.c_str()) != 0 && ftruncate(backup_fd_, 0) != 0)
+            LOG_DEBUG << "DNS: cannot remove " << backup_ << ": " << strerror(errno);
+        close(backup_fd_);
+        backup_fd_ = -1;
+    }
+
     int fd_;
     std::string path_;
     std::string original_, written_;
+    std::string backup_;
+    int backup_fd_ = -1;
 };
 
 // ---- systemd-resolved -----------------------------------------------------------
@@ -279,7 +345,7 @@ Result<std::unique_ptr<HostDns>> HostDns::apply(const DnsSettings& settings, con
         if (resolved) return resolved;
         LOG_DEBUG << "DNS: not using systemd-resolved: " << resolved.error().message;
     }
-    return ResolvConfDns::apply(settings, options.resolv_conf);
+    return ResolvConfDns::apply(settings, options);
 }
 
 }  // namespace espvpn::hooks

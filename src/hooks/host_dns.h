@@ -4,7 +4,9 @@
 //     domains on the tun (SetLinkDNS, SetLinkDomains, SetLinkDefaultRoute), undone
 //     with RevertLink;
 //   - otherwise /etc/resolv.conf rewritten in place, the original put back on exit
-//     (unless someone else changed the file meanwhile: then it is left alone).
+//     (unless someone else changed the file meanwhile: then it is left alone) and
+//     kept meanwhile in /run/espvpn/resolv.conf.PID: an espvpn that finds the file of
+//     a dead espvpn (killed, crashed) restores that one's original.
 // Both keep what they opened while privileged (the bus connection, whose peer
 // credentials the daemon recorded at connect time; the file descriptor), so the
 // restore still works after --setuid.
@@ -33,6 +35,9 @@ struct DnsSettings {
 struct HostDnsOptions {
     bool try_resolved = true;
     std::string resolv_conf = "/etc/resolv.conf";
+    // Where the resolv.conf backend keeps the original while it is applied
+    // (resolv.conf.PID), so that the next espvpn can undo a killed one's file. "" = none.
+    std::string backup_dir = "/run/espvpn";
 };
 
 class HostDns {

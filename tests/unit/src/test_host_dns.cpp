@@ -1,8 +1,11 @@
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -44,6 +47,30 @@ struct TempFile {
     ~TempFile() { unlink(path.c_str()); }
 };
 
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char name[] = "/tmp/espvpn-dnsbak-XXXXXX";
+        REQUIRE(mkdtemp(name) != nullptr);
+        path = name;
+    }
+    ~TempDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
+    bool has(const std::string& file) const { return access((path + "/" + file).c_str(), F_OK) == 0; }
+};
+
+// A pid that no process has now: a child that has exited and been reaped.
+int dead_pid() {
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) _exit(0);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    return child;
+}
+
 const char* kOriginal =
     "# from DHCP\n"
     "nameserver 192.168.1.1\n"
@@ -71,15 +98,64 @@ TEST_CASE("resolv.conf: a repeated search domain is written once") {
 TEST_CASE("resolv.conf backend: rewritten while applied, restored byte for byte after") {
     TempFile f(kOriginal);
     HostDnsOptions o;
+    TempDir backups;
     o.try_resolved = false;
     o.resolv_conf = f.path;
+    o.backup_dir = backups.path;
     {
         auto dns = HostDns::apply(vpn_dns(), o);
         REQUIRE(dns);
         CHECK((*dns)->method() == "resolv.conf");
+        CHECK(slurp(backups.path + "/resolv.conf.4242") == kOriginal);  // for the next espvpn, if this one dies
         CHECK(slurp(f.path) == compose_resolv_conf(kOriginal, vpn_dns()));
     }
     CHECK(slurp(f.path) == kOriginal);
+    CHECK_FALSE(backups.has("resolv.conf.4242"));
+}
+
+TEST_CASE("resolv.conf backend: the file of an espvpn that died without restoring it is undone by the next one") {
+    TempDir backups;
+    DnsSettings dead = vpn_dns();
+    dead.vpn_pid = dead_pid();
+    dead.servers = {"10.9.9.9"};
+    dead.search_domains = {"stale.example"};
+    TempFile f(compose_resolv_conf(kOriginal, dead));  // what the killed one left behind
+    std::ofstream(backups.path + "/resolv.conf." + std::to_string(dead.vpn_pid)) << kOriginal;
+    HostDnsOptions o;
+    o.try_resolved = false;
+    o.resolv_conf = f.path;
+    o.backup_dir = backups.path;
+    {
+        auto dns = HostDns::apply(vpn_dns(), o);
+        REQUIRE(dns);
+        CHECK(slurp(f.path) == compose_resolv_conf(kOriginal, vpn_dns()));  // no stale servers or domains
+        CHECK_FALSE(backups.has("resolv.conf." + std::to_string(dead.vpn_pid)));
+    }
+    CHECK(slurp(f.path) == kOriginal);
+}
+
+TEST_CASE("resolv.conf backend: a live espvpn's file, or a dead one's without a backup, counts as the original") {
+    TempDir backups;
+    HostDnsOptions o;
+    o.try_resolved = false;
+    o.backup_dir = backups.path;
+    for (int pid : {static_cast<int>(getppid()), dead_pid()}) {
+        DnsSettings other = vpn_dns();
+        other.vpn_pid = pid;
+        other.search_domains = {"other.example"};
+        const std::string left = compose_resolv_conf(kOriginal, other);
+        TempFile f(left);
+        o.resolv_conf = f.path;
+        if (pid == static_cast<int>(getppid()))  // alive: its backup must not be taken from it
+            std::ofstream(backups.path + "/resolv.conf." + std::to_string(pid)) << kOriginal;
+        {
+            auto dns = HostDns::apply(vpn_dns(), o);
+            REQUIRE(dns);
+            CHECK(slurp(f.path) == compose_resolv_conf(left, vpn_dns()));
+        }
+        CHECK(slurp(f.path) == left);
+    }
+    CHECK(backups.has("resolv.conf." + std::to_string(getppid())));
 }
 
 TEST_CASE("resolv.conf backend: a file changed by someone else meanwhile is left alone") {
@@ -87,6 +163,7 @@ TEST_CASE("resolv.conf backend: a file changed by someone else meanwhile is left
     HostDnsOptions o;
     o.try_resolved = false;
     o.resolv_conf = f.path;
+    o.backup_dir = "";  // no backup at all: still restores (or leaves alone)
     {
         auto dns = HostDns::apply(vpn_dns(), o);
         REQUIRE(dns);
