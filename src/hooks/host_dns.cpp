@@ -111,16 +111,28 @@ public:
     }
     ~ResolvConfDns() override {
         auto now = read_all(fd_);
+        bool keep_backup = false;
         if (!now) {
             LOG_WARN << "DNS: cannot restore " << path_ << ": " << now.error().message;
         } else if (*now != written_) {
             LOG_WARN << "DNS: " << path_ << " was changed by someone else meanwhile; left as it is";
-        } else if (Status st = write_all(fd_, original_); !st) {
-            LOG_WARN << "DNS: cannot restore " << path_ << ": " << st.error().message;
+            // Another espvpn stacked on ours: it will put back our file when it ends,
+            // and whoever finds that file then needs our original.
+            keep_backup = writer_pid(*now) > 0;
         } else {
-            LOG_INFO << "DNS: " << path_ << " restored";
+            // Our original may be the file of an espvpn that ended while we ran (two
+            // VPNs at once, the other one gone first): put back what it replaced.
+            if (auto left = original_left_behind(original_, backup_dir_, own_pid_)) original_ = std::move(*left);
+            if (Status st = write_all(fd_, original_); !st)
+                LOG_WARN << "DNS: cannot restore " << path_ << ": " << st.error().message;
+            else
+                LOG_INFO << "DNS: " << path_ << " restored";
         }
         close(fd_);
+        if (keep_backup) {
+            close(backup_fd_);
+            backup_fd_ = -1;
+        }
         drop_backup();
     }
     std::string_view method() const override { return "resolv.conf"; }
@@ -133,6 +145,8 @@ private:
     // worse off. The descriptor stays open to empty the backup after --setuid,
     // when it can no longer be unlinked.
     void save_backup(const std::string& dir, int pid) {
+        backup_dir_ = dir;
+        own_pid_ = pid;
         if (dir.empty()) return;
         if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return;
         backup_ = backup_path(dir, pid);
@@ -153,8 +167,9 @@ private:
     int fd_;
     std::string path_;
     std::string original_, written_;
-    std::string backup_;
+    std::string backup_dir_, backup_;
     int backup_fd_ = -1;
+    int own_pid_ = 0;
 };
 
 // ---- systemd-resolved -----------------------------------------------------------

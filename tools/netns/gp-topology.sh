@@ -23,11 +23,16 @@ topo_cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   for ns in "$nsc" "$nsg" "$nsl"; do ip netns del "$ns" 2>/dev/null || true; done
-  rm -rf "$work"
+  rm -rf "/etc/netns/$nsc" "$work"
 }
 
 topo_up() {
   for ns in "$nsc" "$nsg" "$nsl"; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
+  # `ip netns exec $nsc` binds /etc/netns/$nsc/resolv.conf over /etc/resolv.conf in a
+  # mount namespace of its own: espvpn's built-in DNS setup rewrites this stand-in,
+  # never the host's file.
+  mkdir -p "/etc/netns/$nsc"
+  printf 'nameserver 192.0.2.53\nsearch home.test\n' >"/etc/netns/$nsc/resolv.conf"
   ip link add "${topo}cg" netns "$nsc" type veth peer name "${topo}gc" netns "$nsg"
   ip link add "${topo}gl" netns "$nsg" type veth peer name "${topo}lg" netns "$nsl"
   ip -n "$nsc" addr add $cl_ip/24 dev "${topo}cg"; ip -n "$nsc" addr add $cl_ip6/64 dev "${topo}cg" nodad

@@ -115,8 +115,12 @@ demo)
   echo "   done: logout sent, tun removed"
   ;;
 suites)
+  host_resolv=$(sha256sum /etc/resolv.conf 2>/dev/null || echo none)
   for suite in ${GP_TUNNEL_SUITES:-aes-128-gcm aes-128-cbc:sha1 aes-256-cbc:sha256}; do
     start "$suite"
+    # The built-in DNS setup writes the client namespace's stand-in (gp-topology.sh), not the host's file.
+    grep -q "^# written by espvpn" "/etc/netns/$nsc/resolv.conf" || fail "$suite: the VPN's DNS servers were not applied"
+    [[ $(sha256sum /etc/resolv.conf 2>/dev/null || echo none) == "$host_resolv" ]] || fail "$suite: the host's /etc/resolv.conf changed"
     ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "$suite: ping $lan_ip"
     ip netns exec "$nsc" ping -6 -c 3 -i 0.2 -W 2 $lan_ip6 >/dev/null || fail "$suite: ping $lan_ip6"
     up=$(iperf_gbps 2) || exit 1
@@ -125,6 +129,7 @@ suites)
     # The SAs reach the datapath before its first tun read: nothing dropped for want of one.
     [[ $(client_stat 'd["tx"]["drop_no_sa"]') -eq 0 ]] || fail "$suite: packets dropped before the SA was installed"
     stop
+    [[ $(cat "/etc/netns/$nsc/resolv.conf") == $'nameserver 192.0.2.53\nsearch home.test' ]] || fail "$suite: DNS not restored"
     echo "RESULT $suite: login, probe answered, ping v4+v6, iperf3 up $up Gbit/s down $down Gbit/s, SIGINT -> logout, tun removed"
   done
   ;;

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,6 +72,25 @@ int dead_pid() {
     return child;
 }
 
+// A process that lives until end(): stands for another espvpn.
+struct LiveChild {
+    pid_t pid = fork();
+    LiveChild() {
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            pause();
+            _exit(0);
+        }
+    }
+    void end() {
+        if (pid <= 0) return;
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        pid = 0;
+    }
+    ~LiveChild() { end(); }
+};
+
 const char* kOriginal =
     "# from DHCP\n"
     "nameserver 192.168.1.1\n"
@@ -132,6 +152,31 @@ TEST_CASE("resolv.conf backend: the file of an espvpn that died without restorin
         CHECK_FALSE(backups.has("resolv.conf." + std::to_string(dead.vpn_pid)));
     }
     CHECK(slurp(f.path) == kOriginal);
+}
+
+TEST_CASE("resolv.conf backend: two espvpns at once, the first one ends first: the original comes back") {
+    TempFile f(kOriginal);
+    TempDir backups;
+    HostDnsOptions o;
+    o.try_resolved = false;
+    o.resolv_conf = f.path;
+    o.backup_dir = backups.path;
+    LiveChild other;
+    DnsSettings first = vpn_dns();
+    first.vpn_pid = other.pid;
+    first.search_domains = {"first.example"};
+    auto a = HostDns::apply(first, o);
+    REQUIRE(a);
+    auto b = HostDns::apply(vpn_dns(), o);  // stacks on the first one's file
+    REQUIRE(b);
+    CHECK(slurp(f.path).find("first.example") != std::string::npos);
+    a->reset();  // the file is the second one's now: left alone, the first one's backup kept
+    CHECK(backups.has("resolv.conf." + std::to_string(first.vpn_pid)));
+    other.end();  // and its process is gone by the time the second one ends
+    b->reset();  // puts back not the first one's file but what it had replaced
+    CHECK(slurp(f.path) == kOriginal);
+    CHECK_FALSE(backups.has("resolv.conf." + std::to_string(first.vpn_pid)));
+    CHECK_FALSE(backups.has("resolv.conf.4242"));
 }
 
 TEST_CASE("resolv.conf backend: a live espvpn's file, or a dead one's without a backup, counts as the original") {
