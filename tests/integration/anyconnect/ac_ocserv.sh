@@ -502,11 +502,15 @@ rekey_new_tunnel|rekey_ssl)
   $py -c "import sys; sys.exit(0 if float('$gap') < 2000 else 1)" || fail "largest gap $gap ms across the rekey"
   if [[ $method == ssl ]]; then
     stats_check rk "d['rekey']['ssl'] >= 1 and d['rekey']['fallbacks'] == 0" || fail "the stats do not count the rehandshake"
-    grep -q "client requested rehandshake\|TLS rehandshake completed\|rehandshake" "$work/ocserv.log" ||
-      echo "note: ocserv's log does not mention the rehandshake"
+    grep -i "rehandshake" "$work/ocserv.log" | sed 's/^/  /'
+    grep -q "rehandshake completed" "$work/ocserv.log" || fail "ocserv's log shows no completed rehandshake"
   else
     stats_check rk "d['reconnect']['renewals'] >= 1" || fail "the stats do not count the new tunnel"
   fi
+  grep -i "re-use\|reuse\|previous" "$work/ocserv.log" | sed 's/^/  /' || true
+  # the DTLS channel of the rekeyed connection (new PSK / App-ID) carries data again
+  for ((i = 0; i < 100; i++)); do [[ $(grep -c "data over DTLS" "$work/rk.log") -ge 2 ]] && break; sleep 0.2; done
+  [[ $(grep -c "data over DTLS" "$work/rk.log") -ge 2 ]] || fail "DTLS did not come back after the rekey"
   ping_lan
   espvpn_stop rk
   echo "PASS $mode"
