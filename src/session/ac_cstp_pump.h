@@ -161,11 +161,13 @@ public:
           rx_batch_(io::PacketBatchShape{64, kRxSlotCapacity, 16, 0}),
           rx_buf_(new std::uint8_t[kRxBufSize]), transport_(session_, tls.fd(), stopping_) {
         wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        rx_wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         last_rx_ns_ = last_tx_ns_ = now_ns();
     }
     ~CstpPump() override {
         stop();
         if (wake_fd_ >= 0) close(wake_fd_);
+        if (rx_wake_fd_ >= 0) close(rx_wake_fd_);
     }
 
     void start(const std::vector<std::uint8_t>& early_bytes) {
@@ -363,6 +365,9 @@ private:
             return;
         }
         rehandshake_ = static_cast<int>(Rehandshake::tx_parked);
+        // The rx thread may sit in poll(): it starts the handshake now, not after its timeout.
+        std::uint64_t one = 1;
+        [[maybe_unused]] auto n = write(rx_wake_fd_, &one, sizeof one);
         wait_while_rehandshaking();
     }
     void wait_while_rehandshaking() {
@@ -515,13 +520,18 @@ private:
 
     void rx_loop() {
         if (!early_.empty() && !consume(early_)) return;
-        pollfd r{tls_.fd(), POLLIN, 0};
+        pollfd r[2] = {{tls_.fd(), POLLIN, 0}, {rx_wake_fd_, POLLIN, 0}};
         while (!stopping_) {
             if (!serve_rehandshake()) break;
             if (gnutls_record_check_pending(session_) == 0 && !transport_.has_readahead()) {
                 flush_rx();
-                if (poll(&r, 1, kPollMs) < 0 && errno != EINTR) break;
-                if (!(r.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+                if (poll(r, 2, kPollMs) < 0 && errno != EINTR) break;
+                if (r[1].revents & POLLIN) {
+                    std::uint64_t v;
+                    [[maybe_unused]] auto n = read(rx_wake_fd_, &v, sizeof v);
+                    continue;
+                }
+                if (!(r[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             }
             ssize_t n = gnutls_record_recv(session_, rx_buf_.get(), kRxBufSize);
             if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED || n == GNUTLS_E_REHANDSHAKE) continue;
@@ -551,7 +561,8 @@ private:
     BatchingTransport transport_;
     anyconnect::CstpDecoder decoder_;
     std::vector<std::uint8_t> early_;  // tunnel bytes that came with the CONNECT reply
-    int wake_fd_ = -1;
+    int wake_fd_ = -1;     // wakes the tx thread (control requests, stop)
+    int rx_wake_fd_ = -1;  // wakes the rx thread (a parked tx: rehandshake due)
     std::thread tx_, rx_;
     std::atomic<unsigned> pending_{0};
     std::atomic<bool> logout_sent_{false};

@@ -294,9 +294,13 @@ public:
 
     // After a TLS rehandshake (both pump threads parked): a fresh PSK, so a new
     // DTLS channel (doc 6: DTLS is re-established whenever CSTP is rehandshaken).
-    void renew_channel(int mtu, AcDtlsStats& history) {
-        close_channel(history);
+    // Returns the old one, for the caller to end once the pump runs again (its
+    // datapath threads take a while to stop; the tun should not wait for them).
+    std::unique_ptr<AcDataChannel> renew_channel(int mtu) {
+        pump_->set_channel(nullptr);
+        std::unique_ptr<AcDataChannel> old = std::move(channel_);
         open_channel(mtu);
+        return old;
     }
 
     // The BYE (the server ends the session), waited for up to 1 s.
@@ -615,13 +619,20 @@ std::optional<AcTunnelEnd> AcSession::step_link(Clock::time_point now) {
     using RH = CstpPump::Rehandshake;
     const RH rh = pump.rehandshake_state();
     if (rh == RH::done) {
+        std::unique_ptr<AcDataChannel> old;
         {
             std::lock_guard<std::mutex> lock(link_mutex_);  // the channel swap vs. the reporter
-            link.renew_channel(tun_mtu_, dtls_history_);
+            old = link.renew_channel(tun_mtu_);
             ++counters_.rekeys_ssl;
             counters_.last_rehandshake_ms = pump.rehandshake_ms();
         }
         pump.resume();
+        if (old) {
+            const AcDtlsStats last = old->stats();
+            old.reset();
+            std::lock_guard<std::mutex> lock(link_mutex_);
+            add_dtls_history(dtls_history_, last);
+        }
         schedule_rekey(link);
         LOG_INFO << "rekey (ssl): TLS rehandshake done in " << pump.rehandshake_ms() << " ms ("
                  << link.tls().description() << ")" << (link.channel() ? "; new DTLS handshake" : "");
@@ -755,8 +766,11 @@ Result<AcTunnelEnd> AcSession::run() {
 
     std::optional<AcTunnelEnd> end;
     while (!end) {
+        // While a rehandshake runs, both pump threads wait for this loop: look often.
+        const bool rehandshaking =
+            link_ && link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle;
         pollfd p{signals.fd(), POLLIN, 0};
-        poll(&p, 1, kPollMs);
+        poll(&p, 1, rehandshaking ? 2 : kPollMs);
         for (int sig; !end && (sig = signals.next()) != 0;) {
             if (sig == SIGHUP) {
                 end = AcTunnelEnd::user_detach;
