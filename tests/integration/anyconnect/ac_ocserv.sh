@@ -28,6 +28,8 @@
 #   reconnect_tls_drop: the client's TCP socket destroyed under it (ss -K; ocserv keeps the session):
 #                 a new TLS connection + CONNECT with the same cookie, no second login on ocserv,
 #                 attempt-reconnect + reconnect scripts, same address, ping, DTLS back
+#   reconnect_dpd: TCP to ocserv dropped (DPD 2 s): CSTP DPD declares the server dead within
+#                 ~2 x DPD, unblocked: reconnected with the same cookie, ping
 #   reconnect_gone: ocserv killed for good, --reconnect-timeout 5: exit 1 naming the option, < 15 s
 #   reconnect_cookie_refused: ocserv killed and restarted (sessions gone): the reconnect's
 #                 CONNECT gets 401: exit 2
@@ -72,6 +74,7 @@ outer_v6)
   oc_extra=("ipv6-network = fd00:199::/64" "route = fd00:202::/64") ;;
 esac
 case $mode in
+reconnect_dpd) dtls_opt=(); export OC_DPD=2 ;;
 reconnect_*|sigusr2) dtls_opt=() ;;
 rekey_new_tunnel) dtls_opt=(); oc_extra=("rekey-time = 30" "rekey-method = new-tunnel") ;;
 rekey_ssl) dtls_opt=(); oc_extra=("rekey-time = 30" "rekey-method = ssl") ;;
@@ -434,6 +437,23 @@ reconnect_tls_drop)
   [[ $(grep -c testuser "$work/users.out") -eq 1 ]] || fail "ocserv does not list exactly one session: $(cat "$work/users.out")"
   espvpn_stop drop
   echo "PASS reconnect_tls_drop"
+  ;;
+reconnect_dpd)
+  espvpn_up dpd -u testuser --passwd-on-stdin <<<"$oc_password"
+  wait_for "$work/dpd.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  ping_lan
+  ip netns exec "$nsc" nft add table inet acblock
+  ip netns exec "$nsc" nft add chain inet acblock in "{ type filter hook input priority 0; }"
+  ip netns exec "$nsc" nft add rule inet acblock in tcp sport $oc_port drop
+  t0=$SECONDS
+  wait_for "$work/dpd.log" "connection to the server lost: nothing received for" 12 || fail "CSTP DPD did not declare the server dead"
+  echo "CSTP declared dead $((SECONDS - t0)) s after the block (DPD 2 s)"
+  ip netns exec "$nsc" nft delete table inet acblock
+  wait_for "$work/dpd.log" "reconnected to .* after" 15 || fail "no reconnect after the unblock"
+  grep -o "after [0-9]* attempt(s); outage [0-9]* ms" "$work/dpd.log" | tail -1
+  ping_lan
+  espvpn_stop dpd
+  echo "PASS reconnect_dpd"
   ;;
 reconnect_gone|reconnect_cookie_refused)
   timeout_s=5; [[ $mode == reconnect_cookie_refused ]] && timeout_s=20  # time for ocserv to come back
