@@ -306,6 +306,8 @@ public:
     // The BYE (the server ends the session), waited for up to 1 s.
     void logout() {
         if (!pump_) return;
+        // A rehandshake that just finished leaves the threads parked; the BYE needs the tx thread.
+        if (pump_->rehandshake_state() == CstpPump::Rehandshake::done) pump_->resume();
         pump_->request_logout();
         for (int i = 0; i < 20 && !pump_->logout_sent() && !pump_->ended(); ++i)
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
