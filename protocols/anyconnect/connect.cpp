@@ -75,6 +75,29 @@ std::string hex(std::span<const std::uint8_t> bytes) {
 
 }  // namespace
 
+Result<AcRekeyMethod> parse_rekey_method(std::string_view text) {
+    if (text.empty() || text == "none") return AcRekeyMethod::none;
+    if (text == "ssl") return AcRekeyMethod::ssl;
+    if (text == "new-tunnel") return AcRekeyMethod::new_tunnel;
+    return make_error("unknown rekey method \"" + std::string(text) + "\" (known: ssl, new-tunnel, none)");
+}
+
+const char* rekey_method_name(AcRekeyMethod method) {
+    switch (method) {
+        case AcRekeyMethod::none: return "none";
+        case AcRekeyMethod::ssl: return "ssl";
+        case AcRekeyMethod::new_tunnel: return "new-tunnel";
+    }
+    return "?";
+}
+
+namespace {
+AcRekeyMethod known_rekey_method(std::string_view text) {
+    auto m = parse_rekey_method(text);
+    return m ? *m : AcRekeyMethod::none;
+}
+}  // namespace
+
 int requested_tunnel_mtu(int base_mtu, bool outer_ipv6) {
     // DTLS overhead (1 type + 13 header + 20 MAC + 32 IV + 16 padding), UDP, IP.
     return base_mtu - 82 - 8 - (outer_ipv6 ? 40 : 20);
@@ -211,6 +234,7 @@ Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConne
             st = seconds(c.rekey_s);
         } else if (is("X-CSTP-Rekey-Method")) {
             c.rekey_method = value;
+            c.rekey = known_rekey_method(value);
         } else if (is("X-CSTP-MTU")) {
             st = seconds(cstp_mtu);
         } else if (is("X-CSTP-Base-MTU")) {
@@ -246,6 +270,7 @@ Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConne
             st = seconds(d().rekey_s);
         } else if (is("X-DTLS-Rekey-Method")) {
             d().rekey_method = value;
+            d().rekey = known_rekey_method(value);
         } else if (is("X-DTLS-Content-Encoding")) {
             c.dtls_unusable = "the server chose DTLS compression " + value + ", which was not offered";
         }

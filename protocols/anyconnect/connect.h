@@ -54,6 +54,13 @@ struct AcRoute {
     bool ipv6 = false;
 };
 
+// X-CSTP-Rekey-Method / X-DTLS-Rekey-Method (doc 6).
+enum class AcRekeyMethod { none, ssl, new_tunnel };
+// "ssl", "new-tunnel", "none" or "" (absent); anything else is an error naming it
+// (the reply parser then keeps `none`, as openconnect does with a method it does not know).
+Result<AcRekeyMethod> parse_rekey_method(std::string_view text);
+const char* rekey_method_name(AcRekeyMethod method);
+
 struct AcDtlsParams {
     enum class Mode { psk, legacy };
     Mode mode = Mode::psk;
@@ -66,6 +73,7 @@ struct AcDtlsParams {
     int keepalive_s = 0;
     int rekey_s = 0;
     std::string rekey_method;   // "ssl", "new-tunnel", "" (not given)
+    AcRekeyMethod rekey = AcRekeyMethod::none;  // rekey_method parsed (none when unknown)
     int mtu = 0;                // X-DTLS-MTU (legacy only); 0 when absent
 };
 
@@ -92,6 +100,7 @@ struct AcCstpConfig {
     int session_timeout_s = 0;   // smallest non-zero of the session timeouts, 0: none
     int rekey_s = 0;
     std::string rekey_method;    // "ssl", "new-tunnel", "none", ""
+    AcRekeyMethod rekey = AcRekeyMethod::none;  // rekey_method parsed (none when unknown)
     std::string content_encoding;  // must be empty: compression is not negotiated
     std::optional<AcDtlsParams> dtls;  // absent: the server offers no usable DTLS
     std::string dtls_unusable;        // why DTLS parameters were dropped, if some came

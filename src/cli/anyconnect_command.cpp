@@ -116,6 +116,7 @@ int run_anyconnect(ClientOptions& options, std::ostream& out) {
     t.force_dpd_s = options.force_dpd_s;
     t.dry_run = options.dry_run;
     t.stats_json = options.stats_json;
+    t.reconnect_timeout = std::chrono::seconds(options.reconnect_timeout_s);
     session::AcDtlsFactory dtls;
     if (!options.no_dtls) {
         session::AcDtlsLinkOptions d;

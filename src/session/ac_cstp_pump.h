@@ -161,11 +161,13 @@ public:
           rx_batch_(io::PacketBatchShape{64, kRxSlotCapacity, 16, 0}),
           rx_buf_(new std::uint8_t[kRxBufSize]), transport_(session_, tls.fd(), stopping_) {
         wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        rx_wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         last_rx_ns_ = last_tx_ns_ = now_ns();
     }
     ~CstpPump() override {
         stop();
         if (wake_fd_ >= 0) close(wake_fd_);
+        if (rx_wake_fd_ >= 0) close(rx_wake_fd_);
     }
 
     void start(const std::vector<std::uint8_t>& early_bytes) {
@@ -181,6 +183,25 @@ public:
     }
 
     void set_channel(AcDataChannel* channel) { channel_.store(channel); }
+
+    // CSTP rekey "ssl" (doc 6): the live TLS session renegotiates (TLS 1.2; a
+    // KeyUpdate on TLS 1.3). GnuTLS allows no record I/O beside a handshake, so
+    // the tx thread parks and the rx thread runs it; both stay parked after a
+    // success until resume(), so the caller can export a fresh DTLS PSK and swap
+    // the channel while nobody touches the session. A failure ends the pump
+    // (connection_lost) with the reason.
+    enum class Rehandshake { idle, requested, tx_parked, done, failed };
+    void request_rehandshake() {
+        int idle = static_cast<int>(Rehandshake::idle);
+        if (rehandshake_.compare_exchange_strong(idle, static_cast<int>(Rehandshake::requested))) wake();
+    }
+    Rehandshake rehandshake_state() const { return static_cast<Rehandshake>(rehandshake_.load()); }
+    // After done: both threads continue.
+    void resume() {
+        rehandshake_ = static_cast<int>(Rehandshake::idle);
+        wake();
+    }
+    std::int64_t rehandshake_ms() const { return rehandshake_ms_; }
 
     // Control requests, sent by the tx thread.
     void request_dpd() { request(kDpd); }
@@ -244,7 +265,8 @@ private:
                 return true;
             }
             if (r != GNUTLS_E_AGAIN && r != GNUTLS_E_INTERRUPTED) {
-                finish(AcTunnelEnd::error, std::string("sending on the TLS connection failed: ") + gnutls_strerror(static_cast<int>(r)));
+                finish(AcTunnelEnd::connection_lost,
+                       std::string("sending on the TLS connection failed: ") + gnutls_strerror(static_cast<int>(r)));
                 return false;
             }
             if (stopping_) return false;
@@ -289,6 +311,10 @@ private:
                 std::uint64_t v;
                 [[maybe_unused]] auto n = read(wake_fd_, &v, sizeof v);
             }
+            if (rehandshake_state() == Rehandshake::requested) {
+                park_tx();
+                continue;
+            }
             handle_requests();
             if (stopping_) break;
             if (!(fds[0].revents & POLLIN)) continue;
@@ -296,7 +322,7 @@ private:
             // get a turn between batches.
             for (int rounds = 0; rounds < 16 && !stopping_; ++rounds) {
                 if (!transport_.uncork()) {
-                    finish(AcTunnelEnd::error, "sending on the TLS connection failed");
+                    finish(AcTunnelEnd::connection_lost, "sending on the TLS connection failed");
                     return;
                 }
                 transport_.cork();
@@ -325,10 +351,109 @@ private:
                 handle_requests();
             }
             if (!transport_.uncork()) {
-                finish(AcTunnelEnd::error, "sending on the TLS connection failed");
+                finish(AcTunnelEnd::connection_lost, "sending on the TLS connection failed");
                 return;
             }
         }
+    }
+
+    // tx thread: hands the session to the rx thread until the rehandshake is over.
+    void park_tx() {
+        if (!transport_.uncork()) {
+            finish(AcTunnelEnd::connection_lost, "sending on the TLS connection failed");
+            rehandshake_ = static_cast<int>(Rehandshake::failed);
+            return;
+        }
+        rehandshake_ = static_cast<int>(Rehandshake::tx_parked);
+        // The rx thread may sit in poll(): it starts the handshake now, not after its timeout.
+        std::uint64_t one = 1;
+        [[maybe_unused]] auto n = write(rx_wake_fd_, &one, sizeof one);
+        wait_while_rehandshaking();
+    }
+    void wait_while_rehandshaking() {
+        pollfd w{wake_fd_, POLLIN, 0};
+        // After a failure the session is unusable: stay parked until stop().
+        while (!stopping_ && rehandshake_state() != Rehandshake::idle) {
+            if (poll(&w, 1, 20) > 0) {
+                std::uint64_t v;
+                [[maybe_unused]] auto n = read(wake_fd_, &v, sizeof v);
+            }
+        }
+    }
+
+    // rx thread, tx parked: the handshake, bounded in time. Application data the
+    // server sent before it saw our hello is read and delivered meanwhile.
+    bool rehandshake(std::string& why) {
+        const std::int64_t t0 = now_ns();
+        const std::int64_t deadline = t0 + std::int64_t{15} * 1000000000;
+        if (gnutls_protocol_get_version(session_) == GNUTLS_TLS1_3) {
+            // No renegotiation in TLS 1.3: new traffic keys both ways instead.
+            for (;;) {
+                int r = gnutls_session_key_update(session_, GNUTLS_KU_PEER);
+                if (r == 0) break;
+                if ((r != GNUTLS_E_AGAIN && r != GNUTLS_E_INTERRUPTED) || now_ns() > deadline) {
+                    why = std::string("TLS 1.3 key update failed: ") + gnutls_strerror(r);
+                    return false;
+                }
+                pollfd w{tls_.fd(), POLLOUT, 0};
+                poll(&w, 1, kPollMs);
+            }
+            rehandshake_ms_ = (now_ns() - t0) / 1000000;
+            return true;
+        }
+        for (;;) {
+            int r = gnutls_handshake(session_);
+            if (r == 0) break;
+            if (r == GNUTLS_E_GOT_APPLICATION_DATA) {
+                ssize_t n = gnutls_record_recv(session_, rx_buf_.get(), kRxBufSize);
+                if (n > 0) {
+                    last_rx_ns_ = now_ns();
+                    if (!consume({rx_buf_.get(), static_cast<std::size_t>(n)})) {
+                        why = "the connection ended during the TLS rehandshake";
+                        return false;
+                    }
+                    flush_rx();
+                }
+            } else if (r == GNUTLS_E_WARNING_ALERT_RECEIVED) {
+                if (gnutls_alert_get(session_) == GNUTLS_A_NO_RENEGOTIATION) {
+                    why = "the server refused the TLS renegotiation";
+                    return false;
+                }
+            } else if (r != GNUTLS_E_AGAIN && r != GNUTLS_E_INTERRUPTED) {
+                why = std::string("TLS rehandshake failed: ") + gnutls_strerror(r);
+                return false;
+            } else if (!transport_.has_readahead()) {
+                pollfd w{tls_.fd(), static_cast<short>(gnutls_record_get_direction(session_) ? POLLOUT : POLLIN), 0};
+                poll(&w, 1, kPollMs);
+            }
+            if (stopping_) {
+                why = "stopped";
+                return false;
+            }
+            if (now_ns() > deadline) {
+                why = "TLS rehandshake: no answer within 15 s";
+                return false;
+            }
+        }
+        last_rx_ns_ = now_ns();
+        rehandshake_ms_ = (now_ns() - t0) / 1000000;
+        return true;
+    }
+
+    // rx thread: runs a parked rehandshake; false when the pump ends.
+    bool serve_rehandshake() {
+        if (rehandshake_state() != Rehandshake::tx_parked) return true;
+        std::string why;
+        if (!rehandshake(why)) {
+            finish(AcTunnelEnd::connection_lost, why);
+            rehandshake_ = static_cast<int>(Rehandshake::failed);
+            wake();
+            return false;
+        }
+        rehandshake_ = static_cast<int>(Rehandshake::done);
+        pollfd w{-1, 0, 0};
+        while (!stopping_ && rehandshake_state() == Rehandshake::done) poll(&w, 0, 5);
+        return !stopping_;
     }
 
     void flush_rx() {
@@ -395,22 +520,28 @@ private:
 
     void rx_loop() {
         if (!early_.empty() && !consume(early_)) return;
-        pollfd r{tls_.fd(), POLLIN, 0};
+        pollfd r[2] = {{tls_.fd(), POLLIN, 0}, {rx_wake_fd_, POLLIN, 0}};
         while (!stopping_) {
+            if (!serve_rehandshake()) break;
             if (gnutls_record_check_pending(session_) == 0 && !transport_.has_readahead()) {
                 flush_rx();
-                if (poll(&r, 1, kPollMs) < 0 && errno != EINTR) break;
-                if (!(r.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+                if (poll(r, 2, kPollMs) < 0 && errno != EINTR) break;
+                if (r[1].revents & POLLIN) {
+                    std::uint64_t v;
+                    [[maybe_unused]] auto n = read(rx_wake_fd_, &v, sizeof v);
+                    continue;
+                }
+                if (!(r[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             }
             ssize_t n = gnutls_record_recv(session_, rx_buf_.get(), kRxBufSize);
             if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED || n == GNUTLS_E_REHANDSHAKE) continue;
             if (n == 0 || n == GNUTLS_E_PREMATURE_TERMINATION) {
-                if (!stopping_) finish(AcTunnelEnd::server_disconnect, "the server closed the TLS connection");
+                if (!stopping_) finish(AcTunnelEnd::connection_lost, "the server closed the TLS connection");
                 break;
             }
             if (n < 0) {
                 if (!stopping_)
-                    finish(AcTunnelEnd::server_disconnect,
+                    finish(AcTunnelEnd::connection_lost,
                            std::string("the TLS connection failed: ") + gnutls_strerror(static_cast<int>(n)));
                 break;
             }
@@ -430,11 +561,14 @@ private:
     BatchingTransport transport_;
     anyconnect::CstpDecoder decoder_;
     std::vector<std::uint8_t> early_;  // tunnel bytes that came with the CONNECT reply
-    int wake_fd_ = -1;
+    int wake_fd_ = -1;     // wakes the tx thread (control requests, stop)
+    int rx_wake_fd_ = -1;  // wakes the rx thread (a parked tx: rehandshake due)
     std::thread tx_, rx_;
     std::atomic<unsigned> pending_{0};
     std::atomic<bool> logout_sent_{false};
     std::atomic<AcDataChannel*> channel_{nullptr};
+    std::atomic<int> rehandshake_{static_cast<int>(Rehandshake::idle)};
+    std::atomic<std::int64_t> rehandshake_ms_{0};
     std::atomic<std::int64_t> last_rx_ns_{0}, last_tx_ns_{0};
     std::mutex dpd_mutex_;
     std::uint8_t dpd_payload_[1600] = {};

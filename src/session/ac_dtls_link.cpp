@@ -45,6 +45,7 @@ struct DtlsEnd {
     std::string reason;
     bool fatal = false;
     bool retry_now = false;  // a session that worked died: try again at once (as OC)
+    bool rekey = false;      // not a failure: the session reached its rekey time
 };
 
 class AcDtlsLink final : public AcDataChannel {
@@ -140,6 +141,15 @@ private:
             } else {
                 end = carry(std::move(*live));
                 if (stopping_) return;
+            }
+            if (end.rekey) {
+                LOG_INFO << "DTLS: " << end.reason;
+                {
+                    std::lock_guard<std::mutex> lock(stats_mutex_);
+                    ++stats_.rekeys;
+                }
+                next_attempt = std::max(Clock::now(), began + kMinAttemptGap);
+                continue;
             }
             if (end.fatal || options_.retry.count() == 0) {
                 LOG_WARN << "DTLS: " << end.reason << "; data stays on CSTP (no more DTLS attempts)";
@@ -258,6 +268,11 @@ private:
         ds.dpd = std::chrono::seconds(options_.force_dpd_s > 0 ? options_.force_dpd_s : p.dpd_s);
         ds.keepalive = std::chrono::seconds(p.keepalive_s);
         anyconnect::DpdTimer dpd(ds, Clock::now());
+        // DTLS rekey (doc 6): ocserv offers "ssl" (a rehandshake of this session); a new
+        // handshake with the same PSK/App-ID renews the keys just as well and is the
+        // path a DTLS failure takes anyway. Data rides CSTP for the handshake's duration.
+        const Clock::time_point rekey_at =
+            p.rekey_s > 0 ? Clock::now() + std::chrono::seconds(p.rekey_s) : Clock::time_point::max();
         DtlsEnd end{"", false, true};
         while (!stopping_) {
             pollfd pfd{stop_fd_, POLLIN, 0};
@@ -286,6 +301,11 @@ private:
             }
             if (dead) {
                 end.reason = "no DTLS packet for 2 x DPD (" + std::to_string(ds.dpd.count()) + " s)";
+                break;
+            }
+            if (Clock::now() >= rekey_at) {
+                end.reason = "rekey after " + std::to_string(p.rekey_s) + " s (X-DTLS-Rekey-Time): new handshake";
+                end.rekey = true;
                 break;
             }
         }

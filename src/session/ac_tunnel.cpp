@@ -13,6 +13,7 @@
 #include "src/datapath/stats_reporter.h"
 #include "src/log/logger.h"
 #include "src/session/ac_cstp_pump.h"
+#include "src/session/reconnect_policy.h"
 #include "src/session/signal_watch.h"
 
 namespace espvpn::session {
@@ -24,6 +25,7 @@ const char* describe(AcTunnelEnd end) {
         case AcTunnelEnd::user_logout: return "logged out";
         case AcTunnelEnd::user_detach: return "detached (session kept)";
         case AcTunnelEnd::server_disconnect: return "session terminated by the server";
+        case AcTunnelEnd::connection_lost: return "the connection to the server was lost";
         case AcTunnelEnd::peer_dead: return "the server stopped answering (DPD)";
         case AcTunnelEnd::cookie_rejected: return "cookie rejected";
         case AcTunnelEnd::error: return "error";
@@ -98,11 +100,59 @@ Result<ConnectOutcome> send_connect(io::TlsStream& tls, const Secret& request, a
     return out;
 }
 
-// --stats-json for AnyConnect: which channel carries data, and both channels' counters.
-std::string stats_json(const cstp::CstpStats& c, const AcDataChannel* channel, int dpd_s) {
+
+std::int64_t ms_since(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+void add_cstp(cstp::CstpStats& sum, const cstp::CstpStats& c) {
+    sum.tx_packets += c.tx_packets;
+    sum.tx_bytes += c.tx_bytes;
+    sum.rx_packets += c.rx_packets;
+    sum.rx_bytes += c.rx_bytes;
+    sum.drop_rx += c.drop_rx;
+    sum.dpd_requests_sent += c.dpd_requests_sent;
+    sum.dpd_answered += c.dpd_answered;
+    sum.keepalives_sent += c.keepalives_sent;
+}
+
+// The counters of a DTLS channel that has ended, kept for the session's totals.
+void add_dtls_history(AcDtlsStats& sum, const AcDtlsStats& d) {
+    sum.handshakes += d.handshakes;
+    sum.handshake_failures += d.handshake_failures;
+    sum.transport_switches += d.transport_switches;
+    sum.rekeys += d.rekeys;
+    sum.totals.add(d.totals);
+}
+
+// What the session did beyond carrying packets: reconnects and rekeys.
+struct AcSessionCounters {
+    std::uint64_t reconnects = 0;         // outages ended by a new connection
+    std::uint64_t outage_drops = 0;       // tun packets dropped while no connection existed
+    std::int64_t last_outage_ms = -1;
+    std::uint64_t renewals = 0;           // connections replaced while up (SIGUSR2, rekey new-tunnel)
+    std::int64_t last_switch_ms = -1;     // old connection stopped -> new one carrying
+    std::uint64_t rekeys_ssl = 0;         // TLS rehandshakes done
+    std::int64_t last_rehandshake_ms = -1;
+    std::uint64_t rekey_fallbacks = 0;    // rehandshakes that failed (new tunnel instead)
+};
+
+// The session's counters at one moment: totals over every connection so far.
+struct AcStatsSnapshot {
+    cstp::CstpStats cstp;
+    std::optional<AcDtlsStats> dtls;  // nullopt: DTLS not offered
+    AcSessionCounters counters;
+    bool connected = true;            // false during an outage
+};
+
+// --stats-json for AnyConnect: which channel carries data, both channels' counters
+// (totals over every connection of the session), reconnects and rekeys.
+std::string stats_json(const AcStatsSnapshot& s, int dpd_s, anyconnect::AcRekeyMethod rekey, int rekey_s) {
+    const cstp::CstpStats& c = s.cstp;
+    const std::optional<AcDtlsStats>& d = s.dtls;
+    const AcSessionCounters& n = s.counters;
     std::string j = "{\"protocol\": \"anyconnect\"";
-    const std::optional<AcDtlsStats> d = channel ? std::optional<AcDtlsStats>(channel->stats()) : std::nullopt;
-    j += std::string(", \"transport\": \"") + (d && d->carrying ? "dtls" : "cstp") + "\"";
+    j += std::string(", \"transport\": \"") + (!s.connected ? "none" : d && d->carrying ? "dtls" : "cstp") + "\"";
     j += ", \"transport_switches\": " + std::to_string(d ? d->transport_switches : 0);
     j += ", \"dpd_s\": " + std::to_string(dpd_s);
     j += ", \"cstp\": {\"tx_packets\": " + std::to_string(c.tx_packets) + ", \"tx_bytes\": " +
@@ -115,27 +165,39 @@ std::string stats_json(const cstp::CstpStats& c, const AcDataChannel* channel, i
              "\", \"mode\": \"" + d->mode + "\", \"session\": \"" + d->description +
              "\", \"tunnel_mtu\": " + std::to_string(d->tunnel_mtu) + ", \"handshakes\": " +
              std::to_string(d->handshakes) + ", \"handshake_failures\": " + std::to_string(d->handshake_failures) +
-             ", \"datapath\": " + d->totals.to_json() + "}";
+             ", \"rekeys\": " + std::to_string(d->rekeys) + ", \"datapath\": " + d->totals.to_json() + "}";
     } else {
         j += ", \"dtls\": {\"state\": \"off\"}";
     }
-    j += ", \"drops\": " + std::to_string(c.drop_rx + (d ? d->totals.drops() : 0)) + "}";
+    j += ", \"reconnect\": {\"reconnects\": " + std::to_string(n.reconnects) + ", \"outage_drops\": " +
+         std::to_string(n.outage_drops) + ", \"last_outage_ms\": " + std::to_string(n.last_outage_ms) +
+         ", \"renewals\": " + std::to_string(n.renewals) + ", \"last_switch_ms\": " + std::to_string(n.last_switch_ms) + "}";
+    j += ", \"rekey\": {\"method\": \"" + std::string(anyconnect::rekey_method_name(rekey)) + "\", \"interval_s\": " +
+         std::to_string(rekey_s) + ", \"ssl\": " + std::to_string(n.rekeys_ssl) + ", \"last_rehandshake_ms\": " +
+         std::to_string(n.last_rehandshake_ms) + ", \"fallbacks\": " + std::to_string(n.rekey_fallbacks) + "}";
+    j += ", \"drops\": " + std::to_string(c.drop_rx + (d ? d->totals.drops() : 0) + n.outage_drops) + "}";
     return j;
 }
 
-std::string stats_text(const cstp::CstpStats& c, const AcDataChannel* channel) {
+std::string stats_text(const AcStatsSnapshot& s) {
+    const cstp::CstpStats& c = s.cstp;
+    const std::optional<AcDtlsStats>& d = s.dtls;
+    const AcSessionCounters& n = s.counters;
     std::string t = "CSTP: tx " + std::to_string(c.tx_packets) + " packets / " + std::to_string(c.tx_bytes) +
                     " bytes, rx " + std::to_string(c.rx_packets) + " packets / " + std::to_string(c.rx_bytes) +
                     " bytes, dropped rx " + std::to_string(c.drop_rx) + ", DPD answered " +
                     std::to_string(c.dpd_answered);
-    if (!channel) return t + "; DTLS off";
-    const AcDtlsStats d = channel->stats();
-    return t + "\nDTLS (" + d.mode + ", " + (d.carrying ? "carrying data" : "down") + "): tx " +
-           std::to_string(d.totals.tx.inner_packets) + " packets / " + std::to_string(d.totals.tx.inner_bytes) +
-           " bytes, rx " + std::to_string(d.totals.rx.inner_packets) + " packets / " +
-           std::to_string(d.totals.rx.inner_bytes) + " bytes, drops " + std::to_string(d.totals.drops()) +
-           ", handshakes " + std::to_string(d.handshakes) + " (failed " + std::to_string(d.handshake_failures) +
-           "), switches " + std::to_string(d.transport_switches);
+    if (n.reconnects || n.renewals || n.rekeys_ssl || n.outage_drops)
+        t += "; reconnects " + std::to_string(n.reconnects) + " (tun packets dropped meanwhile " +
+             std::to_string(n.outage_drops) + "), new connections while up " + std::to_string(n.renewals) +
+             ", TLS rehandshakes " + std::to_string(n.rekeys_ssl);
+    if (!d) return t + "; DTLS off";
+    return t + "\nDTLS (" + d->mode + ", " + (d->carrying ? "carrying data" : "down") + "): tx " +
+           std::to_string(d->totals.tx.inner_packets) + " packets / " + std::to_string(d->totals.tx.inner_bytes) +
+           " bytes, rx " + std::to_string(d->totals.rx.inner_packets) + " packets / " +
+           std::to_string(d->totals.rx.inner_bytes) + " bytes, drops " + std::to_string(d->totals.drops()) +
+           ", handshakes " + std::to_string(d->handshakes) + " (failed " + std::to_string(d->handshake_failures) +
+           "), switches " + std::to_string(d->transport_switches) + ", rekeys " + std::to_string(d->rekeys);
 }
 
 std::string local_hostname() {
@@ -144,155 +206,609 @@ std::string local_hostname() {
     return "localhost";
 }
 
-}  // namespace
+// While no connection exists, packets from the tun are read and dropped (and
+// counted), so nothing waits on a full tun queue and the stats show the loss.
+class TunDrain {
+public:
+    TunDrain(io::TunDevice& tun, int mtu)
+        : tun_(tun), batch_(io::PacketBatchShape{64, static_cast<std::size_t>(std::max(mtu, 1280)), 16, 0}) {
+        thread_ = std::thread([this] { run(); });
+    }
+    ~TunDrain() {
+        stopping_ = true;
+        thread_.join();
+    }
+    TunDrain(const TunDrain&) = delete;
+    TunDrain& operator=(const TunDrain&) = delete;
+    std::uint64_t dropped() const { return dropped_; }
 
-Result<AcTunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated& auth, const AcTunnelOptions& o,
-                                  const AcDtlsFactory& dtls_factory) {
-    // Signals are blocked before any thread starts, so every thread inherits the mask.
-    SignalWatch signals;
-    auto stream = https.release_connection(auth.server.host, auth.server.port);
-    if (!stream) return stream.error();
-    std::unique_ptr<io::TlsStream> tls = std::move(*stream);
-    const auto peer = https.peer(auth.server.host, auth.server.port);
-    const std::string peer_address = peer ? peer->address : auth.server.host;
-    const bool outer_v6 = peer_address.find(':') != std::string::npos;
+private:
+    void run() {
+        pollfd p{tun_.fd(), POLLIN, 0};
+        while (!stopping_) {
+            if (poll(&p, 1, kPollMs) <= 0 || !(p.revents & POLLIN)) continue;
+            for (int rounds = 0; rounds < 16; ++rounds) {
+                batch_.clear();
+                auto got = tun_.read_packets(batch_);
+                if (!got || *got == 0) break;
+                dropped_ += *got;
+            }
+        }
+    }
+    io::TunDevice& tun_;
+    io::PacketBatch batch_;
+    std::atomic<bool> stopping_{false};
+    std::atomic<std::uint64_t> dropped_{0};
+    std::thread thread_;
+};
 
-    anyconnect::AcConnectSettings s;
-    s.host = auth.server.host;
-    s.port = auth.server.port;
-    s.user_agent = o.user_agent;
-    s.hostname = o.hostname.empty() ? local_hostname() : o.hostname;
-    s.base_mtu = std::max(o.base_mtu > 0 ? o.base_mtu : 1406, 1280);
-    s.mtu = o.mtu > 0 ? o.mtu : anyconnect::requested_tunnel_mtu(s.base_mtu, outer_v6);
-    s.ipv6 = !o.host.disable_ipv6;
-    Secret master_secret;
+// One connected CSTP transport: a TLS connection that took the CONNECT, its
+// reply, the pump threads on it and the DTLS channel keyed from it. Outlived by
+// the session (tun, host, signals, reconnect policy), which replaces it on a
+// reconnect or a new-tunnel rekey.
+class CstpLink {
+public:
+    // What the DTLS channel needs from the session.
+    struct DtlsSetup {
+        const AcDtlsFactory* factory = nullptr;
+        std::string peer_address;
+        const Secret* master_secret = nullptr;
+        int base_mtu = 0;
+    };
+
+    // A TLS connection (the login's kept one the first time) and the CONNECT on it.
+    static Result<std::unique_ptr<CstpLink>> connect(io::HttpsClient& https, const http::Url& server,
+                                                     const Secret& request, anyconnect::AcConnectRefusal& refusal) {
+        auto stream = https.release_connection(server.host, server.port);
+        if (!stream) return make_error("TLS connection to " + server.host + ": " + stream.error().message);
+        return connect_on(std::move(*stream), request, refusal);
+    }
+    static Result<std::unique_ptr<CstpLink>> connect_on(std::unique_ptr<io::TlsStream> stream, const Secret& request,
+                                                        anyconnect::AcConnectRefusal& refusal) {
+        std::unique_ptr<CstpLink> link(new CstpLink(std::move(stream)));
+        auto connected = send_connect(*link->tls_, request, refusal);
+        if (!connected) {
+            link->tls_->close();
+            return connected.error();
+        }
+        link->reply_ = std::move(connected->config);
+        link->early_bytes_ = std::move(connected->early_bytes);
+        return link;
+    }
+    ~CstpLink() { stop(); }
+    CstpLink(const CstpLink&) = delete;
+    CstpLink& operator=(const CstpLink&) = delete;
+
+    const anyconnect::AcCstpConfig& reply() const { return reply_; }
+    io::TlsStream& tls() { return *tls_; }
+
+    // The pump on the tun, then the DTLS channel (before the pump threads: its
+    // factory exports the PSK from the TLS session they are about to use).
+    void start(io::TunDevice& tun, int mtu, const DtlsSetup& dtls) {
+        pump_ = std::make_unique<CstpPump>(*tls_, tun, mtu);
+        dtls_ = dtls;
+        tun_ = &tun;
+        open_channel(mtu);
+        pump_->start(early_bytes_);
+    }
+
+    // After a TLS rehandshake (both pump threads parked): a fresh PSK, so a new
+    // DTLS channel (doc 6: DTLS is re-established whenever CSTP is rehandshaken).
+    // Returns the old one, for the caller to end once the pump runs again (its
+    // datapath threads take a while to stop; the tun should not wait for them).
+    std::unique_ptr<AcDataChannel> renew_channel(int mtu) {
+        pump_->set_channel(nullptr);
+        std::unique_ptr<AcDataChannel> old = std::move(channel_);
+        open_channel(mtu);
+        return old;
+    }
+
+    // The BYE (the server ends the session), waited for up to 1 s.
+    void logout() {
+        if (!pump_) return;
+        // A rehandshake that just finished leaves the threads parked; the BYE needs the tx thread.
+        if (pump_->rehandshake_state() == CstpPump::Rehandshake::done) pump_->resume();
+        pump_->request_logout();
+        for (int i = 0; i < 20 && !pump_->logout_sent() && !pump_->ended(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (pump_->logout_sent()) LOG_INFO << "logout (DISCONNECT) sent";
+        else LOG_WARN << "could not send the logout";
+    }
+
+    // Stops the threads and closes the connection; without a logout() first, the
+    // server keeps the session for the next CONNECT. The channel's counters go to `history`.
+    void stop(AcDtlsStats* history = nullptr) {
+        if (!pump_) return;
+        // The pump's tx thread may be inside channel->send(): stop it before the channel goes.
+        pump_->set_channel(nullptr);
+        pump_->stop();
+        AcDtlsStats ignored;
+        close_channel(history ? *history : ignored);
+        stopped_cstp_ = pump_->stats();
+        pump_.reset();
+        tls_->close();
+    }
+
+    CstpPump* pump() { return pump_.get(); }
+    AcDataChannel* channel() const { return channel_.get(); }
+    cstp::CstpStats cstp_stats() const { return pump_ ? pump_->stats() : stopped_cstp_; }
+
+    // Control-thread timers of this connection.
+    std::int64_t last_dpd_sent = 0;
+    Clock::time_point rekey_at = Clock::time_point::max();
+
+private:
+    explicit CstpLink(std::unique_ptr<io::TlsStream> tls) : tls_(std::move(tls)) {}
+
+    void open_channel(int mtu) {
+        if (!reply_.dtls || !dtls_.factory || !*dtls_.factory) return;
+        AcDtlsContext ctx{tls_->native(), dtls_.peer_address, *reply_.dtls, dtls_.master_secret,
+                          reply_.base_mtu > 0 ? reply_.base_mtu : dtls_.base_mtu, mtu, tun_};
+        auto made = (*dtls_.factory)(ctx, *pump_);
+        if (!made) {
+            LOG_WARN << "DTLS not started (" << made.error().message << "); data stays on CSTP";
+            return;
+        }
+        channel_ = std::move(*made);
+        pump_->set_channel(channel_.get());
+    }
+    void close_channel(AcDtlsStats& history) {
+        if (!channel_) return;
+        pump_->set_channel(nullptr);
+        add_dtls_history(history, channel_->stats());
+        channel_.reset();
+    }
+
+    std::unique_ptr<io::TlsStream> tls_;
+    anyconnect::AcCstpConfig reply_;
+    std::vector<std::uint8_t> early_bytes_;
+    DtlsSetup dtls_;
+    io::TunDevice* tun_ = nullptr;
+    std::unique_ptr<CstpPump> pump_;
+    std::unique_ptr<AcDataChannel> channel_;
+    cstp::CstpStats stopped_cstp_;
+};
+
+// The session: outlives its connections. Owns the tun and host setup, the
+// signals, the stats reporter and the reconnect policy; runs the control loop
+// (DPD, keepalive, rekey, reconnect) over whichever CstpLink is current.
+class AcSession {
+public:
+    AcSession(io::HttpsClient& https, const AcAuthenticated& auth, const AcTunnelOptions& o,
+              const AcDtlsFactory& dtls_factory)
+        : https_(https), auth_(auth), o_(o), dtls_factory_(dtls_factory) {}
+
+    Result<AcTunnelEnd> run();
+
+private:
+    Status prepare_connect_settings(bool outer_v6);
+    // A new connection + CONNECT; a 401 sets cookie_rejected_.
+    Result<std::unique_ptr<CstpLink>> open_link();
+    // The new connection's reply must fit the tun as configured (address); the MTU may change.
+    Status adopt_config(const anyconnect::AcCstpConfig& reply);
+    void start_link(std::unique_ptr<CstpLink> link);
+    // Stops the current connection (no BYE) and folds its counters into the session's.
+    void retire_link();
+    // The connection failed: the outage starts (or the attempt in it failed).
+    void lose_link(const std::string& why);
+    // Make-before-break: the new connection is up before the old one goes (SIGUSR2, rekey new-tunnel).
+    std::optional<AcTunnelEnd> renew_link(const std::string& why);
+    std::optional<AcTunnelEnd> step_outage(Clock::time_point now);
+    std::optional<AcTunnelEnd> step_link(Clock::time_point now);
+    int dpd_s() const;
+    AcStatsSnapshot snapshot() const;
+    // Counter updates from the control thread, read by the reporter thread.
+    template <typename F>
+    void count(F&& update) {
+        std::lock_guard<std::mutex> lock(link_mutex_);
+        update(counters_);
+    }
+    void schedule_rekey(CstpLink& link) const;
+
+    io::HttpsClient& https_;
+    const AcAuthenticated& auth_;
+    const AcTunnelOptions& o_;
+    const AcDtlsFactory& dtls_factory_;
+    anyconnect::AcConnectSettings settings_;
+    Secret master_secret_;
+    Secret request_;              // the CONNECT, built once per address set
+    std::string peer_address_;
+    anyconnect::AcCstpConfig first_reply_;
+    std::optional<TunnelHost> host_;
+    int tun_mtu_ = 0;
+    bool cookie_rejected_ = false;
+    std::string fatal_;           // why the session must end (set by adopt_config)
+
+    mutable std::mutex link_mutex_;  // link_ swaps vs. the stats reporter
+    std::unique_ptr<CstpLink> link_;
+    cstp::CstpStats cstp_history_;
+    AcDtlsStats dtls_history_;
+    AcSessionCounters counters_;
+
+    std::optional<ReconnectPolicy> outage_;
+    std::string outage_last_error_;
+    std::unique_ptr<TunDrain> drain_;
+};
+
+Status AcSession::prepare_connect_settings(bool outer_v6) {
+    anyconnect::AcConnectSettings& s = settings_;
+    s.host = auth_.server.host;
+    s.port = auth_.server.port;
+    s.user_agent = o_.user_agent;
+    s.hostname = o_.hostname.empty() ? local_hostname() : o_.hostname;
+    s.base_mtu = std::max(o_.base_mtu > 0 ? o_.base_mtu : 1406, 1280);
+    s.mtu = o_.mtu > 0 ? o_.mtu : anyconnect::requested_tunnel_mtu(s.base_mtu, outer_v6);
+    s.ipv6 = !o_.host.disable_ipv6;
     // DTLS is offered only when something can run it; otherwise ocserv would size
     // the MTU for a UDP channel that never comes.
-    if (!o.no_dtls && !dtls_factory) LOG_INFO << "no DTLS channel in this build: data runs over CSTP (TLS)";
-    if (!o.no_dtls && dtls_factory) {
+    if (!o_.no_dtls && !dtls_factory_) LOG_INFO << "no DTLS channel in this build: data runs over CSTP (TLS)";
+    if (!o_.no_dtls && dtls_factory_) {
         anyconnect::AcDtlsOffer offer;
         offer.master_secret = Secret(48);
         if (gnutls_rnd(GNUTLS_RND_KEY, offer.master_secret.reveal_mutable().data(), 48) != 0)
             return make_error("no random bytes for the DTLS master secret");
-        master_secret = offer.master_secret.clone();
+        master_secret_ = offer.master_secret.clone();
         s.dtls = std::move(offer);
     }
-    auto request = anyconnect::build_connect_request(s, auth.webvpn);
+    auto request = anyconnect::build_connect_request(s, auth_.webvpn);
     if (!request) return request.error();
+    request_ = std::move(*request);
+    return {};
+}
+
+Result<std::unique_ptr<CstpLink>> AcSession::open_link() {
     anyconnect::AcConnectRefusal refusal;
-    auto connected = send_connect(*tls, *request, refusal);
-    if (!connected) {
-        LOG_ERROR << connected.error().message;
+    auto link = CstpLink::connect(https_, auth_.server, request_, refusal);
+    if (!link && refusal.cookie_rejected()) cookie_rejected_ = true;
+    return link;
+}
+
+Status AcSession::adopt_config(const anyconnect::AcCstpConfig& r) {
+    if (r.ipv4_address != first_reply_.ipv4_address || r.ipv4_netmask != first_reply_.ipv4_netmask ||
+        r.ipv6_address != first_reply_.ipv6_address) {
+        // One tun configuration per run (routes, DNS and scripts were set up for it).
+        fatal_ = "the server assigned other addresses on the new connection (" + r.ipv4_address + " " +
+                 r.ipv6_address + ", was " + first_reply_.ipv4_address + " " + first_reply_.ipv6_address +
+                 "); ending: start espvpn again for the new configuration";
+        return make_error(fatal_);
+    }
+    const int mtu = o_.mtu > 0 ? o_.mtu : r.cstp_mtu;
+    if (mtu != tun_mtu_) {
+        if (Status st = host_->tun().set_mtu(static_cast<unsigned>(mtu)); !st)
+            LOG_WARN << "tun MTU " << tun_mtu_ << " -> " << mtu << ": " << st.error().message;
+        else
+            LOG_INFO << "tun MTU changed from " << tun_mtu_ << " to " << mtu << " (new CONNECT reply)";
+        tun_mtu_ = mtu;
+    }
+    return {};
+}
+
+void AcSession::schedule_rekey(CstpLink& link) const {
+    const auto& r = link.reply();
+    link.rekey_at = r.rekey_s > 0 && r.rekey != anyconnect::AcRekeyMethod::none
+                        ? Clock::now() + std::chrono::seconds(r.rekey_s)
+                        : Clock::time_point::max();
+}
+
+void AcSession::start_link(std::unique_ptr<CstpLink> link) {
+    CstpLink::DtlsSetup d{&dtls_factory_, peer_address_, &master_secret_, settings_.base_mtu};
+    link->start(host_->tun(), tun_mtu_, d);
+    schedule_rekey(*link);
+    std::lock_guard<std::mutex> lock(link_mutex_);
+    link_ = std::move(link);
+}
+
+void AcSession::retire_link() {
+    std::unique_ptr<CstpLink> old;
+    {
+        std::lock_guard<std::mutex> lock(link_mutex_);
+        old = std::move(link_);
+    }
+    if (!old) return;
+    AcDtlsStats d;
+    old->stop(&d);
+    std::lock_guard<std::mutex> lock(link_mutex_);
+    add_cstp(cstp_history_, old->cstp_stats());
+    add_dtls_history(dtls_history_, d);
+}
+
+void AcSession::lose_link(const std::string& why) {
+    const Clock::time_point now = Clock::now();
+    retire_link();
+    if (!drain_) {
+        auto drain = std::make_unique<TunDrain>(host_->tun(), tun_mtu_);
+        std::lock_guard<std::mutex> lock(link_mutex_);
+        drain_ = std::move(drain);
+    }
+    outage_last_error_ = why;
+    if (!outage_) {
+        outage_.emplace(now, o_.reconnect_timeout);
+        LOG_WARN << "connection to the server lost: " << why << "; reconnecting with the same cookie for up to "
+                 << o_.reconnect_timeout.count() << " s (--reconnect-timeout)";
+        host_->queue_script(hooks::ScriptReason::attempt_reconnect);  // not awaited
+        return;
+    }
+    outage_->attempt_failed(now);
+    LOG_INFO << "reconnect attempt " << outage_->attempts() << " failed: " << why << "; next in "
+             << ReconnectPolicy::seconds_text(outage_->next_attempt() - now) << " (outage "
+             << ReconnectPolicy::seconds_text(outage_->outage(now)) << ")";
+}
+
+std::optional<AcTunnelEnd> AcSession::step_outage(Clock::time_point now) {
+    if (outage_->expired(now)) {
+        LOG_ERROR << "no connection to the server for " << ReconnectPolicy::seconds_text(outage_->outage(now))
+                  << ", giving up (--reconnect-timeout " << o_.reconnect_timeout.count()
+                  << "); last error: " << outage_last_error_;
+        return AcTunnelEnd::error;
+    }
+    if (!outage_->attempt_due(now)) return std::nullopt;
+    const unsigned n = outage_->begin_attempt();
+    LOG_INFO << "reconnect attempt " << n << " (outage " << ReconnectPolicy::seconds_text(outage_->outage(now))
+             << "): new TLS connection, CONNECT with the same cookie";
+    auto link = open_link();
+    if (!link) {
+        if (cookie_rejected_) {
+            LOG_ERROR << "reconnect: " << link.error().message;
+            return AcTunnelEnd::cookie_rejected;
+        }
+        lose_link(link.error().message);
+        return std::nullopt;
+    }
+    if (!adopt_config((*link)->reply())) {
+        LOG_ERROR << fatal_;
+        return AcTunnelEnd::error;
+    }
+    std::unique_ptr<TunDrain> drain;
+    {
+        std::lock_guard<std::mutex> lock(link_mutex_);
+        drain = std::move(drain_);
+    }
+    const std::uint64_t dropped = drain->dropped();
+    drain.reset();  // the tun reader stops before the pump's starts
+    start_link(std::move(*link));
+    const std::int64_t outage_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - outage_->lost_at()).count();
+    count([&](AcSessionCounters& c) {
+        c.outage_drops += dropped;
+        c.last_outage_ms = outage_ms;
+        ++c.reconnects;
+    });
+    LOG_INFO << "reconnected to " << link_->tls().endpoint() << " after " << outage_->attempts()
+             << " attempt(s); outage " << outage_ms << " ms (tun packets dropped meanwhile: " << dropped << ")";
+    outage_.reset();
+    host_->queue_script(hooks::ScriptReason::reconnect);  // not awaited
+    return std::nullopt;
+}
+
+std::optional<AcTunnelEnd> AcSession::renew_link(const std::string& why) {
+    LOG_INFO << why << ": new TLS connection and CONNECT with the same cookie, the current one carries data meanwhile";
+    host_->queue_script(hooks::ScriptReason::attempt_reconnect);  // not awaited
+    auto link = open_link();
+    if (!link) {
+        if (cookie_rejected_) {
+            LOG_ERROR << why << ": " << link.error().message;
+            return AcTunnelEnd::cookie_rejected;
+        }
+        lose_link(why + ": " + link.error().message);
+        return std::nullopt;
+    }
+    if (!adopt_config((*link)->reply())) {
+        LOG_ERROR << fatal_;
+        return AcTunnelEnd::error;
+    }
+    const Clock::time_point t0 = Clock::now();
+    retire_link();
+    start_link(std::move(*link));
+    const std::int64_t switch_ms = ms_since(t0);
+    count([&](AcSessionCounters& c) {
+        c.last_switch_ms = switch_ms;
+        ++c.renewals;
+    });
+    LOG_INFO << "reconnected to " << link_->tls().endpoint() << " (" << why << ") after 1 attempt(s); outage "
+             << switch_ms << " ms (old connection stopped -> new one carrying)";
+    host_->queue_script(hooks::ScriptReason::reconnect);  // not awaited
+    return std::nullopt;
+}
+
+int AcSession::dpd_s() const {
+    if (o_.force_dpd_s > 0) return o_.force_dpd_s;
+    return link_ ? link_->reply().dpd_s : first_reply_.dpd_s;
+}
+
+std::optional<AcTunnelEnd> AcSession::step_link(Clock::time_point now) {
+    CstpLink& link = *link_;
+    CstpPump& pump = *link.pump();
+    using RH = CstpPump::Rehandshake;
+    const RH rh = pump.rehandshake_state();
+    if (rh == RH::done) {
+        std::unique_ptr<AcDataChannel> old;
+        {
+            std::lock_guard<std::mutex> lock(link_mutex_);  // the channel swap vs. the reporter
+            old = link.renew_channel(tun_mtu_);
+            ++counters_.rekeys_ssl;
+            counters_.last_rehandshake_ms = pump.rehandshake_ms();
+        }
+        pump.resume();
+        if (old) {
+            const AcDtlsStats last = old->stats();
+            old.reset();
+            std::lock_guard<std::mutex> lock(link_mutex_);
+            add_dtls_history(dtls_history_, last);
+        }
+        schedule_rekey(link);
+        LOG_INFO << "rekey (ssl): TLS rehandshake done in " << pump.rehandshake_ms() << " ms ("
+                 << link.tls().description() << ")" << (link.channel() ? "; new DTLS handshake" : "");
+        return std::nullopt;
+    }
+    if (rh == RH::failed) {
+        count([](AcSessionCounters& c) { ++c.rekey_fallbacks; });
+        const auto e = pump.ended();
+        return renew_link("rekey: TLS rehandshake failed (" + (e ? e->second : std::string("?")) +
+                          "), new tunnel instead");
+    }
+    if (auto e = pump.ended()) {
+        if (e->first != AcTunnelEnd::connection_lost) {
+            if (e->first == AcTunnelEnd::error) LOG_ERROR << e->second;
+            else LOG_INFO << e->second;
+            return e->first;
+        }
+        lose_link(e->second);
+        return std::nullopt;
+    }
+    const int dpd = dpd_s();
+    const std::int64_t dpd_ns = std::int64_t{dpd} * 1000000000;
+    const std::int64_t keepalive_ns = std::int64_t{link.reply().keepalive_s} * 1000000000;
+    const std::int64_t t = now_ns();
+    const std::int64_t quiet = t - pump.last_rx_ns();
+    const bool rehandshaking = rh != RH::idle;
+    if (!rehandshaking && dpd_ns > 0 && quiet > 2 * dpd_ns) {
+        lose_link("nothing received for " + std::to_string(quiet / 1000000000) + " s (DPD " + std::to_string(dpd) + " s)");
+        return std::nullopt;
+    }
+    if (rehandshaking) return std::nullopt;
+    if (dpd_ns > 0 && quiet > dpd_ns && t - link.last_dpd_sent > dpd_ns / 2) {
+        pump.request_dpd();
+        link.last_dpd_sent = t;
+    }
+    if (keepalive_ns > 0 && t - pump.last_tx_ns() > keepalive_ns) pump.request_keepalive();
+    if (now >= link.rekey_at) {
+        link.rekey_at = Clock::time_point::max();
+        if (link.reply().rekey == anyconnect::AcRekeyMethod::ssl) {
+            LOG_INFO << "rekey (ssl) after " << link.reply().rekey_s << " s: TLS rehandshake";
+            pump.request_rehandshake();
+            return std::nullopt;
+        }
+        return renew_link("rekey (new-tunnel) after " + std::to_string(link.reply().rekey_s) + " s");
+    }
+    return std::nullopt;
+}
+
+AcStatsSnapshot AcSession::snapshot() const {
+    std::lock_guard<std::mutex> lock(link_mutex_);
+    AcStatsSnapshot s;
+    s.cstp = cstp_history_;
+    if (link_) add_cstp(s.cstp, link_->cstp_stats());
+    s.counters = counters_;
+    if (drain_) s.counters.outage_drops += drain_->dropped();
+    s.connected = link_ != nullptr;
+    if (settings_.dtls && first_reply_.dtls) {
+        AcDtlsStats d;
+        if (link_ && link_->channel()) d = link_->channel()->stats();
+        else d.mode = first_reply_.dtls->mode == anyconnect::AcDtlsParams::Mode::psk ? "psk" : "legacy";
+        add_dtls_history(d, dtls_history_);
+        s.dtls = std::move(d);
+    }
+    return s;
+}
+
+Result<AcTunnelEnd> AcSession::run() {
+    // Signals are blocked before any thread starts, so every thread inherits the mask.
+    SignalWatch signals;
+    // The login's kept connection (a new one if none); its peer's family sizes the MTU request.
+    auto stream = https_.release_connection(auth_.server.host, auth_.server.port);
+    if (!stream) return stream.error();
+    const auto peer = https_.peer(auth_.server.host, auth_.server.port);
+    peer_address_ = peer ? peer->address : auth_.server.host;
+    if (Status st = prepare_connect_settings(peer_address_.find(':') != std::string::npos); !st) return st.error();
+    anyconnect::AcConnectRefusal refusal;
+    auto first = CstpLink::connect_on(std::move(*stream), request_, refusal);
+    if (!first) {
+        LOG_ERROR << first.error().message;
         return refusal.cookie_rejected() ? AcTunnelEnd::cookie_rejected : AcTunnelEnd::error;
     }
-    const anyconnect::AcCstpConfig& reply = connected->config;
-    auto config = map_ac_tunnel_config(reply, peer_address);
+    CstpLink& link = **first;
+    first_reply_ = link.reply();
+    const anyconnect::AcCstpConfig& reply = first_reply_;
+    auto config = map_ac_tunnel_config(reply, peer_address_);
     if (!config) return config.error();
-    int mtu = o.mtu > 0 ? o.mtu : reply.cstp_mtu;
-    LOG_INFO << "CSTP connected to " << tls->endpoint() << " (" << tls->description() << "): address "
+    tun_mtu_ = o_.mtu > 0 ? o_.mtu : reply.cstp_mtu;
+    LOG_INFO << "CSTP connected to " << link.tls().endpoint() << " (" << link.tls().description() << "): address "
              << (reply.ipv4_address.empty() ? reply.ipv6_address : reply.ipv4_address)
              << (reply.ipv6_address.empty() || reply.ipv4_address.empty() ? "" : " and " + reply.ipv6_address)
-             << ", MTU " << mtu << ", DPD " << reply.dpd_s << " s, keepalive " << reply.keepalive_s << " s";
+             << ", MTU " << tun_mtu_ << ", DPD " << reply.dpd_s << " s, keepalive " << reply.keepalive_s << " s";
+    if (reply.rekey_s > 0 || !reply.rekey_method.empty()) {
+        LOG_INFO << "rekey: " << (reply.rekey_method.empty() ? "(no method)" : reply.rekey_method) << " every "
+                 << reply.rekey_s << " s"
+                 << (reply.dtls && reply.dtls->rekey_s > 0 ? "; DTLS every " + std::to_string(reply.dtls->rekey_s) + " s" : "");
+        if (!anyconnect::parse_rekey_method(reply.rekey_method))
+            LOG_WARN << "unknown X-CSTP-Rekey-Method \"" << reply.rekey_method << "\": no CSTP rekey";
+    }
     if (reply.dtls)
         LOG_INFO << "DTLS offered: " << reply.dtls->cipher_suite << " on UDP port " << reply.dtls->port;
-    else if (s.dtls)
+    else if (settings_.dtls)
         LOG_INFO << "no DTLS" << (reply.dtls_unusable.empty() ? "" : " (" + reply.dtls_unusable + ")");
     if (!reply.banner.empty()) LOG_INFO << "banner: " << reply.banner;
 
-    if (o.dry_run) {
+    if (o_.dry_run) {
         LOG_INFO << "dry run: not opening the tun; logging out";
         auto bye = anyconnect::cstp_logout_packet("Aborted by caller");
-        if (auto st = tls->write_all(bye); !st) LOG_WARN << "logout: " << st.error().message;
-        tls->close();
+        if (auto st = link.tls().write_all(bye); !st) LOG_WARN << "logout: " << st.error().message;
+        link.tls().close();
         return AcTunnelEnd::user_logout;
     }
 
-    TunnelHost host(o.host);
-    if (Status st = host.bring_up(*config, mtu); !st) return st.error();
-    CstpPump pump(*tls, host.tun(), mtu);
-    // The DTLS channel before the pump threads start: its factory exports the
-    // PSK from the TLS session they are about to use.
-    std::unique_ptr<AcDataChannel> channel;
-    if (reply.dtls && dtls_factory) {
-        AcDtlsContext ctx{tls->native(), peer_address, *reply.dtls, &master_secret,
-                          reply.base_mtu > 0 ? reply.base_mtu : s.base_mtu, mtu, &host.tun()};
-        auto made = dtls_factory(ctx, pump);
-        if (!made) LOG_WARN << "DTLS not started (" << made.error().message << "); data stays on CSTP";
-        else channel = std::move(*made);
-        pump.set_channel(channel.get());
-    }
-    pump.start(connected->early_bytes);
-    LOG_INFO << "tunnel up on " << host.tun().name() << " (data over CSTP"
-             << (channel ? "; DTLS handshake started)" : ")");
+    host_.emplace(o_.host);
+    if (Status st = host_->bring_up(*config, tun_mtu_); !st) return st.error();
+    // From now on a reconnect asks for the same addresses (X-CSTP-Address).
+    settings_.previous_ipv4 = reply.ipv4_address;
+    settings_.previous_ipv6 = reply.ipv6_address;
+    if (auto request = anyconnect::build_connect_request(settings_, auth_.webvpn)) request_ = std::move(*request);
+    start_link(std::move(*first));
+    LOG_INFO << "tunnel up on " << host_->tun().name() << " (data over CSTP"
+             << (link_->channel() ? "; DTLS handshake started)" : ")");
 
-    const int dpd_s = o.force_dpd_s > 0 ? o.force_dpd_s : reply.dpd_s;
-    const std::int64_t dpd_ns = std::int64_t{dpd_s} * 1000000000;
-    const std::int64_t keepalive_ns = std::int64_t{reply.keepalive_s} * 1000000000;
-    std::int64_t last_dpd_sent = 0;
+    const int stats_dpd_s = dpd_s();
     datapath::StatsReporterOptions report;
-    report.json_path = o.stats_json;
+    report.json_path = o_.stats_json;
     auto reporter = datapath::StatsReporter::start(
-        datapath::StatsView{[&] { return stats_json(pump.stats(), channel.get(), dpd_s); },
-                            [&] { return stats_text(pump.stats(), channel.get()); }},
+        datapath::StatsView{[&] { return stats_json(snapshot(), stats_dpd_s, first_reply_.rekey, first_reply_.rekey_s); },
+                            [&] { return stats_text(snapshot()); }},
         report);
     if (!reporter) LOG_WARN << reporter.error().message;
-    AcTunnelEnd end = AcTunnelEnd::user_logout;
-    std::string reason;
-    for (bool running = true; running;) {
+
+    std::optional<AcTunnelEnd> end;
+    while (!end) {
+        // While a rehandshake runs, both pump threads wait for this loop: look often.
+        const bool rehandshaking =
+            link_ && link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle;
         pollfd p{signals.fd(), POLLIN, 0};
-        poll(&p, 1, kPollMs);
-        for (int sig; (sig = signals.next()) != 0;) {
+        poll(&p, 1, rehandshaking ? 2 : kPollMs);
+        for (int sig; !end && (sig = signals.next()) != 0;) {
             if (sig == SIGHUP) {
                 end = AcTunnelEnd::user_detach;
-                running = false;
             } else if (sig == SIGINT || sig == SIGTERM) {
                 end = AcTunnelEnd::user_logout;
-                running = false;
+            } else if (outage_) {
+                LOG_INFO << "SIGUSR2: next reconnect attempt now";
+                outage_->attempt_now(Clock::now());
+            } else if (link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle) {
+                LOG_INFO << "SIGUSR2: a TLS rehandshake is running; ignored";
             } else {
-                LOG_INFO << "SIGUSR2: reconnect is not built yet; ignored";
+                end = renew_link("SIGUSR2");
             }
         }
-        if (!running) break;
-        if (auto e = pump.ended()) {
-            end = e->first;
-            reason = e->second;
-            break;
-        }
-        const std::int64_t now = now_ns();
-        const std::int64_t quiet = now - pump.last_rx_ns();
-        if (dpd_ns > 0 && quiet > 2 * dpd_ns) {
-            end = AcTunnelEnd::peer_dead;
-            reason = "nothing received for " + std::to_string(quiet / 1000000000) + " s (DPD " + std::to_string(dpd_s) +
-                     " s); reconnect is not built yet";
-            break;
-        }
-        if (dpd_ns > 0 && quiet > dpd_ns && now - last_dpd_sent > dpd_ns / 2) {
-            pump.request_dpd();
-            last_dpd_sent = now;
-        }
-        if (keepalive_ns > 0 && now - pump.last_tx_ns() > keepalive_ns) pump.request_keepalive();
+        if (end) break;
+        end = outage_ ? step_outage(Clock::now()) : step_link(Clock::now());
     }
-    if (end == AcTunnelEnd::user_logout) {
-        pump.request_logout();
-        for (int i = 0; i < 20 && !pump.logout_sent() && !pump.ended(); ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        if (pump.logout_sent()) LOG_INFO << "logout (DISCONNECT) sent";
-        else LOG_WARN << "could not send the logout";
+    if (*end == AcTunnelEnd::user_logout) {
+        if (link_) link_->logout();
+        else LOG_WARN << "no connection to the server: logout not sent (the server ends the session after its cookie timeout)";
     }
     // The reporter's last write (--stats-json) while the DTLS datapath still holds its counters.
     if (reporter) reporter->reset();
-    LOG_INFO << "tunnel statistics:\n" << stats_text(pump.stats(), channel.get());
-    // The pump's tx thread may be inside channel->send(): stop it before the channel goes.
-    pump.set_channel(nullptr);
-    pump.stop();
-    channel.reset();
-    if (!reason.empty()) {
-        if (end == AcTunnelEnd::error || end == AcTunnelEnd::peer_dead) LOG_ERROR << reason;
-        else LOG_INFO << reason;
-    }
-    tls->close();
-    host.tear_down();
-    return end;
+    LOG_INFO << "tunnel statistics:\n" << stats_text(snapshot());
+    retire_link();
+    drain_.reset();
+    host_->tear_down();
+    return *end;
+}
+
+}  // namespace
+
+Result<AcTunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated& auth, const AcTunnelOptions& o,
+                                  const AcDtlsFactory& dtls_factory) {
+    AcSession session(https, auth, o, dtls_factory);
+    return session.run();
 }
 
 }  // namespace espvpn::session

@@ -4,6 +4,20 @@
 // packets carried tun <-> CSTP on two threads while the control thread answers
 // signals and runs DPD/keepalive, until a logout, a detach or the server ends it.
 //
+// Two layers (ac_tunnel.cpp): a CstpLink is one connected transport (TLS +
+// CONNECT reply + pump threads + DTLS channel); the session outlives it (tun,
+// host, signals, stats reporter, ReconnectPolicy). When the TLS connection fails
+// or closes without DISCONNECT/TERMINATE, or CSTP DPD finds 2 x DPD of silence,
+// the link goes, the tun stays (its packets dropped and counted), the
+// `attempt-reconnect` script is queued and new TLS connections + CONNECT with the
+// same cookie follow (1 s, doubling to 10 s) until --reconnect-timeout; a 401 ends
+// it (cookie_rejected). SIGUSR2 and the "new-tunnel" rekey make the new link
+// before the old one goes. The "ssl" rekey renegotiates the live TLS session
+// (pump threads parked) and then re-establishes DTLS with the new PSK; a failed
+// rehandshake falls back to a new tunnel. DTLS rekeys itself by a new handshake
+// at X-DTLS-Rekey-Time (ac_dtls_link.cpp). The addresses must stay the same
+// across connections (the session ends otherwise); an MTU change is applied.
+//
 // DTLS seam: when the server offers DTLS and a factory is given (the product's
 // is make_ac_dtls_factory, ac_dtls_link.h), the tunnel creates an
 // AcDataChannel from the CSTP session (its TLS session exports the PSK) and the
@@ -22,6 +36,7 @@
 
 #include <gnutls/gnutls.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,6 +62,7 @@ struct AcTunnelOptions {
     bool no_dtls = false;      // --no-dtls: no X-DTLS-* headers at all
     int force_dpd_s = 0;       // --force-dpd
     std::string stats_json;    // --stats-json FILE
+    std::chrono::seconds reconnect_timeout{300};  // --reconnect-timeout: how long to try after losing CSTP
     bool dry_run = false;      // CONNECT and show the configuration, then log out; no tun
 };
 
@@ -61,7 +77,7 @@ public:
 
 // What a DTLS channel is built from.
 struct AcDtlsContext {
-    gnutls_session_t cstp_session = nullptr;  // alive as long as the tunnel; export "EXPORTER-openconnect-psk"
+    gnutls_session_t cstp_session = nullptr;  // alive as long as the channel; export "EXPORTER-openconnect-psk"
     std::string peer_address;                  // numeric address of the TLS peer; UDP port in params
     anyconnect::AcDtlsParams params;
     const Secret* master_secret = nullptr;     // the 48 bytes offered in X-DTLS-Master-Secret (legacy mode)
@@ -80,6 +96,7 @@ struct AcDtlsStats {
     std::uint64_t handshakes = 0;             // completed
     std::uint64_t handshake_failures = 0;
     std::uint64_t transport_switches = 0;     // CSTP <-> DTLS changes
+    std::uint64_t rekeys = 0;                 // sessions replaced at X-DTLS-Rekey-Time
     datapath::DtlsDatapathStats totals;       // every DTLS datapath of this tunnel, summed
 };
 
@@ -102,7 +119,9 @@ using AcDtlsFactory =
 enum class AcTunnelEnd {
     user_logout,       // SIGINT/SIGTERM: BYE sent, the session is gone
     user_detach,       // SIGHUP: no BYE, the cookie stays valid
-    server_disconnect, // the server sent DISCONNECT/TERMINATE or closed the connection
+    server_disconnect, // the server sent DISCONNECT/TERMINATE
+    connection_lost,   // the TLS connection failed or closed (reconnectable; the session ends with it
+                       // only once --reconnect-timeout is used up)
     peer_dead,         // nothing received for 2 x DPD
     cookie_rejected,   // CONNECT answered 401
     error,

@@ -1,6 +1,7 @@
 #include "src/session/reconnect_policy.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace espvpn::session {
 
@@ -22,6 +23,12 @@ void ReconnectPolicy::attempt_failed(Clock::time_point now) {
     backoff_ = std::min(backoff_ * 2, max_backoff_);
     // Past the deadline already: nothing more is scheduled (expired() then says so).
     next_attempt_ = now < deadline_ ? std::min(now + backoff_, deadline_) : Clock::time_point::max();
+}
+
+std::string ReconnectPolicy::seconds_text(Clock::duration d) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
+    return buf;
 }
 
 }  // namespace espvpn::session

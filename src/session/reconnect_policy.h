@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace espvpn::session {
 
@@ -38,6 +39,9 @@ public:
     Clock::time_point next_attempt() const { return next_attempt_; }  // max() while one is in flight
     Clock::duration outage(Clock::time_point now) const { return now - lost_at_; }
     unsigned attempts() const { return attempts_; }
+
+    // "2.5 s": how outages and waits are written in the log.
+    static std::string seconds_text(Clock::duration d);
 
 private:
     Clock::time_point lost_at_, deadline_, next_attempt_;

@@ -24,6 +24,19 @@
 #   outer_v6:     ocserv reachable over IPv6 only (https://[fd00:201::1]:4443/): CSTP over TCPv6,
 #                 DTLS (PSK) over UDPv6, ping v4 + v6, iperf3 both ways on DTLS; the tun MTU equals
 #                 openconnect 9.01's against the same ocserv (ocserv's v6 figure)
+# Reconnect and rekey (src/session/ac_tunnel.cpp; DTLS on):
+#   reconnect_tls_drop: the client's TCP socket destroyed under it (ss -K; ocserv keeps the session):
+#                 a new TLS connection + CONNECT with the same cookie, no second login on ocserv,
+#                 attempt-reconnect + reconnect scripts, same address, ping, DTLS back
+#   reconnect_dpd: TCP to ocserv dropped (DPD 2 s): CSTP DPD declares the server dead within
+#                 ~2 x DPD, unblocked: reconnected with the same cookie, ping
+#   reconnect_gone: ocserv killed for good, --reconnect-timeout 5: exit 1 naming the option, < 15 s
+#   reconnect_cookie_refused: ocserv killed and restarted (sessions gone): the reconnect's
+#                 CONNECT gets 401: exit 2
+#   sigusr2:      SIGUSR2: a new connection with the same cookie, then traffic (ping, DTLS back)
+#   rekey_new_tunnel / rekey_ssl: ocserv rekey-time 30 with that method; a 200 pkt/s UDP stream
+#                 through the tunnel across the rekey: the session survives, the rekey is logged and
+#                 counted in --stats-json, the largest gap is printed (asserted < 2 s)
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
 command -v ocserv >/dev/null || { echo "SKIP: ocserv not installed"; exit 77; }
@@ -59,6 +72,12 @@ outer_v6)
   # to 1406, so both ask ocserv with the same base and the MTUs compare.
   ip -n "$nsc" link set "${topo}cg" mtu 1406; ip -n "$nsg" link set "${topo}gc" mtu 1406
   oc_extra=("ipv6-network = fd00:199::/64" "route = fd00:202::/64") ;;
+esac
+case $mode in
+reconnect_dpd) dtls_opt=(); export OC_DPD=2 ;;
+reconnect_*|sigusr2) dtls_opt=() ;;
+rekey_new_tunnel) dtls_opt=(); oc_extra=("rekey-time = 30" "rekey-method = new-tunnel") ;;
+rekey_ssl) dtls_opt=(); oc_extra=("rekey-time = 30" "rekey-method = ssl") ;;
 esac
 ocserv_up "${oc_extra[@]}" || fail "ocserv did not start"
 
@@ -111,6 +130,21 @@ iperf_mbps() {  # [-R]
 }
 
 iperf_up  # here, not in iperf_mbps's $(...) subshell, where its pid would not reach the cleanup
+
+# script_logging FILE: $work/script appends each reason to FILE, then configures as minimal-vpnc-script.
+script_logging() {
+  printf '#!/bin/sh\necho "$reason" >>%s\nexec %s\n' "$1" "$repo/tools/netns/minimal-vpnc-script" >"$work/script"
+  chmod +x "$work/script"
+}
+tun_name() { ip -n "$nsc" -o link show type tun | awk -F': ' '{print $2; exit}'; }
+# ocserv_kill: ocserv and its workers die at once (no TERMINATE to the clients, unlike ocserv_down).
+ocserv_kill() {
+  local kids
+  kids=$(pgrep -P "$oc_pid" 2>/dev/null || true)
+  kill -KILL "$oc_pid" $kids 2>/dev/null || true
+  wait "$oc_pid" 2>/dev/null || true
+  oc_pid=
+}
 
 # DTLS helpers. stats_check NAME PYTHON-EXPR: the expression over d (the --stats-json object) must hold.
 stats_check() {
@@ -363,6 +397,143 @@ outer_v6)
   echo "tun MTU over the IPv6 outer: espvpn $e_mtu; openconnect 9.01 ${o_given:-$o_mtu} from ocserv, tun $o_mtu after its probing"
   [[ $e_mtu == "${o_given:-$o_mtu}" ]] || fail "tun MTU espvpn $e_mtu != openconnect's ${o_given:-$o_mtu}"
   echo "PASS outer_v6"
+  ;;
+reconnect_tls_drop)
+  script_logging "$work/reasons"
+  espvpn_up drop -u testuser --passwd-on-stdin --script "$work/script" --stats-json "$work/drop.json" \
+    <<<"$oc_password"
+  wait_for "$work/drop.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  ping_lan
+  addr=$(ip -n "$nsc" -4 -o addr show dev "$(tun_name)" | awk '{print $4}')
+  # traffic during the outage: the tun's packets are dropped and counted
+  ip netns exec "$nsc" ping -c 15 -i 0.2 -W 1 "$lan_ip" >"$work/ping-outage.out" 2>&1 &
+  ping_pid=$!; pids+=("$ping_pid")
+  sleep 0.3
+  ip netns exec "$nsc" ss -K dst "$gw_ip" dport = ":$oc_port" >"$work/ss-kill.out" 2>&1 || true
+  grep -q "$gw_ip:$oc_port" "$work/ss-kill.out" || fail "ss -K closed no socket: $(cat "$work/ss-kill.out")"
+  t0=$SECONDS
+  wait_for "$work/drop.log" "reconnected to .* after" 20 || fail "no reconnect within 20 s of the TLS drop"
+  echo "reconnected $((SECONDS - t0)) s after the TLS drop: $(grep -o 'outage [0-9]* ms' "$work/drop.log" | tail -1)"
+  grep -q "connection to the server lost" "$work/drop.log" || fail "the loss was not logged"
+  # the same ocserv session resumed by cookie: one session id in sec-mod's lines, one password check
+  sessions=$(grep -o "(session: [^)]*)" "$work/ocserv.log" | sort -u | wc -l)
+  [[ $sessions -eq 1 ]] || fail "ocserv shows $sessions sessions, expected the one resumed: $(grep 'session:' "$work/ocserv.log")"
+  [[ $(grep -c "authentication to authenticate user" "$work/ocserv.log") -eq 1 ]] ||
+    fail "ocserv ran a second password authentication: $(grep 'authenticate user' "$work/ocserv.log")"
+  [[ $(grep -c "initiating session for user 'testuser'" "$work/ocserv.log") -eq 2 ]] ||
+    fail "ocserv did not resume the session by cookie"
+  ping_lan
+  [[ $(ip -n "$nsc" -4 -o addr show dev "$(tun_name)" | awk '{print $4}') == "$addr" ]] || fail "the address changed"
+  grep -qx attempt-reconnect "$work/reasons" || fail "no attempt-reconnect script run: $(tr '\n' ' ' <"$work/reasons")"
+  for ((i = 0; i < 50; i++)); do grep -qx reconnect "$work/reasons" && break; sleep 0.1; done
+  grep -qx reconnect "$work/reasons" || fail "no reconnect script run: $(tr '\n' ' ' <"$work/reasons")"
+  for ((i = 0; i < 100; i++)); do [[ $(grep -c "data over DTLS" "$work/drop.log") -ge 2 ]] && break; sleep 0.2; done
+  [[ $(grep -c "data over DTLS" "$work/drop.log") -ge 2 ]] || fail "DTLS did not come back after the reconnect"
+  wait "$ping_pid" || true
+  stats_check drop "d['reconnect']['reconnects'] == 1 and d['transport'] == 'dtls' and d['reconnect']['outage_drops'] > 0 \
+    and d['drops'] >= d['reconnect']['outage_drops']" || fail "the stats do not show the reconnect and the packets dropped meanwhile"
+  echo "stats: $(json "$work/drop.json" "d['reconnect']")"
+  occtl_run show users >"$work/users.out"
+  [[ $(grep -c testuser "$work/users.out") -eq 1 ]] || fail "ocserv does not list exactly one session: $(cat "$work/users.out")"
+  espvpn_stop drop
+  echo "PASS reconnect_tls_drop"
+  ;;
+reconnect_dpd)
+  espvpn_up dpd -u testuser --passwd-on-stdin <<<"$oc_password"
+  wait_for "$work/dpd.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  ping_lan
+  ip netns exec "$nsc" nft add table inet acblock
+  ip netns exec "$nsc" nft add chain inet acblock in "{ type filter hook input priority 0; }"
+  ip netns exec "$nsc" nft add rule inet acblock in tcp sport $oc_port drop
+  t0=$SECONDS
+  wait_for "$work/dpd.log" "connection to the server lost: nothing received for" 12 || fail "CSTP DPD did not declare the server dead"
+  echo "CSTP declared dead $((SECONDS - t0)) s after the block (DPD 2 s)"
+  ip netns exec "$nsc" nft delete table inet acblock
+  wait_for "$work/dpd.log" "reconnected to .* after" 15 || fail "no reconnect after the unblock"
+  grep -o "after [0-9]* attempt(s); outage [0-9]* ms" "$work/dpd.log" | tail -1
+  ping_lan
+  espvpn_stop dpd
+  echo "PASS reconnect_dpd"
+  ;;
+reconnect_gone|reconnect_cookie_refused)
+  timeout_s=5; [[ $mode == reconnect_cookie_refused ]] && timeout_s=20  # time for ocserv to come back
+  espvpn_up gone -u testuser --passwd-on-stdin --reconnect-timeout "$timeout_s" <<<"$oc_password"
+  ping_lan
+  ocserv_kill
+  t0=$SECONDS
+  if [[ $mode == reconnect_cookie_refused ]]; then
+    ocserv_up || fail "ocserv did not start again"
+  fi
+  rc=0
+  for ((i = 0; i < 150; i++)); do kill -0 "$client_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$client_pid" 2>/dev/null && fail "espvpn still running 15 s after ocserv went away"
+  wait "$client_pid" || rc=$?
+  echo "espvpn exited $rc after $((SECONDS - t0)) s: $(grep -m1 'giving up\|401\|rejected' "$work/gone.log" || true)"
+  grep -q "connection to the server lost" "$work/gone.log" || fail "the loss was not logged"
+  if [[ $mode == reconnect_gone ]]; then
+    [[ $rc -eq 1 ]] || fail "exit $rc, expected 1"
+    grep -q "giving up (--reconnect-timeout 5); last error: " "$work/gone.log" || fail "no message naming --reconnect-timeout"
+  else
+    [[ $rc -eq 2 ]] || fail "exit $rc for the refused cookie, expected 2"
+    grep -q "401" "$work/gone.log" || fail "no 401 in the log"
+  fi
+  ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q . || fail "tun device left behind"
+  echo "PASS $mode"
+  ;;
+sigusr2)
+  script_logging "$work/reasons"
+  espvpn_up usr2 -u testuser --passwd-on-stdin --script "$work/script" <<<"$oc_password"
+  wait_for "$work/usr2.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  ping_lan
+  kill -USR2 "$client_pid"
+  wait_for "$work/usr2.log" "reconnected to .*(SIGUSR2)" 15 || fail "no reconnect after SIGUSR2"
+  grep -o "(SIGUSR2) after .*" "$work/usr2.log" | head -1
+  ping_lan
+  for ((i = 0; i < 100; i++)); do [[ $(grep -c "data over DTLS" "$work/usr2.log") -ge 2 ]] && break; sleep 0.2; done
+  [[ $(grep -c "data over DTLS" "$work/usr2.log") -ge 2 ]] || fail "DTLS did not come back after SIGUSR2"
+  ping_lan
+  for ((i = 0; i < 50; i++)); do grep -qx reconnect "$work/reasons" && break; sleep 0.1; done
+  grep -qx reconnect "$work/reasons" || fail "no reconnect script run"
+  espvpn_stop usr2
+  echo "PASS sigusr2"
+  ;;
+rekey_new_tunnel|rekey_ssl)
+  method=${mode#rekey_}; method=${method/_/-}
+  espvpn_up rk -u testuser --passwd-on-stdin --stats-json "$work/rk.json" <<<"$oc_password"
+  wait_for "$work/rk.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  every=$(sed -n "s/.*rekey: $method every \([0-9]*\) s.*/\1/p" "$work/rk.log" | head -1)
+  [[ -n $every ]] || fail "no '$method' rekey time from the server: $(grep rekey "$work/rk.log")"
+  [[ $every -le 45 ]] || fail "rekey time $every s: too long for this test"
+  ping_lan
+  secs=$((every + 6))
+  ip netns exec "$nsl" $py "$here/../datapath/udp_stream.py" recv "$lan_ip" 5002 $((secs + 2)) >"$work/stream.out" &
+  rpid=$!; pids+=("$rpid")
+  sleep 0.5
+  ip netns exec "$nsc" $py "$here/../datapath/udp_stream.py" send "$lan_ip" 5002 "$secs" 200 >/dev/null &
+  spid=$!; pids+=("$spid")
+  if [[ $method == ssl ]]; then done_line="rekey (ssl): TLS rehandshake done"; else done_line="reconnected to .*(rekey (new-tunnel)"; fi
+  wait_for "$work/rk.log" "$done_line" $((secs + 5)) || fail "no $method rekey within $((secs + 5)) s"
+  wait "$spid" "$rpid" || true
+  kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited across the rekey"
+  echo "rekey $method every $every s: $(grep -o "$done_line.*" "$work/rk.log" | head -1)"
+  echo "stream across the rekey: $(cat "$work/stream.out")"
+  gap=$(sed -n 's/.*max_gap_ms=\([0-9.]*\).*/\1/p' "$work/stream.out")
+  [[ -n $gap ]] || fail "no stream result"
+  $py -c "import sys; sys.exit(0 if float('$gap') < 2000 else 1)" || fail "largest gap $gap ms across the rekey"
+  if [[ $method == ssl ]]; then
+    stats_check rk "d['rekey']['ssl'] >= 1 and d['rekey']['fallbacks'] == 0" || fail "the stats do not count the rehandshake"
+    grep -i "rehandshake" "$work/ocserv.log" | sed 's/^/  /'
+    grep -q "rehandshake completed" "$work/ocserv.log" || fail "ocserv's log shows no completed rehandshake"
+  else
+    stats_check rk "d['reconnect']['renewals'] >= 1" || fail "the stats do not count the new tunnel"
+  fi
+  grep -i "re-use\|reuse\|previous" "$work/ocserv.log" | sed 's/^/  /' || true
+  # the DTLS channel of the rekeyed connection (new PSK / App-ID) carries data again
+  for ((i = 0; i < 100; i++)); do [[ $(grep -c "data over DTLS" "$work/rk.log") -ge 2 ]] && break; sleep 0.2; done
+  [[ $(grep -c "data over DTLS" "$work/rk.log") -ge 2 ]] || fail "DTLS did not come back after the rekey"
+  ping_lan
+  espvpn_stop rk
+  echo "PASS $mode"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac

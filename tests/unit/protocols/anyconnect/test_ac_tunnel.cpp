@@ -243,3 +243,38 @@ TEST_CASE("CSTP decoder: bad packets are fatal") {
     fails({'S', 'T', 'F', 1, 0, 0, 0x42, 0}, "unknown type 66");
     fails({'S', 'T', 'F', 1, 0x10, 0, 0, 0}, "exceeds the limit");
 }
+
+TEST_CASE("rekey methods: the three known names, absent = none, anything else named") {
+    CHECK(*parse_rekey_method("ssl") == AcRekeyMethod::ssl);
+    CHECK(*parse_rekey_method("new-tunnel") == AcRekeyMethod::new_tunnel);
+    CHECK(*parse_rekey_method("none") == AcRekeyMethod::none);
+    CHECK(*parse_rekey_method("") == AcRekeyMethod::none);
+    auto bad = parse_rekey_method("SSL-renegotiate");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().message.find("SSL-renegotiate") != std::string::npos);
+    CHECK(std::string(rekey_method_name(AcRekeyMethod::new_tunnel)) == "new-tunnel");
+}
+
+TEST_CASE("ocserv reply: rekey time and method of both channels, parsed") {
+    auto c = parse_connect_reply(fixture("ocserv_connect_psk.txt"));
+    REQUIRE_MESSAGE(c.ok(), c.error().message);
+    CHECK(c->rekey == AcRekeyMethod::ssl);
+    REQUIRE(c->dtls.has_value());
+    CHECK(c->dtls->rekey == AcRekeyMethod::ssl);
+}
+
+TEST_CASE("reply: new-tunnel, none, and an unknown method kept as text but not acted on") {
+    auto parse = [](const std::string& method) {
+        auto r = parse_connect_reply(response_from("HTTP/1.1 200 CONNECTED\r\nX-CSTP-Address: 192.168.99.5\r\n"
+                                                   "X-CSTP-MTU: 1400\r\nX-CSTP-Rekey-Time: 30\r\n"
+                                                   "X-CSTP-Rekey-Method: " + method + "\r\n\r\n"));
+        REQUIRE_MESSAGE(r.ok(), r.error().message);
+        CHECK(r->rekey_s == 30);
+        return *r;
+    };
+    CHECK(parse("new-tunnel").rekey == AcRekeyMethod::new_tunnel);
+    CHECK(parse("none").rekey == AcRekeyMethod::none);
+    auto odd = parse("quantum");
+    CHECK(odd.rekey == AcRekeyMethod::none);
+    CHECK(odd.rekey_method == "quantum");
+}

@@ -82,3 +82,8 @@ TEST_CASE("reconnect: a zero timeout allows one immediate attempt; odd arguments
     ReconnectPolicy tiny(t0, seconds(60), Clock::duration(0));
     CHECK(tiny.next_attempt() == t0 + milliseconds(1));
 }
+
+TEST_CASE("reconnect: durations are logged in seconds with one decimal") {
+    CHECK(ReconnectPolicy::seconds_text(std::chrono::milliseconds(2540)) == "2.5 s");
+    CHECK(ReconnectPolicy::seconds_text(std::chrono::seconds(0)) == "0.0 s");
+}
