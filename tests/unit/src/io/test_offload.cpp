@@ -428,3 +428,106 @@ TEST_CASE("checksum: copy_and_add copies and sums like add, at every length and 
             CHECK(dst[2 + n] == 0xee);
         }
 }
+
+namespace {
+// plan_super_packet must describe exactly the packets split_super_packet copies.
+void check_plan_equals_split(const Flow& f, std::size_t payload_len, std::uint16_t gso, std::uint8_t flags,
+                             const Bytes& tcp_options, std::size_t already) {
+    CAPTURE(f.v6);
+    CAPTURE(f.tcp);
+    CAPTURE(payload_len);
+    CAPTURE(gso);
+    CAPTURE(tcp_options.size());
+    Bytes super = make_packet(f, 0xfffff000u, flags, pattern(payload_len, std::uint8_t(gso)), 0xfffe, true,
+                              f.tcp ? tcp_options : Bytes{});
+    VirtioNetHdr h = gso_hdr(f, gso);
+    // Room for the largest headers (IPv6 + 60-byte TCP) in front of an MSS of 1448.
+    PacketBatch split({128, 1600, 32, 64}), planned({128, 1600, 32, 64});
+    SegmentPlan plan(128);
+    // Packets already in the batch (copied small ones) shift the planned indices.
+    Bytes small = make_packet(f, 1, kAck, pattern(10), 1, false);
+    for (std::size_t k = 0; k < already; ++k) {
+        REQUIRE(split_super_packet(VirtioNetHdr{}, small, split).error == OffloadError::none);
+        REQUIRE(plan_super_packet(VirtioNetHdr{}, small, planned, plan).error == OffloadError::none);
+    }
+    SplitOutcome a = split_super_packet(h, super, split);
+    SplitOutcome b = plan_super_packet(h, super, planned, plan);
+    REQUIRE(a.error == OffloadError::none);
+    REQUIRE(b.error == OffloadError::none);
+    REQUIRE(a.packets == b.packets);
+    REQUIRE(planned.size() == split.size());
+    for (std::size_t i = 0; i < split.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(plan.planned(i) == (i >= already));
+        if (!plan.planned(i)) {
+            CHECK(bytes_of(planned.packet(i)) == bytes_of(split.packet(i)));
+            continue;
+        }
+        REQUIRE(planned.length(i) == split.length(i));
+        CHECK(planned.front_room(i) == split.front_room(i));
+        Bytes joined = bytes_of(plan.headers(i));
+        joined.insert(joined.end(), plan.payload(i).begin(), plan.payload(i).end());
+        CHECK(joined == bytes_of(split.packet(i)));
+        // The payload is read where it lies in the super-packet, not copied.
+        CHECK(plan.payload(i).data() >= super.data());
+        CHECK(plan.payload(i).data() + plan.payload(i).size() <= super.data() + super.size());
+        Bytes whole(planned.length(i), 0);
+        plan.materialize(i, whole);
+        CHECK(whole == bytes_of(split.packet(i)));
+    }
+    plan.clear();
+    for (std::size_t i = 0; i < split.size(); ++i) CHECK_FALSE(plan.planned(i));
+}
+}  // namespace
+
+TEST_CASE("plan: the same segments as split, without copying the payload (v4/v6, TCP/UDP, MSS, options)") {
+    Flow v4tcp, v6tcp, v4udp, v6udp;
+    v6tcp.v6 = v6udp.v6 = true;
+    v4udp.tcp = v6udp.tcp = false;
+    const Bytes ts_option = {1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2};  // NOP NOP timestamp: 32-byte TCP header
+    const Bytes max_options(40, 1);                                  // 60-byte TCP header
+    for (const Flow& f : {v4tcp, v6tcp, v4udp, v6udp})
+        for (std::uint16_t mss : {536, 1203, 1348, 1360, 1428, 1448})
+            for (std::size_t len : {std::size_t{1}, std::size_t{mss} - 1, std::size_t{mss}, std::size_t{mss} + 1,
+                                    std::size_t{4001}, std::size_t{40000}, std::size_t{65535 - 100}})
+                for (const Bytes& opts : {Bytes{}, ts_option, max_options}) {
+                    if (len * 1 > 65535u - 40 - 60 || (len + mss - 1) / mss > 120) continue;
+                    check_plan_equals_split(f, len, mss, kAck | kPsh | kCwr | kFin, opts, len % 3);
+                }
+}
+
+TEST_CASE("plan: errors as split gives them, nothing appended or planned") {
+    Flow f;
+    Bytes good = make_packet(f, 1, kAck, pattern(3000), 1, true);
+    VirtioNetHdr h = gso_hdr(f, 1000);
+    PacketBatch out = mtu_batch();
+    SegmentPlan plan(64);
+    VirtioNetHdr nocsum = h;
+    nocsum.flags = 0;
+    CHECK(plan_super_packet(nocsum, good, out, plan).error == OffloadError::gso_without_csum);
+    Bytes cut(good.begin(), good.begin() + 30);
+    CHECK(plan_super_packet(h, cut, out, plan).error == split_super_packet(h, cut, out).error);
+    VirtioNetHdr tiny = h;
+    tiny.gso_size = 10;  // 300 segments: more than the batch
+    CHECK(plan_super_packet(tiny, good, out, plan).error == OffloadError::too_many_segments);
+    CHECK(out.size() == 0);
+    for (std::size_t i = 0; i < 64; ++i) CHECK_FALSE(plan.planned(i));
+    SegmentPlan small_plan(2);  // a plan smaller than the batch refuses rather than overflow
+    CHECK(plan_super_packet(h, good, out, small_plan).error == OffloadError::too_many_segments);
+    CHECK(out.size() == 0);
+}
+
+TEST_CASE("checksum: add sums like the RFC 1071 textbook loop, at every length and alignment") {
+    Bytes src(300);
+    std::uint32_t x = 777;
+    for (auto& b : src) b = std::uint8_t((x = x * 1103515245u + 12345u) >> 24);
+    for (std::size_t from : {0u, 1u, 2u, 5u})
+        for (std::size_t n = 0; n + from <= src.size(); ++n) {
+            // Native-order sum stored natively equals the big-endian textbook sum on the wire.
+            const std::uint16_t got = espvpn::io::checksum::fold(espvpn::io::checksum::add(0, {src.data() + from, n}));
+            std::uint8_t stored[2];
+            espvpn::io::checksum::store(stored, got);
+            const std::uint32_t want = ref_sum(src.data() + from, n);
+            CHECK(be16(stored) == want);
+        }
+}
