@@ -316,40 +316,6 @@ bool EspSealer::seal_with_iv(std::span<std::uint8_t> packet, std::span<const std
     return true;
 }
 
-bool EspSealer::seal_gather(std::span<std::uint8_t> packet, std::span<const std::span<const std::uint8_t>> pieces,
-                            std::uint64_t counter) noexcept {
-    const std::size_t header = suite_.header_size();
-    const std::size_t icv = suite_.icv_size();
-    if (pieces.size() > kMaxSealPieces || packet.size() < header + icv) return false;
-    const std::size_t text_len = packet.size() - header - icv;
-    std::size_t total = 0;
-    for (const auto& piece : pieces) total += piece.size();
-    if (total != text_len) return false;
-    std::uint8_t* text = packet.data() + header;
-    if (!suite_.is_aead()) {
-        for (const auto& piece : pieces) {
-            std::memcpy(text, piece.data(), piece.size());
-            text += piece.size();
-        }
-        return seal(packet, counter);
-    }
-    if (text_len == 0 || text_len % suite_.block_size() != 0) return false;
-    std::uint8_t* p = packet.data();
-    store_be64(p + kEspSpiSeqSize, counter);
-    Impl& s = *impl_;
-    s.gcm.load_iv(p + kEspSpiSeqSize);
-    giovec_t aad{p, kEspSpiSeqSize};
-    giovec_t iov[kMaxSealPieces];
-    for (std::size_t k = 0; k < pieces.size(); ++k)
-        iov[k] = {const_cast<std::uint8_t*>(pieces[k].data()), pieces[k].size()};
-    // Not in place: GnuTLS encrypts each piece into the output as it goes (only a block
-    // straddling two pieces is gathered first), and the tag lands right after it.
-    std::size_t out_len = text_len + icv;
-    return gnutls_aead_cipher_encryptv(s.gcm.h, s.gcm.nonce.data(), s.gcm.nonce.size(), &aad, 1, icv, iov,
-                                       static_cast<int>(pieces.size()), text, &out_len) >= 0 &&
-           out_len == text_len + icv;
-}
-
 // ---- opener -------------------------------------------------------------------------
 
 struct EspOpener::Impl {

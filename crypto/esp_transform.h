@@ -106,14 +106,6 @@ public:
     // As seal(), with the caller's explicit IV (iv_size() bytes): for known-answer tests
     // and interop tools that need reproducible packets. The datapath uses seal().
     bool seal_with_iv(std::span<std::uint8_t> packet, std::span<const std::uint8_t> iv) noexcept;
-    // As seal(), but the plaintext is read from `pieces` (in order; their total a multiple
-    // of block_size()) instead of lying in the packet: the ciphertext is written into
-    // packet[header_size(), size - icv_size()), which must be exactly their total. AEAD
-    // suites encrypt straight from the pieces (one pass, no copy); others copy them in
-    // first. At most kMaxSealPieces pieces; none may overlap the packet.
-    static constexpr std::size_t kMaxSealPieces = 4;
-    bool seal_gather(std::span<std::uint8_t> packet, std::span<const std::span<const std::uint8_t>> pieces,
-                     std::uint64_t counter) noexcept;
 
     struct Impl;
 

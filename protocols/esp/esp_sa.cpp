@@ -1,9 +1,5 @@
 #include "protocols/esp/esp_sa.h"
 
-#include <algorithm>
-#include <array>
-#include <cstring>
-
 namespace espvpn {
 
 namespace {
@@ -80,52 +76,6 @@ EspSealResult EspOutboundSa::seal(std::span<std::uint8_t> buffer, std::size_t pa
     std::span<std::uint8_t> packet(start, header + after);
     // The sequence number doubles as the GCM explicit IV: unique because it never wraps.
     if (!transform_.seal(packet, next_seq_)) return {EspSealStatus::crypto_failed, {}};
-    ++next_seq_;
-    return {EspSealStatus::ok, packet};
-}
-
-EspSealResult EspOutboundSa::seal_gathered(std::span<std::uint8_t> buffer, std::size_t payload_offset,
-                                           std::span<const std::uint8_t> headers,
-                                           std::span<const std::uint8_t> payload,
-                                           std::uint8_t next_header) noexcept {
-    if (next_seq_ > kLastSequence) return {EspSealStatus::sequence_exhausted, {}};
-    const EspSuite& su = suite();
-    const std::size_t header = su.header_size();
-    const std::size_t inner_len = headers.size() + payload.size();
-    if (payload_offset < header) return {EspSealStatus::no_headroom, {}};
-    const std::size_t pad = su.pad_size(inner_len);
-    const std::size_t after = inner_len + pad + kEspTrailerSize + su.icv_size();
-    if (payload_offset > buffer.size() || buffer.size() - payload_offset < after)
-        return {EspSealStatus::no_tailroom, {}};
-
-    std::uint8_t* start = buffer.data() + payload_offset - header;
-    store_be32(start, spi_);
-    store_be32(start + 4, static_cast<std::uint32_t>(next_seq_));
-    // Pieces on 16-byte boundaries, so the cipher runs over each in one call and gathers
-    // nothing itself: [headers + the payload's first bytes][payload middle][its last
-    // bytes + pad + trailer]; the small ends are copied, the middle is read where it lies.
-    constexpr std::size_t kBlock = 16;
-    std::array<std::uint8_t, 128> head;
-    std::array<std::uint8_t, kBlock + kEspMaxPadSize + kEspTrailerSize> tail;
-    const bool copy_head = headers.size() + kBlock <= head.size();  // else the cipher gathers
-    const std::size_t lead = copy_head ? std::min((kBlock - headers.size() % kBlock) % kBlock, payload.size()) : 0;
-    if (copy_head) {
-        std::memcpy(head.data(), headers.data(), headers.size());
-        std::memcpy(head.data() + headers.size(), payload.data(), lead);
-    }
-    const std::size_t middle = (payload.size() - lead) / kBlock * kBlock;
-    const std::size_t rest = payload.size() - lead - middle;
-    std::memcpy(tail.data(), payload.data() + lead + middle, rest);
-    std::uint8_t* trailer = tail.data() + rest;
-    for (std::size_t i = 0; i < pad; ++i) trailer[i] = static_cast<std::uint8_t>(i + 1);  // RFC 4303 2.4
-    trailer[pad] = static_cast<std::uint8_t>(pad);
-    trailer[pad + 1] = next_header;
-    const std::span<const std::uint8_t> pieces[3] = {
-        copy_head ? std::span<const std::uint8_t>(head.data(), headers.size() + lead) : headers,
-        payload.subspan(lead, middle), {tail.data(), rest + pad + kEspTrailerSize}};
-
-    std::span<std::uint8_t> packet(start, header + after);
-    if (!transform_.seal_gather(packet, pieces, next_seq_)) return {EspSealStatus::crypto_failed, {}};
     ++next_seq_;
     return {EspSealStatus::ok, packet};
 }

@@ -68,13 +68,6 @@ public:
     EspSealResult seal(std::span<std::uint8_t> buffer, std::size_t payload_offset,
                        std::size_t payload_len, std::uint8_t next_header) noexcept;
 
-    // As seal(), for an inner packet given as its headers and its payload where they lie
-    // (a planned TSO segment): the ESP packet is written into buffer as seal() would
-    // leave it, the inner packet's bytes read once. Neither may overlap the buffer.
-    EspSealResult seal_gathered(std::span<std::uint8_t> buffer, std::size_t payload_offset,
-                                std::span<const std::uint8_t> headers, std::span<const std::uint8_t> payload,
-                                std::uint8_t next_header) noexcept;
-
     bool needs_rekey() const { return next_seq_ >= kEspRekeySequence; }
     // The sequence number the next packet will carry (2^32 once exhausted).
     std::uint64_t next_sequence() const { return next_seq_; }

@@ -70,9 +70,6 @@ struct DatapathOptions {
     // install_outbound_when_peer_uses: switch anyway after this long.
     std::chrono::milliseconds deferred_outbound_timeout{10000};
     unsigned icmp_too_big_per_second = 100;
-    // AEAD suites: seal TSO segments straight from the tun's super-packet (send.cpp)
-    // instead of splitting them into the batch first. Off only to compare the two.
-    bool seal_from_super_packet = true;
 };
 
 // When the rx pipeline last saw signs of life (steady clock; epoch = never).

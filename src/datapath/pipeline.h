@@ -13,7 +13,6 @@
 #include "src/datapath/datapath.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/handover_queue.h"
-#include "src/io/offload.h"
 #include "src/io/packet_batch.h"
 
 namespace espvpn::datapath {
@@ -92,10 +91,6 @@ private:
     DatapathOptions options_;
     RxToTx& from_rx_;
     io::PacketBatch batch_;
-    // AES-GCM: super-packets read from the tun are planned, not split, and each
-    // segment is sealed straight out of the tun's buffer (one pass over the payload).
-    io::SegmentPlan plan_;
-    bool batch_planned_ = false;  // batch_ came with plan_ (else plan_ is stale)
     std::optional<EspOutboundSa> sa_;
     std::unique_ptr<OutboundUpdate> deferred_;
     Clock::time_point deferred_since_;

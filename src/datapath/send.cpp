@@ -33,7 +33,6 @@ io::PacketBatchShape tx_shape(const DatapathOptions& o) {
 
 TxPipeline::TxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const DatapathOptions& options, RxToTx& from_rx)
     : tun_(tun), udp_(udp), options_(options), from_rx_(from_rx), batch_(tx_shape(options)),
-      plan_(options.tx_batch),
       too_big_buf_(new std::uint8_t[io::kVirtioNetHdrSize + kTooBigMaxSize]) {}
 
 void TxPipeline::run() {
@@ -96,9 +95,7 @@ void TxPipeline::publish_sa_state() {
 
 bool TxPipeline::drain_tun() {
     for (;;) {
-        // The SA only changes between batches, so the choice holds until this batch is sent.
-        batch_planned_ = sa_ && sa_->suite().is_aead() && options_.seal_from_super_packet;
-        Result<std::size_t> got = batch_planned_ ? tun_.read_packets(batch_, plan_) : tun_.read_packets(batch_);
+        Result<std::size_t> got = tun_.read_packets(batch_);
         if (!got) {
             failure.set(got.error().message);
             return false;
@@ -133,28 +130,18 @@ void TxPipeline::seal_and_send(bool probes) {
             ++no_peer;
             continue;
         }
-        // A planned segment's bytes are not in its slot yet: put them there where a
-        // path needs the packet whole (rare: too big, or a suite that seals in place).
-        bool planned = batch_planned_ && plan_.planned(i);
-        if (planned && (pkt.size() > options_.max_inner_size || !sa_->suite().is_aead())) {
-            plan_.materialize(i, pkt);
-            planned = false;
-        }
         if (pkt.size() > options_.max_inner_size) {
             ++too_big;
             answer_too_big(pkt);
             continue;
         }
-        const std::span<const std::uint8_t> first = planned ? plan_.headers(i) : pkt;
-        const unsigned version = first.empty() ? 0 : first[0] >> 4;
+        const unsigned version = pkt.empty() ? 0 : pkt[0] >> 4;
         if (version != 4 && version != 6) {
             ++not_ip;
             continue;
         }
         const std::uint8_t next_header = version == 4 ? kEspNextHeaderIpv4 : kEspNextHeaderIpv6;
-        EspSealResult r = planned ? sa_->seal_gathered(batch_.slot(i), batch_.front_room(i), plan_.headers(i),
-                                                       plan_.payload(i), next_header)
-                                  : sa_->seal(batch_.slot(i), batch_.front_room(i), pkt.size(), next_header);
+        EspSealResult r = sa_->seal(batch_.slot(i), batch_.front_room(i), pkt.size(), next_header);
         if (!r.ok()) {
             ++(r.status == EspSealStatus::sequence_exhausted ? exhausted : seal_failed);
             continue;
@@ -248,7 +235,6 @@ void TxPipeline::send_probes() {
     const unsigned count = std::min<std::uint32_t>(wanted - probes_done_, kMaxProbesPerWake);
     probes_done_ = wanted;
     batch_.clear();
-    batch_planned_ = false;
     const ProbeTarget& p = options_.probe;
     for (unsigned k = 0; k < count; ++k) {
         GpProbe probe = build_gp_probe(batch_.next_room(), {p.source, p.address_size}, p.gateway_address(),

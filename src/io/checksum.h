@@ -11,9 +11,17 @@
 
 namespace espvpn::io::checksum {
 
-namespace detail {
-// Adds the 16-bit words of 0..7 trailing bytes (an odd last byte padded with zero).
-inline std::uint64_t add_tail(std::uint64_t acc, const std::uint8_t* p, std::size_t n) {
+inline std::uint64_t add(std::uint64_t acc, std::span<const std::uint8_t> bytes) {
+    const std::uint8_t* p = bytes.data();
+    std::size_t n = bytes.size();
+    while (n >= 8) {
+        std::uint64_t v;
+        std::memcpy(&v, p, 8);
+        acc += v;
+        acc += (acc < v);  // end-around carry keeps it a ones' complement sum
+        p += 8;
+        n -= 8;
+    }
     std::uint64_t tail = 0;
     while (n >= 2) {
         std::uint16_t v;
@@ -33,31 +41,6 @@ inline std::uint64_t add_tail(std::uint64_t acc, const std::uint8_t* p, std::siz
     return acc;
 }
 
-// Folds two sums of 32-bit halves into a running ones' complement sum.
-inline std::uint64_t add_halves(std::uint64_t acc, std::uint64_t lo, std::uint64_t hi) {
-    const std::uint64_t halves = (lo & 0xffffffffu) + (lo >> 32) + (hi & 0xffffffffu) + (hi >> 32);
-    acc += halves;
-    acc += (acc < halves);
-    return acc;
-}
-}  // namespace detail
-
-// 32-bit halves of each 8-byte word go to two 64-bit accumulators, so no carry
-// chain serialises the loop (the TSO plan sums every payload with this); inputs
-// below 16 GiB cannot overflow them.
-inline std::uint64_t add(std::uint64_t acc, std::span<const std::uint8_t> bytes) {
-    const std::uint8_t* p = bytes.data();
-    std::size_t n = bytes.size();
-    std::uint64_t lo = 0, hi = 0;
-    for (; n >= 8; p += 8, n -= 8) {
-        std::uint64_t v;
-        std::memcpy(&v, p, 8);
-        lo += v & 0xffffffffu;
-        hi += v >> 32;
-    }
-    return detail::add_tail(detail::add_halves(acc, lo, hi), p, n);
-}
-
 // Copies n bytes from src to dst and adds them to acc in the same pass (the
 // TSO split's payload copy: the data is read once, not once to copy and once
 // to sum). 32-bit halves go to two accumulators, so no carry chain serialises
@@ -72,8 +55,14 @@ inline std::uint64_t copy_and_add(std::uint8_t* dst, const std::uint8_t* src, st
         lo += v & 0xffffffffu;
         hi += v >> 32;
     }
-    std::memcpy(dst + i, src + i, n - i);
-    return detail::add_tail(detail::add_halves(acc, lo, hi), src + i, n - i);
+    if (i < n) {
+        std::memcpy(dst + i, src + i, n - i);
+        acc = add(acc, {src + i, n - i});
+    }
+    const std::uint64_t halves = (lo & 0xffffffffu) + (lo >> 32) + (hi & 0xffffffffu) + (hi >> 32);
+    acc += halves;
+    acc += (acc < halves);
+    return acc;
 }
 
 // Folds to 16 bits, not complemented (the form a partial/pseudo-header sum takes).

@@ -186,134 +186,57 @@ void write_virtio_net_hdr(const VirtioNetHdr& hdr, std::uint8_t* out) {
     std::memcpy(out + 8, &hdr.csum_offset, 2);
 }
 
-namespace {
-
-// A validated GSO super-packet and what each of its segments is made of.
-struct SuperPacket {
-    Headers h;
-    bool tcp = true;
-    std::size_t hlen = 0;       // IP + transport headers, repeated in every segment
-    std::size_t payload = 0;    // bytes after them
-    std::size_t gso_size = 0;
-    std::size_t segments = 0;
-    std::uint16_t ip_id = 0;
-    std::uint32_t seq = 0;
-    std::size_t segment_payload(std::size_t i) const { return std::min(gso_size, payload - i * gso_size); }
-};
-
-OffloadError parse_super_packet(const VirtioNetHdr& hdr, std::span<const std::uint8_t> packet, const PacketBatch& out,
-                                SuperPacket& sp) {
+SplitOutcome split_super_packet(const VirtioNetHdr& hdr, std::span<const std::uint8_t> packet, PacketBatch& out) {
     const std::uint8_t gso = hdr.gso_type & static_cast<std::uint8_t>(~VirtioNetHdr::kGsoEcn);
+    if (gso == VirtioNetHdr::kGsoNone) return copy_with_checksum(hdr, packet, out);
     if (gso != VirtioNetHdr::kGsoTcpV4 && gso != VirtioNetHdr::kGsoTcpV6 && gso != VirtioNetHdr::kGsoUdpL4)
-        return OffloadError::unsupported_gso_type;
-    if (hdr.gso_size == 0) return OffloadError::gso_size_zero;
-    if (hdr.hdr_len > packet.size()) return OffloadError::hdr_len_beyond_packet;
-    if (!(hdr.flags & VirtioNetHdr::kFlagNeedsCsum)) return OffloadError::gso_without_csum;
+        return {OffloadError::unsupported_gso_type, 0};
+    if (hdr.gso_size == 0) return {OffloadError::gso_size_zero, 0};
+    if (hdr.hdr_len > packet.size()) return {OffloadError::hdr_len_beyond_packet, 0};
+    if (!(hdr.flags & VirtioNetHdr::kFlagNeedsCsum)) return {OffloadError::gso_without_csum, 0};
 
-    Headers& h = sp.h;
-    if (OffloadError e = parse_headers(packet, h); e != OffloadError::none) return e;
-    sp.tcp = gso != VirtioNetHdr::kGsoUdpL4;
-    if ((sp.tcp && h.protocol != kProtoTcp) || (!sp.tcp && h.protocol != kProtoUdp) ||
+    Headers h;
+    if (OffloadError e = parse_headers(packet, h); e != OffloadError::none) return {e, 0};
+    const bool tcp = gso != VirtioNetHdr::kGsoUdpL4;
+    if ((tcp && h.protocol != kProtoTcp) || (!tcp && h.protocol != kProtoUdp) ||
         (gso == VirtioNetHdr::kGsoTcpV4 && h.version != 4) || (gso == VirtioNetHdr::kGsoTcpV6 && h.version != 6))
-        return OffloadError::bad_l4_protocol;
-    if (hdr.csum_start != h.ip_len) return OffloadError::bad_csum_start;
-    if (hdr.csum_offset != (sp.tcp ? kTcpCsumOffset : kUdpCsumOffset)) return OffloadError::bad_csum_offset;
+        return {OffloadError::bad_l4_protocol, 0};
+    if (hdr.csum_start != h.ip_len) return {OffloadError::bad_csum_start, 0};
+    if (hdr.csum_offset != (tcp ? kTcpCsumOffset : kUdpCsumOffset)) return {OffloadError::bad_csum_offset, 0};
     // hdr_len from the kernel can cover payload too (forwarded skbs): trust the
     // parsed header lengths instead.
-    sp.hlen = h.total();
-    if (packet.size() <= sp.hlen) return OffloadError::no_payload;
-    sp.payload = packet.size() - sp.hlen;
-    sp.gso_size = hdr.gso_size;
-    sp.segments = (sp.payload + sp.gso_size - 1) / sp.gso_size;
-    if (sp.hlen + std::min(sp.gso_size, sp.payload) > out.capacity()) return OffloadError::segment_too_large;
-    if (sp.segments > out.slots()) return OffloadError::too_many_segments;
-    if (sp.segments > out.free_slots()) return OffloadError::batch_full;
-    sp.ip_id = h.version == 4 ? get16(packet.data() + 4) : 0;
-    sp.seq = sp.tcp ? get32(packet.data() + h.ip_len + 4) : 0;
-    return OffloadError::none;
-}
+    const std::size_t hlen = h.total();
+    if (packet.size() <= hlen) return {OffloadError::no_payload, 0};
+    const std::size_t payload = packet.size() - hlen;
+    const std::size_t segments = (payload + hdr.gso_size - 1) / hdr.gso_size;
+    if (hlen + std::min<std::size_t>(hdr.gso_size, payload) > out.capacity()) return {OffloadError::segment_too_large, 0};
+    if (segments > out.slots()) return {OffloadError::too_many_segments, 0};
+    if (segments > out.free_slots()) return {OffloadError::batch_full, 0};
 
-// Turns the super-packet's headers, already copied to dst, into segment i's,
-// given the ones' complement sum of that segment's payload.
-void finish_segment_headers(const SuperPacket& sp, std::size_t i, std::uint64_t payload_sum, std::uint8_t* dst) {
-    const Headers& h = sp.h;
-    const std::size_t seg = sp.segment_payload(i);
-    if (h.version == 4) put16(dst + 4, static_cast<std::uint16_t>(sp.ip_id + i));
-    set_ip_length(dst, h, sp.hlen + seg);
-    std::uint8_t* l4 = dst + h.ip_len;
-    if (sp.tcp) {
-        put32(l4 + 4, sp.seq + static_cast<std::uint32_t>(i * sp.gso_size));
-        if (i + 1 < sp.segments) l4[13] &= static_cast<std::uint8_t>(~(kTcpFin | kTcpPsh));
-        if (i > 0) l4[13] &= static_cast<std::uint8_t>(~kTcpCwr);
-    } else {
-        put16(l4 + 4, static_cast<std::uint32_t>(kUdpHeaderLen + seg));
-    }
-    set_l4_checksum(dst, h, sp.hlen + seg, payload_sum);
-}
-
-}  // namespace
-
-SplitOutcome split_super_packet(const VirtioNetHdr& hdr, std::span<const std::uint8_t> packet, PacketBatch& out) {
-    if ((hdr.gso_type & static_cast<std::uint8_t>(~VirtioNetHdr::kGsoEcn)) == VirtioNetHdr::kGsoNone)
-        return copy_with_checksum(hdr, packet, out);
-    SuperPacket sp;
-    if (OffloadError e = parse_super_packet(hdr, packet, out, sp); e != OffloadError::none) return {e, 0};
     const std::uint8_t* src = packet.data();
-    for (std::size_t i = 0; i < sp.segments; ++i) {
-        const std::size_t seg = sp.segment_payload(i);
+    const std::uint16_t ip_id = h.version == 4 ? get16(src + 4) : 0;
+    const std::uint32_t seq = tcp ? get32(src + h.ip_len + 4) : 0;
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < segments; ++i) {
+        const std::size_t seg = std::min<std::size_t>(hdr.gso_size, payload - offset);
         std::uint8_t* dst = out.next_room().data();
-        std::memcpy(dst, src, sp.hlen);
-        const std::uint64_t sum = checksum::copy_and_add(dst + sp.hlen, src + sp.hlen + i * sp.gso_size, seg, 0);
-        finish_segment_headers(sp, i, sum, dst);
-        out.commit(sp.hlen + seg);
+        std::memcpy(dst, src, hlen);
+        const std::uint64_t payload_sum = checksum::copy_and_add(dst + hlen, src + hlen + offset, seg, 0);
+        if (h.version == 4) put16(dst + 4, static_cast<std::uint16_t>(ip_id + i));
+        set_ip_length(dst, h, hlen + seg);
+        std::uint8_t* l4 = dst + h.ip_len;
+        if (tcp) {
+            put32(l4 + 4, seq + static_cast<std::uint32_t>(offset));
+            if (i + 1 < segments) l4[13] &= static_cast<std::uint8_t>(~(kTcpFin | kTcpPsh));
+            if (i > 0) l4[13] &= static_cast<std::uint8_t>(~kTcpCwr);
+        } else {
+            put16(l4 + 4, static_cast<std::uint32_t>(kUdpHeaderLen + seg));
+        }
+        set_l4_checksum(dst, h, hlen + seg, payload_sum);
+        out.commit(hlen + seg);
+        offset += seg;
     }
-    return {OffloadError::none, sp.segments};
-}
-
-SplitOutcome plan_super_packet(const VirtioNetHdr& hdr, std::span<const std::uint8_t> packet, PacketBatch& out,
-                               SegmentPlan& plan) {
-    if ((hdr.gso_type & static_cast<std::uint8_t>(~VirtioNetHdr::kGsoEcn)) == VirtioNetHdr::kGsoNone)
-        return copy_with_checksum(hdr, packet, out);
-    SuperPacket sp;
-    if (OffloadError e = parse_super_packet(hdr, packet, out, sp); e != OffloadError::none) return {e, 0};
-    if (sp.hlen > SegmentPlan::kMaxHeaderLen) return {OffloadError::truncated, 0};  // not reachable: parse caps it
-    if (out.size() + sp.segments > plan.max_packets()) return {OffloadError::too_many_segments, 0};
-    const std::uint8_t* src = packet.data();
-    for (std::size_t i = 0; i < sp.segments; ++i) {
-        const std::size_t seg = sp.segment_payload(i);
-        const std::span<const std::uint8_t> payload{src + sp.hlen + i * sp.gso_size, seg};
-        const std::size_t at = out.size();
-        std::uint8_t* headers = plan.header_room(at);
-        std::memcpy(headers, src, sp.hlen);
-        finish_segment_headers(sp, i, checksum::add(0, payload), headers);
-        plan.set(at, sp.hlen, payload);
-        (void)out.next_room();  // resets the slot: the packet starts at its nominal offset
-        out.commit(sp.hlen + seg);
-    }
-    return {OffloadError::none, sp.segments};
-}
-
-SegmentPlan::SegmentPlan(std::size_t max_packets)
-    : max_packets_(max_packets),
-      headers_(new std::uint8_t[max_packets * kMaxHeaderLen]),
-      header_len_(new std::uint8_t[max_packets]()),
-      payload_(new std::span<const std::uint8_t>[max_packets]) {}
-SegmentPlan::~SegmentPlan() = default;
-SegmentPlan::SegmentPlan(SegmentPlan&&) noexcept = default;
-SegmentPlan& SegmentPlan::operator=(SegmentPlan&&) noexcept = default;
-
-void SegmentPlan::clear() { std::memset(header_len_.get(), 0, max_packets_); }
-
-void SegmentPlan::set(std::size_t i, std::size_t header_len, std::span<const std::uint8_t> payload) {
-    header_len_[i] = static_cast<std::uint8_t>(header_len);
-    payload_[i] = payload;
-}
-
-void SegmentPlan::materialize(std::size_t i, std::span<std::uint8_t> out) const {
-    const std::span<const std::uint8_t> h = headers(i);
-    if (out.size() < h.size() + payload_[i].size()) throw std::logic_error("SegmentPlan::materialize: out too small");
-    std::memcpy(out.data(), h.data(), h.size());
-    std::memcpy(out.data() + h.size(), payload_[i].data(), payload_[i].size());
+    return {OffloadError::none, segments};
 }
 
 // ---------------------------------------------------------------------------

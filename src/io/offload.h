@@ -82,52 +82,6 @@ struct SplitOutcome {
 // checksum. On any error nothing is appended.
 SplitOutcome split_super_packet(const VirtioNetHdr& hdr, std::span<const std::uint8_t> packet, PacketBatch& out);
 
-// The segments of TSO/USO super-packets described instead of copied, indexed
-// like the batch packets they stand for: each planned packet's IP/transport
-// headers are complete (lengths, IDs, TCP sequence/flags, the full checksum
-// over the payload), its payload is a span of the super-packet where it lies.
-// A sealer that reads scattered input (AES-GCM) then writes each packet once,
-// encrypted, instead of the split copying it first (see datapath/send.cpp).
-class SegmentPlan {
-public:
-    static constexpr std::size_t kMaxHeaderLen = 40 + 60;  // IPv6 + TCP with the most options
-
-    explicit SegmentPlan(std::size_t max_packets);  // the batch's slots
-    ~SegmentPlan();
-    SegmentPlan(SegmentPlan&&) noexcept;
-    SegmentPlan& operator=(SegmentPlan&&) noexcept;
-
-    std::size_t max_packets() const { return max_packets_; }
-    bool planned(std::size_t i) const { return i < max_packets_ && header_len_[i] != 0; }
-    std::span<const std::uint8_t> headers(std::size_t i) const {
-        return {headers_.get() + i * kMaxHeaderLen, header_len_[i]};
-    }
-    std::span<const std::uint8_t> payload(std::size_t i) const { return payload_[i]; }
-    // Copies planned packet i into `out` (headers then payload; out.size() >= the packet's
-    // length): for the paths that need the packet in one piece.
-    void materialize(std::size_t i, std::span<std::uint8_t> out) const;
-    void forget(std::size_t i) { header_len_[i] = 0; }
-    void clear();  // nothing planned
-
-    // Internal to plan_super_packet: packet i's header buffer.
-    std::uint8_t* header_room(std::size_t i) { return headers_.get() + i * kMaxHeaderLen; }
-    void set(std::size_t i, std::size_t header_len, std::span<const std::uint8_t> payload);
-
-private:
-    std::size_t max_packets_;
-    std::unique_ptr<std::uint8_t[]> headers_;
-    std::unique_ptr<std::uint8_t[]> header_len_;  // 0: packet i is not planned
-    std::unique_ptr<std::span<const std::uint8_t>[]> payload_;
-};
-
-// As split_super_packet, but a GSO super-packet's segments are planned, not
-// copied: they are appended to `out` with their lengths set and their bytes
-// left unwritten, and `plan` describes them (plan.planned(i) for each). The
-// payload spans point into `packet`, which must outlive their use.
-// GSO_NONE packets are copied as split_super_packet does (not planned).
-SplitOutcome plan_super_packet(const VirtioNetHdr& hdr, std::span<const std::uint8_t> packet, PacketBatch& out,
-                               SegmentPlan& plan);
-
 // Coalesces inner packets for tun writes ("GRO"). A merged packet is written
 // as an iovec list: the head packet (virtio hdr prepended in its front room,
 // IP/transport headers rewritten for the whole) and then each merged packet's

@@ -27,7 +27,6 @@ namespace espvpn::io {
 
 namespace {
 constexpr std::size_t kMaxSuperPacket = 65535;
-constexpr std::size_t kReadBufferSize = kVirtioNetHdrSize + kMaxSuperPacket;
 constexpr std::size_t kMaxWriteBatch = 1024;
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -103,7 +102,7 @@ Result<TunDevice> TunDevice::open(const TunOptions& options) {
         dev.offloads_.uso = dev.offloads_.flags & TUN_F_USO4;
         dev.gro_ = std::make_unique<GroCoalescer>(kMaxWriteBatch);
     }
-    dev.read_buf_.reset(new std::uint8_t[kReadBuffers * kReadBufferSize]);
+    dev.read_buf_.reset(new std::uint8_t[kVirtioNetHdrSize + kMaxSuperPacket]);
     LOG_DEBUG << "tun " << dev.name_ << ": vnet_hdr=" << dev.offloads_.vnet_hdr << " tso=" << dev.offloads_.tso
               << " uso=" << dev.offloads_.uso
               << " txqueuelen=" << dev.tx_queue_len_;
@@ -124,7 +123,6 @@ TunDevice& TunDevice::operator=(TunDevice&& o) noexcept {
         tx_queue_len_ = o.tx_queue_len_;
         read_buf_ = std::move(o.read_buf_);
         pending_ = o.pending_;
-        pending_buffer_ = o.pending_buffer_;
         gro_ = std::move(o.gro_);
         netlink_ = std::move(o.netlink_);
         addresses_ = std::move(o.addresses_);
@@ -196,26 +194,12 @@ bool TunDevice::wait_readable(int timeout_ms) const {
     return ::poll(&p, 1, timeout_ms) > 0 && (p.revents & POLLIN);
 }
 
-std::uint8_t* TunDevice::read_buffer(std::size_t k) const { return read_buf_.get() + k * kReadBufferSize; }
-
-Result<std::size_t> TunDevice::read_packets(PacketBatch& out) { return read(out, nullptr); }
-
-Result<std::size_t> TunDevice::read_packets(PacketBatch& out, SegmentPlan& plan) {
-    plan.clear();
-    return read(out, &plan);
-}
-
-Result<std::size_t> TunDevice::read(PacketBatch& out, SegmentPlan* plan) {
+Result<std::size_t> TunDevice::read_packets(PacketBatch& out) {
     const std::size_t start = out.size();
     const std::size_t hdr_size = offloads_.vnet_hdr ? kVirtioNetHdrSize : 0;
-    // Read buffers whose payloads a plan refers to are not read into again in this call.
-    bool in_use[kReadBuffers] = {};
     while (!out.full()) {
         if (!pending_) {
-            std::size_t k = 0;
-            while (k < kReadBuffers && in_use[k]) ++k;
-            if (k == kReadBuffers) break;  // all hold planned payloads: send them first
-            ssize_t n = ::read(fd_, read_buffer(k), hdr_size + kMaxSuperPacket);
+            ssize_t n = ::read(fd_, read_buf_.get(), hdr_size + kMaxSuperPacket);
             if (n < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK) break;
                 if (errno == EINTR) continue;
@@ -227,22 +211,18 @@ Result<std::size_t> TunDevice::read(PacketBatch& out, SegmentPlan* plan) {
                 continue;
             }
             pending_ = static_cast<std::size_t>(n);
-            pending_buffer_ = k;
         }
-        const std::uint8_t* buf = read_buffer(pending_buffer_);
-        std::span<const std::uint8_t> packet{buf + hdr_size, pending_ - hdr_size};
+        std::span<const std::uint8_t> packet{read_buf_.get() + hdr_size, pending_ - hdr_size};
         VirtioNetHdr hdr;
-        if (hdr_size) (void)parse_virtio_net_hdr({buf, hdr_size}, hdr);
-        const bool gso = hdr.gso_type != VirtioNetHdr::kGsoNone;
-        SplitOutcome r = plan && gso ? plan_super_packet(hdr, packet, out, *plan) : split_super_packet(hdr, packet, out);
+        if (hdr_size) (void)parse_virtio_net_hdr({read_buf_.get(), hdr_size}, hdr);
+        SplitOutcome r = split_super_packet(hdr, packet, out);
         if (r.error == OffloadError::batch_full) break;  // fits an emptier batch: keep it for the next call
         pending_ = 0;
         if (r.error != OffloadError::none) {
             ++counters_.split_drops[static_cast<std::size_t>(r.error)];
             continue;
         }
-        if (plan && gso) in_use[pending_buffer_] = true;
-        if (gso) ++counters_.super_packets;
+        if (hdr.gso_type != VirtioNetHdr::kGsoNone) ++counters_.super_packets;
         counters_.packets_out += r.packets;
     }
     return out.size() - start;

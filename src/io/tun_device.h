@@ -78,12 +78,6 @@ public:
     // pending for the next call). Returns packets appended. Malformed packets
     // are dropped and counted. out.capacity() must hold one MTU packet.
     Result<std::size_t> read_packets(PacketBatch& out);
-    // As above, but super-packets are planned into `plan` (plan_super_packet)
-    // instead of copied. Their payloads stay in the tun's read buffers (one per
-    // super-packet, kReadBuffers of them) until the next call, which clears
-    // `plan`: send what it planned before reading again.
-    Result<std::size_t> read_packets(PacketBatch& out, SegmentPlan& plan);
-    static constexpr std::size_t kReadBuffers = 2;  // a 128-packet tx batch holds ~2 super-packets
 
     // Writes every packet of `batch` (coalescing first when offloads are on;
     // then each packet needs kVirtioNetHdrSize bytes of front room). Returns
@@ -100,12 +94,8 @@ private:
     TunOffloads offloads_;
     TunCounters counters_;
     unsigned tx_queue_len_ = 0;
-    Result<std::size_t> read(PacketBatch& out, SegmentPlan* plan);
-    std::uint8_t* read_buffer(std::size_t k) const;
-
-    std::unique_ptr<std::uint8_t[]> read_buf_;  // kReadBuffers x (super-packet + its virtio header)
+    std::unique_ptr<std::uint8_t[]> read_buf_;  // one super-packet + its virtio header
     std::size_t pending_ = 0;                    // bytes of a read not yet split
-    std::size_t pending_buffer_ = 0;             // the read buffer holding them
     std::unique_ptr<GroCoalescer> gro_;
     std::unique_ptr<RtNetlink> netlink_;
     std::vector<InterfaceAddress> addresses_;
