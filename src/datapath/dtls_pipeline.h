@@ -12,6 +12,7 @@
 #include "src/datapath/dtls_datapath.h"
 #include "src/datapath/handover_queue.h"
 #include "src/datapath/pipeline.h"
+#include "src/datapath/too_big.h"
 #include "src/io/packet_batch.h"
 
 namespace espvpn::datapath {
@@ -55,8 +56,6 @@ private:
     bool drain_tun();
     void frame(io::PacketBatch& batch);
     io::SendStatus seal_and_send(const io::PacketBatch& plain);
-    void wait_for_room(io::SendStatus why);
-    void answer_too_big(std::span<const std::uint8_t> packet);
 
     io::TunDevice* tun_;
     io::UdpSocket& udp_;
@@ -69,9 +68,7 @@ private:
     io::PacketBatch out_;   // DTLS records (guarded by seal_mutex_)
     std::uint32_t dpd_done_ = 0;
     std::uint32_t keepalives_done_ = 0;
-    std::unique_ptr<std::uint8_t[]> too_big_buf_;
-    Clock::time_point too_big_window_;
-    unsigned too_big_in_window_ = 0;
+    TooBigResponder too_big_;
 };
 
 class DtlsRxPipeline {

@@ -73,11 +73,7 @@ bool DtlsRxPipeline::drain_udp() {
             failure.set(got.error().message);
             return false;
         }
-        const io::UdpCounters& u = udp_.counters();  // the receive-side fields are this thread's
-        mirror(counters.udp_recv_calls, u.receive_calls);
-        mirror(counters.udp_gro_buffers, u.gro_buffers);
-        mirror(counters.udp_peer_errors, u.peer_errors);
-        mirror(counters.drop_truncated, u.drop_truncated);
+        mirror_receive_counters(udp_.counters(), counters);  // the receive-side fields are this thread's
         if (in_.size() == 0) return true;
         std::uint64_t bytes = 0;
         for (std::size_t i = 0; i < in_.size(); ++i) bytes += in_.length(i);

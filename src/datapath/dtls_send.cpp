@@ -1,6 +1,5 @@
 // The DTLS tx pipeline: tun -> (TSO split) -> type byte -> DTLS records -> sendmmsg / UDP GSO.
 #include <poll.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,9 +13,6 @@
 namespace espvpn::datapath {
 
 namespace {
-constexpr int kMaxSendWaits = 100;     // per batch, then the rest is dropped and counted
-constexpr int kSocketFullWaitMs = 20;  // POLLOUT wait when the send buffer is full
-constexpr int kNoBuffersWaitMs = 1;    // ENOBUFS gives no POLLOUT edge: just pause
 constexpr std::size_t kControlSlots = 20;  // DPD echoes (16 queued) + request + keepalive
 
 io::PacketBatchShape inner_shape(const DtlsDatapathOptions& o, std::size_t max_inner) {
@@ -51,7 +47,7 @@ DtlsTxPipeline::DtlsTxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsC
                                const DtlsDatapathOptions& options)
     : tun_(tun), udp_(udp), channel_(channel), options_(options), max_inner_(channel.tunnel_mtu()),
       in_(inner_shape(options, channel.tunnel_mtu())), ctrl_(control_shape(channel)),
-      out_(record_shape(options, channel)), too_big_buf_(new std::uint8_t[io::kVirtioNetHdrSize + kTooBigMaxSize]) {}
+      out_(record_shape(options, channel)), too_big_(options.icmp_too_big_per_second) {}
 
 void DtlsTxPipeline::run() {
     // Session mode: only the control channel is watched (fd -1 is ignored by poll).
@@ -143,7 +139,7 @@ void DtlsTxPipeline::frame(io::PacketBatch& batch) {
         bytes += pkt.size();
         if (pkt.size() > max_inner_) {
             ++too_big;
-            answer_too_big(pkt);
+            if (tun_ && too_big_.answer(*tun_, pkt, max_inner_)) bump(counters.icmp_too_big_sent);
             continue;
         }
         const unsigned version = pkt.empty() ? 0 : pkt[0] >> 4;
@@ -178,57 +174,11 @@ io::SendStatus DtlsTxPipeline::seal_and_send(const io::PacketBatch& plain) {
         bump(counters.record_bytes, bytes);
         if (sealed.too_big) bump(counters.drop_too_big, sealed.too_big);
         if (sealed.failed) bump(counters.drop_seal_failed, sealed.failed);
-        std::size_t first = 0;
-        for (int waits = 0; out_.size() > 0; ++waits) {
-            io::SendOutcome sent = udp_.send_batch(out_, first);
-            if (sent.status == io::SendStatus::unreachable || sent.status == io::SendStatus::error) worst = sent.status;
-            const bool full = sent.status == io::SendStatus::would_block || sent.status == io::SendStatus::no_buffers;
-            if (!full || sent.next >= out_.size()) break;
-            if (waits >= kMaxSendWaits || control.stop.load(std::memory_order_relaxed)) {
-                udp_.count_send_drops(sent.status, out_.size() - sent.next);
-                break;
-            }
-            bump(counters.send_retries);
-            wait_for_room(sent.status);
-            first = sent.next;
-        }
+        const io::SendStatus status = send_with_back_pressure(udp_, out_, control, counters);
+        if (status != io::SendStatus::ok) worst = status;
     }
-    const io::UdpCounters& u = udp_.counters();  // the send-side fields are this thread's
-    mirror(counters.udp_sent, u.sent);
-    mirror(counters.udp_send_calls, u.send_calls);
-    mirror(counters.udp_gso_messages, u.gso_messages);
-    mirror(counters.drop_socket_full, u.drop_would_block);
-    mirror(counters.drop_no_buffers, u.drop_no_buffers);
-    mirror(counters.drop_unreachable, u.drop_unreachable);
-    mirror(counters.drop_udp_too_big, u.drop_too_big);
-    mirror(counters.drop_send_error, u.drop_other);
+    mirror_send_counters(udp_.counters(), counters);  // the send-side fields are this thread's
     return worst;
-}
-
-void DtlsTxPipeline::wait_for_room(io::SendStatus why) {
-    pollfd fds[2] = {{udp_.fd(), POLLOUT, 0}, {control.fd(), POLLIN, 0}};
-    if (why == io::SendStatus::no_buffers) {
-        (void)::poll(&fds[1], 1, kNoBuffersWaitMs);
-    } else {
-        (void)::poll(fds, 2, kSocketFullWaitMs);
-    }
-}
-
-// Rare and rate-limited, so a direct write(2) to the tun is fine here.
-void DtlsTxPipeline::answer_too_big(std::span<const std::uint8_t> packet) {
-    const Clock::time_point now = Clock::now();
-    if (now - too_big_window_ >= std::chrono::seconds(1)) {
-        too_big_window_ = now;
-        too_big_in_window_ = 0;
-    }
-    if (!tun_ || too_big_in_window_ >= options_.icmp_too_big_per_second) return;
-    const std::size_t hdr = tun_->offloads().vnet_hdr ? io::kVirtioNetHdrSize : 0;
-    std::memset(too_big_buf_.get(), 0, hdr);  // GSO_NONE, no checksum offload
-    const std::size_t n = build_too_big(packet, max_inner_, {too_big_buf_.get() + hdr, kTooBigMaxSize});
-    if (n == 0) return;
-    ++too_big_in_window_;
-    if (::write(tun_->fd(), too_big_buf_.get(), hdr + n) == static_cast<ssize_t>(hdr + n))
-        bump(counters.icmp_too_big_sent);
 }
 
 }  // namespace espvpn::datapath

@@ -106,11 +106,7 @@ bool RxPipeline::drain_udp() {
             failure.set(got.error().message);
             return false;
         }
-        const io::UdpCounters& u = udp_.counters();  // the receive-side fields are this thread's
-        mirror(counters.udp_recv_calls, u.receive_calls);
-        mirror(counters.udp_gro_buffers, u.gro_buffers);
-        mirror(counters.udp_peer_errors, u.peer_errors);
-        mirror(counters.drop_truncated, u.drop_truncated);
+        mirror_receive_counters(udp_.counters(), counters);  // the receive-side fields are this thread's
         if (batch_.size() == 0) return true;
         const bool ok = open_and_deliver();
         batch_.clear();

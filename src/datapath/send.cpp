@@ -1,7 +1,6 @@
 // The tx pipeline: tun -> (TSO split) -> ESP seal in place -> sendmmsg / UDP GSO.
 #include <poll.h>
 #include <pthread.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,9 +15,6 @@
 namespace espvpn::datapath {
 
 namespace {
-constexpr int kMaxSendWaits = 100;        // per batch, then the rest is dropped and counted
-constexpr int kSocketFullWaitMs = 20;     // POLLOUT wait when the send buffer is full
-constexpr int kNoBuffersWaitMs = 1;       // ENOBUFS gives no POLLOUT edge: just pause
 constexpr unsigned kMaxProbesPerWake = 4;
 
 io::PacketBatchShape tx_shape(const DatapathOptions& o) {
@@ -33,7 +29,7 @@ io::PacketBatchShape tx_shape(const DatapathOptions& o) {
 
 TxPipeline::TxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const DatapathOptions& options, RxToTx& from_rx)
     : tun_(tun), udp_(udp), options_(options), from_rx_(from_rx), batch_(tx_shape(options)),
-      too_big_buf_(new std::uint8_t[io::kVirtioNetHdrSize + kTooBigMaxSize]) {}
+      too_big_(options.icmp_too_big_per_second) {}
 
 void TxPipeline::run() {
     // Named, so that top -H and perf show what each thread (and core) is busy with.
@@ -132,7 +128,7 @@ void TxPipeline::seal_and_send(bool probes) {
         }
         if (pkt.size() > options_.max_inner_size) {
             ++too_big;
-            answer_too_big(pkt);
+            if (too_big_.answer(tun_, pkt, options_.max_inner_size)) bump(counters.icmp_too_big_sent);
             continue;
         }
         const unsigned version = pkt.empty() ? 0 : pkt[0] >> 4;
@@ -175,55 +171,8 @@ void TxPipeline::seal_and_send(bool probes) {
 // One sendmmsg per batch normally; when the socket is full, wait for room and
 // send the rest (back-pressure to the tun) rather than drop at once.
 void TxPipeline::send_all() {
-    std::size_t first = 0;
-    for (int waits = 0;; ++waits) {
-        io::SendOutcome out = udp_.send_batch(batch_, first);
-        const bool full = out.status == io::SendStatus::would_block || out.status == io::SendStatus::no_buffers;
-        if (!full || out.next >= batch_.size()) break;
-        if (waits >= kMaxSendWaits || control.stop.load(std::memory_order_relaxed)) {
-            udp_.count_send_drops(out.status, batch_.size() - out.next);
-            break;
-        }
-        bump(counters.send_retries);
-        wait_for_room(out.status);
-        first = out.next;
-    }
-    const io::UdpCounters& u = udp_.counters();  // the send-side fields are this thread's
-    mirror(counters.udp_sent, u.sent);
-    mirror(counters.udp_send_calls, u.send_calls);
-    mirror(counters.udp_gso_messages, u.gso_messages);
-    mirror(counters.drop_socket_full, u.drop_would_block);
-    mirror(counters.drop_no_buffers, u.drop_no_buffers);
-    mirror(counters.drop_unreachable, u.drop_unreachable);
-    mirror(counters.drop_udp_too_big, u.drop_too_big);
-    mirror(counters.drop_send_error, u.drop_other);
-}
-
-void TxPipeline::wait_for_room(io::SendStatus why) {
-    pollfd fds[2] = {{udp_.fd(), POLLOUT, 0}, {control.fd(), POLLIN, 0}};
-    if (why == io::SendStatus::no_buffers) {
-        (void)::poll(&fds[1], 1, kNoBuffersWaitMs);
-    } else {
-        (void)::poll(fds, 2, kSocketFullWaitMs);
-    }
-}
-
-// Rare and rate-limited, so a direct write(2) to the tun is fine here.
-void TxPipeline::answer_too_big(std::span<const std::uint8_t> packet) {
-    const Clock::time_point now = Clock::now();
-    if (now - too_big_window_ >= std::chrono::seconds(1)) {
-        too_big_window_ = now;
-        too_big_in_window_ = 0;
-    }
-    if (too_big_in_window_ >= options_.icmp_too_big_per_second) return;
-    const std::size_t hdr = tun_.offloads().vnet_hdr ? io::kVirtioNetHdrSize : 0;
-    std::memset(too_big_buf_.get(), 0, hdr);  // GSO_NONE, no checksum offload
-    const std::size_t n =
-        build_too_big(packet, options_.max_inner_size, {too_big_buf_.get() + hdr, kTooBigMaxSize});
-    if (n == 0) return;
-    ++too_big_in_window_;
-    if (::write(tun_.fd(), too_big_buf_.get(), hdr + n) == static_cast<ssize_t>(hdr + n))
-        bump(counters.icmp_too_big_sent);
+    (void)send_with_back_pressure(udp_, batch_, control, counters);
+    mirror_send_counters(udp_.counters(), counters);  // the send-side fields are this thread's
 }
 
 void TxPipeline::send_probes() {

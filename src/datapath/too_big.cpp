@@ -1,9 +1,12 @@
 #include "src/datapath/too_big.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
 #include "src/io/checksum.h"
+#include "src/io/tun_device.h"
 
 namespace espvpn::datapath {
 
@@ -88,6 +91,24 @@ std::size_t build_too_big(std::span<const std::uint8_t> original, std::size_t mt
         case 6: return too_big_v6(original, mtu, out);
         default: return 0;
     }
+}
+
+TooBigResponder::TooBigResponder(unsigned per_second)
+    : buf_(new std::uint8_t[io::kVirtioNetHdrSize + kTooBigMaxSize]), per_second_(per_second) {}
+
+bool TooBigResponder::answer(io::TunDevice& tun, std::span<const std::uint8_t> packet, std::size_t mtu) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window_ >= std::chrono::seconds(1)) {
+        window_ = now;
+        in_window_ = 0;
+    }
+    if (in_window_ >= per_second_) return false;
+    const std::size_t hdr = tun.offloads().vnet_hdr ? io::kVirtioNetHdrSize : 0;
+    std::memset(buf_.get(), 0, hdr);  // GSO_NONE, no checksum offload
+    const std::size_t n = build_too_big(packet, mtu, {buf_.get() + hdr, kTooBigMaxSize});
+    if (n == 0) return false;
+    ++in_window_;
+    return ::write(tun.fd(), buf_.get(), hdr + n) == static_cast<ssize_t>(hdr + n);
 }
 
 }  // namespace espvpn::datapath

@@ -428,3 +428,17 @@ TEST_CASE("checksum: copy_and_add copies and sums like add, at every length and 
             CHECK(dst[2 + n] == 0xee);
         }
 }
+
+TEST_CASE("checksum: add sums like the RFC 1071 textbook loop, at every length and alignment") {
+    Bytes src(300);
+    std::uint32_t x = 777;
+    for (auto& b : src) b = std::uint8_t((x = x * 1103515245u + 12345u) >> 24);
+    for (std::size_t from : {0u, 1u, 2u, 5u})
+        for (std::size_t n = 0; n + from <= src.size(); ++n) {
+            // The native-order sum, stored natively, is the big-endian textbook sum on the wire.
+            const std::uint16_t got = espvpn::io::checksum::fold(espvpn::io::checksum::add(0, {src.data() + from, n}));
+            std::uint8_t stored[2];
+            espvpn::io::checksum::store(stored, got);
+            CHECK(be16(stored) == ref_sum(src.data() + from, n));
+        }
+}
