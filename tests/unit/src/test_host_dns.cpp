@@ -91,6 +91,15 @@ struct LiveChild {
     ~LiveChild() { end(); }
 };
 
+// The resolv.conf backend on a test file, its backups in `backup_dir` ("" = none).
+HostDnsOptions file_options(const std::string& path, const std::string& backup_dir) {
+    HostDnsOptions o;
+    o.try_resolved = false;
+    o.resolv_conf = path;
+    o.backup_dir = backup_dir;
+    return o;
+}
+
 const char* kOriginal =
     "# from DHCP\n"
     "nameserver 192.168.1.1\n"
@@ -117,11 +126,8 @@ TEST_CASE("resolv.conf: a repeated search domain is written once") {
 
 TEST_CASE("resolv.conf backend: rewritten while applied, restored byte for byte after") {
     TempFile f(kOriginal);
-    HostDnsOptions o;
     TempDir backups;
-    o.try_resolved = false;
-    o.resolv_conf = f.path;
-    o.backup_dir = backups.path;
+    const HostDnsOptions o = file_options(f.path, backups.path);
     {
         auto dns = HostDns::apply(vpn_dns(), o);
         REQUIRE(dns);
@@ -141,10 +147,7 @@ TEST_CASE("resolv.conf backend: the file of an espvpn that died without restorin
     dead.search_domains = {"stale.example"};
     TempFile f(compose_resolv_conf(kOriginal, dead));  // what the killed one left behind
     std::ofstream(backups.path + "/resolv.conf." + std::to_string(dead.vpn_pid)) << kOriginal;
-    HostDnsOptions o;
-    o.try_resolved = false;
-    o.resolv_conf = f.path;
-    o.backup_dir = backups.path;
+    const HostDnsOptions o = file_options(f.path, backups.path);
     {
         auto dns = HostDns::apply(vpn_dns(), o);
         REQUIRE(dns);
@@ -157,10 +160,7 @@ TEST_CASE("resolv.conf backend: the file of an espvpn that died without restorin
 TEST_CASE("resolv.conf backend: two espvpns at once, the first one ends first: the original comes back") {
     TempFile f(kOriginal);
     TempDir backups;
-    HostDnsOptions o;
-    o.try_resolved = false;
-    o.resolv_conf = f.path;
-    o.backup_dir = backups.path;
+    const HostDnsOptions o = file_options(f.path, backups.path);
     LiveChild other;
     DnsSettings first = vpn_dns();
     first.vpn_pid = other.pid;
@@ -181,16 +181,13 @@ TEST_CASE("resolv.conf backend: two espvpns at once, the first one ends first: t
 
 TEST_CASE("resolv.conf backend: a live espvpn's file, or a dead one's without a backup, counts as the original") {
     TempDir backups;
-    HostDnsOptions o;
-    o.try_resolved = false;
-    o.backup_dir = backups.path;
     for (int pid : {static_cast<int>(getppid()), dead_pid()}) {
         DnsSettings other = vpn_dns();
         other.vpn_pid = pid;
         other.search_domains = {"other.example"};
         const std::string left = compose_resolv_conf(kOriginal, other);
         TempFile f(left);
-        o.resolv_conf = f.path;
+        const HostDnsOptions o = file_options(f.path, backups.path);
         if (pid == static_cast<int>(getppid()))  // alive: its backup must not be taken from it
             std::ofstream(backups.path + "/resolv.conf." + std::to_string(pid)) << kOriginal;
         {
@@ -205,10 +202,7 @@ TEST_CASE("resolv.conf backend: a live espvpn's file, or a dead one's without a 
 
 TEST_CASE("resolv.conf backend: a file changed by someone else meanwhile is left alone") {
     TempFile f(kOriginal);
-    HostDnsOptions o;
-    o.try_resolved = false;
-    o.resolv_conf = f.path;
-    o.backup_dir = "";  // no backup at all: still restores (or leaves alone)
+    const HostDnsOptions o = file_options(f.path, "");  // no backup at all
     {
         auto dns = HostDns::apply(vpn_dns(), o);
         REQUIRE(dns);
@@ -218,10 +212,7 @@ TEST_CASE("resolv.conf backend: a file changed by someone else meanwhile is left
 }
 
 TEST_CASE("resolv.conf backend: a missing file is a clear error") {
-    HostDnsOptions o;
-    o.try_resolved = false;
-    o.resolv_conf = "/nonexistent/espvpn/resolv.conf";
-    auto dns = HostDns::apply(vpn_dns(), o);
+    auto dns = HostDns::apply(vpn_dns(), file_options("/nonexistent/espvpn/resolv.conf", ""));
     REQUIRE(!dns);
     CHECK(dns.error().message.find("/nonexistent/espvpn/resolv.conf") != std::string::npos);
 }
