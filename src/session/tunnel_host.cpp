@@ -1,7 +1,10 @@
 #include "src/session/tunnel_host.h"
 
 #include <net/if.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include "src/log/logger.h"
 #include "src/session/host_routes.h"
@@ -82,6 +85,26 @@ Result<io::InterfaceAddress> to_interface_address(const IpPrefix& p) {
     if (!a) return make_error("route " + p.to_string() + ": " + a.error().message);
     return a;
 }
+
+RoutePath to_route_path(const io::RouteNextHop& hop) {
+    char name[IF_NAMESIZE] = {};
+    const bool named = if_indextoname(static_cast<unsigned>(hop.ifindex), name) != nullptr;
+    return RoutePath{hop.gateway_text(), hop.ifindex, named ? name : ""};
+}
+
+Result<io::RouteNextHop> to_next_hop(const RoutePath& path, bool v6) {
+    io::RouteNextHop hop;
+    hop.family = v6 ? AF_INET6 : AF_INET;
+    hop.ifindex = path.ifindex;
+    if (!path.via.empty()) {
+        auto via = io::InterfaceAddress::parse(path.via);
+        if (!via || via->family != hop.family) return make_error("next hop " + path.via + ": not a " +
+                                                                 (v6 ? "IPv6" : "IPv4") + " address");
+        std::memcpy(hop.gateway, via->address, sizeof hop.gateway);
+        hop.has_gateway = true;
+    }
+    return hop;
+}
 }  // namespace
 
 // The gateway's host route and the excluded prefixes keep the path they take
@@ -90,7 +113,6 @@ Status TunnelHost::add_routes() {
     auto netlink = io::RtNetlink::open();
     if (!netlink) return make_error(netlink.error().message);
     netlink_.emplace(std::move(*netlink));
-    std::vector<std::pair<IpPrefix, io::RouteNextHop>> hops;  // what each looked-up path came from
     auto path_now = [&](const IpPrefix& p) -> std::optional<RoutePath> {
         auto a = to_interface_address(p);
         if (!a) return std::nullopt;
@@ -100,24 +122,23 @@ Status TunnelHost::add_routes() {
             LOG_DEBUG << "route get " << p.address() << ": " << (hop ? why : hop.error().message);
             return std::nullopt;
         }
-        if (tun_ && (*hop)->ifindex == tun_->ifindex()) return std::nullopt;  // already ours: no way around
-        hops.emplace_back(p, **hop);
-        char name[IF_NAMESIZE] = {};
-        return RoutePath{(*hop)->gateway_text(), (*hop)->ifindex, if_indextoname(static_cast<unsigned>((*hop)->ifindex), name) ? name : ""};
+        if ((*hop)->ifindex == tun_->ifindex()) return std::nullopt;  // already ours: no way around it
+        return to_route_path(**hop);
     };
     const HostRoutePlan plan = plan_host_routes(config_, o_.disable_ipv6, path_now);
     for (const std::string& note : plan.notes) LOG_INFO << note;
     for (const BypassRoute& b : plan.bypass) {
-        auto hop = std::find_if(hops.begin(), hops.end(), [&](const auto& h) { return h.first == b.destination; });
         auto dst = to_interface_address(b.destination);
         if (!dst) return dst.error();
+        auto hop = to_next_hop(b.path, b.destination.v6);
+        if (!hop) return hop.error();
         bool exists = false;
-        if (Status s = netlink_->add_route_via(*dst, hop->second, &exists); !s) {
-            if (!exists) return make_error(s.error().message);
+        if (Status s = netlink_->add_route_via(*dst, *hop, &exists); !s) {
+            if (!exists) return make_error(s.error().message + " (" + b.reason + ")");
             LOG_INFO << "route " << b.destination.to_string() << " (" << b.reason << ") already present: left as it is";
             continue;
         }
-        bypass_routes_.emplace_back(*dst, hop->second);
+        bypass_routes_.emplace_back(*dst, *hop);
         LOG_INFO << "route " << b.destination.to_string() << " " << b.path.to_string() << " (" << b.reason
                  << ", outside the tunnel)";
     }
