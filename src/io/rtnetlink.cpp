@@ -107,14 +107,16 @@ RtNetlink::~RtNetlink() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-Status RtNetlink::transact(void* request, std::size_t length, const char* what) {
+Status RtNetlink::transact(void* request, std::size_t length, const char* what,
+                           const std::function<void(const nlmsghdr&)>& on_reply, int* error) {
     auto* hdr = static_cast<nlmsghdr*>(request);
     hdr->nlmsg_seq = ++seq_;
+    if (error) *error = 0;
     sockaddr_nl kernel{};
     kernel.nl_family = AF_NETLINK;
     if (::sendto(fd_, request, length, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
         return make_error(std::string(what) + ": netlink send: " + errno_text(errno));
-    alignas(NLMSG_ALIGNTO) std::uint8_t reply[4096];
+    alignas(NLMSG_ALIGNTO) std::uint8_t reply[8192];
     for (int attempts = 0; attempts < 16; ++attempts) {
         ssize_t n = ::recv(fd_, reply, sizeof reply, 0);
         if (n < 0) {
@@ -123,10 +125,15 @@ Status RtNetlink::transact(void* request, std::size_t length, const char* what) 
         }
         int left = static_cast<int>(n);
         for (auto* m = reinterpret_cast<nlmsghdr*>(reply); NLMSG_OK(m, left); m = NLMSG_NEXT(m, left)) {
-            if (m->nlmsg_seq != seq_ || m->nlmsg_type != NLMSG_ERROR) continue;
+            if (m->nlmsg_seq != seq_) continue;
+            if (m->nlmsg_type != NLMSG_ERROR) {
+                if (on_reply) on_reply(*m);
+                continue;
+            }
             if (m->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) return make_error(std::string(what) + ": short netlink ack");
             const auto* err = static_cast<const nlmsgerr*>(NLMSG_DATA(m));
             if (err->error == 0) return {};
+            if (error) *error = -err->error;
             return make_error(std::string(what) + ": " + errno_text(-err->error));
         }
     }
@@ -166,13 +173,16 @@ Request address_request(std::uint16_t type, std::uint16_t flags, int ifindex, co
     return r;
 }
 
-Request route_request(std::uint16_t type, std::uint16_t flags, int ifindex, const InterfaceAddress& p, unsigned metric) {
+// A main-table route; with a next hop (`via`, same family) it is a universe
+// route through that router, without one a link route on the device.
+Request route_request(std::uint16_t type, std::uint16_t flags, int ifindex, const InterfaceAddress& p, unsigned metric,
+                      const std::uint8_t* via = nullptr) {
     rtmsg msg{};
     msg.rtm_family = static_cast<std::uint8_t>(p.family);
     msg.rtm_dst_len = p.prefix_len;
     msg.rtm_table = RT_TABLE_MAIN;
     msg.rtm_protocol = RTPROT_STATIC;
-    msg.rtm_scope = RT_SCOPE_LINK;
+    msg.rtm_scope = via ? RT_SCOPE_UNIVERSE : RT_SCOPE_LINK;
     msg.rtm_type = RTN_UNICAST;
     Request r(type, flags, &msg, sizeof msg);
     // Zero the host bits: the kernel rejects a destination that has them set.
@@ -181,6 +191,7 @@ Request route_request(std::uint16_t type, std::uint16_t flags, int ifindex, cons
     for (std::size_t bit = 0; bit < p.prefix_len; ++bit)
         dst[bit / 8] |= static_cast<std::uint8_t>(p.address[bit / 8] & (0x80 >> (bit % 8)));
     r.attr(RTA_DST, dst, len);
+    if (via) r.attr(RTA_GATEWAY, via, len);
     r.attr_u32(RTA_OIF, static_cast<std::uint32_t>(ifindex));
     if (metric) r.attr_u32(RTA_PRIORITY, metric);
     return r;
@@ -204,6 +215,73 @@ Status RtNetlink::add_route(int ifindex, const InterfaceAddress& destination, un
 
 Status RtNetlink::delete_route(int ifindex, const InterfaceAddress& destination, unsigned metric) {
     Request r = route_request(RTM_DELROUTE, 0, ifindex, destination, metric);
+    return transact(r.buf, r.hdr()->nlmsg_len, ("delete route " + destination.to_string()).c_str());
+}
+
+}  // namespace espvpn::io
+
+namespace espvpn::io {
+
+std::string RouteNextHop::gateway_text() const {
+    if (!has_gateway) return "";
+    char text[INET6_ADDRSTRLEN] = {};
+    inet_ntop(family, gateway, text, sizeof text);
+    return text;
+}
+
+Result<std::optional<RouteNextHop>> RtNetlink::get_route(const InterfaceAddress& address, std::string* why) {
+    rtmsg msg{};
+    msg.rtm_family = static_cast<std::uint8_t>(address.family);
+    msg.rtm_dst_len = address.family == AF_INET ? 32 : 128;
+    Request r(RTM_GETROUTE, 0, &msg, sizeof msg);
+    r.attr(RTA_DST, address.address, address.family == AF_INET ? 4 : 16);
+    std::optional<RouteNextHop> found;
+    std::string reason = "no reply";
+    auto on_reply = [&](const nlmsghdr& m) {
+        if (m.nlmsg_type != RTM_NEWROUTE || m.nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg))) return;
+        const auto* rt = static_cast<const rtmsg*>(NLMSG_DATA(&m));
+        if (rt->rtm_type != RTN_UNICAST) {
+            reason = rt->rtm_type == RTN_LOCAL ? "a local address" : "not a unicast route";
+            return;
+        }
+        RouteNextHop hop;
+        hop.family = rt->rtm_family;
+        const std::size_t addr_len = hop.family == AF_INET ? 4 : 16;
+        int left = static_cast<int>(RTM_PAYLOAD(&m));
+        for (const rtattr* a = RTM_RTA(rt); RTA_OK(a, left); a = RTA_NEXT(a, left)) {
+            if (a->rta_type == RTA_OIF && RTA_PAYLOAD(a) >= 4) {
+                std::uint32_t oif;
+                std::memcpy(&oif, RTA_DATA(a), 4);
+                hop.ifindex = static_cast<int>(oif);
+            } else if (a->rta_type == RTA_GATEWAY && RTA_PAYLOAD(a) == addr_len) {
+                std::memcpy(hop.gateway, RTA_DATA(a), addr_len);
+                hop.has_gateway = true;
+            }
+        }
+        if (hop.ifindex > 0) found = hop;
+        else reason = "no output device";
+    };
+    int err = 0;
+    Status s = transact(r.buf, r.hdr()->nlmsg_len, ("route get " + address.to_string()).c_str(), on_reply, &err);
+    if (!s) {
+        if (err == ENETUNREACH || err == EHOSTUNREACH) reason = errno_text(err);
+        else return make_error(s.error().message);
+    }
+    if (!found && why) *why = reason;
+    return found;
+}
+
+Status RtNetlink::add_route_via(const InterfaceAddress& destination, const RouteNextHop& hop, bool* exists) {
+    Request r = route_request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, hop.ifindex, destination, 0,
+                              hop.has_gateway ? hop.gateway : nullptr);
+    int err = 0;
+    Status s = transact(r.buf, r.hdr()->nlmsg_len, ("add route " + destination.to_string()).c_str(), {}, &err);
+    if (exists) *exists = err == EEXIST;
+    return s;
+}
+
+Status RtNetlink::delete_route_via(const InterfaceAddress& destination, const RouteNextHop& hop) {
+    Request r = route_request(RTM_DELROUTE, 0, hop.ifindex, destination, 0, hop.has_gateway ? hop.gateway : nullptr);
     return transact(r.buf, r.hdr()->nlmsg_len, ("delete route " + destination.to_string()).c_str());
 }
 

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "crypto/result.h"
+
+struct nlmsghdr;
 
 namespace espvpn::io {
 
@@ -23,6 +27,15 @@ struct InterfaceAddress {
     bool operator==(const InterfaceAddress& other) const;
 };
 
+// Where the kernel sends packets for a destination now: a next hop (or none: on-link) and a device.
+struct RouteNextHop {
+    int family = 0;                  // of the gateway and of the destinations it serves
+    bool has_gateway = false;
+    std::uint8_t gateway[16] = {};
+    int ifindex = 0;
+    std::string gateway_text() const;  // "" when on-link
+};
+
 class RtNetlink {
 public:
     static Result<RtNetlink> open();
@@ -37,10 +50,19 @@ public:
     // A route to `destination` through the interface (no gateway: tun is point-to-point).
     Status add_route(int ifindex, const InterfaceAddress& destination, unsigned metric = 0);
     Status delete_route(int ifindex, const InterfaceAddress& destination, unsigned metric = 0);
+    // RTM_GETROUTE for one address: the unicast path to it, or nullopt when it is
+    // local, unreachable or otherwise not a unicast route (the reason in `why`).
+    Result<std::optional<RouteNextHop>> get_route(const InterfaceAddress& address, std::string* why = nullptr);
+    // A route to `destination` via `hop` in the main table. Never replaces an
+    // existing route: fails with `exists` set when the same one is already there.
+    Status add_route_via(const InterfaceAddress& destination, const RouteNextHop& hop, bool* exists = nullptr);
+    Status delete_route_via(const InterfaceAddress& destination, const RouteNextHop& hop);
 
 private:
     explicit RtNetlink(int fd) : fd_(fd) {}
-    Status transact(void* request, std::size_t length, const char* what);
+    // Sends a request and waits for its ACK; `on_reply` (if any) sees the other replies to it.
+    Status transact(void* request, std::size_t length, const char* what,
+                    const std::function<void(const nlmsghdr&)>& on_reply = {}, int* error = nullptr);
     int fd_ = -1;
     std::uint32_t seq_ = 1;
 };

@@ -1,8 +1,13 @@
 #include "src/session/tunnel_host.h"
 
+#include <net/if.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "src/log/logger.h"
+#include "src/session/host_routes.h"
 
 namespace espvpn::session {
 
@@ -65,23 +70,7 @@ Status TunnelHost::configure_netlink() {
         if (Status s = add(c.ip6_address + "/" + std::to_string(c.ip6_prefix)); !s) return s;
     }
     if (Status s = tun_->set_up(true); !s) return s;
-    for (const IpPrefix& r : c.split_include) {
-        if (r.v6 && o_.disable_ipv6) continue;
-        if (r.length == 0) {
-            LOG_WARN << "default route " << r.to_string()
-                     << " not installed by the built-in setup (use --script for full routing)";
-            continue;
-        }
-        auto dst = io::InterfaceAddress::parse(r.to_string());
-        if (!dst) return make_error("route " + r.to_string() + ": " + dst.error().message);
-        if (Status s = tun_->add_route(*dst); !s) return make_error("route " + r.to_string() + ": " + s.error().message);
-    }
-    if (c.split_include.empty())
-        LOG_WARN << "the gateway sends all traffic (no split routes); the built-in setup adds no default route: "
-                    "use --script (vpnc-script) for that";
-    if (!c.split_exclude.empty())
-        LOG_INFO << c.split_exclude.size() << " excluded route(s) offered; the built-in setup leaves them to the "
-                 << "main table (use --script)";
+    if (Status s = add_routes(); !s) return s;
     if (!c.dns.empty()) {
         auto dns = hooks::HostDns::apply(hooks::built_in_dns_settings(c, tun_->name(), tun_->ifindex(), getpid()));
         if (!dns) LOG_WARN << "DNS not configured: " << dns.error().message;
@@ -90,10 +79,89 @@ Status TunnelHost::configure_netlink() {
     return {};
 }
 
+namespace {
+Result<io::InterfaceAddress> to_interface_address(const IpPrefix& p) {
+    auto a = io::InterfaceAddress::parse(p.to_string());
+    if (!a) return make_error("route " + p.to_string() + ": " + a.error().message);
+    return a;
+}
+
+RoutePath to_route_path(const io::RouteNextHop& hop) {
+    char name[IF_NAMESIZE] = {};
+    const bool named = if_indextoname(static_cast<unsigned>(hop.ifindex), name) != nullptr;
+    return RoutePath{hop.gateway_text(), hop.ifindex, named ? name : ""};
+}
+
+Result<io::RouteNextHop> to_next_hop(const RoutePath& path, bool v6) {
+    io::RouteNextHop hop;
+    hop.family = v6 ? AF_INET6 : AF_INET;
+    hop.ifindex = path.ifindex;
+    if (!path.via.empty()) {
+        auto via = io::InterfaceAddress::parse(path.via);
+        if (!via || via->family != hop.family) return make_error("next hop " + path.via + ": not a " +
+                                                                 (v6 ? "IPv6" : "IPv4") + " address");
+        std::memcpy(hop.gateway, via->address, sizeof hop.gateway);
+        hop.has_gateway = true;
+    }
+    return hop;
+}
+}  // namespace
+
+// The gateway's host route and the excluded prefixes keep the path they take
+// now (added first, removed by tear_down); then the tunnel's routes via the tun.
+Status TunnelHost::add_routes() {
+    auto netlink = io::RtNetlink::open();
+    if (!netlink) return make_error(netlink.error().message);
+    netlink_.emplace(std::move(*netlink));
+    auto path_now = [&](const IpPrefix& p) -> std::optional<RoutePath> {
+        auto a = to_interface_address(p);
+        if (!a) return std::nullopt;
+        std::string why;
+        auto hop = netlink_->get_route(*a, &why);
+        if (!hop || !*hop) {
+            LOG_DEBUG << "route get " << p.address() << ": " << (hop ? why : hop.error().message);
+            return std::nullopt;
+        }
+        if ((*hop)->ifindex == tun_->ifindex()) return std::nullopt;  // already ours: no way around it
+        return to_route_path(**hop);
+    };
+    const HostRoutePlan plan = plan_host_routes(config_, o_.disable_ipv6, path_now);
+    for (const std::string& note : plan.notes) LOG_INFO << note;
+    for (const BypassRoute& b : plan.bypass) {
+        auto dst = to_interface_address(b.destination);
+        if (!dst) return dst.error();
+        auto hop = to_next_hop(b.path, b.destination.v6);
+        if (!hop) return hop.error();
+        bool exists = false;
+        if (Status s = netlink_->add_route_via(*dst, *hop, &exists); !s) {
+            if (!exists) return make_error(s.error().message + " (" + b.reason + ")");
+            LOG_INFO << "route " << b.destination.to_string() << " (" << b.reason << ") already present: left as it is";
+            continue;
+        }
+        bypass_routes_.emplace_back(*dst, *hop);
+        LOG_INFO << "route " << b.destination.to_string() << " " << b.path.to_string() << " (" << b.reason
+                 << ", outside the tunnel)";
+    }
+    for (const IpPrefix& r : plan.tunnel) {
+        auto dst = to_interface_address(r);
+        if (!dst) return dst.error();
+        if (Status s = tun_->add_route(*dst); !s) return make_error("route " + r.to_string() + ": " + s.error().message);
+        LOG_INFO << "route " << r.to_string() << " dev " << tun_->name();
+    }
+    return {};
+}
+
+void TunnelHost::remove_bypass_routes() {
+    for (const auto& [dst, hop] : bypass_routes_)
+        if (Status s = netlink_->delete_route_via(dst, hop); !s) LOG_WARN << s.error().message;
+    bypass_routes_.clear();
+}
+
 void TunnelHost::tear_down() {
     if (tun_) run_script(hooks::ScriptReason::disconnect);
     scripts_.reset();
     dns_.reset();
+    remove_bypass_routes();
     tun_.reset();  // removes the device (or our addresses/routes on a persistent one)
 }
 

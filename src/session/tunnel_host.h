@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "crypto/result.h"
 #include "src/hooks/host_dns.h"
@@ -48,6 +50,8 @@ public:
 
 private:
     Status configure_netlink();
+    Status add_routes();
+    void remove_bypass_routes();
     hooks::ScriptEnv script_env(hooks::ScriptReason reason) const;
 
     TunnelHostOptions o_;
@@ -56,6 +60,9 @@ private:
     std::unique_ptr<hooks::ScriptRunner> scripts_;
     std::unique_ptr<hooks::HostDns> dns_;  // built-in setup only; restores on tear-down
     std::optional<io::TunDevice> tun_;
+    std::optional<io::RtNetlink> netlink_;  // built-in setup: routes outside the tun
+    // Added outside the tun (gateway host route, excludes): removed at tear-down.
+    std::vector<std::pair<io::InterfaceAddress, io::RouteNextHop>> bypass_routes_;
 };
 
 }  // namespace espvpn::session

@@ -59,6 +59,9 @@ wait_for() {  # FILE PATTERN SECONDS [PID: give up when it exits] (wall clock: e
   return 1
 }
 
+# What getconfig routes through the tunnel; a driver may replace it (e.g. with --full-tunnel).
+fake_routes=(--route 10.202.0.0/24 --route6 fd00:202::/64)
+
 # fake_up SUITE SA_HOOK [fake options...]: the fake GP portal + gateway in the gateway
 # namespace, writing its keys to $work/gw-sa.env and running SA_HOOK after each
 # getconfig; sets fake_pid. Returns once it listens (the caller waits for that).
@@ -67,7 +70,7 @@ fake_up() {
   rm -f "$work"/gw-sa.env "$work"/fake-stats.json "$work"/fake.ready
   ip netns exec "$nsg" $py "$repo/tools/fake-gp-gateway/fake-gp-gateway" --listen "$gw_outer:4443" --esp "$suite" \
     --sa-file "$work/gw-sa.env" --sa-file-format env --sa-hook "$hook" \
-    --ip $tun_ip --ip6 $tun_ip6 --gw-address $gw_addr --route 10.202.0.0/24 --route6 fd00:202::/64 \
+    --ip $tun_ip --ip6 $tun_ip6 --gw-address $gw_addr "${fake_routes[@]}" \
     --ready-file "$work/fake.ready" --stats-file "$work/fake-stats.json" --log-file "$work/fake.log" \
     --max-runtime 900 "$@" >"$work/fake.out" 2>&1 &
   fake_pid=$!; pids+=("$fake_pid")

@@ -10,6 +10,10 @@
 #   wrong_password: clear error, exit 1 (as openconnect), no cookie printed
 #   tunnel:       full connect (built-in setup and --script), ping + iperf3 TCP both ways (2 s),
 #                 SIGINT: BYE sent (ocserv closes the session), tun removed, exit 0
+#   full_tunnel:  ocserv's "route = default" (and its no-route 10.202.0.128/25), the client namespace
+#                 with a default route of its own: the built-in setup sends 198.51.100.7 and the lan
+#                 through the tun, the server 10.201.0.1 and 10.202.0.130 not; ping; SIGINT: the
+#                 route table is as before
 #   server_kill:  occtl disconnect (data on DTLS): espvpn notices, tun removed, exit 1
 #   compare:      CSTP throughput, espvpn vs openconnect 9.01, same ocserv, iperf3 TCP 2 s each way
 #   dtls_psk:     password login (two form rounds: username, then password), DTLS in PSK-NEGOTIATE mode:
@@ -66,6 +70,7 @@ case $mode in
 dtls_*|udp_blocked|server_kill) dtls_opt=() ;;&
 dtls_psk) oc_extra=("ipv6-network = fd00:199::/64" "route = fd00:202::/64") ;;
 dtls_legacy) oc_extra=("dtls-psk = false") ;;
+full_tunnel) oc_routes=("route = default") ;;
 outer_v6)
   dtls_opt=() oc_listen_host=$gw_ip6 url="https://[$gw_ip6]:$oc_port/"
   # A 1406-byte link: openconnect takes its base MTU from the TCP path MTU, espvpn defaults
@@ -324,6 +329,20 @@ tunnel)
   ping_lan
   espvpn_stop script
   echo "PASS tunnel"
+  ;;
+full_tunnel)
+  ip -n "$nsc" route add default via "$gw_ip"
+  routes_before=$(ip -n "$nsc" route show)
+  espvpn_up full -u testuser --passwd-on-stdin <<<"$oc_password"
+  tun=$(ip -n "$nsc" -o link show type tun | awk -F': ' '{ print $2; exit }')
+  via_tun() { ip -n "$nsc" route get "$1" | grep -q " dev $tun "; }
+  for dst in "$lan_ip" 198.51.100.7; do via_tun "$dst" || fail "$dst not through $tun: $(ip -n "$nsc" route get "$dst")"; done
+  for dst in "$gw_ip" 10.202.0.130; do ! via_tun "$dst" || fail "$dst through $tun, should not be"; done
+  grep -qF "route 10.202.0.128/25 via $gw_ip dev ${topo}cg (excluded" "$work/full.log" || fail "the exclude not routed outside"
+  ping_lan
+  espvpn_stop full
+  [[ $(ip -n "$nsc" route show) == "$routes_before" ]] || fail "routes changed: $(ip -n "$nsc" route show)"
+  echo "PASS full_tunnel"
   ;;
 server_kill)
   espvpn_up killed -u testuser --passwd-on-stdin <<<"$oc_password"

@@ -10,13 +10,17 @@
 #   ocserv_down
 # Users (password test123): testuser (no group), grpuser (groups group1, group2).
 # Knobs (set before ocserv_up): OC_DPD (default 10), OC_UDP (1: udp-port set, DTLS
-# offered; 0: no udp-port), OC_GROUPS (1: select-group lines for group1/group2).
+# offered; 0: no udp-port), OC_GROUPS (1: select-group lines for group1/group2),
+# oc_routes (the route lines; default the lan's /24).
 # Use trap ocserv_cleanup EXIT.
 # shellcheck source=../../../tools/netns/gp-topology.sh
 . "$repo/tools/netns/gp-topology.sh"
 
 oc_port=4443 oc_pool=192.168.99.0 oc_server_tun=192.168.99.1 oc_password=test123
 oc_pin=$(certtool --certificate-info --infile "$repo/certs/server.pem" 2>/dev/null | sed -n 's/.*\(pin-sha256:[^ ]*\).*/\1/p' | head -1)
+
+# The routes ocserv pushes (a caller may replace them, e.g. with "route = default").
+oc_routes=("route = 10.202.0.0/255.255.255.0")
 
 # ocserv_conf [extra lines...]: writes $work/ocserv.conf and the password file.
 ocserv_conf() {
@@ -58,7 +62,7 @@ ocserv_conf() {
     echo "ipv4-network = $oc_pool"
     echo "ipv4-netmask = 255.255.255.0"
     echo "dns = $oc_server_tun"
-    echo "route = 10.202.0.0/255.255.255.0"
+    printf '%s\n' "${oc_routes[@]}"
     echo "no-route = 10.202.0.128/255.255.255.128"
     echo "split-dns = example.test"
     echo 'banner = "Hello from test ocserv"'

@@ -28,6 +28,13 @@
 #           HTTPS tunnel over TCPv6 carries ping v4+v6 and iperf3 both ways; UDP let through:
 #           back on ESP; dropped again: ESP DPD declares it dead, HTTPS again; --no-dtls:
 #           the HTTPS-only MTU for a TCPv6 outer (1297)
+#   full_tunnel: the client namespace has default routes (v4 via the gateway namespace, v6
+#           too: the "user's"); the gateway sends no access routes (--full-tunnel) and excludes
+#           10.202.0.128/25 and 2001:db8:ff::/48: the built-in setup routes the lan host and
+#           any other address (198.51.100.7, 2001:db8::7) through the tun, the gateway
+#           10.201.0.1 and the excluded prefixes not; ping + iperf3 through the tunnel, ESP
+#           counters grow; SIGINT: the route tables are exactly as before (defaults untouched,
+#           nothing of ours left)
 #   outer_v6_openconnect: openconnect 9.01 --protocol=gp to the same v6 gateway: ESP established,
 #           ping through it (the gateway side of the v6 tests is right)
 # shellcheck source=../gp_test_head.sh
@@ -364,5 +371,36 @@ outer_v6_openconnect)
   [[ $oc_mtu == "$our_mtu" ]] || fail "tun MTU over IPv6 with CBC+SHA1: openconnect $oc_mtu, espvpn $our_mtu"
   echo "RESULT outer_v6_openconnect: openconnect 9.01 logged in over IPv6, ESP established to [$gw_ip6]:4501, ping through it; tun MTU $oc_mtu, espvpn's the same"
   ;;
-*) echo "usage: $0 demo|suites|script|blocked|nodtls|rekey|outer_v6_esp|outer_v6_https|outer_v6_openconnect ESPVPN GATEWAY" >&2; exit 2 ;;
+full_tunnel)
+  ip -n "$nsc" route add default via $gw_ip
+  ip -n "$nsc" -6 route add default via $gw_ip6
+  routes_before=$(ip -n "$nsc" route show; ip -n "$nsc" -6 route show)
+  fake_routes=(--full-tunnel)
+  start aes-128-gcm --exclude 10.202.0.128/25 --exclude6 2001:db8:ff::/48
+  tun=$(ip -n "$nsc" -o link show type tun | awk -F': ' '{ print $2; exit }')
+  [[ -n $tun ]] || fail "no tun device"
+  via_tun() { ip -n "$nsc" route get "$1" | grep -q " dev $tun "; }
+  for dst in $lan_ip 198.51.100.7 $lan_ip6 2001:db8::7; do via_tun $dst || fail "$dst: not through $tun: $(ip -n "$nsc" route get $dst)"; done
+  for dst in $gw_ip 10.202.0.130 2001:db8:ff::1 $gw_ip6; do ! via_tun $dst || fail "$dst: through $tun, should not be"; done
+  ip -n "$nsc" route get $gw_ip | grep -q "dev ${topo}cg" || fail "the gateway: not on its link"
+  ip -n "$nsc" route get 10.202.0.130 | grep -q "via $gw_ip dev ${topo}cg" || fail "10.202.0.130: not via the user's default"
+  ip -n "$nsc" -6 route get 2001:db8:ff::1 | grep -q "via $gw_ip6 dev ${topo}cg" || fail "2001:db8:ff::1: not via the user's default"
+  for r in "0.0.0.0/1 dev $tun" "128.0.0.0/1 dev $tun" "::/1 dev $tun" "8000::/1 dev $tun" "10.201.0.1/32 dev ${topo}cg (gateway" \
+           "10.202.0.128/25 via $gw_ip dev ${topo}cg (excluded" "2001:db8:ff::/48 via $gw_ip6 dev ${topo}cg (excluded"; do
+    grep -qF "route $r" "$work/espvpn.log" || fail "not logged: route $r"
+  done
+  esp_before=$(client_stat 'd["tx"]["esp_packets"]')
+  ip netns exec "$nsc" ping -6 -c 3 -i 0.2 -W 2 $lan_ip6 >/dev/null || fail "ping $lan_ip6"
+  rates=$(traffic full_tunnel) || exit 1
+  esp_after=$(client_stat 'd["tx"]["esp_packets"]')
+  ((esp_after > esp_before + 1000)) || fail "ESP tx packets $esp_before -> $esp_after: the traffic did not take the tunnel"
+  stop
+  routes_after=$(ip -n "$nsc" route show; ip -n "$nsc" -6 route show)
+  [[ $routes_after == "$routes_before" ]] || fail "routes changed: before
+$routes_before
+after
+$routes_after"
+  echo "RESULT full_tunnel: lan, 198.51.100.7, 2001:db8::7 via $tun; gateway and excludes (v4+v6) outside; $rates; ESP tx $esp_before -> $esp_after; routes as before after SIGINT"
+  ;;
+*) echo "usage: $0 demo|suites|script|blocked|nodtls|rekey|outer_v6_esp|outer_v6_https|outer_v6_openconnect|full_tunnel ESPVPN GATEWAY" >&2; exit 2 ;;
 esac

@@ -1,0 +1,50 @@
+// Which routes the built-in host setup adds around the tun, decided without
+// touching the host (sans-IO, unit-tested): the gateway's host route and the
+// excluded prefixes via the path they take now, then the tunnel's routes. A
+// full tunnel (no split-include, or 0.0.0.0/0 / ::/0 among them) is routed as
+// two halves (0.0.0.0/1 + 128.0.0.0/1, ::/1 + 8000::/1): more specific than
+// the user's default route, which stays untouched, and gone with the tun.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/session/tunnel_config.h"
+
+namespace espvpn::session {
+
+// How the host reaches a destination before the tunnel's routes exist.
+struct RoutePath {
+    std::string via;         // next hop; empty: on-link
+    int ifindex = 0;         // output interface
+    std::string dev;         // its name, for the log
+    std::string to_string() const;  // "via 10.0.0.1 dev eth0", "dev eth0"
+    bool operator==(const RoutePath&) const = default;
+};
+
+// A route that must not enter the tunnel: sent the way it goes now.
+struct BypassRoute {
+    IpPrefix destination;
+    RoutePath path;
+    std::string reason;      // "gateway", "excluded"
+    bool operator==(const BypassRoute&) const = default;
+};
+
+struct HostRoutePlan {
+    std::vector<BypassRoute> bypass;  // added first
+    std::vector<IpPrefix> tunnel;     // then these through the tun
+    std::vector<std::string> notes;   // what was left out and why (INFO lines)
+};
+
+// The current path to a prefix's network address, or nullopt when the host has
+// no unicast route to it (unreachable, or a local address).
+using PathLookup = std::function<std::optional<RoutePath>(const IpPrefix&)>;
+
+HostRoutePlan plan_host_routes(const TunnelConfig& config, bool disable_ipv6, const PathLookup& path_now);
+
+// True when `prefix` covers the address `address` (same family).
+bool prefix_covers(const IpPrefix& prefix, const IpPrefix& address);
+
+}  // namespace espvpn::session
