@@ -103,12 +103,6 @@ long long ms_between(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
 }
 
-std::string seconds_text(Clock::duration d) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
-    return buf;
-}
-
 class GpTunnel {
 public:
     GpTunnel(const GpTunnelSetup& setup, const GpTunnelOptions& options, const GpGatewayLinks& links)
@@ -487,7 +481,7 @@ void GpTunnel::lose_transport(const std::string& why) {
     }
     outage_->attempt_failed(now);
     LOG_INFO << "reconnect attempt " << outage_->attempts() << " failed: " << why << "; next in "
-             << seconds_text(outage_->next_attempt() - now) << " (outage " << seconds_text(outage_->outage(now))
+             << ReconnectPolicy::seconds_text(outage_->next_attempt() - now) << " (outage " << ReconnectPolicy::seconds_text(outage_->outage(now))
              << ")";
 }
 
@@ -495,7 +489,7 @@ void GpTunnel::lose_transport(const std::string& why) {
 Status GpTunnel::step_outage(Clock::time_point now) {
     if (!outage_->attempt_due(now)) return {};
     const unsigned n = outage_->begin_attempt();
-    LOG_INFO << "reconnect attempt " << n << " (outage " << seconds_text(outage_->outage(now))
+    LOG_INFO << "reconnect attempt " << n << " (outage " << ReconnectPolicy::seconds_text(outage_->outage(now))
              << "): new configuration with the same cookie";
     forget_connections();
     if (Status s = reconnect_attempt(); !s) {
@@ -630,7 +624,7 @@ Result<TunnelEnd> GpTunnel::run() {
         const Clock::time_point now = Clock::now();
         Status step;
         if (outage_ && outage_->expired(now)) {
-            step = make_error("no connection to the gateway for " + seconds_text(outage_->outage(now)) +
+            step = make_error("no connection to the gateway for " + ReconnectPolicy::seconds_text(outage_->outage(now)) +
                               ", giving up (--reconnect-timeout " + std::to_string(o_.reconnect_timeout.count()) +
                               "); last error: " + outage_last_error_);
         } else if (transport_ == Transport::none) {
