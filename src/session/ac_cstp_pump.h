@@ -188,20 +188,37 @@ public:
     // KeyUpdate on TLS 1.3). GnuTLS allows no record I/O beside a handshake, so
     // the tx thread parks and the rx thread runs it; both stay parked after a
     // success until resume(), so the caller can export a fresh DTLS PSK and swap
-    // the channel while nobody touches the session. A failure ends the pump
+    // the channel while nobody touches the session.
+    //
+    // A GnuTLS client gives its renegotiation up when a record of application
+    // data arrives before the ServerHello (gnutls_handshake: GOT_APPLICATION_DATA,
+    // its state back at the start), yet the server answers the hello it got: a
+    // second hello then breaks the connection. So the hello leaves only once the
+    // server has been silent on this connection for kQuietNs with no DPD answer
+    // due, and after everything already received has been read; if that moment
+    // does not come within kQuietWaitNs the pump declines (nothing broken: the
+    // caller opens a new tunnel instead). A failed handshake ends the pump
     // (connection_lost) with the reason.
-    enum class Rehandshake { idle, requested, tx_parked, done, failed };
+    enum class Rehandshake { idle, requested, tx_parked, done, failed, declined };
     void request_rehandshake() {
+        rehandshake_requested_ns_ = now_ns();
         int idle = static_cast<int>(Rehandshake::idle);
         if (rehandshake_.compare_exchange_strong(idle, static_cast<int>(Rehandshake::requested))) wake();
     }
     Rehandshake rehandshake_state() const { return static_cast<Rehandshake>(rehandshake_.load()); }
-    // After done: both threads continue.
+    // After done: both threads continue. After declined: back to idle.
     void resume() {
         rehandshake_ = static_cast<int>(Rehandshake::idle);
         wake();
     }
     std::int64_t rehandshake_ms() const { return rehandshake_ms_; }
+    // How long the last rehandshake waited for the server to pause (see Rehandshake).
+    std::int64_t rehandshake_wait_ms() const { return (tx_parked_ns_ - rehandshake_requested_ns_) / 1000000; }
+    // Why the last rehandshake failed or was declined.
+    std::string rehandshake_failure() const {
+        std::lock_guard<std::mutex> lock(end_mutex_);
+        return rehandshake_failure_;
+    }
 
     // Control requests, sent by the tx thread.
     void request_dpd() { request(kDpd); }
@@ -239,6 +256,9 @@ public:
 private:
     static constexpr std::size_t kRxBufSize = 16384 + 2048;  // one TLS record
     static constexpr unsigned kDpd = 1, kKeepalive = 2, kLogout = 4, kDpdAnswer = 8;
+    static constexpr std::int64_t kQuietNs = 100 * 1000000LL;         // server silent this long: hello may go
+    static constexpr std::int64_t kQuietWaitNs = 5 * 1000000000LL;    // ... waited for at most this long
+    static constexpr std::int64_t kDpdAnswerDueNs = 2 * 1000000000LL; // a DPD answer later than this: lost
 
     void request(unsigned what) {
         pending_.fetch_or(what);
@@ -284,7 +304,10 @@ private:
     }
 
     void handle_requests() {
-        unsigned what = pending_.exchange(0);
+        // A DPD request now would draw an answer into the renegotiation's way: it waits.
+        const bool hold_dpd = rehandshake_state() == Rehandshake::requested;
+        unsigned what = pending_.fetch_and(hold_dpd ? kDpd : 0u);  // a held request stays pending
+        if (hold_dpd) what &= ~kDpd;
         if (what & kDpdAnswer) {
             std::uint8_t copy[1600];
             std::size_t n;
@@ -295,7 +318,10 @@ private:
             }
             if (send_control(CstpType::dpd_response, {copy, n})) ++dpd_answered_;
         }
-        if ((what & kDpd) && send_control(CstpType::dpd_request)) ++dpd_sent_;
+        if ((what & kDpd) && send_control(CstpType::dpd_request)) {
+            ++dpd_sent_;
+            dpd_request_ns_ = now_ns();
+        }
         if ((what & kKeepalive) && send_control(CstpType::keepalive)) ++keepalives_sent_;
         if (what & kLogout) {
             auto bye = anyconnect::cstp_logout_packet("Aborted by caller");
@@ -312,8 +338,11 @@ private:
                 [[maybe_unused]] auto n = read(wake_fd_, &v, sizeof v);
             }
             if (rehandshake_state() == Rehandshake::requested) {
-                park_tx();
-                continue;
+                if (server_quiet()) {
+                    park_tx();
+                    continue;
+                }
+                if (now_ns() - rehandshake_requested_ns_ > kQuietWaitNs) decline_rehandshake();
             }
             handle_requests();
             if (stopping_) break;
@@ -357,6 +386,23 @@ private:
         }
     }
 
+    // tx thread: nothing received for kQuietNs and no DPD answer due (see Rehandshake).
+    bool server_quiet() const {
+        const std::int64_t t = now_ns();
+        const std::int64_t asked = dpd_request_ns_;
+        const bool answer_due = asked > dpd_response_ns_ && t - asked < kDpdAnswerDueNs;
+        return !answer_due && t - last_rx_ns_ >= kQuietNs;
+    }
+    void decline_rehandshake() {
+        {
+            std::lock_guard<std::mutex> lock(end_mutex_);
+            rehandshake_failure_ = "the server kept sending on the TLS connection for " +
+                                   std::to_string(kQuietWaitNs / 1000000000) +
+                                   " s (a renegotiation needs a pause in its data)";
+        }
+        rehandshake_ = static_cast<int>(Rehandshake::declined);
+    }
+
     // tx thread: hands the session to the rx thread until the rehandshake is over.
     void park_tx() {
         if (!transport_.uncork()) {
@@ -364,6 +410,7 @@ private:
             rehandshake_ = static_cast<int>(Rehandshake::failed);
             return;
         }
+        tx_parked_ns_ = now_ns();
         rehandshake_ = static_cast<int>(Rehandshake::tx_parked);
         // The rx thread may sit in poll(): it starts the handshake now, not after its timeout.
         std::uint64_t one = 1;
@@ -372,8 +419,10 @@ private:
     }
     void wait_while_rehandshaking() {
         pollfd w{wake_fd_, POLLIN, 0};
-        // After a failure the session is unusable: stay parked until stop().
-        while (!stopping_ && rehandshake_state() != Rehandshake::idle) {
+        // After a failure the session is unusable: stay parked until stop(). Declined
+        // (no handshake began): carry on.
+        while (!stopping_ && rehandshake_state() != Rehandshake::idle &&
+               rehandshake_state() != Rehandshake::declined) {
             if (poll(&w, 1, 20) > 0) {
                 std::uint64_t v;
                 [[maybe_unused]] auto n = read(wake_fd_, &v, sizeof v);
@@ -405,15 +454,13 @@ private:
             int r = gnutls_handshake(session_);
             if (r == 0) break;
             if (r == GNUTLS_E_GOT_APPLICATION_DATA) {
+                // GnuTLS has given this renegotiation up, the server has not (see
+                // Rehandshake): another hello would break the connection. The data
+                // still goes to the tun; the caller opens a new tunnel.
                 ssize_t n = gnutls_record_recv(session_, rx_buf_.get(), kRxBufSize);
-                if (n > 0) {
-                    last_rx_ns_ = now_ns();
-                    if (!consume({rx_buf_.get(), static_cast<std::size_t>(n)})) {
-                        why = "the connection ended during the TLS rehandshake";
-                        return false;
-                    }
-                    flush_rx();
-                }
+                if (n > 0 && consume({rx_buf_.get(), static_cast<std::size_t>(n)})) flush_rx();
+                why = "the server sent data before answering the renegotiation (GnuTLS then abandons it)";
+                return false;
             } else if (r == GNUTLS_E_WARNING_ALERT_RECEIVED) {
                 if (gnutls_alert_get(session_) == GNUTLS_A_NO_RENEGOTIATION) {
                     why = "the server refused the TLS renegotiation";
@@ -440,11 +487,22 @@ private:
         return true;
     }
 
+    // rx thread: records wait in GnuTLS, the read-ahead or the socket.
+    bool readable_now() {
+        if (gnutls_record_check_pending(session_) > 0 || transport_.has_readahead()) return true;
+        pollfd r{tls_.fd(), POLLIN, 0};
+        return poll(&r, 1, 0) > 0;
+    }
+
     // rx thread: runs a parked rehandshake; false when the pump ends.
     bool serve_rehandshake() {
         if (rehandshake_state() != Rehandshake::tx_parked) return true;
         std::string why;
         if (!rehandshake(why)) {
+            {
+                std::lock_guard<std::mutex> lock(end_mutex_);
+                rehandshake_failure_ = why;
+            }
             finish(AcTunnelEnd::connection_lost, why);
             rehandshake_ = static_cast<int>(Rehandshake::failed);
             wake();
@@ -488,7 +546,7 @@ private:
                 request(kDpdAnswer);
                 return true;
             }
-            case CstpType::dpd_response:
+            case CstpType::dpd_response: dpd_response_ns_ = now_ns(); return true;
             case CstpType::keepalive: return true;
             case CstpType::disconnect: {
                 std::string text;
@@ -522,7 +580,15 @@ private:
         if (!early_.empty() && !consume(early_)) return;
         pollfd r[2] = {{tls_.fd(), POLLIN, 0}, {rx_wake_fd_, POLLIN, 0}};
         while (!stopping_) {
-            if (!serve_rehandshake()) break;
+            // Everything already received is read before the renegotiation's hello leaves
+            // (bounded: the tx thread waits meanwhile).
+            if (rehandshake_state() == Rehandshake::tx_parked) {
+                if (!readable_now()) {
+                    if (!serve_rehandshake()) break;
+                } else if (now_ns() - tx_parked_ns_ > kQuietWaitNs / 5) {
+                    decline_rehandshake();
+                }
+            }
             if (gnutls_record_check_pending(session_) == 0 && !transport_.has_readahead()) {
                 flush_rx();
                 if (poll(r, 2, kPollMs) < 0 && errno != EINTR) break;
@@ -569,6 +635,9 @@ private:
     std::atomic<AcDataChannel*> channel_{nullptr};
     std::atomic<int> rehandshake_{static_cast<int>(Rehandshake::idle)};
     std::atomic<std::int64_t> rehandshake_ms_{0};
+    std::atomic<std::int64_t> rehandshake_requested_ns_{0}, tx_parked_ns_{0};
+    std::atomic<std::int64_t> dpd_request_ns_{0}, dpd_response_ns_{0};
+    std::string rehandshake_failure_;  // under end_mutex_
     std::atomic<std::int64_t> last_rx_ns_{0}, last_tx_ns_{0};
     std::mutex dpd_mutex_;
     std::uint8_t dpd_payload_[1600] = {};

@@ -636,15 +636,17 @@ std::optional<AcTunnelEnd> AcSession::step_link(Clock::time_point now) {
             add_dtls_history(dtls_history_, last);
         }
         schedule_rekey(link);
-        LOG_INFO << "rekey (ssl): TLS rehandshake done in " << pump.rehandshake_ms() << " ms ("
+        LOG_INFO << "rekey (ssl): TLS rehandshake done in " << pump.rehandshake_ms() << " ms, after "
+                 << pump.rehandshake_wait_ms() << " ms waiting for a pause in the server's data ("
                  << link.tls().description() << ")" << (link.channel() ? "; new DTLS handshake" : "");
         return std::nullopt;
     }
-    if (rh == RH::failed) {
+    if (rh == RH::failed || rh == RH::declined) {
         count([](AcSessionCounters& c) { ++c.rekey_fallbacks; });
-        const auto e = pump.ended();
-        return renew_link("rekey: TLS rehandshake failed (" + (e ? e->second : std::string("?")) +
-                          "), new tunnel instead");
+        // Declined: no handshake began, the connection is sound and carries on until the new one is up.
+        if (rh == RH::declined) pump.resume();
+        return renew_link(std::string("rekey: TLS rehandshake ") + (rh == RH::failed ? "failed" : "not attempted") +
+                          " (" + pump.rehandshake_failure() + "), new tunnel instead");
     }
     if (auto e = pump.ended()) {
         if (e->first != AcTunnelEnd::connection_lost) {

@@ -23,6 +23,8 @@ topo_cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   for ns in "$nsc" "$nsg" "$nsl"; do ip netns del "$ns" 2>/dev/null || true; done
+  # ESPVPN_KEEP_LOGS=DIR keeps the test's logs (a copy of $work) for a look after the run.
+  [[ -n ${ESPVPN_KEEP_LOGS:-} && -d $work ]] && mkdir -p "$ESPVPN_KEEP_LOGS" && cp -a "$work" "$ESPVPN_KEEP_LOGS/"
   rm -rf "/etc/netns/$nsc" "$work"
 }
 

@@ -40,7 +40,11 @@
 #   sigusr2:      SIGUSR2: a new connection with the same cookie, then traffic (ping, DTLS back)
 #   rekey_new_tunnel / rekey_ssl: ocserv rekey-time 30 with that method; a 200 pkt/s UDP stream
 #                 through the tunnel across the rekey: the session survives, the rekey is logged and
-#                 counted in --stats-json, the largest gap is printed (asserted < 2 s)
+#                 counted in --stats-json, the largest gap is printed (asserted < 2 s); ssl: the TLS
+#                 renegotiation itself succeeds (ocserv logs it), no fallback
+#   rekey_ssl_busy: ssl rekey on CSTP (no DTLS) while ocserv streams 200 pkt/s to the client: no
+#                 renegotiation begun (the server never pauses), a new tunnel instead; the stream
+#                 crosses it (gap < 2 s)
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
 command -v ocserv >/dev/null || { echo "SKIP: ocserv not installed"; exit 77; }
@@ -83,6 +87,7 @@ reconnect_dpd) dtls_opt=(); export OC_DPD=2 ;;
 reconnect_*|sigusr2) dtls_opt=() ;;
 rekey_new_tunnel) dtls_opt=(); oc_extra=("rekey-time = 30" "rekey-method = new-tunnel") ;;
 rekey_ssl) dtls_opt=(); oc_extra=("rekey-time = 30" "rekey-method = ssl") ;;
+rekey_ssl_busy) oc_extra=("rekey-time = 30" "rekey-method = ssl") ;;
 esac
 ocserv_up "${oc_extra[@]}" || fail "ocserv did not start"
 
@@ -518,6 +523,8 @@ sigusr2)
   ;;
 rekey_new_tunnel|rekey_ssl)
   method=${mode#rekey_}; method=${method/_/-}
+  # ocserv's DPD of 10 s puts a CSTP DPD exchange at the 30-s rekey (the case that used to break the
+  # ssl renegotiation in ~40 % of runs: the answer overtook the ServerHello).
   espvpn_up rk -u testuser --passwd-on-stdin --stats-json "$work/rk.json" <<<"$oc_password"
   wait_for "$work/rk.log" "data over DTLS" 20 || fail "DTLS did not come up"
   every=$(sed -n "s/.*rekey: $method every \([0-9]*\) s.*/\1/p" "$work/rk.log" | head -1)
@@ -530,14 +537,11 @@ rekey_new_tunnel|rekey_ssl)
   sleep 0.5
   ip netns exec "$nsc" $py "$here/../datapath/udp_stream.py" send "$lan_ip" 5002 "$secs" 200 >/dev/null &
   spid=$!; pids+=("$spid")
-  # ssl: the rehandshake, or its fallback to a new tunnel (as openconnect's). KNOWN BUG: against ocserv
-  # 1.1.6 the rehandshake fails in about 2 runs of 3 ("Public key signature verification has failed";
-  # ocserv: "An unexpected TLS handshake packet was received"), cause not found yet; the fallback keeps
-  # the session and its traffic, which is what this test can hold to until that is fixed.
-  if [[ $method == ssl ]]; then done_line="rekey (ssl): TLS rehandshake done\|reconnected to .*(rekey: TLS rehandshake failed"; else done_line="reconnected to .*(rekey (new-tunnel)"; fi
+  # ssl: the rehandshake itself must succeed (a fallback to a new tunnel fails the test). It once failed in
+  # ~40 % of runs: a DPD answer from ocserv arrived before its ServerHello, GnuTLS abandoned the
+  # renegotiation and a second hello broke the connection; the pump now waits for a quiet moment.
+  if [[ $method == ssl ]]; then done_line="rekey (ssl): TLS rehandshake done\|reconnected to .*(rekey: TLS rehandshake"; else done_line="reconnected to .*(rekey (new-tunnel)"; fi
   wait_for "$work/rk.log" "$done_line" $((secs + 5)) || fail "no $method rekey within $((secs + 5)) s"
-  fell_back=0
-  [[ $method == ssl ]] && grep -q "rekey: TLS rehandshake failed" "$work/rk.log" && fell_back=1
   wait "$spid" "$rpid" || true
   kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited across the rekey"
   echo "rekey $method every $every s: $(grep -o "$done_line.*" "$work/rk.log" | head -1)"
@@ -545,13 +549,11 @@ rekey_new_tunnel|rekey_ssl)
   gap=$(sed -n 's/.*max_gap_ms=\([0-9.]*\).*/\1/p' "$work/stream.out")
   [[ -n $gap ]] || fail "no stream result"
   $py -c "import sys; sys.exit(0 if float('$gap') < 2000 else 1)" || fail "largest gap $gap ms across the rekey"
-  if [[ $method == ssl && $fell_back == 1 ]]; then
-    echo "KNOWN BUG: the TLS rehandshake failed; the fallback to a new tunnel kept the session: $(grep -o "rekey: TLS rehandshake failed ([^)]*)" "$work/rk.log" | head -1)"
+  if [[ $method == ssl ]]; then
     grep -i "rehandshake\|unexpected" "$work/ocserv.log" | sed 's/^/  /'
-    stats_check rk "d['rekey']['fallbacks'] >= 1 and d['reconnect']['renewals'] >= 1" || fail "the stats do not count the fallback"
-  elif [[ $method == ssl ]]; then
+    ! grep -q "rekey: TLS rehandshake \(failed\|not attempted\)" "$work/rk.log" ||
+      fail "the TLS rehandshake fell back to a new tunnel: $(grep -o "rekey: TLS rehandshake [a-z ]*([^)]*)" "$work/rk.log" | head -1)"
     stats_check rk "d['rekey']['ssl'] >= 1 and d['rekey']['fallbacks'] == 0" || fail "the stats do not count the rehandshake"
-    grep -i "rehandshake" "$work/ocserv.log" | sed 's/^/  /'
     grep -q "rehandshake completed" "$work/ocserv.log" || fail "ocserv's log shows no completed rehandshake"
   else
     stats_check rk "d['reconnect']['renewals'] >= 1" || fail "the stats do not count the new tunnel"
@@ -562,6 +564,36 @@ rekey_new_tunnel|rekey_ssl)
   [[ $(grep -c "data over DTLS" "$work/rk.log") -ge 2 ]] || fail "DTLS did not come back after the rekey"
   ping_lan
   espvpn_stop rk
+  echo "PASS $mode"
+  ;;
+rekey_ssl_busy)
+  # CSTP only, ocserv sending 200 pkt/s to the client: no pause for a renegotiation to begin in, so
+  # espvpn does not start one (a hello the server's data overtakes breaks the connection) but opens a
+  # new tunnel; the stream crosses it.
+  espvpn_up rkb -u testuser --passwd-on-stdin --stats-json "$work/rkb.json" <<<"$oc_password"
+  every=$(sed -n "s/.*rekey: ssl every \([0-9]*\) s.*/\1/p" "$work/rkb.log" | head -1)
+  [[ -n $every && $every -le 45 ]] || fail "no usable ssl rekey time from the server: $(grep rekey "$work/rkb.log")"
+  ping_lan
+  addr=$(ip -n "$nsc" -4 -o addr show dev "$(tun_name)" | awk '{print $4}'); addr=${addr%/*}
+  secs=$((every + 12))
+  ip netns exec "$nsc" $py "$here/../datapath/udp_stream.py" recv "$addr" 5003 $((secs + 2)) >"$work/stream.out" &
+  rpid=$!; pids+=("$rpid")
+  sleep 0.5
+  ip netns exec "$nsl" $py "$here/../datapath/udp_stream.py" send "$addr" 5003 "$secs" 200 >/dev/null &
+  spid=$!; pids+=("$spid")
+  line="reconnected to .*(rekey: TLS rehandshake not attempted"
+  wait_for "$work/rkb.log" "$line" $((secs + 5)) || fail "no fallback to a new tunnel: $(grep -i rekey "$work/rkb.log")"
+  wait "$spid" "$rpid" || true
+  kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited across the rekey"
+  echo "$(grep -o "rekey: TLS rehandshake not attempted.*" "$work/rkb.log" | head -1)"
+  echo "stream across the rekey: $(cat "$work/stream.out")"
+  gap=$(sed -n 's/.*max_gap_ms=\([0-9.]*\).*/\1/p' "$work/stream.out")
+  [[ -n $gap ]] || fail "no stream result"
+  $py -c "import sys; sys.exit(0 if float('$gap') < 2000 else 1)" || fail "largest gap $gap ms across the rekey"
+  ! grep -q "client requested rehandshake" "$work/ocserv.log" || fail "a renegotiation was begun anyway"
+  stats_check rkb "d['rekey']['fallbacks'] >= 1 and d['reconnect']['renewals'] >= 1" || fail "the stats do not count the new tunnel"
+  ping_lan
+  espvpn_stop rkb
   echo "PASS $mode"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
