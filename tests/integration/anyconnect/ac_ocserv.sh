@@ -42,6 +42,8 @@
 #                 through the tunnel across the rekey: the session survives, the rekey is logged and
 #                 counted in --stats-json, the largest gap is printed (asserted < 2 s); ssl: the TLS
 #                 renegotiation itself succeeds (ocserv logs it), no fallback
+#   rekey_tls13:  ocserv with TLS 1.3 allowed, ssl rekey on CSTP only: a TLS 1.3 KeyUpdate both ways, the
+#                 stream (gap < 2 s) and pings cross it, no fallback
 #   rekey_ssl_busy: ssl rekey on CSTP (no DTLS) while ocserv streams 200 pkt/s to the client: no
 #                 renegotiation begun (the server never pauses), a new tunnel instead; the stream
 #                 crosses it (gap < 2 s)
@@ -90,8 +92,14 @@ rekey_new_tunnel) dtls_opt=(); oc_extra=("rekey-time = 30" "rekey-method = new-t
 # only CSTP DPD request falls due with the 30-s rekey (see the case below)
 rekey_ssl) dtls_opt=(); export OC_DPD=20; rk_opt=(--force-dpd 30); oc_extra=("rekey-time = 30" "rekey-method = ssl") ;;
 rekey_ssl_busy) oc_extra=("rekey-time = 30" "rekey-method = ssl") ;;
+# TLS 1.3 allowed (Debian's config and cisco-client-compat leave it out; the last tls-priorities line wins)
+rekey_tls13) oc_extra=('tls-priorities = "NORMAL:%SERVER_PRECEDENCE"' "cisco-client-compat = false"
+                       "rekey-time = 30" "rekey-method = ssl") ;;
 esac
+# rekey_tls13: ocserv's GnuTLS logs the key update it receives (GnuTLS reads GNUTLS_DEBUG_LEVEL at start)
+[[ $mode == rekey_tls13 ]] && export GNUTLS_DEBUG_LEVEL=4
 ocserv_up "${oc_extra[@]}" || fail "ocserv did not start"
+unset GNUTLS_DEBUG_LEVEL
 
 # authenticate USER [espvpn options...]: prints the COOKIE=... lines into $work/auth.out
 authenticate() {
@@ -597,6 +605,27 @@ rekey_ssl_busy)
   stats_check rkb "d['rekey']['fallbacks'] >= 1 and d['reconnect']['renewals'] >= 1" || fail "the stats do not count the new tunnel"
   ping_lan
   espvpn_stop rkb
+  echo "PASS $mode"
+  ;;
+rekey_tls13)
+  # CSTP on TLS 1.3, where ocserv still offers the ssl rekey: espvpn sends a KeyUpdate asking for the
+  # server's too. CSTP only, so the stream and the pings after it travel under the new keys both ways.
+  espvpn_up rk13 -u testuser --passwd-on-stdin --stats-json "$work/rk13.json" <<<"$oc_password"
+  grep -q "CSTP connected.*(TLS1.3)" "$work/rk13.log" || fail "CSTP not on TLS 1.3: $(grep 'CSTP connected' "$work/rk13.log")"
+  every=$(sed -n "s/.*rekey: ssl every \([0-9]*\) s.*/\1/p" "$work/rk13.log" | head -1)
+  [[ -n $every && $every -le 45 ]] || fail "no usable ssl rekey time from the server: $(grep rekey "$work/rk13.log")"
+  ping_lan
+  secs=$((every + 6))
+  stream_start "$nsl" "$lan_ip" "$nsc" 5004 "$secs"
+  wait_for "$work/rk13.log" "rekey (ssl): TLS rehandshake done" $((secs + 5)) ||
+    fail "no TLS 1.3 key update: $(grep -i rekey "$work/rk13.log")"
+  grep -o "rekey (ssl): TLS rehandshake done.*" "$work/rk13.log" | head -1
+  stream_end
+  stats_check rk13 "d['rekey']['ssl'] >= 1 and d['rekey']['fallbacks'] == 0" || fail "the stats do not count the key update"
+  # the server got our KeyUpdate with update_requested (1): it renewed its keys too
+  grep -q "received TLS 1.3 key update (1)" "$work/ocserv.log" || fail "ocserv's GnuTLS logged no key update from us"
+  ping_lan
+  espvpn_stop rk13
   echo "PASS $mode"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
