@@ -621,10 +621,14 @@ std::optional<AcTunnelEnd> AcSession::step_link(Clock::time_point now) {
     using RH = CstpPump::Rehandshake;
     const RH rh = pump.rehandshake_state();
     if (rh == RH::done) {
+        // A TLS 1.2 renegotiation gives the session a new exporter secret, so later DTLS handshakes
+        // need a new PSK: a new channel now. A TLS 1.3 key update leaves the exporter (and the PSK)
+        // as they were: the DTLS channel carries on (and keeps its own rekey time).
+        const bool new_psk = gnutls_protocol_get_version(link.tls().native()) != GNUTLS_TLS1_3;
         std::unique_ptr<AcDataChannel> old;
         {
             std::lock_guard<std::mutex> lock(link_mutex_);  // the channel swap vs. the reporter
-            old = link.renew_channel(tun_mtu_);
+            if (new_psk) old = link.renew_channel(tun_mtu_);
             ++counters_.rekeys_ssl;
             counters_.last_rehandshake_ms = pump.rehandshake_ms();
         }
@@ -638,7 +642,8 @@ std::optional<AcTunnelEnd> AcSession::step_link(Clock::time_point now) {
         schedule_rekey(link);
         LOG_INFO << "rekey (ssl): TLS rehandshake done in " << pump.rehandshake_ms() << " ms, after "
                  << pump.rehandshake_wait_ms() << " ms waiting for a pause in the server's data ("
-                 << link.tls().description() << ")" << (link.channel() ? "; new DTLS handshake" : "");
+                 << link.tls().description() << ")"
+                 << (!link.channel() ? "" : new_psk ? "; new DTLS handshake" : "; DTLS carries on (same PSK)");
         return std::nullopt;
     }
     if (rh == RH::failed || rh == RH::declined) {

@@ -44,6 +44,8 @@
 #                 renegotiation itself succeeds (ocserv logs it), no fallback
 #   rekey_tls13:  ocserv with TLS 1.3 allowed, ssl rekey on CSTP only: a TLS 1.3 KeyUpdate both ways, the
 #                 stream (gap < 2 s) and pings cross it, no fallback
+#   rekey_dtls:   the same server with DTLS: the key update leaves the DTLS channel alone; DTLS's own rekey
+#                 (X-DTLS-Rekey-Time 40) makes a new DTLS handshake; the stream crosses both, dtls.rekeys >= 1
 #   rekey_ssl_busy: ssl rekey on CSTP (no DTLS) while ocserv streams 200 pkt/s to the client: no
 #                 renegotiation begun (the server never pauses), a new tunnel instead; the stream
 #                 crosses it (gap < 2 s)
@@ -93,8 +95,9 @@ rekey_new_tunnel) dtls_opt=(); oc_extra=("rekey-time = 30" "rekey-method = new-t
 rekey_ssl) dtls_opt=(); export OC_DPD=20; rk_opt=(--force-dpd 30); oc_extra=("rekey-time = 30" "rekey-method = ssl") ;;
 rekey_ssl_busy) oc_extra=("rekey-time = 30" "rekey-method = ssl") ;;
 # TLS 1.3 allowed (Debian's config and cisco-client-compat leave it out; the last tls-priorities line wins)
-rekey_tls13) oc_extra=('tls-priorities = "NORMAL:%SERVER_PRECEDENCE"' "cisco-client-compat = false"
-                       "rekey-time = 30" "rekey-method = ssl") ;;
+rekey_tls13|rekey_dtls) oc_extra=('tls-priorities = "NORMAL:%SERVER_PRECEDENCE"' "cisco-client-compat = false"
+                                 "rekey-time = 30" "rekey-method = ssl") ;;&
+rekey_dtls) dtls_opt=() ;;
 esac
 # rekey_tls13: ocserv's GnuTLS logs the key update it receives (GnuTLS reads GNUTLS_DEBUG_LEVEL at start)
 [[ $mode == rekey_tls13 ]] && export GNUTLS_DEBUG_LEVEL=4
@@ -626,6 +629,29 @@ rekey_tls13)
   grep -q "received TLS 1.3 key update (1)" "$work/ocserv.log" || fail "ocserv's GnuTLS logged no key update from us"
   ping_lan
   espvpn_stop rk13
+  echo "PASS $mode"
+  ;;
+rekey_dtls)
+  # TLS 1.3 with DTLS: the CSTP key update at 30 s leaves the exporter, so the DTLS channel carries on;
+  # its own rekey (X-DTLS-Rekey-Time, ocserv: 40 s) then makes a new DTLS handshake with the same PSK.
+  espvpn_up rkd -u testuser --passwd-on-stdin --stats-json "$work/rkd.json" <<<"$oc_password"
+  wait_for "$work/rkd.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  dtls_every=$(sed -n "s/.*; DTLS every \([0-9]*\) s.*/\1/p" "$work/rkd.log" | head -1)
+  [[ -n $dtls_every && $dtls_every -le 50 ]] || fail "no usable DTLS rekey time: $(grep rekey "$work/rkd.log")"
+  ping_lan
+  secs=$((dtls_every + 6))
+  stream_start "$nsl" "$lan_ip" "$nsc" 5005 "$secs"
+  wait_for "$work/rkd.log" "rekey (ssl): TLS rehandshake done" $((secs + 5)) || fail "no CSTP key update"
+  grep -q "TLS rehandshake done.*DTLS carries on (same PSK)" "$work/rkd.log" || fail "DTLS was rebuilt after a TLS 1.3 key update"
+  wait_for "$work/rkd.log" "DTLS: rekey after" $((secs + 5)) || fail "no DTLS rekey: $(grep -i 'rekey\|DTLS' "$work/rkd.log")"
+  grep -o "DTLS: rekey after.*" "$work/rkd.log" | head -1
+  for ((i = 0; i < 50; i++)); do [[ $(grep -c "data over DTLS" "$work/rkd.log") -ge 2 ]] && break; sleep 0.2; done
+  [[ $(grep -c "data over DTLS" "$work/rkd.log") -ge 2 ]] || fail "DTLS did not come back after its rekey"
+  stream_end
+  stats_check rkd "d['dtls']['rekeys'] >= 1 and d['rekey']['ssl'] >= 1 and d['rekey']['fallbacks'] == 0" ||
+    fail "the stats do not count the DTLS rekey"
+  ping_lan
+  espvpn_stop rkd
   echo "PASS $mode"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
