@@ -72,6 +72,7 @@ int run_anyconnect(ClientOptions& options, std::ostream& out) {
         if (!options.version_string.empty()) settings.client.version = options.version_string;
         settings.client.device_id = options.os;
         settings.dump_traffic = options.dump_http_traffic;
+        if (!options.certificate.empty()) settings.client_certificate = https->credentials()->client_subject();
         TerminalPrompter prompter(options.non_interactive, options.no_passwd);
         session::AcLogin login(*https, std::move(settings), prompter);
         auto done = login.run();

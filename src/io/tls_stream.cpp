@@ -98,8 +98,9 @@ Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsC
     if (!looks_like_pem(cert)) {
         int rc = gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert.c_str(), GNUTLS_X509_FMT_DER, pass);
         if (rc < 0)
-            return make_error("cannot load client certificate " + cert + " (PKCS#12; wrong password?): " +
-                              gnutls_message(rc));
+            return make_error("cannot load client certificate " + cert + " (PKCS#12" +
+                              (pass ? "; wrong password?" : ", no password given: -p/--key-password") +
+                              "): " + gnutls_message(rc));
         return {};
     }
     const auto& key = config.client_key_file.empty() ? cert : config.client_key_file;
@@ -107,6 +108,22 @@ Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsC
     if (rc < 0)
         return make_error("cannot load client certificate " + cert + " with key " + key + ": " + gnutls_message(rc));
     return {};
+}
+
+// The subject of the loaded client certificate, "" if GnuTLS cannot say.
+std::string first_certificate_subject(gnutls_certificate_credentials_t cred) {
+    gnutls_x509_crt_t* chain = nullptr;
+    unsigned int length = 0;
+    if (gnutls_certificate_get_x509_crt(cred, 0, &chain, &length) < 0) return {};
+    std::string subject;
+    gnutls_datum_t dn{};
+    if (length > 0 && gnutls_x509_crt_get_dn3(chain[0], &dn, 0) >= 0) {
+        subject.assign(reinterpret_cast<const char*>(dn.data), dn.size);
+        gnutls_free(dn.data);
+    }
+    for (unsigned int i = 0; i < length; ++i) gnutls_x509_crt_deinit(chain[i]);
+    gnutls_free(chain);
+    return subject;
 }
 
 }  // namespace
@@ -155,6 +172,7 @@ Result<std::shared_ptr<const TlsCredentials>> TlsCredentials::load(const TlsClie
     }
     if (!config.client_cert_file.empty()) {
         if (auto st = load_client_certificate(self->cred_, config); !st) return st.error();
+        self->client_subject_ = first_certificate_subject(self->cred_);
     }
     gnutls_certificate_set_verify_function(self->cred_, &TlsStream::verify_callback);
     self->config_ = TlsClientConfig{config.system_trust,    config.ca_file,         config.server_pins,

@@ -49,12 +49,16 @@ public:
     gnutls_certificate_credentials_t native() const { return cred_; }
     const TlsClientConfig& config() const { return config_; }
     bool pin_matches(const std::string& pin) const;
+    // The distinguished name of the client certificate (RFC 4514 text), "" when
+    // none is configured: named in errors when the server refuses it.
+    const std::string& client_subject() const { return client_subject_; }
 
 private:
     TlsCredentials() = default;
     gnutls_certificate_credentials_t cred_ = nullptr;
     TlsClientConfig config_;             // without the PKCS#12 password
     std::vector<std::string> pins_;      // normalised "pin-sha256:<base64>"
+    std::string client_subject_;
 };
 
 // Validates and normalises "pin-sha256:<base64>" (32-byte digest).
