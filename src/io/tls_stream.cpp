@@ -313,9 +313,22 @@ Status TlsStream::handshake(Deadline deadline) {
             std::string msg = "TLS handshake with " + endpoint() + " failed: " + gnutls_message(rc);
             if (rc == GNUTLS_E_FATAL_ALERT_RECEIVED)
                 msg += std::string(" (") + gnutls_alert_get_name(gnutls_alert_get(session_)) + ")";
-            return make_error(msg);
+            return make_error(msg + client_certificate_hint());
         }
     }
+}
+
+// A server that requires a client certificate just drops the handshake
+// without a usable one; say so, since its error ("pull function") does not.
+std::string TlsStream::client_certificate_hint() const {
+    if (gnutls_certificate_client_get_request_status(session_) == 0) return {};
+    const std::string& subject = credentials_->client_subject();
+    if (credentials_->config().client_cert_file.empty())
+        return " (the server asked for a client certificate and none is configured: -c/--certificate)";
+    if (!gnutls_certificate_get_ours(session_))
+        return " (the server asked for a client certificate; \"" + subject +
+               "\" is not from a CA it names, so it was not sent)";
+    return " (the server may have refused the client certificate \"" + subject + "\")";
 }
 
 int TlsStream::verify_callback(gnutls_session_t session) {

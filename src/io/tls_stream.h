@@ -103,6 +103,7 @@ private:
     int verify_peer();
     Status wait(bool for_write, Deadline deadline, const char* what);
     Status handshake(Deadline deadline);
+    std::string client_certificate_hint() const;  // for a failed handshake; "" if none was asked for
     Deadline effective(std::optional<Deadline> deadline) const;
 
     std::shared_ptr<const TlsCredentials> credentials_;

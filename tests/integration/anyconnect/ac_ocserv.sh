@@ -36,10 +36,11 @@
 #   cert_password: auth = "plain[...]" + auth = "certificate" (ocserv's "plain+certificate"): the
 #                 certificate at TLS, then the username and password forms; tunnel, ping; openconnect
 #                 the same; a wrong password still fails as such
-#   cert_missing: both servers above, no -c: exit 1 at once, the error says the server wants a client
+#   cert_missing: both servers above, and certificate-only with cisco-client-compat = false (ocserv then
+#                 drops the TLS handshake), no -c: exit 1 at once, the error says the server wants a client
 #                 certificate and names -c; no cookie
-#   cert_wrong:   both servers, a certificate from certs/rogue-ca.pem: exit 1, the error says the server refused the
-#                 certificate and names its subject
+#   cert_wrong:   the same three, a certificate from certs/rogue-ca.pem: exit 1, the error says the server
+#                 refused the certificate (or that it is not from a CA the server names) and gives its subject
 # Reconnect and rekey (src/session/ac_tunnel.cpp; DTLS on):
 #   reconnect_tls_drop: the client's TCP socket destroyed under it (ss -K; ocserv keeps the session):
 #                 a new TLS connection + CONNECT with the same cookie, no second login on ocserv,
@@ -367,27 +368,34 @@ cert_password)
   ;;
 cert_missing|cert_wrong)
   presented=(); [[ $mode == cert_wrong ]] && presented=(-c "$repo/certs/rogue-client.pem" -k "$repo/certs/rogue-client-key.pem")
-  if [[ $mode == cert_missing ]]; then
-    want="wants a client certificate; give one with -c/--certificate"
-  else
-    want='refused the client certificate "UID=testuser,CN=testuser,O=espvpn tests"'
-  fi
-  refused() {  # SERVER-KIND: exit 1 within 10 s with the error, no cookie
+  refused() {  # SERVER-KIND PATTERN: exit 1 within 10 s with an error matching PATTERN, no cookie
     local t0=$SECONDS rc=0
     echo "$oc_password" | ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" "${presented[@]}" \
       -u testuser --passwd-on-stdin "$url" >"$work/auth.out" 2>"$work/auth-$1.log" || rc=$?
     [[ $rc -eq 1 ]] || fail "$mode ($1): exit $rc, expected 1"
     ((SECONDS - t0 < 10)) || fail "$mode ($1): took $((SECONDS - t0)) s"
     ! grep -q COOKIE "$work/auth.out" || fail "$mode ($1): a cookie was printed"
-    grep -q "$want" "$work/auth-$1.log" || fail "$mode ($1): no clear error"
+    grep -q "$2" "$work/auth-$1.log" || fail "$mode ($1): no clear error"
     grep "error:" "$work/auth-$1.log" | sed 's/^/  /'
   }
-  refused certificate
+  oc_restart() { ocserv_down; ocserv_up "${oc_extra[@]}" "$@" || fail "ocserv did not restart"; }
+  subject='"UID=testuser,CN=testuser,O=espvpn tests"'
+  if [[ $mode == cert_missing ]]; then
+    want="wants a client certificate; give one with -c/--certificate"
+    want_tls="asked for a client certificate and none is configured: -c/--certificate"
+  else
+    want="refused the client certificate $subject"
+    want_tls="asked for a client certificate; $subject is not from a CA it names"
+  fi
+  refused certificate "$want"
   # the same against certificate + password (ocserv refuses after the username form)
-  ocserv_down
   oc_auth=("auth = \"plain[passwd=$work/oc/passwd]\"" 'auth = "certificate"')
-  ocserv_up "${oc_extra[@]}" || fail "ocserv did not restart"
-  refused plain+certificate
+  oc_restart
+  refused plain+certificate "$want"
+  # cisco-client-compat = false: ocserv requires the certificate in the TLS handshake and drops it
+  oc_auth=('auth = "certificate"')
+  oc_restart "cisco-client-compat = false" "dtls-legacy = false"
+  refused certificate-at-tls "$want_tls"
   echo "PASS $mode"
   ;;
 login)
