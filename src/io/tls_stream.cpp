@@ -87,7 +87,16 @@ bool looks_like_pem(const std::string& path) {
 }
 
 // --certificate may name a PEM file (key in it or in --sslkey) or a PKCS#12
-// bundle, as in openconnect; --key-password opens either.
+// bundle, as in openconnect; --key-password opens either. GnuTLS's return code.
+int load_client_certificate_file(gnutls_certificate_credentials_t cred, const TlsClientConfig& config,
+                                 const char* pass) {
+    const auto& cert = config.client_cert_file;
+    if (!looks_like_pem(cert))
+        return gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert.c_str(), GNUTLS_X509_FMT_DER, pass);
+    const auto& key = config.client_key_file.empty() ? cert : config.client_key_file;
+    return gnutls_certificate_set_x509_key_file2(cred, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM, pass, 0);
+}
+
 Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsClientConfig& config) {
     // GnuTLS wants a NUL-terminated password; keep that copy in a Secret too.
     Secret password(config.key_password.size() + 1);
@@ -95,19 +104,14 @@ Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsC
               password.reveal_mutable().begin());
     const char* pass = config.key_password.empty() ? nullptr : reinterpret_cast<const char*>(password.reveal().data());
     const auto& cert = config.client_cert_file;
-    if (!looks_like_pem(cert)) {
-        int rc = gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert.c_str(), GNUTLS_X509_FMT_DER, pass);
-        if (rc < 0)
-            return make_error("cannot load client certificate " + cert + " (PKCS#12" +
-                              (pass ? "; wrong password?" : ", no password given: -p/--key-password") +
-                              "): " + gnutls_message(rc));
-        return {};
-    }
+    int rc = load_client_certificate_file(cred, config, pass);
+    if (rc >= 0) return {};
+    if (!looks_like_pem(cert))
+        return make_error("cannot load client certificate " + cert + " (PKCS#12" +
+                          (pass ? "; wrong password?" : ", no password given: -p/--key-password") +
+                          "): " + gnutls_message(rc));
     const auto& key = config.client_key_file.empty() ? cert : config.client_key_file;
-    int rc = gnutls_certificate_set_x509_key_file2(cred, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM, pass, 0);
-    if (rc < 0)
-        return make_error("cannot load client certificate " + cert + " with key " + key + ": " + gnutls_message(rc));
-    return {};
+    return make_error("cannot load client certificate " + cert + " with key " + key + ": " + gnutls_message(rc));
 }
 
 // The subject of the loaded client certificate, "" if GnuTLS cannot say.
@@ -127,6 +131,15 @@ std::string first_certificate_subject(gnutls_certificate_credentials_t cred) {
 }
 
 }  // namespace
+
+bool client_key_needs_password(const TlsClientConfig& config) {
+    if (config.client_cert_file.empty() || !config.key_password.empty()) return false;
+    gnutls_certificate_credentials_t trial = nullptr;
+    if (gnutls_certificate_allocate_credentials(&trial) < 0) return false;
+    int rc = load_client_certificate_file(trial, config, nullptr);
+    gnutls_certificate_free_credentials(trial);
+    return rc == GNUTLS_E_DECRYPTION_FAILED || rc == GNUTLS_E_MAC_VERIFY_FAILED;
+}
 
 Result<std::string> parse_pin(std::string_view text) {
     if (text.substr(0, kPinPrefix.size()) != kPinPrefix)

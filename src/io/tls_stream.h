@@ -61,6 +61,11 @@ private:
     std::string client_subject_;
 };
 
+// True when the client certificate's key (PKCS#12 bundle or encrypted PEM key)
+// cannot be opened without a password and none is given: the caller may ask for
+// one, as openconnect does.
+bool client_key_needs_password(const TlsClientConfig& config);
+
 // Validates and normalises "pin-sha256:<base64>" (32-byte digest).
 Result<std::string> parse_pin(std::string_view text);
 

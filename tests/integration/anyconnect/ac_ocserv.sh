@@ -31,8 +31,9 @@
 # Client certificates (ocserv's ca-cert = certs/ca.pem, cert-user-oid = UID; certs/client.pem has UID testuser):
 #   cert:         auth = "certificate": espvpn -c/-k --authenticate with stdin closed (no prompt) prints a
 #                 cookie that connects (ping), the same with client.p12 -p; a full connect with -c/-k
-#                 (ocserv names the user testuser from the certificate); client.p12 without -p: exit 1
-#                 naming -p; openconnect 9.01 connects with the same certificate (ping)
+#                 (ocserv names the user testuser from the certificate); client.p12 without -p: its pass
+#                 phrase asked for (stdin), with --non-inter or at EOF exit 1 naming -p, a wrong one exit 1;
+#                 openconnect 9.01 connects with the same certificate (ping)
 #   cert_password: auth = "plain[...]" + auth = "certificate" (ocserv's "plain+certificate"): the
 #                 certificate at TLS, then the username and password forms; tunnel, ping; openconnect
 #                 the same; a wrong password still fails as such
@@ -324,12 +325,23 @@ cert)
   ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" "${p12[@]}" "$url" </dev/null \
     >"$work/auth.out" 2>"$work/auth-p12.log" || fail "espvpn --authenticate with client.p12 -p exited $?"
   grep -q "^COOKIE='webvpn=" "$work/auth.out" || fail "no cookie for the PKCS#12 login"
+  # without -p the pass phrase is asked for (here: a line of stdin), as openconnect asks
+  echo espvpn-p12 | ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" -c "$repo/certs/client.p12" \
+    "$url" >"$work/auth.out" 2>"$work/auth-ask.log" || fail "client.p12 with its password on stdin: exit $?"
+  grep -q "^COOKIE='webvpn=" "$work/auth.out" || fail "no cookie for the PKCS#12 login with the asked password"
+  for how in --non-inter ""; do
+    rc=0
+    ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" -c "$repo/certs/client.p12" $how "$url" \
+      </dev/null >"$work/auth.out" 2>"$work/auth-nop.log" || rc=$?
+    [[ $rc -eq 1 ]] || fail "client.p12 without its password (${how:-stdin at EOF}) gave exit $rc"
+    grep -q "client.p12 needs its password (-p/--key-password)" "$work/auth-nop.log" ||
+      fail "no clear error for the PKCS#12 without a password (${how:-stdin at EOF})"
+  done
   rc=0
-  ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" -c "$repo/certs/client.p12" "$url" </dev/null \
-    >"$work/auth.out" 2>"$work/auth-nop.log" || rc=$?
-  [[ $rc -eq 1 ]] || fail "client.p12 without its password gave exit $rc"
-  grep -q "client.p12 (PKCS#12, no password given: -p/--key-password)" "$work/auth-nop.log" ||
-    fail "no clear error for the PKCS#12 without a password"
+  echo wrong | ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" -c "$repo/certs/client.p12" \
+    "$url" >"$work/auth.out" 2>"$work/auth-wrongp.log" || rc=$?
+  [[ $rc -eq 1 ]] && grep -q "client.p12 (PKCS#12; wrong password?)" "$work/auth-wrongp.log" ||
+    fail "a wrong PKCS#12 password: exit $rc without a clear error"
   espvpn_up direct "${client_cert[@]}" </dev/null
   occtl_run show users >"$work/users.out"
   grep -q testuser "$work/users.out" || fail "ocserv does not list testuser (the certificate's UID)"
