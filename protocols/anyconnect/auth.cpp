@@ -67,14 +67,16 @@ Result<AcAuthReply> parse_auth_reply(std::string_view body) {
     else if (type == "auth-request") reply.type = AcAuthReply::Type::auth_request;
     else return make_error("the server's auth reply has config-auth type \"" + type + "\", expected auth-request or complete");
 
+    reply.client_cert_requested = root.child("client-cert-request") || root.child("multiple-client-cert-request");
     xml::Node auth = root.child("auth");
+    if (!auth && reply.client_cert_requested && reply.type == AcAuthReply::Type::auth_request) return reply;
     if (!auth) return make_error("the server's " + type + " reply has no <auth> element");
     reply.auth_id = auth.attribute("id").value_or("");
     reply.message = auth.child_text_or_empty("message");
     reply.banner = auth.child_text_or_empty("banner");
     reply.error = auth.child_text_or_empty("error");
     reply.opaque = opaque_element(body);
-    if (reply.success()) return reply;
+    if (reply.success() || reply.client_cert_requested) return reply;
 
     xml::Node form = auth.child("form");
     if (!form) {
@@ -108,6 +110,19 @@ Result<AcAuthReply> parse_auth_reply(std::string_view body) {
         reply.fields.push_back(std::move(f));
     }
     return reply;
+}
+
+bool refusal_names_certificate(std::string_view http_reason) {
+    return lower(http_reason).find("certificate") != std::string::npos;
+}
+
+std::string client_certificate_error(std::string_view server, const std::optional<std::string>& presented_subject) {
+    if (!presented_subject)
+        return "the server " + std::string(server) +
+               " wants a client certificate; give one with -c/--certificate (and -k/--sslkey if the key is apart)";
+    std::string subject = presented_subject->empty() ? std::string() : " \"" + *presented_subject + "\"";
+    return "the server " + std::string(server) + " refused the client certificate" + subject +
+           " (not issued by a CA it trusts, expired, or not naming a user it knows)";
 }
 
 std::string build_init_request(const AcClientInfo& client, std::string_view group_select) {

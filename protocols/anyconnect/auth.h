@@ -49,6 +49,9 @@ struct AcAuthReply {
     std::string form_action;    // next POST target, "" when absent
     std::vector<AcFormField> fields;
     std::string opaque;         // the whole <opaque> element, to echo verbatim ("" when absent)
+    // <client-cert-request> (or multiple-client-cert-request): the server wants a client
+    // certificate in the TLS handshake before it goes on; such a reply may have no form.
+    bool client_cert_requested = false;
 
     bool success() const { return type == Type::complete || auth_id == "success"; }
     const AcFormField* field(std::string_view name) const;
@@ -59,6 +62,15 @@ struct AcAuthReply {
 // Parses the server's config-auth document; errors name what was wrong
 // ("not XML", "unexpected root", "auth-request without a form").
 Result<AcAuthReply> parse_auth_reply(std::string_view body);
+
+// True when an HTTP refusal's reason is about the client certificate: ocserv
+// answers a missing or untrusted one with "401 No certificate", no XML.
+bool refusal_names_certificate(std::string_view http_reason);
+
+// The error for a login the server refused for want of a (good) client
+// certificate. presented_subject: the subject of the certificate configured with
+// -c, std::nullopt when none was.
+std::string client_certificate_error(std::string_view server, const std::optional<std::string>& presented_subject);
 
 // The first POST: <config-auth type="init">, with <group-select> once a group
 // has been chosen.

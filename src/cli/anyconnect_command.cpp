@@ -46,6 +46,11 @@ int run_anyconnect(ClientOptions& options, std::ostream& out) {
         return kExitError;
     }
     if (!options.usergroup.empty()) url->target = "/" + options.usergroup;
+    TerminalPrompter prompter(options.non_interactive, options.no_passwd);
+    if (auto st = ask_key_password_if_needed(options, prompter); !st) {
+        LOG_ERROR << st.error().message;
+        return kExitError;
+    }
     auto https = io::HttpsClient::create(https_config(options));
     if (!https) {
         LOG_ERROR << https.error().message;
@@ -72,7 +77,7 @@ int run_anyconnect(ClientOptions& options, std::ostream& out) {
         if (!options.version_string.empty()) settings.client.version = options.version_string;
         settings.client.device_id = options.os;
         settings.dump_traffic = options.dump_http_traffic;
-        TerminalPrompter prompter(options.non_interactive, options.no_passwd);
+        if (!options.certificate.empty()) settings.client_certificate = https->credentials()->client_subject();
         session::AcLogin login(*https, std::move(settings), prompter);
         auto done = login.run();
         https->log_summary("login");

@@ -72,6 +72,11 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
         return kExitError;
     }
     auto client = client_info(options);
+    TerminalPrompter key_prompter(options.non_interactive, options.no_passwd);
+    if (auto st = ask_key_password_if_needed(options, key_prompter); !st) {
+        LOG_ERROR << st.error().message;
+        return kExitError;
+    }
     auto https = io::HttpsClient::create(https_config(options));
     if (!https) {
         LOG_ERROR << https.error().message;

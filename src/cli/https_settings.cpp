@@ -24,4 +24,14 @@ io::HttpsClientConfig https_config(const ClientOptions& o) {
     return h;
 }
 
+Status ask_key_password_if_needed(ClientOptions& o, session::LoginPrompter& prompter) {
+    if (!io::client_key_needs_password(https_config(o).tls)) return {};
+    auto pass = prompter.ask_secret("Enter the pass phrase of " + o.certificate + ":");
+    if (!pass)
+        return make_error("client certificate " + o.certificate + " needs its password (-p/--key-password): " +
+                          pass.error().message);
+    o.key_password = std::move(*pass);
+    return {};
+}
+
 }  // namespace espvpn::cli

@@ -4,9 +4,15 @@
 
 #include "src/cli/options.h"
 #include "src/io/https_client.h"
+#include "src/session/login_prompter.h"
 
 namespace espvpn::cli {
 
 io::HttpsClientConfig https_config(const ClientOptions& options);
+
+// Without -p, a PKCS#12 file or encrypted key that needs a pass phrase has it
+// asked for (a line of standard input when that is not a terminal; an error with
+// --non-inter), as openconnect asks before its first request.
+Status ask_key_password_if_needed(ClientOptions& options, session::LoginPrompter& prompter);
 
 }  // namespace espvpn::cli

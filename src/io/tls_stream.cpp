@@ -87,7 +87,16 @@ bool looks_like_pem(const std::string& path) {
 }
 
 // --certificate may name a PEM file (key in it or in --sslkey) or a PKCS#12
-// bundle, as in openconnect; --key-password opens either.
+// bundle, as in openconnect; --key-password opens either. GnuTLS's return code.
+int load_client_certificate_file(gnutls_certificate_credentials_t cred, const TlsClientConfig& config,
+                                 const char* pass) {
+    const auto& cert = config.client_cert_file;
+    if (!looks_like_pem(cert))
+        return gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert.c_str(), GNUTLS_X509_FMT_DER, pass);
+    const auto& key = config.client_key_file.empty() ? cert : config.client_key_file;
+    return gnutls_certificate_set_x509_key_file2(cred, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM, pass, 0);
+}
+
 Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsClientConfig& config) {
     // GnuTLS wants a NUL-terminated password; keep that copy in a Secret too.
     Secret password(config.key_password.size() + 1);
@@ -95,21 +104,42 @@ Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsC
               password.reveal_mutable().begin());
     const char* pass = config.key_password.empty() ? nullptr : reinterpret_cast<const char*>(password.reveal().data());
     const auto& cert = config.client_cert_file;
-    if (!looks_like_pem(cert)) {
-        int rc = gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert.c_str(), GNUTLS_X509_FMT_DER, pass);
-        if (rc < 0)
-            return make_error("cannot load client certificate " + cert + " (PKCS#12; wrong password?): " +
-                              gnutls_message(rc));
-        return {};
-    }
+    int rc = load_client_certificate_file(cred, config, pass);
+    if (rc >= 0) return {};
+    if (!looks_like_pem(cert))
+        return make_error("cannot load client certificate " + cert + " (PKCS#12" +
+                          (pass ? "; wrong password?" : ", no password given: -p/--key-password") +
+                          "): " + gnutls_message(rc));
     const auto& key = config.client_key_file.empty() ? cert : config.client_key_file;
-    int rc = gnutls_certificate_set_x509_key_file2(cred, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM, pass, 0);
-    if (rc < 0)
-        return make_error("cannot load client certificate " + cert + " with key " + key + ": " + gnutls_message(rc));
-    return {};
+    return make_error("cannot load client certificate " + cert + " with key " + key + ": " + gnutls_message(rc));
+}
+
+// The subject of the loaded client certificate, "" if GnuTLS cannot say.
+std::string first_certificate_subject(gnutls_certificate_credentials_t cred) {
+    gnutls_x509_crt_t* chain = nullptr;
+    unsigned int length = 0;
+    if (gnutls_certificate_get_x509_crt(cred, 0, &chain, &length) < 0) return {};
+    std::string subject;
+    gnutls_datum_t dn{};
+    if (length > 0 && gnutls_x509_crt_get_dn3(chain[0], &dn, 0) >= 0) {
+        subject.assign(reinterpret_cast<const char*>(dn.data), dn.size);
+        gnutls_free(dn.data);
+    }
+    for (unsigned int i = 0; i < length; ++i) gnutls_x509_crt_deinit(chain[i]);
+    gnutls_free(chain);
+    return subject;
 }
 
 }  // namespace
+
+bool client_key_needs_password(const TlsClientConfig& config) {
+    if (config.client_cert_file.empty() || !config.key_password.empty()) return false;
+    gnutls_certificate_credentials_t trial = nullptr;
+    if (gnutls_certificate_allocate_credentials(&trial) < 0) return false;
+    int rc = load_client_certificate_file(trial, config, nullptr);
+    gnutls_certificate_free_credentials(trial);
+    return rc == GNUTLS_E_DECRYPTION_FAILED || rc == GNUTLS_E_MAC_VERIFY_FAILED;
+}
 
 Result<std::string> parse_pin(std::string_view text) {
     if (text.substr(0, kPinPrefix.size()) != kPinPrefix)
@@ -155,6 +185,7 @@ Result<std::shared_ptr<const TlsCredentials>> TlsCredentials::load(const TlsClie
     }
     if (!config.client_cert_file.empty()) {
         if (auto st = load_client_certificate(self->cred_, config); !st) return st.error();
+        self->client_subject_ = first_certificate_subject(self->cred_);
     }
     gnutls_certificate_set_verify_function(self->cred_, &TlsStream::verify_callback);
     self->config_ = TlsClientConfig{config.system_trust,    config.ca_file,         config.server_pins,
@@ -295,9 +326,22 @@ Status TlsStream::handshake(Deadline deadline) {
             std::string msg = "TLS handshake with " + endpoint() + " failed: " + gnutls_message(rc);
             if (rc == GNUTLS_E_FATAL_ALERT_RECEIVED)
                 msg += std::string(" (") + gnutls_alert_get_name(gnutls_alert_get(session_)) + ")";
-            return make_error(msg);
+            return make_error(msg + client_certificate_hint());
         }
     }
+}
+
+// A server that requires a client certificate just drops the handshake
+// without a usable one; say so, since its error ("pull function") does not.
+std::string TlsStream::client_certificate_hint() const {
+    if (gnutls_certificate_client_get_request_status(session_) == 0) return {};
+    const std::string& subject = credentials_->client_subject();
+    if (credentials_->config().client_cert_file.empty())
+        return " (the server asked for a client certificate and none is configured: -c/--certificate)";
+    if (!gnutls_certificate_get_ours(session_))
+        return " (the server asked for a client certificate; \"" + subject +
+               "\" is not from a CA it names, so it was not sent)";
+    return " (the server may have refused the client certificate \"" + subject + "\")";
 }
 
 int TlsStream::verify_callback(gnutls_session_t session) {

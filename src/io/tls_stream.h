@@ -49,13 +49,22 @@ public:
     gnutls_certificate_credentials_t native() const { return cred_; }
     const TlsClientConfig& config() const { return config_; }
     bool pin_matches(const std::string& pin) const;
+    // The distinguished name of the client certificate (RFC 4514 text), "" when
+    // none is configured: named in errors when the server refuses it.
+    const std::string& client_subject() const { return client_subject_; }
 
 private:
     TlsCredentials() = default;
     gnutls_certificate_credentials_t cred_ = nullptr;
     TlsClientConfig config_;             // without the PKCS#12 password
     std::vector<std::string> pins_;      // normalised "pin-sha256:<base64>"
+    std::string client_subject_;
 };
+
+// True when the client certificate's key (PKCS#12 bundle or encrypted PEM key)
+// cannot be opened without a password and none is given: the caller may ask for
+// one, as openconnect does.
+bool client_key_needs_password(const TlsClientConfig& config);
 
 // Validates and normalises "pin-sha256:<base64>" (32-byte digest).
 Result<std::string> parse_pin(std::string_view text);
@@ -99,6 +108,7 @@ private:
     int verify_peer();
     Status wait(bool for_write, Deadline deadline, const char* what);
     Status handshake(Deadline deadline);
+    std::string client_certificate_hint() const;  // for a failed handshake; "" if none was asked for
     Deadline effective(std::optional<Deadline> deadline) const;
 
     std::shared_ptr<const TlsCredentials> credentials_;

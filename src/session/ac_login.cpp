@@ -45,6 +45,9 @@ Result<AcAuthReply> AcLogin::post(const std::string& target, Secret body, const 
             LOG_DEBUG << "< (" << response->set_cookies.size() << " Set-Cookie header(s), values redacted)";
         LOG_DEBUG << "< " << response->body.reveal_text();  // config-auth forms hold no secrets; cookies are headers
     }
+    if ((response->status == 401 || response->status == 403) && anyconnect::refusal_names_certificate(response->reason))
+        return make_error(anyconnect::client_certificate_error(s_.server.host, s_.client_certificate) + ": HTTP " +
+                          std::to_string(response->status) + " " + response->reason);
     if (response->status == 401 || response->status == 403)
         return make_error("the server rejected the credentials: HTTP " + std::to_string(response->status) + " " +
                           response->reason);
@@ -102,6 +105,8 @@ Result<AcAuthenticated> AcLogin::run() {
     int failures = 0;
     for (int round = 0;; ++round) {
         if (!reply) return reply.error();
+        if (reply->client_cert_requested)
+            return make_error(anyconnect::client_certificate_error(s_.server.host, s_.client_certificate));
         if (reply->success()) break;
         if (round >= s_.max_rounds)
             return make_error("login not finished after " + std::to_string(s_.max_rounds) + " forms; giving up");

@@ -5,6 +5,7 @@
 // the tunnel then takes over for its CONNECT (HttpsClient::release_connection).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "crypto/result.h"
@@ -22,6 +23,9 @@ struct AcLoginSettings {
     std::string authgroup;       // --authgroup: a group_list label (or value)
     std::string user_agent;
     anyconnect::AcClientInfo client;  // version, device id (group_access is filled in)
+    // The subject of the client certificate offered in the TLS handshake (-c),
+    // std::nullopt when none is configured: the error when the server wants one says which.
+    std::optional<std::string> client_certificate;
     bool dump_traffic = false;   // --dump-http-traffic, secrets redacted
     int max_rounds = 10;         // forms answered before giving up
 };

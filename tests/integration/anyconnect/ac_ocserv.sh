@@ -28,6 +28,20 @@
 #   outer_v6:     ocserv reachable over IPv6 only (https://[fd00:201::1]:4443/): CSTP over TCPv6,
 #                 DTLS (PSK) over UDPv6, ping v4 + v6, iperf3 both ways on DTLS; the tun MTU equals
 #                 openconnect 9.01's against the same ocserv (ocserv's v6 figure)
+# Client certificates (ocserv's ca-cert = certs/ca.pem, cert-user-oid = UID; certs/client.pem has UID testuser):
+#   cert:         auth = "certificate": espvpn -c/-k --authenticate with stdin closed (no prompt) prints a
+#                 cookie that connects (ping), the same with client.p12 -p; a full connect with -c/-k
+#                 (ocserv names the user testuser from the certificate); client.p12 without -p: its pass
+#                 phrase asked for (stdin), with --non-inter or at EOF exit 1 naming -p, a wrong one exit 1;
+#                 openconnect 9.01 connects with the same certificate (ping)
+#   cert_password: auth = "plain[...]" + auth = "certificate" (ocserv's "plain+certificate"): the
+#                 certificate at TLS, then the username and password forms; tunnel, ping; openconnect
+#                 the same; a wrong password still fails as such
+#   cert_missing: both servers above, and certificate-only with cisco-client-compat = false (ocserv then
+#                 drops the TLS handshake), no -c: exit 1 at once, the error says the server wants a client
+#                 certificate and names -c; no cookie
+#   cert_wrong:   the same three, a certificate from certs/rogue-ca.pem: exit 1, the error says the server
+#                 refused the certificate (or that it is not from a CA the server names) and gives its subject
 # Reconnect and rekey (src/session/ac_tunnel.cpp; DTLS on):
 #   reconnect_tls_drop: the client's TCP socket destroyed under it (ss -K; ocserv keeps the session):
 #                 a new TLS connection + CONNECT with the same cookie, no second login on ocserv,
@@ -101,6 +115,11 @@ rekey_dtls) dtls_opt=() ;;
 esac
 # rekey_tls13: ocserv's GnuTLS logs the key update it receives (GnuTLS reads GNUTLS_DEBUG_LEVEL at start)
 [[ $mode == rekey_tls13 ]] && export GNUTLS_DEBUG_LEVEL=4
+case $mode in
+cert|cert_missing|cert_wrong) oc_auth=('auth = "certificate"') ;;&
+cert_password) oc_auth=("auth = \"plain[passwd=$work/oc/passwd]\"" 'auth = "certificate"') ;;&
+cert*) oc_extra+=("ca-cert = $repo/certs/ca.pem" "cert-user-oid = 0.9.2342.19200300.100.1.1") ;;
+esac
 ocserv_up "${oc_extra[@]}" || fail "ocserv did not start"
 unset GNUTLS_DEBUG_LEVEL
 
@@ -292,6 +311,104 @@ dtls_dies)
   stats_check dies "d['transport'] == 'dtls' and d['transport_switches'] >= 3" || fail "the stats do not show the switches"
   espvpn_stop dies
   echo "PASS dtls_dies"
+  ;;
+cert)
+  client_cert=(-c "$repo/certs/client.pem" -k "$repo/certs/client-key.pem")
+  p12=(-c "$repo/certs/client.p12" -p espvpn-p12)
+  ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" "${client_cert[@]}" "$url" </dev/null \
+    >"$work/auth.out" 2>"$work/auth.log" || fail "espvpn --authenticate with -c/-k exited $?"
+  grep -q "^COOKIE='webvpn=" "$work/auth.out" || fail "no cookie for the certificate login"
+  ! grep -qi "password\|username" "$work/auth.log" || fail "a form was asked for in a certificate-only login"
+  espvpn_up cookie -C "$(cookie_of)"
+  ping_lan
+  espvpn_stop cookie
+  ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" "${p12[@]}" "$url" </dev/null \
+    >"$work/auth.out" 2>"$work/auth-p12.log" || fail "espvpn --authenticate with client.p12 -p exited $?"
+  grep -q "^COOKIE='webvpn=" "$work/auth.out" || fail "no cookie for the PKCS#12 login"
+  # without -p the pass phrase is asked for (here: a line of stdin), as openconnect asks
+  echo espvpn-p12 | ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" -c "$repo/certs/client.p12" \
+    "$url" >"$work/auth.out" 2>"$work/auth-ask.log" || fail "client.p12 with its password on stdin: exit $?"
+  grep -q "^COOKIE='webvpn=" "$work/auth.out" || fail "no cookie for the PKCS#12 login with the asked password"
+  for how in --non-inter ""; do
+    rc=0
+    ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" -c "$repo/certs/client.p12" $how "$url" \
+      </dev/null >"$work/auth.out" 2>"$work/auth-nop.log" || rc=$?
+    [[ $rc -eq 1 ]] || fail "client.p12 without its password (${how:-stdin at EOF}) gave exit $rc"
+    grep -q "client.p12 needs its password (-p/--key-password)" "$work/auth-nop.log" ||
+      fail "no clear error for the PKCS#12 without a password (${how:-stdin at EOF})"
+  done
+  rc=0
+  echo wrong | ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" -c "$repo/certs/client.p12" \
+    "$url" >"$work/auth.out" 2>"$work/auth-wrongp.log" || rc=$?
+  [[ $rc -eq 1 ]] && grep -q "client.p12 (PKCS#12; wrong password?)" "$work/auth-wrongp.log" ||
+    fail "a wrong PKCS#12 password: exit $rc without a clear error"
+  espvpn_up direct "${client_cert[@]}" </dev/null
+  occtl_run show users >"$work/users.out"
+  grep -q testuser "$work/users.out" || fail "ocserv does not list testuser (the certificate's UID)"
+  ping_lan
+  espvpn_stop direct
+  # openconnect 9.01, the reference, with the same certificate and server
+  ip netns exec "$nsc" timeout 30 openconnect --non-inter "${ca[@]}" "${p12[@]}" --no-dtls \
+    --script "$repo/tools/netns/minimal-vpnc-script" "$url" </dev/null >"$work/oc.out" 2>&1 &
+  oc_client=$!; pids+=("$oc_client")
+  wait_for "$work/oc.out" "Configured as\|CSTP connected" 20 || fail "openconnect did not connect with the certificate"
+  ping_lan
+  kill -INT "$oc_client"; wait "$oc_client" || true
+  echo "PASS cert"
+  ;;
+cert_password)
+  client_cert=(-c "$repo/certs/client.pem" -k "$repo/certs/client-key.pem")
+  authenticate testuser "${client_cert[@]}" || fail "certificate + password login exited $?"
+  grep -q "^COOKIE='webvpn=" "$work/auth.out" || fail "no cookie for the certificate + password login"
+  grep -q "Please enter your password" "$work/auth.log" || fail "no password form after the certificate"
+  espvpn_up both "${client_cert[@]}" -u testuser --passwd-on-stdin <<<"$oc_password"
+  ping_lan
+  espvpn_stop both
+  rc=0
+  printf 'bad1\nbad2\nbad3\n' | ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" "${client_cert[@]}" \
+    -u testuser --passwd-on-stdin "$url" >"$work/auth.out" 2>"$work/auth-bad.log" || rc=$?
+  [[ $rc -eq 1 ]] && grep -q "rejected the credentials" "$work/auth-bad.log" ||
+    fail "a wrong password with a good certificate gave exit $rc without the credentials error"
+  echo "$oc_password" | ip netns exec "$nsc" timeout 30 openconnect --non-inter "${ca[@]}" "${client_cert[@]}" \
+    -u testuser --passwd-on-stdin --no-dtls --script "$repo/tools/netns/minimal-vpnc-script" "$url" \
+    >"$work/oc.out" 2>&1 &
+  oc_client=$!; pids+=("$oc_client")
+  wait_for "$work/oc.out" "Configured as\|CSTP connected" 20 || fail "openconnect did not connect with certificate + password"
+  ping_lan
+  kill -INT "$oc_client"; wait "$oc_client" || true
+  echo "PASS cert_password"
+  ;;
+cert_missing|cert_wrong)
+  presented=(); [[ $mode == cert_wrong ]] && presented=(-c "$repo/certs/rogue-client.pem" -k "$repo/certs/rogue-client-key.pem")
+  refused() {  # SERVER-KIND PATTERN: exit 1 within 10 s with an error matching PATTERN, no cookie
+    local t0=$SECONDS rc=0
+    echo "$oc_password" | ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" "${presented[@]}" \
+      -u testuser --passwd-on-stdin "$url" >"$work/auth.out" 2>"$work/auth-$1.log" || rc=$?
+    [[ $rc -eq 1 ]] || fail "$mode ($1): exit $rc, expected 1"
+    ((SECONDS - t0 < 10)) || fail "$mode ($1): took $((SECONDS - t0)) s"
+    ! grep -q COOKIE "$work/auth.out" || fail "$mode ($1): a cookie was printed"
+    grep -q "$2" "$work/auth-$1.log" || fail "$mode ($1): no clear error"
+    grep "error:" "$work/auth-$1.log" | sed 's/^/  /'
+  }
+  oc_restart() { ocserv_down; ocserv_up "${oc_extra[@]}" "$@" || fail "ocserv did not restart"; }
+  subject='"UID=testuser,CN=testuser,O=espvpn tests"'
+  if [[ $mode == cert_missing ]]; then
+    want="wants a client certificate; give one with -c/--certificate"
+    want_tls="asked for a client certificate and none is configured: -c/--certificate"
+  else
+    want="refused the client certificate $subject"
+    want_tls="asked for a client certificate; $subject is not from a CA it names"
+  fi
+  refused certificate "$want"
+  # the same against certificate + password (ocserv refuses after the username form)
+  oc_auth=("auth = \"plain[passwd=$work/oc/passwd]\"" 'auth = "certificate"')
+  oc_restart
+  refused plain+certificate "$want"
+  # cisco-client-compat = false: ocserv requires the certificate in the TLS handshake and drops it
+  oc_auth=('auth = "certificate"')
+  oc_restart "cisco-client-compat = false" "dtls-legacy = false"
+  refused certificate-at-tls "$want_tls"
+  echo "PASS $mode"
   ;;
 login)
   authenticate testuser || fail "espvpn --authenticate exited $?"

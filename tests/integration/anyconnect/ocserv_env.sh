@@ -11,7 +11,8 @@
 # Users (password test123): testuser (no group), grpuser (groups group1, group2).
 # Knobs (set before ocserv_up): OC_DPD (default 10), OC_UDP (1: udp-port set, DTLS
 # offered; 0: no udp-port), OC_GROUPS (1: select-group lines for group1/group2),
-# oc_routes (the route lines; default the lan's /24).
+# oc_routes (the route lines; default the lan's /24), oc_auth (the auth lines; default
+# the password file: oc_auth=("auth = \"certificate\"") for certificate-only login).
 # Use trap ocserv_cleanup EXIT.
 # shellcheck source=../../../tools/netns/gp-topology.sh
 . "$repo/tools/netns/gp-topology.sh"
@@ -21,6 +22,7 @@ oc_pin=$(certtool --certificate-info --infile "$repo/certs/server.pem" 2>/dev/nu
 
 # The routes ocserv pushes (a caller may replace them, e.g. with "route = default").
 oc_routes=("route = 10.202.0.0/255.255.255.0")
+oc_auth=()
 
 # ocserv_conf [extra lines...]: writes $work/ocserv.conf and the password file.
 ocserv_conf() {
@@ -30,7 +32,7 @@ ocserv_conf() {
   printf '%s\n%s\n' $oc_password $oc_password | ocpasswd -c "$work/oc/passwd" testuser
   printf '%s\n%s\n' $oc_password $oc_password | ocpasswd -c "$work/oc/passwd" -g "group1,group2" grpuser
   {
-    echo "auth = \"plain[passwd=$work/oc/passwd]\""
+    if ((${#oc_auth[@]})); then printf '%s\n' "${oc_auth[@]}"; else echo "auth = \"plain[passwd=$work/oc/passwd]\""; fi
     echo "listen-host = ${oc_listen_host:-$gw_ip}"
     echo "tcp-port = $oc_port"
     [[ ${OC_UDP:-1} == 1 ]] && echo "udp-port = $oc_port"

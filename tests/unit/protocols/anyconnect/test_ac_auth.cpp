@@ -166,3 +166,41 @@ TEST_CASE("session cookie: bare value, openconnect's composite string, our own o
     CHECK(no_webvpn.error().message.find("webvpn") != std::string::npos);
     CHECK_FALSE(webvpn_from_cookie_text("webvpn=").ok());
 }
+
+TEST_CASE("client certificate requests: Cisco's XML element, ocserv's 401") {
+    // Cisco: the request may come as a config-auth with no <auth> at all.
+    auto bare = must_parse(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        "<config-auth client=\"vpn\" type=\"auth-request\" aggregate-auth-version=\"2\">"
+        "<client-cert-request/></config-auth>");
+    CHECK(bare.client_cert_requested);
+    CHECK(bare.fields.empty());
+    CHECK_FALSE(bare.success());
+
+    auto with_form = must_parse(
+        "<config-auth client=\"vpn\" type=\"auth-request\"><auth id=\"main\"><message>Certificate needed</message>"
+        "<form method=\"post\" action=\"/\"></form></auth><multiple-client-cert-request>"
+        "<hash-algorithm>sha256</hash-algorithm></multiple-client-cert-request></config-auth>");
+    CHECK(with_form.client_cert_requested);
+    CHECK(with_form.message == "Certificate needed");
+
+    // Absent from ocserv's ordinary forms.
+    CHECK_FALSE(must_parse(fixture("ocserv_username_form.xml")).client_cert_requested);
+    // A request element does not make a complete document without <auth> acceptable.
+    CHECK(error_of("<config-auth type=\"complete\"><client-cert-request/></config-auth>").find("no <auth>") !=
+          std::string::npos);
+
+    CHECK(refusal_names_certificate("No certificate"));
+    CHECK(refusal_names_certificate("Client CERTIFICATE required"));
+    CHECK_FALSE(refusal_names_certificate("Authentication failed"));
+    CHECK_FALSE(refusal_names_certificate(""));
+
+    std::string none = client_certificate_error("vpn.test", std::nullopt);
+    CHECK(none.find("vpn.test wants a client certificate") != std::string::npos);
+    CHECK(none.find("-c/--certificate") != std::string::npos);
+    std::string refused = client_certificate_error("vpn.test", std::string("UID=testuser,CN=testuser"));
+    CHECK(refused.find("vpn.test refused the client certificate \"UID=testuser,CN=testuser\"") != std::string::npos);
+    CHECK(refused.find("wants") == std::string::npos);
+    CHECK(client_certificate_error("vpn.test", std::string()).find("refused the client certificate (") !=
+          std::string::npos);
+}
