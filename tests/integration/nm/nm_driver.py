@@ -269,6 +269,7 @@ def scenario_tunnel(bus):
 
 # --- AnyConnect against ocserv -------------------------------------------------------
 
+# ocserv_env.sh's pool and ocserv's own tunnel address; nm_plugin.sh adds the IPv6 pool.
 OC_POOL, OC_POOL6, OC_SERVER_TUN = ipaddress.ip_network("192.168.99.0/24"), ipaddress.ip_network("fd00:199::/64"), \
     "192.168.99.1"
 
@@ -279,6 +280,13 @@ def occtl(*cmd):
     if r.returncode != 0:
         fail("occtl %s failed (%d): %s" % (" ".join(cmd), r.returncode, r.stderr + r.stdout))
     return r.stdout
+
+
+def udp_datagrams():
+    """(OutDatagrams, InDatagrams) of the client namespace's UDP."""
+    rows = [line.split() for line in ns("cat", "/proc/net/snmp").stdout.splitlines() if line.startswith("Udp:")]
+    counters = dict(zip(rows[0][1:], (int(v) for v in rows[1][1:])))
+    return counters["OutDatagrams"], counters["InDatagrams"]
 
 
 def ocserv_users():
@@ -370,8 +378,14 @@ def scenario_ac_tunnel(bus):
 
     apply_like_nm(cfg, ip4, ip6)
     # A ping filling the MTU NM was given, not fragmented: that MTU fits the DTLS path.
+    udp0 = udp_datagrams()
     ping_lan(tundev, extra=(["ping", "-c", "2", "-i", "0.2", "-W", "2", "-M", "do", "-s", str(mtu - 28),
                              args.lan_ip],))
+    # 8 echo requests and replies: DTLS is the client namespace's only UDP.
+    sent, received = (b - a for a, b in zip(udp0, udp_datagrams()))
+    if sent < 8 or received < 8:
+        fail("the pings did not go over DTLS: %d UDP datagrams out, %d in" % (sent, received))
+    ok("the pings went over DTLS: %d UDP datagrams out, %d in" % (sent, received))
 
     disconnect_and_check(p, espvpn_pid, tundev, auth["COOKIE"])
     if "logout (DISCONNECT) sent" not in p.log():

@@ -50,7 +50,7 @@ if [[ $mode == ac_* ]]; then
     --ocserv-log "$work/ocserv.log" --oc-password "$oc_password" --pin "$oc_pin")
 else
   gateway_up aes-128-gcm --dns 10.202.0.53 --dns6 fd00:202::53 --search corp.test || fail "fake gateway did not start"
-  target=(--gateway "https://$gw_ip:4443/" --tun-ip $tun_ip --tun-ip6 $tun_ip6)
+  target=(--gateway "https://$gw_ip:4443/" --tun-ip "$tun_ip" --tun-ip6 "$tun_ip6")
 fi
 
 # A session-style bus on a socket of our own; it also loads the plugin's D-Bus
