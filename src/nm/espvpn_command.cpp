@@ -1,6 +1,7 @@
 #include "src/nm/espvpn_command.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace espvpn::nm {
 namespace {
