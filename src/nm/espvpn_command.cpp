@@ -1,6 +1,7 @@
 #include "src/nm/espvpn_command.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace espvpn::nm {
 namespace {
@@ -41,12 +42,22 @@ constexpr ValueOption kValueOptions[] = {
 // Keys handled specially below, or bookkeeping NM itself keeps in vpn.data.
 constexpr const char* kOtherKeys[] = {"gateway", "protocol", "servercert", "cafile", "cacert",
                                       "resolve", "disable_ipv6", "no_dtls"};
+// Items of a NetworkManager-openconnect profile that only its auth dialog reads (the
+// login happened there; the service gets the cookie): not passed on, not "unknown".
+constexpr const char* kAuthDialogKeys[] = {"authtype",          "key_pass",           "pem_passphrase_fsid",
+                                           "prevent_invalid_cert", "enable_csd_trojan", "csd_wrapper",
+                                           "stoken_source",     "stoken_string"};
+
+bool has_prefix(const std::string& s, std::string_view prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
 bool known_key(const std::string& key) {
     if (key.size() > 6 && key.compare(key.size() - 6, 6, "-flags") == 0) return true;  // secret flags
+    if (has_prefix(key, "form:")) return true;  // the auth dialog's saved form fields
     for (const auto& o : kValueOptions)
         if (key == o.key) return true;
     for (const char* k : kOtherKeys)
+        if (key == k) return true;
+    for (const char* k : kAuthDialogKeys)
         if (key == k) return true;
     return false;
 }
@@ -73,6 +84,10 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
         else if (*p != "anyconnect") return make_error("protocol '" + *p + "' is not supported (gp or anyconnect)");
     }
     argv.push_back("--protocol=" + protocol);
+    // NetworkManager-openconnect passes its "proxy" item as --proxy; espvpn has no proxy
+    // support, and connecting around the proxy the profile asks for would be wrong.
+    if (const std::string* proxy = data_value(s, "proxy"))
+        return make_error("the connection asks for proxy '" + *proxy + "', but espvpn has no proxy support");
 
     for (const auto& o : kValueOptions)
         if (const std::string* v = data_value(s, o.key)) argv.push_back(std::string(o.option) + "=" + *v);

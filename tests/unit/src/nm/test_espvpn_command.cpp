@@ -79,10 +79,27 @@ TEST_CASE("espvpn command: bad settings are refused with a reason") {
           std::string::npos);
     CHECK(error_of(settings({{"gateway", "vpn.test"}, {"protocol", "pulse"}}, {{"password", "x"}}))
               .find("protocol 'pulse'") != std::string::npos);
+    CHECK(error_of(settings({{"gateway", "vpn.test"}, {"proxy", "http://proxy.test:3128/"}}, {{"cookie", "c"}}))
+              .find("proxy 'http://proxy.test:3128/'") != std::string::npos);
     CHECK(error_of(settings({{"gateway", "vpn.test"}}, {})).find("neither a 'cookie' nor a 'password'") !=
           std::string::npos);
     CHECK(error_of(settings({{"gateway", "vpn.test"}}, {{"password", "a\nb"}})).find("more than one line") !=
           std::string::npos);
+}
+
+TEST_CASE("espvpn command: a NetworkManager-openconnect profile's auth-dialog items are neither passed nor unknown") {
+    // What the NM-openconnect auth dialog leaves in vpn.data (doc B.1) plus a saved form field.
+    auto s = settings({{"gateway", "vpn.example.com"}, {"protocol", "anyconnect"}, {"authtype", "password"},
+                       {"prevent_invalid_cert", "yes"}, {"enable_csd_trojan", "no"}, {"csd_wrapper", "/x"},
+                       {"pem_passphrase_fsid", "no"}, {"stoken_source", "disabled"}, {"stoken_string", ""},
+                       {"key_pass", ""}, {"form:main:group_list", "staff"}, {"cookie-flags", "2"},
+                       {"formerly_unknown", "1"}},
+                      {{"cookie", "webvpn=ABC"}, {"gwcert", "pin-sha256:AAAA"}});
+    EspvpnCommand c = build(s);
+    CHECK(c.argv == std::vector<std::string>{"/usr/sbin/espvpn", "--protocol=anyconnect",
+                                             "--servercert=pin-sha256:AAAA", "--cookie-on-stdin", "--non-inter",
+                                             "--script='/usr/lib/nm-espvpn-service' --helper", "vpn.example.com"});
+    CHECK(c.ignored_keys == std::vector<std::string>{"formerly_unknown"});
 }
 
 TEST_CASE("espvpn command: which secrets count as a login") {
