@@ -55,9 +55,10 @@
 #   blackhole_sigint: TCP to ocserv dropped in its namespace (no RST), the client's socket destroyed
 #                 (ss -K): SIGINT while reconnect attempt 1 waits for a SYN answer: exit 0 within 3 s
 #                 (the attempt cancelled, not timed out), tun gone, the resolv.conf stand-in restored
-#   sigusr2_blocked: new TCP connections to ocserv dropped (established ones pass): SIGUSR2's new
-#                 connection fails after the connect timeout: WARN, the old link carries on (ping
-#                 during and after, no outage); rule removed: SIGUSR2 switches as before
+#   sigusr2_blocked: new TCP connections to ocserv dropped (SYNs; the established one passes), CSTP
+#                 DPD every 2 s: SIGUSR2's new connection fails after the connect timeout: WARN, the
+#                 old link carries on (ping during and after, CSTP DPD answered, no outage); rule
+#                 removed: SIGUSR2 switches as before
 #   rekey_new_tunnel / rekey_ssl: ocserv rekey-time 30 with that method; a 200 pkt/s UDP stream
 #                 through the tunnel across the rekey: the session survives, the rekey is logged and
 #                 counted in --stats-json, the largest gap is printed (asserted < 2 s); ssl: the TLS
@@ -707,13 +708,15 @@ blackhole_sigint)
   echo "PASS blackhole_sigint"
   ;;
 sigusr2_blocked)
-  espvpn_up u2b -u testuser --passwd-on-stdin --stats-json "$work/u2b.json" <<<"$oc_password"
+  # --force-dpd 2: a CSTP link that stopped answering would be declared dead within ~4 s.
+  espvpn_up u2b -u testuser --passwd-on-stdin --force-dpd 2 --stats-json "$work/u2b.json" <<<"$oc_password"
   wait_for "$work/u2b.log" "data over DTLS" 20 || fail "DTLS did not come up"
   ping_lan
-  # New connections to ocserv dropped; the established one (and DTLS over UDP) pass.
+  # New connections to ocserv dropped (their SYNs: a conntrack "ct state new" rule would also
+  # catch the established connection, picked up mid-stream as new); it and DTLS pass.
   ip netns exec "$nsg" nft add table inet acnew
   ip netns exec "$nsg" nft add chain inet acnew in "{ type filter hook input priority 0; }"
-  ip netns exec "$nsg" nft add rule inet acnew in tcp dport $oc_port ct state new drop
+  ip netns exec "$nsg" nft add rule inet acnew in "tcp dport $oc_port tcp flags & (syn | ack) == syn drop"
   ip netns exec "$nsc" ping -c 48 -i 0.25 -W 1 "$lan_ip" >"$work/ping-during.out" 2>&1 &
   ping_pid=$!; pids+=("$ping_pid")
   kill -USR2 "$client_pid"
@@ -732,8 +735,9 @@ sigusr2_blocked)
   ping_lan
   kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited"
   ! grep -q "connection to the server lost" "$work/u2b.log" || fail "an outage started: $(grep 'connection to the server lost' "$work/u2b.log")"
-  stats_check u2b "d['transport'] != 'none' and d['reconnect']['renewals'] == 0 and d['reconnect']['reconnects'] == 0" ||
-    fail "the stats show a reconnect or no transport"
+  dpd0=$(json "$work/u2b.json" "d['cstp']['dpd_requests_sent']")
+  stats_check u2b "d['transport'] != 'none' and d['reconnect']['renewals'] == 0 and d['reconnect']['reconnects'] == 0 \
+    and d['cstp']['dpd_requests_sent'] > $dpd0" || fail "the stats show a reconnect, no transport or no CSTP DPD sent"
   ip netns exec "$nsg" nft delete table inet acnew
   kill -USR2 "$client_pid"
   wait_for "$work/u2b.log" "reconnected to .*(SIGUSR2)" 15 || fail "no new connection after SIGUSR2 once unblocked"
