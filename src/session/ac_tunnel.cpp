@@ -167,8 +167,7 @@ private:
     enum class AttemptFor {
         reconnect,        // during an outage: the next attempt follows the policy
         user,             // SIGUSR2: the old link carries on
-        rekey,            // rekey new-tunnel: the old link carries on, the rekey is tried again later
-        rekey_fallback,   // the failed rehandshake's new tunnel: the old link is dead, an outage follows
+        rekey,            // rekey new-tunnel (or a failed rehandshake's fallback): tried again later
     };
 
     Status prepare_connect_settings(bool outer_v6);
@@ -397,9 +396,13 @@ void AcSession::renew_link(AttemptFor purpose, const std::string& why) {
 std::optional<AcTunnelEnd> AcSession::finish_renew(Result<std::unique_ptr<CstpLink>> link) {
     const std::string& why = attempt_why_;
     if (!link) {
-        if (attempt_for_ == AttemptFor::rekey_fallback) {
-            // The rehandshake left the old connection unusable: nothing to keep.
-            lose_link(why + ": " + link.error().message);
+        if (auto e = link_->pump()->ended()) {
+            // The old connection ended meanwhile (or a failed rehandshake left it unusable): its end applies.
+            if (e->first != AcTunnelEnd::connection_lost) {
+                LOG_ERROR << why << ": no new connection (" << link.error().message << "), and " << e->second;
+                return e->first;
+            }
+            lose_link(why + ": " + link.error().message + "; the current connection: " + e->second);
             return std::nullopt;
         }
         // Make-before-break: the old connection works, so it stays.
@@ -473,11 +476,13 @@ std::optional<AcTunnelEnd> AcSession::step_link(Clock::time_point now) {
         else link.fallback_started = true;
         const std::string why = std::string("rekey: TLS rehandshake ") + (rh == RH::failed ? "failed" : "not attempted") +
                                 " (" + pump.rehandshake_failure() + "), new tunnel instead";
-        if (attempt_) attempt_for_ = AttemptFor::rekey_fallback;  // one is being made already: it takes over
-        else renew_link(AttemptFor::rekey_fallback, why);
+        if (!attempt_) renew_link(AttemptFor::rekey, why);  // else the one being made takes over
         return std::nullopt;
     }
     if (auto e = pump.ended()) {
+        // While its replacement is being made, the old link's end waits for that attempt: a server
+        // moving the session to the new connection (ocserv: "session re-use") ends the old one first.
+        if (attempt_) return std::nullopt;
         if (e->first != AcTunnelEnd::connection_lost) {
             if (e->first == AcTunnelEnd::error) LOG_ERROR << e->second;
             else LOG_INFO << e->second;
@@ -600,8 +605,9 @@ Result<AcTunnelEnd> AcSession::run() {
     std::optional<AcTunnelEnd> end;
     while (!end) {
         // While a rehandshake runs, both pump threads wait for this loop: look often.
-        const bool rehandshaking =
-            link_ && link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle;
+        // (Not after a failure: that state lasts while the fallback's new connection is made.)
+        const CstpPump::Rehandshake rh = link_ ? link_->pump()->rehandshake_state() : CstpPump::Rehandshake::idle;
+        const bool rehandshaking = rh != CstpPump::Rehandshake::idle && rh != CstpPump::Rehandshake::failed;
         // A new connection is made on its own thread: signals are served meanwhile, and its end wakes us.
         pollfd p[2] = {{signals.fd(), POLLIN, 0}, {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0}};
         poll(p, 2, rehandshaking ? 2 : kPollMs);
