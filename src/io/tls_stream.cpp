@@ -199,7 +199,8 @@ bool TlsCredentials::pin_matches(const std::string& pin) const {
     return std::find(pins_.begin(), pins_.end(), pin) != pins_.end();
 }
 
-Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout) {
+Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout,
+                        int cancel_fd) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -222,10 +223,14 @@ Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
             err = errno;
             if (err == EINPROGRESS) {
-                pollfd p{fd, POLLOUT, 0};
+                pollfd p[2] = {{fd, POLLOUT, 0}, {cancel_fd, POLLIN, 0}};
                 int n;
-                do n = poll(&p, 1, static_cast<int>(timeout.count()));
+                do n = poll(p, 2, static_cast<int>(timeout.count()));
                 while (n < 0 && errno == EINTR);
+                if (n > 0 && (p[1].revents & POLLIN)) {
+                    ::close(fd);
+                    return make_error(std::string(kCancelledMessage) + " (connecting to " + where + ")");
+                }
                 socklen_t len = sizeof err;
                 if (n == 0) err = ETIMEDOUT;
                 else if (n < 0) err = errno;
@@ -247,15 +252,19 @@ Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono
 }
 
 Result<std::unique_ptr<TlsStream>> TlsStream::connect(const std::string& host, std::uint16_t port,
-                                                      std::shared_ptr<const TlsCredentials> credentials) {
+                                                      std::shared_ptr<const TlsCredentials> credentials,
+                                                      const TlsConnectControl& control) {
     const auto& config = credentials->config();
     auto override_ip = config.resolve.find(host);
-    auto fd = tcp_connect(override_ip != config.resolve.end() ? override_ip->second : host, port,
-                          config.connect_timeout);
+    const std::string& address = !control.address.empty()             ? control.address
+                                 : override_ip != config.resolve.end() ? override_ip->second
+                                                                       : host;
+    auto fd = tcp_connect(address, port, config.connect_timeout, control.cancel_fd);
     if (!fd) return fd.error();
 
     std::unique_ptr<TlsStream> self(new TlsStream());
     self->fd_ = *fd;
+    self->cancel_fd_ = control.cancel_fd;
     self->host_ = host;
     self->port_ = port;
     self->credentials_ = std::move(credentials);
@@ -300,9 +309,11 @@ Deadline TlsStream::effective(std::optional<Deadline> deadline) const {
 }
 
 Status TlsStream::wait(bool for_write, Deadline deadline, const char* what) {
-    pollfd p{fd_, static_cast<short>(for_write ? POLLOUT : POLLIN), 0};
+    pollfd p[2] = {{fd_, static_cast<short>(for_write ? POLLOUT : POLLIN), 0}, {cancel_fd_, POLLIN, 0}};
     while (true) {
-        int n = poll(&p, 1, static_cast<int>(ms_left(deadline)));
+        int n = poll(p, 2, static_cast<int>(ms_left(deadline)));
+        if (n > 0 && (p[1].revents & POLLIN))
+            return make_error(std::string(kCancelledMessage) + " (" + what + " " + endpoint() + ")");
         if (n > 0) return {};
         if (n == 0)
             return make_error("timed out " + std::string(what) + " " + endpoint() + " (limit " +

@@ -2,7 +2,8 @@
 // resolved address in turn), TLS 1.2/1.3 with SNI, verification against system
 // CAs and/or a CA file with host name check, or openconnect-style public key
 // pins ("pin-sha256:<base64 of SHA-256(SPKI)>"), optional client certificate.
-// Every operation is bounded by a timeout, so a stalled server is an error.
+// Every operation is bounded by a timeout, so a stalled server is an error, and
+// can be cut short from another thread through a cancel fd (TlsConnectControl).
 #pragma once
 
 #include <gnutls/gnutls.h>
@@ -69,10 +70,21 @@ bool client_key_needs_password(const TlsClientConfig& config);
 // Validates and normalises "pin-sha256:<base64>" (32-byte digest).
 Result<std::string> parse_pin(std::string_view text);
 
+// Where a connection goes and how another thread stops it.
+struct TlsConnectControl {
+    // A numeric address to connect to instead of resolving the host (e.g. the
+    // address of the session's first connection); the host is still verified.
+    std::string address;
+    // Readable = give up now (e.g. a CancelEvent); polled beside the socket by the
+    // TCP connect, the handshake and every read/write until set_cancel_fd(-1).
+    int cancel_fd = -1;
+};
+
 class TlsStream {
 public:
     static Result<std::unique_ptr<TlsStream>> connect(const std::string& host, std::uint16_t port,
-                                                      std::shared_ptr<const TlsCredentials> credentials);
+                                                      std::shared_ptr<const TlsCredentials> credentials,
+                                                      const TlsConnectControl& control = {});
     TlsStream(const TlsStream&) = delete;
     TlsStream& operator=(const TlsStream&) = delete;
     ~TlsStream();
@@ -100,6 +112,8 @@ public:
     // The GnuTLS session, e.g. for gnutls_prf / key export by the DTLS code.
     gnutls_session_t native() const { return session_; }
     int fd() const { return fd_; }
+    // The fd that cancels waits from now on (-1: none), e.g. cleared once an attempt hands the stream over.
+    void set_cancel_fd(int fd) { cancel_fd_ = fd; }
 
 private:
     friend class TlsCredentials;  // installs verify_callback
@@ -114,6 +128,7 @@ private:
     std::shared_ptr<const TlsCredentials> credentials_;
     gnutls_session_t session_ = nullptr;
     int fd_ = -1;
+    int cancel_fd_ = -1;
     std::string host_;
     std::uint16_t port_ = 0;
     std::string peer_pin_;
@@ -121,7 +136,12 @@ private:
     bool peer_closed_ = false;
 };
 
-// Connects a non-blocking TCP socket, trying every address the name resolves to.
-Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout);
+// Connects a non-blocking TCP socket, trying every address the name resolves to;
+// `cancel_fd` (if >= 0) readable ends the wait at once.
+Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout,
+                        int cancel_fd = -1);
+
+// The message of an attempt ended through its cancel fd.
+inline constexpr const char* kCancelledMessage = "connection attempt cancelled";
 
 }  // namespace espvpn::io

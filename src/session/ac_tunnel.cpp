@@ -6,13 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "protocols/anyconnect/cstp.h"
-#include "protocols/http/response_parser.h"
 #include "src/datapath/stats_reporter.h"
 #include "src/log/logger.h"
-#include "src/session/ac_cstp_pump.h"
+#include "src/session/ac_cstp_link.h"
 #include "src/session/reconnect_policy.h"
 #include "src/session/signal_watch.h"
 
@@ -68,61 +66,8 @@ using cstp::CstpPump;
 using cstp::kPollMs;
 using cstp::now_ns;
 
-struct ConnectOutcome {
-    anyconnect::AcCstpConfig config;
-    std::vector<std::uint8_t> early_bytes;  // CSTP bytes read together with the reply
-};
-
-// Writes the CONNECT and reads the reply headers; `refusal` gets the status.
-Result<ConnectOutcome> send_connect(io::TlsStream& tls, const Secret& request, anyconnect::AcConnectRefusal& refusal) {
-    if (auto st = tls.write_all(request.reveal()); !st) return make_error("CONNECT: " + st.error().message);
-    http::ResponseParser parser;
-    parser.begin("CONNECT");
-    std::vector<std::uint8_t> buf(16384 + 1024);
-    const auto deadline = Clock::now() + std::chrono::seconds(30);
-    ConnectOutcome out;
-    while (!parser.done()) {
-        auto n = tls.read_some(buf, deadline);
-        if (!n || *n == 0) {
-            // A refusal (ocserv: "401 Cookie is not acceptable") has no Content-Length and is
-            // followed by a fatal alert: the reply ends where the connection does.
-            if (parser.started() && parser.finish_eof() && parser.done()) break;
-            return make_error("CONNECT reply: " + (n ? std::string("the server closed the connection") : n.error().message));
-        }
-        auto used = parser.feed(std::span<const std::uint8_t>(buf.data(), *n));
-        if (!used) return make_error("CONNECT reply: " + used.error().message);
-        if (parser.done()) out.early_bytes.assign(buf.begin() + static_cast<std::ptrdiff_t>(*used), buf.begin() + static_cast<std::ptrdiff_t>(*n));
-    }
-    http::Response response = parser.take_response();
-    auto config = anyconnect::parse_connect_reply(response, &refusal);
-    if (!config) return config.error();
-    out.config = std::move(*config);
-    return out;
-}
-
-
 std::int64_t ms_since(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
-void add_cstp(cstp::CstpStats& sum, const cstp::CstpStats& c) {
-    sum.tx_packets += c.tx_packets;
-    sum.tx_bytes += c.tx_bytes;
-    sum.rx_packets += c.rx_packets;
-    sum.rx_bytes += c.rx_bytes;
-    sum.drop_rx += c.drop_rx;
-    sum.dpd_requests_sent += c.dpd_requests_sent;
-    sum.dpd_answered += c.dpd_answered;
-    sum.keepalives_sent += c.keepalives_sent;
-}
-
-// The counters of a DTLS channel that has ended, kept for the session's totals.
-void add_dtls_history(AcDtlsStats& sum, const AcDtlsStats& d) {
-    sum.handshakes += d.handshakes;
-    sum.handshake_failures += d.handshake_failures;
-    sum.transport_switches += d.transport_switches;
-    sum.rekeys += d.rekeys;
-    sum.totals.add(d.totals);
 }
 
 // What the session did beyond carrying packets: reconnects and rekeys.
@@ -206,169 +151,6 @@ std::string local_hostname() {
     return "localhost";
 }
 
-// While no connection exists, packets from the tun are read and dropped (and
-// counted), so nothing waits on a full tun queue and the stats show the loss.
-class TunDrain {
-public:
-    TunDrain(io::TunDevice& tun, int mtu)
-        : tun_(tun), batch_(io::PacketBatchShape{64, static_cast<std::size_t>(std::max(mtu, 1280)), 16, 0}) {
-        thread_ = std::thread([this] { run(); });
-    }
-    ~TunDrain() {
-        stopping_ = true;
-        thread_.join();
-    }
-    TunDrain(const TunDrain&) = delete;
-    TunDrain& operator=(const TunDrain&) = delete;
-    std::uint64_t dropped() const { return dropped_; }
-
-private:
-    void run() {
-        pollfd p{tun_.fd(), POLLIN, 0};
-        while (!stopping_) {
-            if (poll(&p, 1, kPollMs) <= 0 || !(p.revents & POLLIN)) continue;
-            for (int rounds = 0; rounds < 16; ++rounds) {
-                batch_.clear();
-                auto got = tun_.read_packets(batch_);
-                if (!got || *got == 0) break;
-                dropped_ += *got;
-            }
-        }
-    }
-    io::TunDevice& tun_;
-    io::PacketBatch batch_;
-    std::atomic<bool> stopping_{false};
-    std::atomic<std::uint64_t> dropped_{0};
-    std::thread thread_;
-};
-
-// One connected CSTP transport: a TLS connection that took the CONNECT, its
-// reply, the pump threads on it and the DTLS channel keyed from it. Outlived by
-// the session (tun, host, signals, reconnect policy), which replaces it on a
-// reconnect or a new-tunnel rekey.
-class CstpLink {
-public:
-    // What the DTLS channel needs from the session.
-    struct DtlsSetup {
-        const AcDtlsFactory* factory = nullptr;
-        std::string peer_address;
-        const Secret* master_secret = nullptr;
-        int base_mtu = 0;
-    };
-
-    // A TLS connection (the login's kept one the first time) and the CONNECT on it.
-    static Result<std::unique_ptr<CstpLink>> connect(io::HttpsClient& https, const http::Url& server,
-                                                     const Secret& request, anyconnect::AcConnectRefusal& refusal) {
-        auto stream = https.release_connection(server.host, server.port);
-        if (!stream) return make_error("TLS connection to " + server.host + ": " + stream.error().message);
-        return connect_on(std::move(*stream), request, refusal);
-    }
-    static Result<std::unique_ptr<CstpLink>> connect_on(std::unique_ptr<io::TlsStream> stream, const Secret& request,
-                                                        anyconnect::AcConnectRefusal& refusal) {
-        std::unique_ptr<CstpLink> link(new CstpLink(std::move(stream)));
-        auto connected = send_connect(*link->tls_, request, refusal);
-        if (!connected) {
-            link->tls_->close();
-            return connected.error();
-        }
-        link->reply_ = std::move(connected->config);
-        link->early_bytes_ = std::move(connected->early_bytes);
-        return link;
-    }
-    ~CstpLink() { stop(); }
-    CstpLink(const CstpLink&) = delete;
-    CstpLink& operator=(const CstpLink&) = delete;
-
-    const anyconnect::AcCstpConfig& reply() const { return reply_; }
-    io::TlsStream& tls() { return *tls_; }
-
-    // The pump on the tun, then the DTLS channel (before the pump threads: its
-    // factory exports the PSK from the TLS session they are about to use).
-    void start(io::TunDevice& tun, int mtu, const DtlsSetup& dtls) {
-        pump_ = std::make_unique<CstpPump>(*tls_, tun, mtu);
-        dtls_ = dtls;
-        tun_ = &tun;
-        open_channel(mtu);
-        pump_->start(early_bytes_);
-    }
-
-    // After a TLS rehandshake (both pump threads parked): a fresh PSK, so a new
-    // DTLS channel (doc 6: DTLS is re-established whenever CSTP is rehandshaken).
-    // Returns the old one, for the caller to end once the pump runs again (its
-    // datapath threads take a while to stop; the tun should not wait for them).
-    std::unique_ptr<AcDataChannel> renew_channel(int mtu) {
-        pump_->set_channel(nullptr);
-        std::unique_ptr<AcDataChannel> old = std::move(channel_);
-        open_channel(mtu);
-        return old;
-    }
-
-    // The BYE (the server ends the session), waited for up to 1 s.
-    void logout() {
-        if (!pump_) return;
-        // A rehandshake that just finished leaves the threads parked; the BYE needs the tx thread.
-        if (pump_->rehandshake_state() == CstpPump::Rehandshake::done) pump_->resume();
-        pump_->request_logout();
-        for (int i = 0; i < 20 && !pump_->logout_sent() && !pump_->ended(); ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        if (pump_->logout_sent()) LOG_INFO << "logout (DISCONNECT) sent";
-        else LOG_WARN << "could not send the logout";
-    }
-
-    // Stops the threads and closes the connection; without a logout() first, the
-    // server keeps the session for the next CONNECT. The channel's counters go to `history`.
-    void stop(AcDtlsStats* history = nullptr) {
-        if (!pump_) return;
-        // The pump's tx thread may be inside channel->send(): stop it before the channel goes.
-        pump_->set_channel(nullptr);
-        pump_->stop();
-        AcDtlsStats ignored;
-        close_channel(history ? *history : ignored);
-        stopped_cstp_ = pump_->stats();
-        pump_.reset();
-        tls_->close();
-    }
-
-    CstpPump* pump() { return pump_.get(); }
-    AcDataChannel* channel() const { return channel_.get(); }
-    cstp::CstpStats cstp_stats() const { return pump_ ? pump_->stats() : stopped_cstp_; }
-
-    // Control-thread timers of this connection.
-    std::int64_t last_dpd_sent = 0;
-    Clock::time_point rekey_at = Clock::time_point::max();
-
-private:
-    explicit CstpLink(std::unique_ptr<io::TlsStream> tls) : tls_(std::move(tls)) {}
-
-    void open_channel(int mtu) {
-        if (!reply_.dtls || !dtls_.factory || !*dtls_.factory) return;
-        AcDtlsContext ctx{tls_->native(), dtls_.peer_address, *reply_.dtls, dtls_.master_secret,
-                          reply_.base_mtu > 0 ? reply_.base_mtu : dtls_.base_mtu, mtu, tun_};
-        auto made = (*dtls_.factory)(ctx, *pump_);
-        if (!made) {
-            LOG_WARN << "DTLS not started (" << made.error().message << "); data stays on CSTP";
-            return;
-        }
-        channel_ = std::move(*made);
-        pump_->set_channel(channel_.get());
-    }
-    void close_channel(AcDtlsStats& history) {
-        if (!channel_) return;
-        pump_->set_channel(nullptr);
-        add_dtls_history(history, channel_->stats());
-        channel_.reset();
-    }
-
-    std::unique_ptr<io::TlsStream> tls_;
-    anyconnect::AcCstpConfig reply_;
-    std::vector<std::uint8_t> early_bytes_;
-    DtlsSetup dtls_;
-    io::TunDevice* tun_ = nullptr;
-    std::unique_ptr<CstpPump> pump_;
-    std::unique_ptr<AcDataChannel> channel_;
-    cstp::CstpStats stopped_cstp_;
-};
-
 // The session: outlives its connections. Owns the tun and host setup, the
 // signals, the stats reporter and the reconnect policy; runs the control loop
 // (DPD, keepalive, rekey, reconnect) over whichever CstpLink is current.
@@ -376,14 +158,25 @@ class AcSession {
 public:
     AcSession(io::HttpsClient& https, const AcAuthenticated& auth, const AcTunnelOptions& o,
               const AcDtlsFactory& dtls_factory)
-        : https_(https), auth_(auth), o_(o), dtls_factory_(dtls_factory) {}
+        : https_(https), auth_(auth), o_(o), dtls_factory_(dtls_factory), outage_("the server", o.reconnect_timeout) {}
 
     Result<AcTunnelEnd> run();
 
 private:
+    // Why a new connection is being made; decides what its failure means.
+    enum class AttemptFor {
+        reconnect,        // during an outage: the next attempt follows the policy
+        user,             // SIGUSR2: the old link carries on
+        rekey,            // rekey new-tunnel (or a failed rehandshake's fallback): tried again later
+    };
+
     Status prepare_connect_settings(bool outer_v6);
-    // A new connection + CONNECT; a 401 sets cookie_rejected_.
-    Result<std::unique_ptr<CstpLink>> open_link();
+    // A new connection + CONNECT, made on the attempt's own thread; the loop goes on meanwhile.
+    void start_attempt(AttemptFor purpose, std::string why);
+    // The attempt has finished: take its link, or deal with its failure.
+    std::optional<AcTunnelEnd> finish_attempt();
+    std::optional<AcTunnelEnd> finish_reconnect(Result<std::unique_ptr<CstpLink>> link);
+    std::optional<AcTunnelEnd> finish_renew(Result<std::unique_ptr<CstpLink>> link);
     // The new connection's reply must fit the tun as configured (address); the MTU may change.
     Status adopt_config(const anyconnect::AcCstpConfig& reply);
     void start_link(std::unique_ptr<CstpLink> link);
@@ -391,8 +184,9 @@ private:
     void retire_link();
     // The connection failed: the outage starts (or the attempt in it failed).
     void lose_link(const std::string& why);
-    // Make-before-break: the new connection is up before the old one goes (SIGUSR2, rekey new-tunnel).
-    std::optional<AcTunnelEnd> renew_link(const std::string& why);
+    // Make-before-break: the new connection is made while the old one carries data
+    // (SIGUSR2, rekey new-tunnel); it replaces the old one only once it is up.
+    void renew_link(AttemptFor purpose, const std::string& why);
     std::optional<AcTunnelEnd> step_outage(Clock::time_point now);
     std::optional<AcTunnelEnd> step_link(Clock::time_point now);
     int dpd_s() const;
@@ -416,7 +210,6 @@ private:
     anyconnect::AcCstpConfig first_reply_;
     std::optional<TunnelHost> host_;
     int tun_mtu_ = 0;
-    bool cookie_rejected_ = false;
     std::string fatal_;           // why the session must end (set by adopt_config)
 
     mutable std::mutex link_mutex_;  // link_ swaps vs. the stats reporter
@@ -425,9 +218,11 @@ private:
     AcDtlsStats dtls_history_;
     AcSessionCounters counters_;
 
-    std::optional<ReconnectPolicy> outage_;
-    std::string outage_last_error_;
+    Outage outage_;
     std::unique_ptr<TunDrain> drain_;
+    std::unique_ptr<CstpLinkAttempt> attempt_;  // at most one new connection at a time
+    AttemptFor attempt_for_ = AttemptFor::reconnect;
+    std::string attempt_why_;
 };
 
 Status AcSession::prepare_connect_settings(bool outer_v6) {
@@ -456,11 +251,29 @@ Status AcSession::prepare_connect_settings(bool outer_v6) {
     return {};
 }
 
-Result<std::unique_ptr<CstpLink>> AcSession::open_link() {
-    anyconnect::AcConnectRefusal refusal;
-    auto link = CstpLink::connect(https_, auth_.server, request_, refusal);
-    if (!link && refusal.cookie_rejected()) cookie_rejected_ = true;
-    return link;
+void AcSession::start_attempt(AttemptFor purpose, std::string why) {
+    attempt_for_ = purpose;
+    attempt_why_ = std::move(why);
+    // To the address of the first connection: no resolver (which nothing could cancel), and
+    // the session stays on the server that holds it.
+    CstpLinkTarget target{auth_.server.host, auth_.server.port, peer_address_, https_.credentials()};
+    attempt_ = std::make_unique<CstpLinkAttempt>(std::move(target), request_.clone());
+}
+
+std::optional<AcTunnelEnd> AcSession::finish_attempt() {
+    auto link = attempt_->take();
+    const bool rejected = !link && attempt_->cookie_rejected();
+    attempt_.reset();
+    if (rejected) {
+        LOG_ERROR << attempt_why_ << ": " << link.error().message;
+        return AcTunnelEnd::cookie_rejected;
+    }
+    if (link && !adopt_config((*link)->reply())) {
+        LOG_ERROR << fatal_;
+        return AcTunnelEnd::error;
+    }
+    // The link may have been lost while its replacement was being made: then it is the outage's attempt.
+    return outage_.active() ? finish_reconnect(std::move(link)) : finish_renew(std::move(link));
 }
 
 Status AcSession::adopt_config(const anyconnect::AcCstpConfig& r) {
@@ -520,43 +333,37 @@ void AcSession::lose_link(const std::string& why) {
         std::lock_guard<std::mutex> lock(link_mutex_);
         drain_ = std::move(drain);
     }
-    outage_last_error_ = why;
-    if (!outage_) {
-        outage_.emplace(now, o_.reconnect_timeout);
-        LOG_WARN << "connection to the server lost: " << why << "; reconnecting with the same cookie for up to "
-                 << o_.reconnect_timeout.count() << " s (--reconnect-timeout)";
-        host_->queue_script(hooks::ScriptReason::attempt_reconnect);  // not awaited
+    const Outage::Loss loss = outage_.lose(now, why);
+    if (!loss.started) {
+        LOG_INFO << loss.message;
         return;
     }
-    outage_->attempt_failed(now);
-    LOG_INFO << "reconnect attempt " << outage_->attempts() << " failed: " << why << "; next in "
-             << ReconnectPolicy::seconds_text(outage_->next_attempt() - now) << " (outage "
-             << ReconnectPolicy::seconds_text(outage_->outage(now)) << ")";
+    LOG_WARN << loss.message;
+    host_->queue_script(hooks::ScriptReason::attempt_reconnect);  // not awaited
+    if (attempt_) {
+        // A new connection is being made already (SIGUSR2, rekey): it counts as the first attempt.
+        LOG_INFO << outage_.begin_attempt(now) << ": the new connection begun for \"" << attempt_why_
+                 << "\" is still being made";
+        attempt_for_ = AttemptFor::reconnect;
+    }
 }
 
 std::optional<AcTunnelEnd> AcSession::step_outage(Clock::time_point now) {
-    if (outage_->expired(now)) {
-        LOG_ERROR << "no connection to the server for " << ReconnectPolicy::seconds_text(outage_->outage(now))
-                  << ", giving up (--reconnect-timeout " << o_.reconnect_timeout.count()
-                  << "); last error: " << outage_last_error_;
+    if (auto gave_up = outage_.given_up(now)) {
+        LOG_ERROR << *gave_up;
         return AcTunnelEnd::error;
     }
-    if (!outage_->attempt_due(now)) return std::nullopt;
-    const unsigned n = outage_->begin_attempt();
-    LOG_INFO << "reconnect attempt " << n << " (outage " << ReconnectPolicy::seconds_text(outage_->outage(now))
-             << "): new TLS connection, CONNECT with the same cookie";
-    auto link = open_link();
+    if (attempt_ || !outage_.policy().attempt_due(now)) return std::nullopt;
+    const std::string attempt = outage_.begin_attempt(now);
+    LOG_INFO << attempt << ": new TLS connection, CONNECT with the same cookie";
+    start_attempt(AttemptFor::reconnect, attempt);
+    return std::nullopt;
+}
+
+std::optional<AcTunnelEnd> AcSession::finish_reconnect(Result<std::unique_ptr<CstpLink>> link) {
     if (!link) {
-        if (cookie_rejected_) {
-            LOG_ERROR << "reconnect: " << link.error().message;
-            return AcTunnelEnd::cookie_rejected;
-        }
         lose_link(link.error().message);
         return std::nullopt;
-    }
-    if (!adopt_config((*link)->reply())) {
-        LOG_ERROR << fatal_;
-        return AcTunnelEnd::error;
     }
     std::unique_ptr<TunDrain> drain;
     {
@@ -566,35 +373,49 @@ std::optional<AcTunnelEnd> AcSession::step_outage(Clock::time_point now) {
     const std::uint64_t dropped = drain->dropped();
     drain.reset();  // the tun reader stops before the pump's starts
     start_link(std::move(*link));
+    const unsigned attempts = outage_.policy().attempts();
     const std::int64_t outage_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - outage_->lost_at()).count();
+        std::chrono::duration_cast<std::chrono::milliseconds>(outage_.end(Clock::now())).count();
     count([&](AcSessionCounters& c) {
         c.outage_drops += dropped;
         c.last_outage_ms = outage_ms;
         ++c.reconnects;
     });
-    LOG_INFO << "reconnected to " << link_->tls().endpoint() << " after " << outage_->attempts()
+    LOG_INFO << "reconnected to " << link_->tls().endpoint() << " after " << attempts
              << " attempt(s); outage " << outage_ms << " ms (tun packets dropped meanwhile: " << dropped << ")";
-    outage_.reset();
     host_->queue_script(hooks::ScriptReason::reconnect);  // not awaited
     return std::nullopt;
 }
 
-std::optional<AcTunnelEnd> AcSession::renew_link(const std::string& why) {
+void AcSession::renew_link(AttemptFor purpose, const std::string& why) {
     LOG_INFO << why << ": new TLS connection and CONNECT with the same cookie, the current one carries data meanwhile";
     host_->queue_script(hooks::ScriptReason::attempt_reconnect);  // not awaited
-    auto link = open_link();
+    start_attempt(purpose, why);
+}
+
+std::optional<AcTunnelEnd> AcSession::finish_renew(Result<std::unique_ptr<CstpLink>> link) {
+    const std::string& why = attempt_why_;
     if (!link) {
-        if (cookie_rejected_) {
-            LOG_ERROR << why << ": " << link.error().message;
-            return AcTunnelEnd::cookie_rejected;
+        if (auto e = link_->pump()->ended()) {
+            // The old connection ended meanwhile (or a failed rehandshake left it unusable): its end applies.
+            if (e->first != AcTunnelEnd::connection_lost) {
+                LOG_ERROR << why << ": no new connection (" << link.error().message << "), and " << e->second;
+                return e->first;
+            }
+            lose_link(why + ": " + link.error().message + "; the current connection: " + e->second);
+            return std::nullopt;
         }
-        lose_link(why + ": " + link.error().message);
+        // Make-before-break: the old connection works, so it stays.
+        std::string retry;
+        if (attempt_for_ == AttemptFor::rekey) {
+            const auto wait = std::clamp(std::chrono::seconds(link_->reply().rekey_s / 4), std::chrono::seconds(1),
+                                         std::chrono::seconds(60));
+            link_->rekey_at = Clock::now() + wait;
+            retry = "; trying again in " + std::to_string(wait.count()) + " s";
+        }
+        LOG_WARN << why << ": no new connection (" << link.error().message
+                 << "); the current one carries on" << retry;
         return std::nullopt;
-    }
-    if (!adopt_config((*link)->reply())) {
-        LOG_ERROR << fatal_;
-        return AcTunnelEnd::error;
     }
     const Clock::time_point t0 = Clock::now();
     retire_link();
@@ -647,13 +468,21 @@ std::optional<AcTunnelEnd> AcSession::step_link(Clock::time_point now) {
         return std::nullopt;
     }
     if (rh == RH::failed || rh == RH::declined) {
+        // Failed: the old connection is unusable, but its DTLS channel may carry data until the
+        // new one is up. Declined: no handshake began, the connection is sound and carries on.
+        if (link.fallback_started) return std::nullopt;
         count([](AcSessionCounters& c) { ++c.rekey_fallbacks; });
-        // Declined: no handshake began, the connection is sound and carries on until the new one is up.
         if (rh == RH::declined) pump.resume();
-        return renew_link(std::string("rekey: TLS rehandshake ") + (rh == RH::failed ? "failed" : "not attempted") +
-                          " (" + pump.rehandshake_failure() + "), new tunnel instead");
+        else link.fallback_started = true;
+        const std::string why = std::string("rekey: TLS rehandshake ") + (rh == RH::failed ? "failed" : "not attempted") +
+                                " (" + pump.rehandshake_failure() + "), new tunnel instead";
+        if (!attempt_) renew_link(AttemptFor::rekey, why);  // else the one being made takes over
+        return std::nullopt;
     }
     if (auto e = pump.ended()) {
+        // While its replacement is being made, the old link's end waits for that attempt: a server
+        // moving the session to the new connection (ocserv: "session re-use") ends the old one first.
+        if (attempt_) return std::nullopt;
         if (e->first != AcTunnelEnd::connection_lost) {
             if (e->first == AcTunnelEnd::error) LOG_ERROR << e->second;
             else LOG_INFO << e->second;
@@ -678,14 +507,14 @@ std::optional<AcTunnelEnd> AcSession::step_link(Clock::time_point now) {
         link.last_dpd_sent = t;
     }
     if (keepalive_ns > 0 && t - pump.last_tx_ns() > keepalive_ns) pump.request_keepalive();
-    if (now >= link.rekey_at) {
+    if (now >= link.rekey_at && !attempt_) {
         link.rekey_at = Clock::time_point::max();
         if (link.reply().rekey == anyconnect::AcRekeyMethod::ssl) {
             LOG_INFO << "rekey (ssl) after " << link.reply().rekey_s << " s: TLS rehandshake";
             pump.request_rehandshake();
             return std::nullopt;
         }
-        return renew_link("rekey (new-tunnel) after " + std::to_string(link.reply().rekey_s) + " s");
+        renew_link(AttemptFor::rekey, "rekey (new-tunnel) after " + std::to_string(link.reply().rekey_s) + " s");
     }
     return std::nullopt;
 }
@@ -776,26 +605,38 @@ Result<AcTunnelEnd> AcSession::run() {
     std::optional<AcTunnelEnd> end;
     while (!end) {
         // While a rehandshake runs, both pump threads wait for this loop: look often.
-        const bool rehandshaking =
-            link_ && link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle;
-        pollfd p{signals.fd(), POLLIN, 0};
-        poll(&p, 1, rehandshaking ? 2 : kPollMs);
+        // (Not after a failure: that state lasts while the fallback's new connection is made.)
+        const CstpPump::Rehandshake rh = link_ ? link_->pump()->rehandshake_state() : CstpPump::Rehandshake::idle;
+        const bool rehandshaking = rh != CstpPump::Rehandshake::idle && rh != CstpPump::Rehandshake::failed;
+        // A new connection is made on its own thread: signals are served meanwhile, and its end wakes us.
+        pollfd p[2] = {{signals.fd(), POLLIN, 0}, {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0}};
+        poll(p, 2, rehandshaking ? 2 : kPollMs);
         for (int sig; !end && (sig = signals.next()) != 0;) {
             if (sig == SIGHUP) {
                 end = AcTunnelEnd::user_detach;
             } else if (sig == SIGINT || sig == SIGTERM) {
                 end = AcTunnelEnd::user_logout;
-            } else if (outage_) {
+            } else if (attempt_) {
+                LOG_INFO << "SIGUSR2: a new connection is being made (" << attempt_why_ << "); ignored";
+            } else if (outage_.active()) {
                 LOG_INFO << "SIGUSR2: next reconnect attempt now";
-                outage_->attempt_now(Clock::now());
+                outage_.policy().attempt_now(Clock::now());
             } else if (link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle) {
                 LOG_INFO << "SIGUSR2: a TLS rehandshake is running; ignored";
             } else {
-                end = renew_link("SIGUSR2");
+                renew_link(AttemptFor::user, "SIGUSR2");
             }
         }
         if (end) break;
-        end = outage_ ? step_outage(Clock::now()) : step_link(Clock::now());
+        if (attempt_ && attempt_->done()) end = finish_attempt();
+        if (end) break;
+        end = outage_.active() ? step_outage(Clock::now()) : step_link(Clock::now());
+    }
+    if (attempt_) {
+        // Cancelled, not awaited: its waits end at once, whatever the server does.
+        const Clock::time_point t0 = Clock::now();
+        attempt_.reset();
+        LOG_INFO << "the connection attempt in progress (" << attempt_why_ << ") cancelled in " << ms_since(t0) << " ms";
     }
     if (*end == AcTunnelEnd::user_logout) {
         if (link_) link_->logout();

@@ -4,15 +4,18 @@
 // packets carried tun <-> CSTP on two threads while the control thread answers
 // signals and runs DPD/keepalive, until a logout, a detach or the server ends it.
 //
-// Two layers (ac_tunnel.cpp): a CstpLink is one connected transport (TLS +
-// CONNECT reply + pump threads + DTLS channel); the session outlives it (tun,
-// host, signals, stats reporter, ReconnectPolicy). When the TLS connection fails
+// Two layers: a CstpLink (ac_cstp_link.h) is one connected transport (TLS +
+// CONNECT reply + pump threads + DTLS channel); the session (ac_tunnel.cpp)
+// outlives it (tun, host, signals, stats reporter, Outage). Every later
+// connection is made by a CstpLinkAttempt on its own thread, so the control loop
+// keeps serving signals and DPD, and a quit cancels a pending attempt at once. When the TLS connection fails
 // or closes without DISCONNECT/TERMINATE, or CSTP DPD finds 2 x DPD of silence,
 // the link goes, the tun stays (its packets dropped and counted), the
 // `attempt-reconnect` script is queued and new TLS connections + CONNECT with the
 // same cookie follow (1 s, doubling to 10 s) until --reconnect-timeout; a 401 ends
 // it (cookie_rejected). SIGUSR2 and the "new-tunnel" rekey make the new link
-// before the old one goes. The "ssl" rekey renegotiates the live TLS session
+// before the old one goes; if it cannot be made, the old one stays (a rekey is
+// tried again later). The "ssl" rekey renegotiates the live TLS session
 // (pump threads parked) and then re-establishes DTLS with the new PSK; a failed
 // rehandshake falls back to a new tunnel. DTLS rekeys itself by a new handshake
 // at X-DTLS-Rekey-Time (ac_dtls_link.cpp). The addresses must stay the same

@@ -106,7 +106,7 @@ long long ms_between(Clock::time_point from, Clock::time_point to) {
 class GpTunnel {
 public:
     GpTunnel(const GpTunnelSetup& setup, const GpTunnelOptions& options, const GpGatewayLinks& links)
-        : setup_(setup), o_(options), links_(links) {}
+        : setup_(setup), o_(options), links_(links), outage_("the gateway", options.reconnect_timeout) {}
     Result<TunnelEnd> run();
 
 private:
@@ -139,7 +139,7 @@ private:
     Status rekey_esp();
     void begin_esp_retry(Clock::time_point now);
 
-    // Reconnecting (outage_ set): both transports lost; attempts by ReconnectPolicy.
+    // Reconnecting (outage_ active): both transports lost; attempts by its ReconnectPolicy.
     // lose_transport stops whatever runs and starts the outage, or schedules the next attempt.
     void lose_transport(const std::string& why);
     Status step_outage(Clock::time_point now);
@@ -179,17 +179,16 @@ private:
     Clock::time_point prober_since_;
     bool cookie_rejected_ = false;
     Clock::time_point rekey_at_ = Clock::time_point::max();
-    std::optional<ReconnectPolicy> outage_;
-    std::string outage_last_error_;
+    Outage outage_;
 };
 
 void GpTunnel::mark_connected() {
-    if (outage_) {
+    if (outage_.active()) {
         const Clock::time_point now = Clock::now();
         LOG_INFO << "reconnected over " << (transport_ == Transport::esp ? "ESP" : "the HTTPS tunnel") << " after "
-                 << outage_->attempts() << " attempt(s); outage " << ms_between(outage_->lost_at(), now)
+                 << outage_.policy().attempts() << " attempt(s); outage " << ms_between(outage_.policy().lost_at(), now)
                  << " ms since the transport was declared lost";
-        outage_.reset();
+        outage_.end(now);
         reconnecting_ = true;
     }
     if (reconnecting_) host_->queue_script(hooks::ScriptReason::reconnect);  // not awaited
@@ -471,26 +470,19 @@ void GpTunnel::lose_transport(const std::string& why) {
     prober_.reset();
     stop_esp();
     stop_https();
-    outage_last_error_ = why;
-    if (!outage_) {
-        outage_.emplace(now, o_.reconnect_timeout);
-        LOG_WARN << "connection to the gateway lost: " << why << "; reconnecting for up to "
-                 << o_.reconnect_timeout.count() << " s (--reconnect-timeout)";
-        host_->queue_script(hooks::ScriptReason::attempt_reconnect);  // not awaited
+    const Outage::Loss loss = outage_.lose(now, why);
+    if (!loss.started) {
+        LOG_INFO << loss.message;
         return;
     }
-    outage_->attempt_failed(now);
-    LOG_INFO << "reconnect attempt " << outage_->attempts() << " failed: " << why << "; next in "
-             << ReconnectPolicy::seconds_text(outage_->next_attempt() - now) << " (outage " << ReconnectPolicy::seconds_text(outage_->outage(now))
-             << ")";
+    LOG_WARN << loss.message;
+    host_->queue_script(hooks::ScriptReason::attempt_reconnect);  // not awaited
 }
 
 // Between attempts: nothing runs but the tun (packets from it wait or drop in its queue).
 Status GpTunnel::step_outage(Clock::time_point now) {
-    if (!outage_->attempt_due(now)) return {};
-    const unsigned n = outage_->begin_attempt();
-    LOG_INFO << "reconnect attempt " << n << " (outage " << ReconnectPolicy::seconds_text(outage_->outage(now))
-             << "): new configuration with the same cookie";
+    if (!outage_.policy().attempt_due(now)) return {};
+    LOG_INFO << outage_.begin_attempt(now) << ": new configuration with the same cookie";
     forget_connections();
     if (Status s = reconnect_attempt(); !s) {
         if (cookie_rejected_) return s;
@@ -594,9 +586,9 @@ Result<TunnelEnd> GpTunnel::run() {
                 // As openconnect: attempt-reconnect, then a new getconfig with the same
                 // cookie (no login) whose SAs go in beside the old ones, then the probe
                 // again; `reconnect` runs when it is answered. Traffic keeps flowing.
-                if (outage_) {
+                if (outage_.active()) {
                     LOG_INFO << "SIGUSR2: next reconnect attempt now";
-                    outage_->attempt_now(Clock::now());
+                    outage_.policy().attempt_now(Clock::now());
                     continue;
                 }
                 LOG_INFO << "SIGUSR2: reconnecting with the same session";
@@ -623,10 +615,8 @@ Result<TunnelEnd> GpTunnel::run() {
         if (!running) break;
         const Clock::time_point now = Clock::now();
         Status step;
-        if (outage_ && outage_->expired(now)) {
-            step = make_error("no connection to the gateway for " + ReconnectPolicy::seconds_text(outage_->outage(now)) +
-                              ", giving up (--reconnect-timeout " + std::to_string(o_.reconnect_timeout.count()) +
-                              "); last error: " + outage_last_error_);
+        if (auto gave_up = outage_.given_up(now)) {
+            step = make_error(*gave_up);
         } else if (transport_ == Transport::none) {
             step = step_outage(now);
         } else {
@@ -643,7 +633,7 @@ Result<TunnelEnd> GpTunnel::run() {
         if (!step) {
             LOG_ERROR << step.error().message;
             end = cookie_rejected_                ? TunnelEnd::cookie_rejected
-                  : outage_                       ? TunnelEnd::esp_failed
+                  : outage_.active()              ? TunnelEnd::esp_failed
                   : transport_ == Transport::esp ? TunnelEnd::error
                                                  : TunnelEnd::esp_failed;
             break;

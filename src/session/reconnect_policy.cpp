@@ -31,4 +31,39 @@ std::string ReconnectPolicy::seconds_text(Clock::duration d) {
     return buf;
 }
 
+Outage::Loss Outage::lose(Clock::time_point now, const std::string& why) {
+    last_error_ = why;
+    const std::string timeout = std::to_string(timeout_.count());
+    if (!policy_) {
+        policy_.emplace(now, timeout_);
+        return {true, "connection to " + peer_ + " lost: " + why + "; reconnecting for up to " + timeout +
+                          " s (--reconnect-timeout)"};
+    }
+    policy_->attempt_failed(now);
+    const std::string next = policy_->next_attempt() == Clock::time_point::max()
+                                 ? "no more attempts (--reconnect-timeout " + timeout + ")"
+                                 : "next in " + ReconnectPolicy::seconds_text(policy_->next_attempt() - now);
+    return {false, "reconnect attempt " + std::to_string(policy_->attempts()) + " failed: " + why + "; " + next +
+                       " (outage " + ReconnectPolicy::seconds_text(policy_->outage(now)) + ")"};
+}
+
+std::string Outage::begin_attempt(Clock::time_point now) {
+    const unsigned n = policy_->begin_attempt();
+    return "reconnect attempt " + std::to_string(n) + " (outage " + ReconnectPolicy::seconds_text(policy_->outage(now)) +
+           ")";
+}
+
+std::optional<std::string> Outage::given_up(Clock::time_point now) const {
+    if (!policy_ || !policy_->expired(now)) return std::nullopt;
+    return "no connection to " + peer_ + " for " + ReconnectPolicy::seconds_text(policy_->outage(now)) +
+           ", giving up (--reconnect-timeout " + std::to_string(timeout_.count()) + "); last error: " + last_error_;
+}
+
+Outage::Clock::duration Outage::end(Clock::time_point now) {
+    const Clock::duration length = policy_ ? policy_->outage(now) : Clock::duration::zero();
+    policy_.reset();
+    last_error_.clear();
+    return length;
+}
+
 }  // namespace espvpn::session

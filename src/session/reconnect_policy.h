@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace espvpn::session {
@@ -47,6 +48,43 @@ private:
     Clock::time_point lost_at_, deadline_, next_attempt_;
     Clock::duration backoff_, max_backoff_;
     unsigned attempts_ = 0;
+};
+
+// The outage bookkeeping both sessions share (AnyConnect's CSTP link, GP's
+// transports): the first loss starts the outage (a ReconnectPolicy from then;
+// the caller logs a WARN and queues `attempt-reconnect`), each later loss is a
+// failed attempt. Sans-IO too: it returns the log lines, the caller writes them.
+class Outage {
+public:
+    using Clock = ReconnectPolicy::Clock;
+
+    // `peer`: what the connection went to, for messages ("the server", "the gateway").
+    Outage(std::string peer, std::chrono::seconds timeout) : peer_(std::move(peer)), timeout_(timeout) {}
+
+    struct Loss {
+        bool started = false;  // the outage began now (else an attempt in it failed)
+        std::string message;   // the log line (WARN when started, INFO otherwise)
+    };
+    // The transport, or an attempt during the outage, failed at `now` because of `why`.
+    Loss lose(Clock::time_point now, const std::string& why);
+    // Starts the due attempt: "reconnect attempt 2 (outage 3.0 s)" for the log.
+    std::string begin_attempt(Clock::time_point now);
+    // The give-up line once --reconnect-timeout is used up; nullopt while an attempt may still come.
+    std::optional<std::string> given_up(Clock::time_point now) const;
+    // Reconnected: the outage is over; its length is returned.
+    Clock::duration end(Clock::time_point now);
+
+    bool active() const { return policy_.has_value(); }
+    // Only while active().
+    ReconnectPolicy& policy() { return *policy_; }
+    const ReconnectPolicy& policy() const { return *policy_; }
+    const std::string& last_error() const { return last_error_; }
+
+private:
+    std::string peer_;
+    std::chrono::seconds timeout_;
+    std::optional<ReconnectPolicy> policy_;
+    std::string last_error_;
 };
 
 }  // namespace espvpn::session

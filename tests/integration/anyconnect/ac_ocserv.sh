@@ -52,6 +52,13 @@
 #   reconnect_cookie_refused: ocserv killed and restarted (sessions gone): the reconnect's
 #                 CONNECT gets 401: exit 2
 #   sigusr2:      SIGUSR2: a new connection with the same cookie, then traffic (ping, DTLS back)
+#   blackhole_sigint: TCP to ocserv dropped in its namespace (no RST), the client's socket destroyed
+#                 (ss -K): SIGINT while reconnect attempt 1 waits for a SYN answer: exit 0 within 3 s
+#                 (the attempt cancelled, not timed out), tun gone, the resolv.conf stand-in restored
+#   sigusr2_blocked: new TCP connections to ocserv dropped (SYNs; the established one passes), CSTP
+#                 DPD every 2 s: SIGUSR2's new connection fails after the connect timeout: WARN, the
+#                 old link carries on (ping during and after, CSTP DPD answered, no outage); rule
+#                 removed: SIGUSR2 switches as before
 #   rekey_new_tunnel / rekey_ssl: ocserv rekey-time 30 with that method; a 200 pkt/s UDP stream
 #                 through the tunnel across the rekey: the session survives, the rekey is logged and
 #                 counted in --stats-json, the largest gap is printed (asserted < 2 s); ssl: the TLS
@@ -102,7 +109,7 @@ outer_v6)
 esac
 case $mode in
 reconnect_dpd) dtls_opt=(); export OC_DPD=2 ;;
-reconnect_*|sigusr2) dtls_opt=() ;;
+reconnect_*|sigusr2*|blackhole_*) dtls_opt=() ;;
 rekey_new_tunnel) dtls_opt=(); oc_extra=("rekey-time = 30" "rekey-method = new-tunnel") ;;
 # ssl: ocserv's DPD 20 s (it drops a client silent on TLS for 3 x DPD) and espvpn's --force-dpd 30: espvpn's
 # only CSTP DPD request falls due with the 30-s rekey (see the case below)
@@ -669,6 +676,75 @@ sigusr2)
   grep -qx reconnect "$work/reasons" || fail "no reconnect script run"
   espvpn_stop usr2
   echo "PASS sigusr2"
+  ;;
+blackhole_sigint)
+  resolv_orig=$(cat "/etc/netns/$nsc/resolv.conf")
+  espvpn_up bh -u testuser --passwd-on-stdin <<<"$oc_password"
+  ping_lan
+  grep -q "^nameserver $oc_server_tun" "/etc/netns/$nsc/resolv.conf" ||
+    fail "the VPN DNS is not in the namespace's resolv.conf stand-in: $(cat "/etc/netns/$nsc/resolv.conf")"
+  # ocserv's port goes silent (SYNs dropped, no RST), then the client's connection is destroyed under it.
+  ip netns exec "$nsg" nft add table inet acbh
+  ip netns exec "$nsg" nft add chain inet acbh in "{ type filter hook input priority 0; }"
+  ip netns exec "$nsg" nft add rule inet acbh in tcp dport $oc_port drop
+  ip netns exec "$nsc" ss -K dst "$gw_ip" dport = ":$oc_port" >"$work/ss-kill.out" 2>&1 || true
+  wait_for "$work/bh.log" "reconnect attempt 1 (outage" 10 || fail "no reconnect attempt after the TLS drop"
+  sleep 1  # well inside the attempt's TCP connect (10 s limit)
+  grep -q "reconnect attempt 1 failed\|reconnected" "$work/bh.log" && fail "the attempt ended before the SIGINT"
+  t0=$(date +%s%N)
+  kill -INT "$client_pid"
+  for ((i = 0; i < 150; i++)); do kill -0 "$client_pid" 2>/dev/null || break; sleep 0.02; done
+  t1=$(date +%s%N)
+  for ((i = 0; i < 600; i++)); do kill -0 "$client_pid" 2>/dev/null || break; sleep 0.05; done
+  rc=0; wait "$client_pid" || rc=$?
+  exit_ms=$(((t1 - t0) / 1000000))
+  echo "SIGINT during a blackholed reconnect attempt: exit $rc after $exit_ms ms ($(grep -o 'cancelled in [0-9]* ms' "$work/bh.log" || echo 'no cancel logged'))"
+  ((exit_ms < 3000)) || fail "espvpn took $exit_ms ms to exit after SIGINT (limit 3000)"
+  [[ $rc -eq 0 ]] || fail "exit $rc after SIGINT, expected 0"
+  grep -q "connection attempt in progress .* cancelled" "$work/bh.log" || fail "the cancelled attempt is not logged"
+  ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q . || fail "tun device left behind"
+  [[ $(cat "/etc/netns/$nsc/resolv.conf") == "$resolv_orig" ]] ||
+    fail "the resolv.conf stand-in was not restored: $(cat "/etc/netns/$nsc/resolv.conf")"
+  echo "PASS blackhole_sigint"
+  ;;
+sigusr2_blocked)
+  # --force-dpd 2: a CSTP link that stopped answering would be declared dead within ~4 s.
+  espvpn_up u2b -u testuser --passwd-on-stdin --force-dpd 2 --stats-json "$work/u2b.json" <<<"$oc_password"
+  wait_for "$work/u2b.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  ping_lan
+  # New connections to ocserv dropped (their SYNs: a conntrack "ct state new" rule would also
+  # catch the established connection, picked up mid-stream as new); it and DTLS pass.
+  ip netns exec "$nsg" nft add table inet acnew
+  ip netns exec "$nsg" nft add chain inet acnew in "{ type filter hook input priority 0; }"
+  ip netns exec "$nsg" nft add rule inet acnew in "tcp dport $oc_port tcp flags & (syn | ack) == syn drop"
+  ip netns exec "$nsc" ping -c 48 -i 0.25 -W 1 "$lan_ip" >"$work/ping-during.out" 2>&1 &
+  ping_pid=$!; pids+=("$ping_pid")
+  kill -USR2 "$client_pid"
+  wait_for "$work/u2b.log" "SIGUSR2: no new connection\|connection to the server lost" 15 ||
+    fail "no word about the failed new connection"
+  ! grep -q "connection to the server lost" "$work/u2b.log" ||
+    fail "the old link was dropped, an outage started: $(grep 'connection to the server lost' "$work/u2b.log")"
+  grep -q "SIGUSR2: no new connection (.*); the current one carries on" "$work/u2b.log" ||
+    fail "no WARN about the failed new connection"
+  grep -o "SIGUSR2: no new connection.*" "$work/u2b.log"
+  grep -q "warning: SIGUSR2: no new connection" "$work/u2b.log" || fail "the failure is not logged as a warning"
+  rc=0; wait "$ping_pid" || rc=$?
+  received=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' "$work/ping-during.out")
+  echo "ping across the failed attempt: ${received:-0} of 48 answered"
+  ((${received:-0} >= 44)) || fail "the old link did not carry the ping across the failed attempt: $(tail -2 "$work/ping-during.out")"
+  ping_lan
+  kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited"
+  ! grep -q "connection to the server lost" "$work/u2b.log" || fail "an outage started: $(grep 'connection to the server lost' "$work/u2b.log")"
+  dpd0=$(json "$work/u2b.json" "d['cstp']['dpd_requests_sent']")
+  stats_check u2b "d['transport'] != 'none' and d['reconnect']['renewals'] == 0 and d['reconnect']['reconnects'] == 0 \
+    and d['cstp']['dpd_requests_sent'] > $dpd0" || fail "the stats show a reconnect, no transport or no CSTP DPD sent"
+  ip netns exec "$nsg" nft delete table inet acnew
+  kill -USR2 "$client_pid"
+  wait_for "$work/u2b.log" "reconnected to .*(SIGUSR2)" 15 || fail "no new connection after SIGUSR2 once unblocked"
+  grep -o "(SIGUSR2) after .*" "$work/u2b.log" | head -1
+  ping_lan
+  espvpn_stop u2b
+  echo "PASS sigusr2_blocked"
   ;;
 rekey_new_tunnel|rekey_ssl)
   method=${mode#rekey_}; method=${method/_/-}

@@ -87,3 +87,44 @@ TEST_CASE("reconnect: durations are logged in seconds with one decimal") {
     CHECK(ReconnectPolicy::seconds_text(std::chrono::milliseconds(2540)) == "2.5 s");
     CHECK(ReconnectPolicy::seconds_text(std::chrono::seconds(0)) == "0.0 s");
 }
+
+TEST_CASE("outage: the first loss starts it, later ones are failed attempts with the next wait") {
+    const Clock::time_point t0{};
+    Outage o("the server", seconds(300));
+    CHECK_FALSE(o.active());
+    CHECK_FALSE(o.given_up(t0 + seconds(1000)));
+    auto first = o.lose(t0, "EOF");
+    CHECK(first.started);
+    CHECK(first.message == "connection to the server lost: EOF; reconnecting for up to 300 s (--reconnect-timeout)");
+    REQUIRE(o.active());
+    CHECK(o.policy().lost_at() == t0);
+    CHECK_FALSE(o.policy().attempt_due(t0));
+    CHECK(o.begin_attempt(t0 + seconds(1)) == "reconnect attempt 1 (outage 1.0 s)");
+    auto second = o.lose(t0 + milliseconds(1500), "refused");
+    CHECK_FALSE(second.started);
+    CHECK(second.message == "reconnect attempt 1 failed: refused; next in 2.0 s (outage 1.5 s)");
+    CHECK(o.last_error() == "refused");
+    CHECK(o.policy().lost_at() == t0);  // a failed attempt does not restart the outage
+    CHECK(o.end(t0 + seconds(4)) == seconds(4));
+    CHECK_FALSE(o.active());
+    CHECK(o.last_error().empty());
+    CHECK(o.lose(t0 + seconds(10), "again").started);  // a new outage after a reconnect
+    CHECK(o.policy().lost_at() == t0 + seconds(10));
+}
+
+TEST_CASE("outage: past the deadline no attempt is announced and the give-up line names the option") {
+    const Clock::time_point t0{};
+    Outage o("the gateway", seconds(5));
+    o.lose(t0, "timeout");
+    o.begin_attempt(t0 + seconds(1));
+    o.lose(t0 + seconds(1), "refused");  // next at 3 s
+    o.begin_attempt(t0 + seconds(3));
+    o.lose(t0 + seconds(3), "refused");  // clamped to 5 s
+    CHECK_FALSE(o.given_up(t0 + seconds(5)));
+    o.begin_attempt(t0 + seconds(5));
+    auto last = o.lose(t0 + seconds(6), "still refused");
+    CHECK(last.message == "reconnect attempt 3 failed: still refused; no more attempts (--reconnect-timeout 5) (outage 6.0 s)");
+    auto line = o.given_up(t0 + seconds(6));
+    REQUIRE(line);
+    CHECK(*line == "no connection to the gateway for 6.0 s, giving up (--reconnect-timeout 5); last error: still refused");
+}

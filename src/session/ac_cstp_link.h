@@ -1,0 +1,157 @@
+// One AnyConnect connection of a session (ac_tunnel.h has the whole picture):
+// CstpLink = a TLS connection that took the CONNECT, its reply, the pump threads
+// on it and the DTLS channel keyed from it; CstpLinkAttempt = the making of a new
+// one (TCP + TLS + CONNECT) on a thread of its own, cancellable at any point, so
+// the session's control loop never waits for a server; TunDrain = the tun's
+// reader while no link exists.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "crypto/result.h"
+#include "crypto/secret.h"
+#include "protocols/anyconnect/connect.h"
+#include "src/io/cancel_event.h"
+#include "src/io/packet_batch.h"
+#include "src/io/tls_stream.h"
+#include "src/io/tun_device.h"
+#include "src/session/ac_cstp_pump.h"
+#include "src/session/ac_tunnel.h"
+
+namespace espvpn::session {
+
+// Counter sums over the connections of a session.
+void add_cstp(cstp::CstpStats& sum, const cstp::CstpStats& c);
+// The counters of a DTLS channel that has ended, kept for the session's totals.
+void add_dtls_history(AcDtlsStats& sum, const AcDtlsStats& d);
+
+// While no connection exists, packets from the tun are read and dropped (and
+// counted), so nothing waits on a full tun queue and the stats show the loss.
+class TunDrain {
+public:
+    TunDrain(io::TunDevice& tun, int mtu);
+    ~TunDrain();
+    TunDrain(const TunDrain&) = delete;
+    TunDrain& operator=(const TunDrain&) = delete;
+    std::uint64_t dropped() const { return dropped_; }
+
+private:
+    void run();
+    io::TunDevice& tun_;
+    io::PacketBatch batch_;
+    std::atomic<bool> stopping_{false};
+    std::atomic<std::uint64_t> dropped_{0};
+    std::thread thread_;
+};
+
+// One connected CSTP transport: a TLS connection that took the CONNECT, its
+// reply, the pump threads on it and the DTLS channel keyed from it. Outlived by
+// the session (tun, host, signals, reconnect policy), which replaces it on a
+// reconnect or a new-tunnel rekey.
+class CstpLink {
+public:
+    // What the DTLS channel needs from the session.
+    struct DtlsSetup {
+        const AcDtlsFactory* factory = nullptr;
+        std::string peer_address;
+        const Secret* master_secret = nullptr;
+        int base_mtu = 0;
+    };
+
+    // The CONNECT on a TLS connection (the login's kept one the first time);
+    // `refusal` gets the reply's status.
+    static Result<std::unique_ptr<CstpLink>> connect_on(std::unique_ptr<io::TlsStream> stream, const Secret& request,
+                                                        anyconnect::AcConnectRefusal& refusal);
+    ~CstpLink() { stop(); }
+    CstpLink(const CstpLink&) = delete;
+    CstpLink& operator=(const CstpLink&) = delete;
+
+    const anyconnect::AcCstpConfig& reply() const { return reply_; }
+    io::TlsStream& tls() { return *tls_; }
+
+    // The pump on the tun, then the DTLS channel (before the pump threads: its
+    // factory exports the PSK from the TLS session they are about to use).
+    void start(io::TunDevice& tun, int mtu, const DtlsSetup& dtls);
+    // After a TLS rehandshake (both pump threads parked): a fresh PSK, so a new
+    // DTLS channel (doc 6: DTLS is re-established whenever CSTP is rehandshaken).
+    // Returns the old one, for the caller to end once the pump runs again (its
+    // datapath threads take a while to stop; the tun should not wait for them).
+    std::unique_ptr<AcDataChannel> renew_channel(int mtu);
+    // The BYE (the server ends the session), waited for up to 1 s.
+    void logout();
+    // Stops the threads and closes the connection; without a logout() first, the
+    // server keeps the session for the next CONNECT. The channel's counters go to `history`.
+    void stop(AcDtlsStats* history = nullptr);
+
+    cstp::CstpPump* pump() { return pump_.get(); }
+    AcDataChannel* channel() const { return channel_.get(); }
+    cstp::CstpStats cstp_stats() const { return pump_ ? pump_->stats() : stopped_cstp_; }
+
+    // Control-thread state of this connection.
+    std::int64_t last_dpd_sent = 0;
+    std::chrono::steady_clock::time_point rekey_at = std::chrono::steady_clock::time_point::max();
+    bool fallback_started = false;  // a failed rehandshake's new connection is being made
+
+private:
+    explicit CstpLink(std::unique_ptr<io::TlsStream> tls) : tls_(std::move(tls)) {}
+    void open_channel(int mtu);
+    void close_channel(AcDtlsStats& history);
+
+    std::unique_ptr<io::TlsStream> tls_;
+    anyconnect::AcCstpConfig reply_;
+    std::vector<std::uint8_t> early_bytes_;
+    DtlsSetup dtls_;
+    io::TunDevice* tun_ = nullptr;
+    std::unique_ptr<cstp::CstpPump> pump_;
+    std::unique_ptr<AcDataChannel> channel_;
+    cstp::CstpStats stopped_cstp_;
+};
+
+// Where a new connection goes.
+struct CstpLinkTarget {
+    std::string host;        // verified against the certificate (and sent as SNI)
+    std::uint16_t port = 0;
+    std::string address;     // numeric: the session's first connection's, so no resolver is asked
+    std::shared_ptr<const io::TlsCredentials> credentials;
+};
+
+// A new TLS connection + CONNECT on a thread of its own. The owner polls
+// done_fd() beside its other fds; cancel() (or the destructor) ends every wait
+// inside at once, so a blackholed server costs nobody a timeout.
+class CstpLinkAttempt {
+public:
+    CstpLinkAttempt(CstpLinkTarget target, Secret request);
+    ~CstpLinkAttempt();
+    CstpLinkAttempt(const CstpLinkAttempt&) = delete;
+    CstpLinkAttempt& operator=(const CstpLinkAttempt&) = delete;
+
+    // Readable once the attempt has finished (either way).
+    int done_fd() const { return done_.fd(); }
+    bool done() const { return finished_; }
+    // After done(): the new link, or why there is none.
+    Result<std::unique_ptr<CstpLink>> take();
+    // After done(): the CONNECT was answered 401 (the session is gone).
+    bool cookie_rejected() const { return refusal_.cookie_rejected(); }
+    void cancel() { cancel_.cancel(); }
+
+private:
+    void run();
+
+    CstpLinkTarget target_;
+    Secret request_;
+    io::CancelEvent cancel_;
+    io::CancelEvent done_;
+    std::atomic<bool> finished_{false};
+    std::optional<Result<std::unique_ptr<CstpLink>>> outcome_;  // written by the thread before finished_
+    anyconnect::AcConnectRefusal refusal_;
+    std::thread thread_;
+};
+
+}  // namespace espvpn::session
