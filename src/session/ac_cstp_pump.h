@@ -28,6 +28,7 @@
 #include "src/io/tun_device.h"
 #include "src/log/logger.h"
 #include "src/session/ac_tunnel.h"
+#include "src/session/reconnect_policy.h"
 
 namespace espvpn::session::cstp {
 
@@ -342,7 +343,7 @@ private:
                     park_tx();
                     continue;
                 }
-                if (now_ns() - rehandshake_requested_ns_ > kQuietWaitNs) decline_rehandshake();
+                if (now_ns() - rehandshake_requested_ns_ > kQuietWaitNs) decline_rehandshake(kQuietWaitNs);
             }
             handle_requests();
             if (stopping_) break;
@@ -393,12 +394,14 @@ private:
         const bool answer_due = asked > dpd_response_ns_ && t - asked < kDpdAnswerDueNs;
         return !answer_due && t - last_rx_ns_ >= kQuietNs;
     }
-    void decline_rehandshake() {
+    // `waited_ns`: how long the server kept sending (the tx thread waits up to kQuietWaitNs for a
+    // pause, the rx thread's draining after it parked up to a fifth of that).
+    void decline_rehandshake(std::int64_t waited_ns) {
         {
             std::lock_guard<std::mutex> lock(end_mutex_);
             rehandshake_failure_ = "the server kept sending on the TLS connection for " +
-                                   std::to_string(kQuietWaitNs / 1000000000) +
-                                   " s (a renegotiation needs a pause in its data)";
+                                   ReconnectPolicy::seconds_text(std::chrono::nanoseconds(waited_ns)) +
+                                   " (a renegotiation needs a pause in its data)";
         }
         rehandshake_ = static_cast<int>(Rehandshake::declined);
     }
@@ -586,7 +589,7 @@ private:
                 if (!readable_now()) {
                     if (!serve_rehandshake()) break;
                 } else if (now_ns() - tx_parked_ns_ > kQuietWaitNs / 5) {
-                    decline_rehandshake();
+                    decline_rehandshake(kQuietWaitNs / 5);
                 }
             }
             if (gnutls_record_check_pending(session_) == 0 && !transport_.has_readahead()) {
