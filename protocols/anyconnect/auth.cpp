@@ -158,27 +158,6 @@ Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldVal
     return out.take_secret();
 }
 
-Result<const AcFormOption*> choose_option(const AcFormField& select, std::string_view wanted) {
-    const std::string want = lower(wanted);
-    const AcFormOption* prefix = nullptr;
-    int prefixes = 0;
-    for (const auto& o : select.options) {
-        std::string label = lower(o.label);
-        if (label == want) return &o;
-        if (label.rfind(want, 0) == 0) {
-            prefix = &o;
-            ++prefixes;
-        }
-    }
-    if (prefixes == 1) return prefix;
-    for (const auto& o : select.options)
-        if (o.value == wanted) return &o;
-    std::string labels;
-    for (const auto& o : select.options) labels += (labels.empty() ? "" : "|") + o.label;
-    return make_error("auth group \"" + std::string(wanted) + "\" is not " +
-                      (prefixes > 1 ? "unique" : "offered") + "; the server offers [" + labels + "]");
-}
-
 std::string padding_for(std::size_t body_size) {
     std::size_t pad = (64 - body_size % 64) % 64;
     return std::string(pad == 0 ? 64 : pad, '0');

@@ -86,10 +86,6 @@ struct AcFieldValue {
 Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldValue>& fields,
                         std::string_view group_select = {}, std::string_view opaque = {});
 
-// The option --authgroup names: label equal (case-insensitive), else the
-// unique label it is a prefix of, else an exact value. Error lists the labels.
-Result<const AcFormOption*> choose_option(const AcFormField& select, std::string_view wanted);
-
 // X-Pad value that rounds a body of body_size bytes up to a multiple of 64, so
 // the length of the password does not show (doc 1.1).
 std::string padding_for(std::size_t body_size);
