@@ -55,7 +55,7 @@ int base32_value(char c) {
 }
 
 // RFC 4648 base32, either case; '=' padding optional (openconnect wants it; authenticator
-// apps often drop it). Leftover bits must be zero, as a valid encoding has them.
+// apps often drop it). A final group must hold whole bytes (2, 4, 5 or 7 characters).
 Result<Secret> decode_base32(std::string_view text) {
     while (!text.empty() && text.back() == '=') text.remove_suffix(1);
     static constexpr std::size_t kValidTail[] = {0, 2, 4, 5, 7};  // chars in a final group

@@ -120,7 +120,8 @@ Result<std::vector<AcFieldValue>> AcLogin::answer(const AcAuthReply& form, std::
                 break;
             }
         }
-        *logged += "<" + f.name + ">" + xml::escape(shown) + "</" + f.name + ">";
+        const std::string element(anyconnect::reply_element(f.name));
+        if (!element.empty()) *logged += "<" + element + ">" + xml::escape(shown) + "</" + element + ">";
         out.push_back(std::move(v));
     }
     return out;

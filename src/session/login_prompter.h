@@ -41,7 +41,6 @@ public:
     // with the choices in the prompt, "GROUP: [First Group|group2]:" as openconnect shows it.
     virtual Result<std::string> ask_choice(std::string_view label, const std::vector<std::string>& choices) {
         std::string prompt(label);
-        while (!prompt.empty() && (prompt.back() == ':' || prompt.back() == ' ')) prompt.pop_back();
         prompt += " [";
         for (std::size_t i = 0; i < choices.size(); ++i) prompt += (i ? "|" : "") + choices[i];
         prompt += "]:";

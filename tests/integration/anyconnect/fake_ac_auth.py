@@ -9,7 +9,8 @@ ocserv cannot send a form whose select is not the group list, so this small HTTP
                         "SMS passcode", "Phone call")
   POST <auth-reply>  -> user/password wrong: the main form again, "Login failed.";
                         method push|phone: success; sms: <auth id="challenge"> with a
-                        password field "answer" (label "Code:") that wants the TOTP code of
+                        password field "answer" (label "Code:"), which a Cisco client sends
+                        back as <password> (as openconnect does), wanting the TOTP code of
                         --totp-key (RFC 6238, HMAC-SHA1, 30 s, this step or one either side)
                         or --code; then success (Set-Cookie webvpn=...)
 
@@ -85,8 +86,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.server.record.append(shown)
             with open(cfg.record, "w") as f:
                 json.dump(self.server.record, f)
-        if "answer" in fields:
-            ok = (cfg.totp_key and totp_ok(cfg.totp_key, fields["answer"])) or (cfg.code and fields["answer"] == cfg.code)
+        if "username" not in fields:  # the challenge's answer, as <password> (an <answer> element is not Cisco's)
+            code = fields.get("password", "")
+            ok = (cfg.totp_key and totp_ok(cfg.totp_key, code)) or (cfg.code and code == cfg.code)
             return self.reply(SUCCESS, secrets.token_hex(16)) if ok else self.reply(MAIN_FORM % "Login failed.")
         if fields.get("username") != "alice" or fields.get("password") != "secret":
             return self.reply(MAIN_FORM % "Login failed.")

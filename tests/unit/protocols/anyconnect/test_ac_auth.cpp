@@ -95,6 +95,16 @@ TEST_CASE("init and auth-reply documents") {
     CHECK(text.find("<auth><password>a&lt;b&amp;c</password></auth><group-select>grp</group-select>") !=
           std::string_view::npos);
     CHECK(text.find("<opaque is-for=\"sg\"><x>1</x></opaque><auth>") != std::string_view::npos);
+    // A challenge's "answer" goes back as <password>, verify_* fields not at all (Cisco, as openconnect).
+    std::vector<AcFieldValue> challenge;
+    challenge.push_back({"answer", Secret::from_string("123456")});
+    challenge.push_back({"verify_pin", Secret::from_string("x")});
+    challenge.push_back({"username", Secret::from_string("u")});
+    Secret c = build_auth_reply(client, challenge);
+    CHECK(c.reveal_text().find("<auth><password>123456</password><username>u</username></auth>") !=
+          std::string_view::npos);
+    CHECK(reply_element("new_password") == "password");
+    CHECK(reply_element("secondary_password") == "secondary_password");
     // The reply is XML ocserv (and our parser) can read back.
     CHECK(padding_for(0).size() == 64);
     CHECK((100 + padding_for(100).size()) % 64 == 0);
