@@ -651,6 +651,21 @@ def case_soft_token():
                 content = t.read()
             check(o.returncode == 0 and content == f"base32:{TOTP_KEY},3",
                   f"openconnect 9.01 takes over the same file (counter 2) and writes 3 as espvpn does: {content!r}")
+    # The secret is wiped from the command line (/proc/PID/cmdline), as -C and -p are.
+    with Fake("--delay", "/global-protect/prelogin.esp=3") as f:
+        p = subprocess.Popen([ESPVPN, "--protocol=gp", "--cafile", CA, "--authenticate", "-u", "alice",
+                              "--passwd-on-stdin", "--token-mode=totp", f"--token-secret=base32:{TOTP_KEY}", f.url],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while f.stats()["requests"] == 0 and time.monotonic() < deadline:  # it is past option parsing
+                time.sleep(0.05)
+            with open(f"/proc/{p.pid}/cmdline", "rb") as c:
+                cmdline = c.read()
+        finally:
+            p.kill()
+            p.wait()
+        check(b"--token-secret=" in cmdline and TOTP_KEY.encode() not in cmdline, "--token-secret wiped from argv")
     r = espvpn("https://127.0.0.1:1/", ["--authenticate", "--token-mode=rsa", "--token-secret", "x"], "")
     check(r.returncode == 1 and "only totp and hotp" in r.stderr, "--token-mode=rsa: refused with a reason")
     r = espvpn("https://127.0.0.1:1/", ["--authenticate", "--token-mode=totp"], "")
