@@ -31,7 +31,9 @@ LoginField login_field(const AcAuthReply& form, const AcFormField& f, bool may_u
             break;
         case AcFormField::Kind::password:
             out.kind = LoginField::Kind::secret;
-            out.token = may_use_token || f.name == "secondary_password" || form.auth_id == "challenge";
+            // Beyond openconnect only a plain "password"/"answer" field: never a new_password/verify_* one.
+            out.token = (may_use_token && (f.name == "password" || f.name == "answer")) ||
+                        f.name == "secondary_password" || form.auth_id == "challenge";
             break;
         default: out.kind = LoginField::Kind::text; break;
     }
