@@ -7,6 +7,7 @@
 #include "src/cli/exit_codes.h"
 #include "src/cli/gp_command.h"
 #include "src/cli/https_settings.h"
+#include "src/cli/login_inputs.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/log/logger.h"
 #include "src/session/ac_dtls_link.h"
@@ -46,7 +47,12 @@ int run_anyconnect(ClientOptions& options, std::ostream& out) {
         return kExitError;
     }
     if (!options.usergroup.empty()) url->target = "/" + options.usergroup;
-    TerminalPrompter prompter(options.non_interactive, options.no_passwd);
+    TerminalPrompter prompter(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
+    auto inputs = login_inputs(options);
+    if (!inputs) {
+        LOG_ERROR << inputs.error().message;
+        return kExitError;
+    }
     if (auto st = ask_key_password_if_needed(options, prompter); !st) {
         LOG_ERROR << st.error().message;
         return kExitError;
@@ -73,6 +79,8 @@ int run_anyconnect(ClientOptions& options, std::ostream& out) {
         settings.server = *url;
         settings.user = options.user;
         settings.authgroup = options.authgroup;
+        settings.form_entries = inputs->form_entries;
+        settings.token = inputs->token;
         settings.user_agent = user_agent(options);
         if (!options.version_string.empty()) settings.client.version = options.version_string;
         settings.client.device_id = options.os;

@@ -8,6 +8,7 @@
 #include "src/cli/exit_codes.h"
 #include "src/cli/process_control.h"
 #include "src/cli/https_settings.h"
+#include "src/cli/login_inputs.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/io/https_client.h"
 #include "src/log/logger.h"
@@ -72,8 +73,13 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
         return kExitError;
     }
     auto client = client_info(options);
-    TerminalPrompter key_prompter(options.non_interactive, options.no_passwd);
-    if (auto st = ask_key_password_if_needed(options, key_prompter); !st) {
+    TerminalPrompter prompter(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
+    auto inputs = login_inputs(options);
+    if (!inputs) {
+        LOG_ERROR << inputs.error().message;
+        return kExitError;
+    }
+    if (auto st = ask_key_password_if_needed(options, prompter); !st) {
         LOG_ERROR << st.error().message;
         return kExitError;
     }
@@ -128,7 +134,8 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
             settings.probe_credentials = std::move(*credentials);
         }
         settings.client_certificate = !options.certificate.empty();
-        TerminalPrompter prompter(options.non_interactive, options.no_passwd);
+        settings.form_entries = inputs->form_entries;
+        settings.token = inputs->token;
         session::GpLogin login(transport, std::move(settings), prompter);
         auto done = login.run();
         https->log_summary("login");
