@@ -96,7 +96,8 @@ def case_portal_to_gateway():
         if r.returncode != 0:
             show(r)
         check(r.returncode == 0, "connect run (login, getconfig, HIP, logout) exits 0")
-        s = f.stats()
+        # requests_per_connection: written once the fake has seen the connection close.
+        s = f.stats_when(lambda s: s["requests_per_connection"])
         check(s["portal_config_ok"] == 1 and s["login_ok"] == 1 and s["login_via"] == {"password": 1},
               "portal getconfig, then the gateway accepted the replayed password (typed once)")
         check(s["getconfigs"] == 1 and s["hip_checks"] == 1 and s["logouts"] == 1, "getconfig, hipreportcheck, logout")
@@ -255,7 +256,9 @@ def case_stalled_server():
             check(r.returncode == 1 and "COOKIE=" not in r.stdout, f"stall ({mode}): exit 1")
             check(re.search(r"tim(ed out|eout)", r.stderr, re.I) and "login.esp" in r.stderr,
                   f"stall ({mode}): the error says timeout and names the request")
-            check(r.elapsed < 2 + 3, f"stall ({mode}): gave up after {r.elapsed:.1f} s (configured 2 s)")
+            # The bound tells the configured 2 s from the default 30 s (--http-timeout ignored);
+            # the run also holds the process start and the requests before the stalled one.
+            check(r.elapsed < 15, f"stall ({mode}): gave up after {r.elapsed:.1f} s (configured 2 s, default 30 s)")
 
 
 def case_malformed_xml():

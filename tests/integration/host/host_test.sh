@@ -132,7 +132,7 @@ scripts)
   ip netns exec "$nsl" $chrt $py "$here/gap_recv.py" $lan_ip 5001 12 "$work/window.start" "$work/window.end" \
     >"$work/stream.out" &
   rpid=$!; pids+=("$rpid")
-  sleep 0.5
+  wait_listening "$nsl" udp 5001 10 || fail "the stream receiver did not start"
   ip netns exec "$nsc" $chrt $py "$dp/udp_stream.py" send $lan_ip 5001 10 200 >/dev/null &
   spid=$!; pids+=("$spid")
   sleep 2
@@ -175,7 +175,10 @@ sighup)
   [[ $(stat 'd["logouts"]') -eq 0 ]] || fail "SIGHUP logged out"
   cookie=$(head -1 "$work/espvpn.out")
   [[ -n $cookie ]] || fail "no cookie printed"
-  # A second run with the cookie: the gateway still accepts it.
+  # A second run with the cookie: the gateway still accepts it. Its log starts empty: the
+  # shell truncates it only once the background job runs, and wait_connected must not find
+  # the first run's "ESP connected" in it meanwhile.
+  rm -f "$work/espvpn.log"
   ip netns exec "$nsc" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" --cookie "$cookie" $url \
     >"$work/espvpn2.out" 2>"$work/espvpn.log" &
   client_pid=$!; pids+=("$client_pid")
