@@ -20,6 +20,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import xml.etree.ElementTree as ET
@@ -314,23 +315,33 @@ def tunnel_round_trip(fake_args, prefix):
         print("  $ " + " ".join(cmd))
         oc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
+        lines = []  # openconnect's output, read as it comes
+        reader = threading.Thread(target=lambda: lines.extend(oc.stdout), daemon=True)
         try:
             oc.stdin.write("secret\n")
             oc.stdin.close()
             oc.stdin = None
-            # openconnect sends its first GPST keepalive after 10 s without traffic.
+            reader.start()
+            # openconnect sends its first GPST keepalive after 10 s without traffic. SIGINT
+            # only once it has logged the echo: the fake counts the keepalive as it sends the
+            # echo, and a SIGINT right then can beat openconnect's read of it.
             deadline = time.monotonic() + 25
             while time.monotonic() < deadline and oc.poll() is None:
-                if os.path.exists(result) and f.stats()["keepalives"] >= 1:
+                if os.path.exists(result) and f.stats()["keepalives"] >= 1 and \
+                        any("Got GPST DPD/keepalive response" in l for l in list(lines)):
                     break
                 time.sleep(0.2)
             oc.send_signal(signal.SIGINT)
-            out, _ = oc.communicate(timeout=15)
+            oc.wait(timeout=15)
+            reader.join(timeout=15)
+            out = "".join(lines)
         finally:
             if oc.poll() is None:
                 oc.kill()
                 oc.wait()
-        s = f.stats()
+        # The frame counters reach the stats file at the latest when the fake sees the tunnel
+        # connection close, which may be after openconnect's exit.
+        s = f.stats_when(lambda s: s["tunnel_frames_in"] >= 1 and s["tunnel_frames_out"] >= 1)
         if oc.returncode != 0:
             sys.stdout.write(out[-3000:])
         check(s["tunnels"] == 1, "openconnect accepted START_TUNNEL")

@@ -100,7 +100,9 @@ nm)
     t1=$(date +%s%N)
     local ms=$(((t1 - t0) / 1000000))
     [[ $rc -eq 0 ]] || fail "$name exited $rc after SIGINT"
-    [[ $ms -lt 2000 ]] || fail "$name took $ms ms after SIGINT (NetworkManager kills after 2 s)"
+    # NetworkManager's contract for espvpn (it kills after 2 s); openconnect's exit time is
+    # printed, not judged (a reference's speed on a loaded machine is not ours to fail on).
+    [[ $name != espvpn || $ms -lt 2000 ]] || fail "$name took $ms ms after SIGINT (NetworkManager kills after 2 s)"
     [[ -n $(record disconnect) ]] || fail "$name: no disconnect call of the helper"
     ip -n "$nsc" link del vpn0
     echo "RESULT nm $name: unprivileged on vpn0, helper calls: $(ls "$rec" | sed 's/^[0-9]*\.//' | tr '\n' ' ')" \
