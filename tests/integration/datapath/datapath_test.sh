@@ -143,10 +143,12 @@ attack)
   wait_for "$work/client.out" "drop_replayed=$n" 5 || fail "SIGUSR1 did not print the drop counters"
   echo "RESULT attack: $n each of replayed/forged/unknown-SPI/short dropped by reason; the tunnel still carries ping"
   # Too big: inner packets above --max-inner 1300 (tun MTU 1400) are answered with ICMP.
+  # (A here-string, not echo | grep -q: bash's echo writes line by line, and under pipefail
+  # its write after grep's early exit (SIGPIPE) failed the check on a loaded machine.)
   out4=$(ip netns exec "$nsc" ping -M do -s 1320 -c 2 -i 0.3 -W 1 $lan_ip 2>&1 || true)
-  echo "$out4" | grep -Eq 'mtu ?= ?1300' || fail "no frag-needed with mtu 1300: $out4"
+  grep -Eq 'mtu ?= ?1300' <<<"$out4" || fail "no frag-needed with mtu 1300: $out4"
   out6=$(ip netns exec "$nsc" ping -6 -M do -s 1320 -c 2 -i 0.3 -W 1 $lan_ip6 2>&1 || true)
-  echo "$out6" | grep -Eq 'mtu ?= ?1300' || fail "no packet-too-big with mtu 1300: $out6"
+  grep -Eq 'mtu ?= ?1300' <<<"$out6" || fail "no packet-too-big with mtu 1300: $out6"
   ip netns exec "$nsc" ping -M do -s 1200 -c 2 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping below the MTU"
   stats_until "$work/cl-stats.json" 'd["tx"]["icmp_too_big_sent"] >= 2 and d["tx"]["drop_too_big"] >= 2' 10 || true
   icmp=$(json "$work/cl-stats.json" 'd["tx"]["icmp_too_big_sent"]')
