@@ -69,7 +69,8 @@ esac
 ip netns exec "$ns" timeout 40 "$server" --certs "$certs" --tls-port 4443 --udp-port 4443 --seconds 30 \
   "${server_args[@]}" >"$tmp/server.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 50); do grep -q READY "$tmp/server.log" && break; sleep 0.1; done
+end=$((SECONDS + 20))
+while ((SECONDS < end)) && ! grep -q READY "$tmp/server.log"; do sleep 0.1; done
 ip netns exec "$ns" timeout 40 "$client" --ca "$certs/ca.pem" --tls-port 4443 --udp-port 4443 \
   --tun dtlst0 --address 10.77.0.1/24 --seconds 25 --stop-file "$tmp/stop" "${client_args[@]}" >"$tmp/client.log" 2>&1 &
 client_pid=$!
