@@ -61,10 +61,17 @@ up() {
 # Fast detection (dead after 2 s quiet) and a quick way back from HTTPS to ESP.
 fast=(--force-dpd 1 --esp-retry-interval 2 --reconnect-timeout 60)
 
-# resumed LABEL SECONDS: traffic flows again within SECONDS (ping through the tunnel).
+# resumed LABEL SECONDS: traffic flows again within SECONDS (ping through the tunnel), while
+# the stream still runs: else its largest gap would not hold the outage (a slow machine's
+# recovery after the stream's end measured nothing and passed).
 resumed() {
   local end=$((SECONDS + $2))
-  while ((SECONDS < end)); do ping_lan 1 2>/dev/null && return 0; done
+  while ((SECONDS < end)); do
+    if ping_lan 1 2>/dev/null; then
+      kill -0 "$stream_tx" 2>/dev/null || fail "$1: traffic resumed only after the stream ended (outage not measured)"
+      return 0
+    fi
+  done
   fail "$1: no traffic within $2 s"
 }
 
