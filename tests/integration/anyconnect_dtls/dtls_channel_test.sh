@@ -28,6 +28,9 @@ ip -n "$ns" link set lo up
 # refusal SERVER_FLAG CLIENT_MODE MESSAGE_REGEX
 refusal() {
   local log=$tmp/refusal.log
+  # A fresh server log: the background job truncates it only when it runs, and the READY
+  # wait below must not find the previous refusal's server line meanwhile.
+  rm -f "$tmp/refusal-server.log"
   ip netns exec "$ns" timeout 20 "$server" --certs "$certs" --tls-port 4443 --udp-port 4443 --seconds 10 "$1" \
     >"$tmp/refusal-server.log" 2>&1 &
   local spid=$!

@@ -28,6 +28,10 @@ ip -n "$nsa" link set lo up
 ip -n "$nsb" link set lo up
 
 start_forwarder() {  # $1: name of B's tun, $2: extra flag
+  # A fresh output file: the background job truncates it only when it runs, and the wait
+  # below must not find the previous forwarder's "ready" meanwhile (seen under load: the
+  # plain run pinged before its forwarder had set the addresses: Network is unreachable).
+  rm -f "$work/fwd.out"
   "$fwd_bin" /run/netns/"$nsa" /run/netns/"$nsb" "${p}A" "$1" $2 --seconds 120 >"$work/fwd.out" 2>&1 &
   fwd=$!
   pids+=("$fwd")
