@@ -101,9 +101,8 @@ Result<Secret> TerminalPrompter::ask_secret(std::string_view prompt) {
     if (!::isatty(0)) return read_line(0, "'" + std::string(prompt) + "' on standard input");
     int tty = ::open("/dev/tty", O_RDWR | O_CLOEXEC);
     if (tty < 0) return read_line(0, "'" + std::string(prompt) + "'");
-    std::string p(prompt);
-    p += " ";
-    (void)!::write(tty, p.data(), p.size());
+    // Echo off before the prompt shows (as getpass does): what the user types right after the
+    // prompt is then neither echoed nor discarded by the switch's flush (TCSAFLUSH).
     termios saved{};
     const bool have_termios = ::tcgetattr(tty, &saved) == 0;
     if (have_termios) {
@@ -111,6 +110,9 @@ Result<Secret> TerminalPrompter::ask_secret(std::string_view prompt) {
         quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
         ::tcsetattr(tty, TCSAFLUSH, &quiet);
     }
+    std::string p(prompt);
+    p += " ";
+    (void)!::write(tty, p.data(), p.size());
     auto line = read_line(tty, "'" + std::string(prompt) + "'");
     if (have_termios) ::tcsetattr(tty, TCSAFLUSH, &saved);
     (void)!::write(tty, "\n", 1);

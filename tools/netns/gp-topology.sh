@@ -60,6 +60,27 @@ wait_for() {  # FILE PATTERN SECONDS [PID: give up when it exits] (wall clock: e
   done
   return 1
 }
+# wait_listening NS tcp|udp PORT SECONDS: until a socket in NS is bound to PORT (a server or
+# receiver started in the background is ready only then; a fixed sleep races its start-up).
+wait_listening() {
+  local end=$((SECONDS + $4 + 1)) opt=-Hltn
+  [[ $2 == udp ]] && opt=-Hlun
+  while ((SECONDS < end)); do
+    [[ -n $(ip netns exec "$1" ss $opt "sport = :$3" 2>/dev/null) ]] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+# stats_until FILE EXPR SECONDS: until the Python EXPR over d (a stats JSON file, rewritten
+# periodically) is True; a read after a fixed sleep can see the file from before the event.
+stats_until() {
+  local end=$((SECONDS + $3 + 1))
+  while ((SECONDS < end)); do
+    [[ $(json "$1" "$2" 2>/dev/null) == True ]] && return 0
+    sleep 0.2
+  done
+  return 1
+}
 
 # What getconfig routes through the tunnel; a driver may replace it (e.g. with --full-tunnel).
 fake_routes=(--route 10.202.0.0/24 --route6 fd00:202::/64)
@@ -114,6 +135,19 @@ gateway_https_up() {
   ip -n "$nsg" -6 rule add from $gw_addr6 lookup main pref 200
   ip -n "$nsg" rule add to $tun_ip lookup 201 pref 201
   ip -n "$nsg" -6 rule add to $tun_ip6 lookup 201 pref 201
+}
+
+# carrier NS DEV yes|no SECONDS: until DEV in NS has carrier (a process holds the tun, e.g.
+# fake-gp-gateway --tun while an HTTPS tunnel is open) or has none (it let go: the routes via
+# DEV are then ignored, so replies take the ESP gateway again).
+carrier() {
+  local end=$((SECONDS + $4 + 1)) up
+  while ((SECONDS < end)); do
+    up=yes; ip -n "$1" -o link show dev "$2" 2>/dev/null | grep -q NO-CARRIER && up=no
+    [[ $up == "$3" ]] && return 0
+    sleep 0.05
+  done
+  return 1
 }
 
 gateway_down() {

@@ -64,7 +64,8 @@ dtls-legacy = true
 CONF
 ip netns exec "$nss" ocserv -f -d 3 -c "$tmp/ocserv.conf" >"$tmp/ocserv.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 50); do grep -q "listening (TCP)" "$tmp/ocserv.log" 2>/dev/null && break; sleep 0.1; done
+end=$((SECONDS + 30))  # a bound, not a pause: ocserv on a loaded machine may take seconds
+while ((SECONDS < end)) && ! grep -q "listening (TCP)" "$tmp/ocserv.log" 2>/dev/null; do sleep 0.1; done
 
 echo test123 | ip netns exec "$nsc" timeout 30 openconnect --authenticate -u testuser --passwd-on-stdin \
   --cafile "$certs/ca.pem" https://10.201.0.1:4443 >"$tmp/auth.env" 2>"$tmp/auth.log" ||

@@ -65,7 +65,7 @@ stop_tunnel() {
 iperf_server() {
   ip netns exec "$nsl" iperf3 -s -B $lan_ip >"$work/iperf-server.log" 2>&1 &
   pids+=("$!")
-  sleep 0.5
+  wait_listening "$nsl" tcp 5201 15 || fail "iperf3 -s did not start"
 }
 iperf_gbps() {  # SECONDS [-R]: prints Gbit/s received
   timeout $(($1 + 30)) ip netns exec "$nsc" iperf3 -c $lan_ip -t "$1" ${2:-} -J >"$work/iperf.json" \
@@ -109,16 +109,20 @@ suites)
   ;;
 attack)
   start_tunnel aes-128-cbc:sha1 --max-inner 1300
-  ip netns exec "$nsg" $py "$here/esp_inject.py" capture "${topo}gc" $gw_ip $cl_ip "$work/capture" &
+  ip netns exec "$nsg" $py "$here/esp_inject.py" capture "${topo}gc" $gw_ip $cl_ip "$work/capture" "$work/capture.ready" &
   cap=$!; pids+=("$cap")
-  sleep 0.5
+  # The ping's ESP replies are what it captures: only once its socket is open.
+  wait_for "$work/capture.ready" ready 15 "$cap" || fail "the ESP capture did not start"
   ip netns exec "$nsc" ping -c 2 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping $lan_ip"
   wait "$cap" || fail "no ESP datagram captured"
   sleep 1  # stats file settles (200 ms period)
   cp "$work/cl-stats.json" "$work/before.json"
   n=5
   ip netns exec "$nsg" $py "$here/esp_inject.py" inject $gw_ip $cl_ip "$work/capture" $n
-  sleep 1
+  # The after-snapshot once the client's counters show all 4 x n injected datagrams dropped
+  # (or 10 s: then the checks below say what became of them).
+  dropped='d["rx"]["drop_replayed"]+d["rx"]["drop_bad_icv"]+d["rx"]["drop_unknown_spi"]+d["rx"]["drop_short_packet"]'
+  stats_until "$work/cl-stats.json" "$dropped >= $(json "$work/before.json" "$dropped") + 4 * $n" 10 || true
   cp "$work/cl-stats.json" "$work/after.json"
   delta() { echo $(( $(json "$work/after.json" "d$1") - $(json "$work/before.json" "d$1") )); }
   # The kernels may send a stray packet of their own (MLD, ...) in the window: such
@@ -139,12 +143,14 @@ attack)
   wait_for "$work/client.out" "drop_replayed=$n" 5 || fail "SIGUSR1 did not print the drop counters"
   echo "RESULT attack: $n each of replayed/forged/unknown-SPI/short dropped by reason; the tunnel still carries ping"
   # Too big: inner packets above --max-inner 1300 (tun MTU 1400) are answered with ICMP.
+  # (A here-string, not echo | grep -q: bash's echo writes line by line, and under pipefail
+  # its write after grep's early exit (SIGPIPE) failed the check on a loaded machine.)
   out4=$(ip netns exec "$nsc" ping -M do -s 1320 -c 2 -i 0.3 -W 1 $lan_ip 2>&1 || true)
-  echo "$out4" | grep -Eq 'mtu ?= ?1300' || fail "no frag-needed with mtu 1300: $out4"
+  grep -Eq 'mtu ?= ?1300' <<<"$out4" || fail "no frag-needed with mtu 1300: $out4"
   out6=$(ip netns exec "$nsc" ping -6 -M do -s 1320 -c 2 -i 0.3 -W 1 $lan_ip6 2>&1 || true)
-  echo "$out6" | grep -Eq 'mtu ?= ?1300' || fail "no packet-too-big with mtu 1300: $out6"
+  grep -Eq 'mtu ?= ?1300' <<<"$out6" || fail "no packet-too-big with mtu 1300: $out6"
   ip netns exec "$nsc" ping -M do -s 1200 -c 2 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping below the MTU"
-  sleep 0.5
+  stats_until "$work/cl-stats.json" 'd["tx"]["icmp_too_big_sent"] >= 2 and d["tx"]["drop_too_big"] >= 2' 10 || true
   icmp=$(json "$work/cl-stats.json" 'd["tx"]["icmp_too_big_sent"]')
   big=$(json "$work/cl-stats.json" 'd["tx"]["drop_too_big"]')
   [[ $icmp -ge 2 && $big -ge 2 ]] || fail "too-big counters: drop_too_big=$big icmp_too_big_sent=$icmp"
@@ -161,7 +167,7 @@ rekey)
   r1=$!; pids+=("$r1")
   ip netns exec "$nsc" chrt -f 20 $py "$here/udp_stream.py" recv $tun_ip 5002 $((secs + 2)) >"$work/down.out" &
   r2=$!; pids+=("$r2")
-  sleep 0.3
+  wait_listening "$nsl" udp 5001 10 && wait_listening "$nsc" udp 5002 10 || fail "the stream receivers did not start"
   ip netns exec "$nsc" chrt -f 20 $py "$here/udp_stream.py" send $lan_ip 5001 $secs 1000 >/dev/null &
   s1=$!; pids+=("$s1")
   ip netns exec "$nsl" chrt -f 20 $py "$here/udp_stream.py" send $tun_ip 5002 $secs 1000 >/dev/null &

@@ -2,8 +2,10 @@
 """Forged/replayed ESP datagrams at the client's UDP port, sent from the gateway's
 address and port (the client's socket is connected, so only those get in).
 
-  esp_inject.py capture IFACE GW_IP CLIENT_IP OUT      first ESP datagram GW:4501 -> client (10 s bound);
-                                                       OUT gets "client_port hex_payload"
+  esp_inject.py capture IFACE GW_IP CLIENT_IP OUT [READY]
+                                                       first ESP datagram GW:4501 -> client (10 s bound);
+                                                       OUT gets "client_port hex_payload"; READY (if given)
+                                                       gets "ready" once the capture socket is open
   esp_inject.py inject GW_IP CLIENT_IP CAPTURE N       sends N of each kind: replay (captured bytes again),
                                                        forged (seq moved ahead, ICV now wrong), unknown SPI,
                                                        short (SPI + seq only)
@@ -16,10 +18,13 @@ import time
 ETH_P_ALL = 0x0003  # outgoing packets reach only ETH_P_ALL taps
 
 
-def capture(iface, gw, client, out):
+def capture(iface, gw, client, out, ready=None):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
     s.bind((iface, 0))
     s.settimeout(0.5)
+    if ready:
+        with open(ready, "w") as f:
+            f.write("ready\n")
     end = time.monotonic() + 10
     gw_b, cl_b = socket.inet_aton(gw), socket.inet_aton(client)
     while time.monotonic() < end:
@@ -62,6 +67,6 @@ def inject(gw, client, cap, n):
 
 if __name__ == "__main__":
     if sys.argv[1] == "capture":
-        capture(*sys.argv[2:6])
+        capture(*sys.argv[2:7])
     else:
         inject(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))

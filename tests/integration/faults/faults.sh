@@ -31,7 +31,7 @@ pids+=("$!")
 stream_start() {
   ip netns exec "$nsl" $py "$dp/udp_stream.py" recv $lan_ip 5001 "$(($1 + 2))" >"$work/stream.out" &
   stream_rx=$!; pids+=("$stream_rx")
-  sleep 0.5
+  wait_listening "$nsl" udp 5001 10 || fail "the UDP stream receiver did not start"
   ip netns exec "$nsc" $py "$dp/udp_stream.py" send $lan_ip 5001 "$1" 200 >"$work/stream-tx.out" &
   stream_tx=$!; pids+=("$stream_tx")
 }
@@ -61,10 +61,17 @@ up() {
 # Fast detection (dead after 2 s quiet) and a quick way back from HTTPS to ESP.
 fast=(--force-dpd 1 --esp-retry-interval 2 --reconnect-timeout 60)
 
-# resumed LABEL SECONDS: traffic flows again within SECONDS (ping through the tunnel).
+# resumed LABEL SECONDS: traffic flows again within SECONDS (ping through the tunnel), while
+# the stream still runs: else its largest gap would not hold the outage (a slow machine's
+# recovery after the stream's end measured nothing and passed).
 resumed() {
   local end=$((SECONDS + $2))
-  while ((SECONDS < end)); do ping_lan 1 2>/dev/null && return 0; done
+  while ((SECONDS < end)); do
+    if ping_lan 1 2>/dev/null; then
+      kill -0 "$stream_tx" 2>/dev/null || fail "$1: traffic resumed only after the stream ended (outage not measured)"
+      return 0
+    fi
+  done
   fail "$1: no traffic within $2 s"
 }
 
@@ -167,9 +174,14 @@ gone)
   no_tun_left || fail "tun device left behind"
   attempts=$(grep -c "reconnect attempt [0-9]* (outage" "$work/espvpn.log" || true)
   [[ $attempts -ge 3 ]] || fail "only $attempts reconnect attempts in 5 s (1, 3 and 5 s expected)"
-  # Dead after 2 s quiet, then 5 s of attempts, with margin for a loaded machine.
-  [[ $took_ms -le 15000 ]] || fail "gave up only after $took_ms ms"
-  echo "RESULT gone: exit 1 ${took_ms} ms after the gateway went away; $attempts attempts;" \
+  # It gave up at the deadline, not after an attempt past it: the outage espvpn itself
+  # measured (its clock, from the loss) is 5 s plus its 100 ms poll; held off by an attempt
+  # in flight it would be 5 s plus that attempt's limit (10 s). The wall clock here (DPD
+  # detection first, a loaded machine's exit) is printed, not judged.
+  outage=$(sed -n 's/.*no connection to the gateway for \([0-9.]*\) s, giving up.*/\1/p' "$work/espvpn.log" | head -1)
+  [[ -n $outage ]] || fail "the give-up line names no outage"
+  $py -c "import sys; sys.exit(0 if 5 <= float(sys.argv[1]) < 9 else 1)" "$outage" || fail "gave up after an outage of $outage s"
+  echo "RESULT gone: exit 1 ${took_ms} ms after the gateway went away (outage $outage s); $attempts attempts;" \
        "$(grep -o "no connection to the gateway.*" "$work/espvpn.log" | head -1)"
   ;;
 forgotten)
@@ -208,7 +220,7 @@ flood)
   espvpn_down || fail "clean exit"
   espvpn_up --no-dtls
   wait_for "$work/espvpn.log" "HTTPS tunnel up" 30 "$client_pid" || fail "--no-dtls: no HTTPS tunnel"
-  sleep 1
+  carrier "$nsg" "$ht_dev" yes 15 || fail "the fake did not attach to the HTTPS-side tun"
   flood; flood -R
   https_drops=$(drops) https_mb=$(hwm)
   espvpn_down || fail "clean exit"

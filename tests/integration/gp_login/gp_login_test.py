@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -97,7 +98,8 @@ def case_portal_to_gateway():
         if r.returncode != 0:
             show(r)
         check(r.returncode == 0, "connect run (login, getconfig, HIP, logout) exits 0")
-        s = f.stats(settled=True)  # espvpn has exited: its connection's count is recorded
+        # requests_per_connection: written once the fake has seen the connection close.
+        s = f.stats_when(lambda s: s["requests_per_connection"])
         check(s["portal_config_ok"] == 1 and s["login_ok"] == 1 and s["login_via"] == {"password": 1},
               "portal getconfig, then the gateway accepted the replayed password (typed once)")
         check(s["getconfigs"] == 1 and s["hip_checks"] == 1 and s["logouts"] == 1, "getconfig, hipreportcheck, logout")
@@ -256,7 +258,9 @@ def case_stalled_server():
             check(r.returncode == 1 and "COOKIE=" not in r.stdout, f"stall ({mode}): exit 1")
             check(re.search(r"tim(ed out|eout)", r.stderr, re.I) and "login.esp" in r.stderr,
                   f"stall ({mode}): the error says timeout and names the request")
-            check(r.elapsed < 2 + 3, f"stall ({mode}): gave up after {r.elapsed:.1f} s (configured 2 s)")
+            # The bound tells the configured 2 s from the default 30 s (--http-timeout ignored);
+            # the run also holds the process start and the requests before the stalled one.
+            check(r.elapsed < 15, f"stall ({mode}): gave up after {r.elapsed:.1f} s (configured 2 s, default 30 s)")
 
 
 def case_malformed_xml():
@@ -429,12 +433,25 @@ def case_tty_prompt():
     import pty
     import select
     import termios
+    # Under strace, each ioctl (tcgetattr/tcsetattr among them) waits 300 ms, as on a slow
+    # machine: echo must be off before the prompt shows, or what the user types right after
+    # it is echoed (and flushed by the echo-off switch). Without strace, as it comes.
+    slow = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=ioctl", "-e", "inject=ioctl:delay_enter=300000"]
+    if not shutil.which("strace"):
+        slow = []
+    # LeakSanitizer's exit check ptraces the process, which strace already does: off for this run.
+    asan = "__asan_init" in subprocess.run(["readelf", "--dyn-syms", "-W", ESPVPN], capture_output=True,
+                                           text=True).stdout
+    child_env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0") \
+        if asan and slow else None
     with Fake("--user", "alice:pty-pass-123") as f:
-        cmd = [ESPVPN, "--protocol=gp", "--cafile", CA, "--authenticate", "--usergroup", "gateway", f.url]
+        cmd = [*slow, ESPVPN, "--protocol=gp", "--cafile", CA, "--authenticate", "--usergroup", "gateway", f.url]
         print("  $ (on a pty) " + " ".join(cmd))
         pid, fd = pty.fork()
         if pid == 0:
-            os.execv(ESPVPN, cmd)
+            if child_env:
+                os.execvpe(cmd[0], cmd, child_env)
+            os.execvp(cmd[0], cmd)
         out = b""
         echo_at_password = None
         deadline = time.monotonic() + 20
@@ -454,12 +471,22 @@ def case_tty_prompt():
                     os.write(fd, b"alice\n")
                     sent_user = True
                 if sent_user and not sent_password and b"Password:" in out:
-                    time.sleep(0.1)  # let the prompt's tcsetattr land
+                    # At once, as a user types after the prompt: echo must be off already
+                    # (and what is typed now must not be flushed by the echo-off switch).
                     echo_at_password = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
                     os.write(fd, b"pty-pass-123\n")
                     sent_password = True
         finally:
-            _, status = os.waitpid(pid, 0)
+            # Bounded: an espvpn still waiting for its password (it was flushed) is killed.
+            end = time.monotonic() + 5
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done or time.monotonic() > end:
+                    break
+                time.sleep(0.05)
+            if not done:
+                os.kill(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
             os.close(fd)
         text = out.decode(errors="replace")
         print("  ---- pty transcript ----\n" + text.replace("\r", ""))

@@ -100,7 +100,9 @@ nm)
     t1=$(date +%s%N)
     local ms=$(((t1 - t0) / 1000000))
     [[ $rc -eq 0 ]] || fail "$name exited $rc after SIGINT"
-    [[ $ms -lt 2000 ]] || fail "$name took $ms ms after SIGINT (NetworkManager kills after 2 s)"
+    # NetworkManager's contract for espvpn (it kills after 2 s); openconnect's exit time is
+    # printed, not judged (a reference's speed on a loaded machine is not ours to fail on).
+    [[ $name != espvpn || $ms -lt 2000 ]] || fail "$name took $ms ms after SIGINT (NetworkManager kills after 2 s)"
     [[ -n $(record disconnect) ]] || fail "$name: no disconnect call of the helper"
     ip -n "$nsc" link del vpn0
     echo "RESULT nm $name: unprivileged on vpn0, helper calls: $(ls "$rec" | sed 's/^[0-9]*\.//' | tr '\n' ' ')" \
@@ -132,7 +134,7 @@ scripts)
   ip netns exec "$nsl" $chrt $py "$here/gap_recv.py" $lan_ip 5001 12 "$work/window.start" "$work/window.end" \
     >"$work/stream.out" &
   rpid=$!; pids+=("$rpid")
-  sleep 0.5
+  wait_listening "$nsl" udp 5001 10 || fail "the stream receiver did not start"
   ip netns exec "$nsc" $chrt $py "$dp/udp_stream.py" send $lan_ip 5001 10 200 >/dev/null &
   spid=$!; pids+=("$spid")
   sleep 2
@@ -175,7 +177,10 @@ sighup)
   [[ $(stat 'd["logouts"]') -eq 0 ]] || fail "SIGHUP logged out"
   cookie=$(head -1 "$work/espvpn.out")
   [[ -n $cookie ]] || fail "no cookie printed"
-  # A second run with the cookie: the gateway still accepts it.
+  # A second run with the cookie: the gateway still accepts it. Its log starts empty: the
+  # shell truncates it only once the background job runs, and wait_connected must not find
+  # the first run's "ESP connected" in it meanwhile.
+  rm -f "$work/espvpn.log"
   ip netns exec "$nsc" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" --cookie "$cookie" $url \
     >"$work/espvpn2.out" 2>"$work/espvpn.log" &
   client_pid=$!; pids+=("$client_pid")

@@ -28,10 +28,15 @@ ip -n "$nsa" link set lo up
 ip -n "$nsb" link set lo up
 
 start_forwarder() {  # $1: name of B's tun, $2: extra flag
+  # A fresh output file: the background job truncates it only when it runs, and the wait
+  # below must not find the previous forwarder's "ready" meanwhile (seen under load: the
+  # plain run pinged before its forwarder had set the addresses: Network is unreachable).
+  rm -f "$work/fwd.out"
   "$fwd_bin" /run/netns/"$nsa" /run/netns/"$nsb" "${p}A" "$1" $2 --seconds 120 >"$work/fwd.out" 2>&1 &
   fwd=$!
   pids+=("$fwd")
-  for _ in $(seq 50); do grep -q ready "$work/fwd.out" 2>/dev/null && return 0; sleep 0.1; done
+  local end=$((SECONDS + 30))
+  while ((SECONDS < end)); do grep -q ready "$work/fwd.out" 2>/dev/null && return 0; sleep 0.1; done
   cat "$work/fwd.out"; echo "FAIL: forwarder did not come up"; exit 1
 }
 stop_forwarder() {
@@ -39,13 +44,24 @@ stop_forwarder() {
   wait "$fwd" || { cat "$work/fwd.out"; echo "FAIL: forwarder exited with an error"; exit 1; }
   cat "$work/fwd.out"
 }
+# listening NS tcp|udp PORT: waits (15 s at most) until a server started in the background has
+# bound PORT; a client started after a fixed sleep instead is refused when the server is slow.
+listening() {
+  local end=$((SECONDS + 16)) opt=-Hltn
+  [[ $2 == udp ]] && opt=-Hlun
+  while ((SECONDS < end)); do
+    [[ -n $(ip netns exec "$1" ss $opt "sport = :$3") ]] && return 0
+    sleep 0.05
+  done
+  echo "FAIL: nothing listens on $2 port $3 in $1"; exit 1
+}
 field() { sed -n "s/^$1 .* $2=\([0-9]*\).*/\1/p" "$work/fwd.out"; }
 
 transfer() {  # $1 server ns, $2 client ns, $3 address
   ip netns exec "$1" $py "$here/tcp_integrity.py" serve "$3" 5555 >"$work/srv.out" &
   local srv=$!
   pids+=("$srv")
-  sleep 0.5
+  listening "$1" tcp 5555
   local sent
   sent=$(timeout 60 ip netns exec "$2" $py "$here/tcp_integrity.py" send "$3" 5555 32)
   wait "$srv"
@@ -61,10 +77,7 @@ udp_burst() {  # $1 server ns, $2 client ns, $3 address: back-to-back datagrams 
   pids+=("$srv")
   # Send only once the receiver is bound: a datagram sent before would be refused
   # (ICMP port unreachable) and counted as lost by the forwarder's test.
-  for ((i = 0; i < 100; i++)); do
-    [[ -n $(ip netns exec "$1" ss -Hnul "sport = :5556") ]] && break
-    sleep 0.1
-  done
+  listening "$1" udp 5556
   local sent got
   sent=$(timeout 20 ip netns exec "$2" $py "$here/tcp_integrity.py" udp-send "$3" 5556 300)
   wait "$srv"
@@ -77,7 +90,7 @@ throughput() {  # prints Gbit/s of an iperf3 run A -> B
   ip netns exec "$nsb" iperf3 -s -1 -B 10.99.0.2 >/dev/null 2>&1 &
   local srv=$!
   pids+=("$srv")
-  sleep 0.5
+  listening "$nsb" tcp 5201 >&2
   timeout $((secs + 20)) ip netns exec "$nsa" iperf3 -c 10.99.0.2 -t "$secs" -J >"$work/iperf.json"
   wait "$srv" || true
   $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.2f" % (d["end"]["sum_received"]["bits_per_second"]/1e9))' "$work/iperf.json"
