@@ -6,6 +6,7 @@
 #include "src/cli/anyconnect_command.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/gp_command.h"
+#include "src/cli/https_settings.h"
 #include "src/cli/options.h"
 #include "src/cli/self_check.h"
 #include "src/log/logger.h"
@@ -35,6 +36,10 @@ int main(int argc, char** argv) {
         case cli::Action::self_check:
             return cli::run_self_check(std::cout) ? cli::kExitOk : cli::kExitError;
         default: break;
+    }
+    if (auto st = cli::prepare_compat_options(options); !st) {
+        LOG_ERROR << st.error().message;
+        return cli::kExitError;
     }
     if (options.protocol == cli::Protocol::gp) return cli::run_globalprotect(options, std::cout);
     return cli::run_anyconnect(options, std::cout);

@@ -11,7 +11,8 @@
 
 namespace espvpn::session {
 
-Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::string& peer_address) {
+Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::string& peer_address,
+                                           const std::string& esp_address) {
     GpTunnelSetup setup;
     TunnelConfig& c = setup.config;
     c.gateway_address = peer_address;
@@ -43,9 +44,11 @@ Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::str
     setup.https_tunnel_path = gp.ssl_tunnel_url;
     setup.cookie_lifetime_s = gp.lifetime;
     setup.hip_interval_s = gp.hip_report_interval;
-    if (gp.ipsec) {
+    if (gp.ipsec && esp_address.empty()) {
+        LOG_INFO << "no address for ESP to the gateway: HTTPS tunnel only";
+    } else if (gp.ipsec) {
         GpEspSetup esp;
-        esp.peer_address = peer_address;
+        esp.peer_address = esp_address;
         esp.udp_port = gp.ipsec->udp_port;
         esp.probe_ipv4 = gp.gw_address;
         esp.probe_ipv6 = gp.gw_address_v6;
@@ -80,9 +83,14 @@ Result<GpTunnelSetup> GpGatewaySession::fetch_config() {
     auto config = outcome_or_error<gp::GpTunnelConfig>(gp::parse_tunnel_config_reply(reply->body.reveal_text()),
                                                        *reply, "getconfig");
     if (!config) return config.error();
-    std::string peer;
-    if (auto p = http_.https().peer(gateway_.host, gateway_.port)) peer = p->address;
-    return map_gp_tunnel_config(std::move(*config), peer);
+    std::string peer, esp_peer;
+    if (auto p = http_.https().peer(gateway_.host, gateway_.port)) {
+        peer = p->address;
+        esp_peer = p->server_address;
+        if (p->via_proxy && !esp_peer.empty())
+            LOG_INFO << "ESP goes directly to " << gateway_.host << " at " << esp_peer << " (not through the proxy)";
+    }
+    return map_gp_tunnel_config(std::move(*config), peer, esp_peer);
 }
 
 Result<std::string> GpGatewaySession::report_from_wrapper(const GpHipSettings& hip, const std::string& ip,
