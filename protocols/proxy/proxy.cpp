@@ -66,11 +66,6 @@ Result<ProxySpec> parse_proxy_url(std::string_view text) {
     } else {
         return make_error("proxy scheme '" + scheme + "' is not supported (use http:// or socks5://)");
     }
-    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
-        if (rest.substr(slash).find_first_not_of('/') != std::string_view::npos)
-            return make_error("a proxy URL has no path (got '" + std::string(rest.substr(slash)) + "')");
-        rest = rest.substr(0, slash);
-    }
     if (auto at = rest.rfind('@'); at != std::string_view::npos) {
         std::string_view userinfo = rest.substr(0, at);
         rest.remove_prefix(at + 1);
@@ -85,6 +80,11 @@ Result<ProxySpec> parse_proxy_url(std::string_view text) {
             std::fill(pass->begin(), pass->end(), '\0');
         }
         if (spec.user.empty()) return make_error("the proxy URL has a password but no user name");
+    }
+    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+        if (rest.substr(slash).find_first_not_of('/') != std::string_view::npos)
+            return make_error("a proxy URL has no path (got '" + std::string(rest.substr(slash)) + "')");
+        rest = rest.substr(0, slash);
     }
     std::string_view port_text;
     if (!rest.empty() && rest.front() == '[') {

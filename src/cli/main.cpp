@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
 
     switch (options.action) {
         case cli::Action::help: std::cout << cli::usage_text(); return cli::kExitOk;
-        case cli::Action::version: std::cout << "espvpn " << ESPVPN_VERSION << "\n"; return cli::kExitOk;
+        case cli::Action::version: cli::print_version(std::cout); return cli::kExitOk;
         case cli::Action::self_check:
             return cli::run_self_check(std::cout) ? cli::kExitOk : cli::kExitError;
         default: break;

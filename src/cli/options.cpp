@@ -459,6 +459,8 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
     if (options.no_xmlpost && options.protocol == Protocol::anyconnect)
         return make_error("--no-xmlpost is not supported: espvpn logs in to AnyConnect servers with XML POST only");
     if (options.no_xmlpost) options.no_op_notes.emplace_back("--no-xmlpost has no effect: it is for AnyConnect logins");
+    if (options.protocol == Protocol::gp && !(options.dtls_ciphers + options.dtls12_ciphers).empty())
+        options.no_op_notes.emplace_back("--dtls-ciphers/--dtls12-ciphers have no effect: GlobalProtect uses ESP");
     if (options.cookie_on_stdin && options.passwd_on_stdin)
         return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
     return options;
