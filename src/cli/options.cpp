@@ -269,7 +269,7 @@ const std::vector<OptionSpec>& option_table() {
              if (m == "none") return no_op("compression=none", "espvpn never compresses")(o, v);
              if (m == "stateless" || m == "all")
                  return refused("compression", "espvpn does not compress tunnel traffic (it runs as "
-                                               "--compression=none); drop the option");
+                                               "--compression=none); drop the option")(o, v);
              return make_error("--compression: expected none, stateless or all, got '" + m + "'");
          }},
         {"deflate", 'd', Arg::none, "Tunnel control", nullptr,
