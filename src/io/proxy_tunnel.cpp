@@ -111,7 +111,7 @@ Status http_connect(ProxyWire& wire, const ProxySettings& p, const std::string& 
         }
         std::string msg = "proxy " + p.spec.display() + " refused the connection to " + target_text(host, port) +
                           ": " + std::to_string(r.status) + " " + r.reason;
-        if (r.status == 407) {
+        if (r.status == 407 || r.status == 401) {  // 407 per RFC 9110; tinyproxy answers 401
             std::string schemes;
             for (const auto& a : r.authenticate) schemes += (schemes.empty() ? "" : ", ") + a.substr(0, a.find(' '));
             if (with_auth)

@@ -12,7 +12,8 @@
 #                says so), with --libproxy it is, and no_proxy sends the host direct again;
 #                openconnect 9.01 --authenticate with the same --proxy (reference)
 #   http_auth:   tinyproxy with BasicAuth: the right user/password logs in; a wrong password
-#                and none at all: exit 1, the error names the 407, the password is in no log
+#                and none at all: exit 1, the error names the refusal (tinyproxy answers 401,
+#                not 407), the password is in no log
 #                at -vvv; openconnect 9.01 the same three ways
 #   socks5:      dante (no auth) before the fake GP gateway: --no-dtls tunnel through it, ping;
 #                openconnect 9.01 --authenticate with the same --proxy
@@ -87,8 +88,8 @@ danted_up() {  # none | username
     echo "socksmethod: $1"
     echo "user.privileged: root"
     echo "user.unprivileged: nobody"
-    echo "client pass { from: 10.201.0.0/24 to: 0.0.0.0/0 }"
-    echo "socks pass { from: 10.201.0.0/24 to: 0.0.0.0/0 command: connect log: connect error }"
+    printf '%s\n' "client pass {" "  from: 10.201.0.0/24 to: 0.0.0.0/0" "}"
+    printf '%s\n' "socks pass {" "  from: 10.201.0.0/24 to: 0.0.0.0/0" "  command: connect" "  log: connect error" "}"
   } >"$work/danted.conf"
   if [[ $1 == username ]]; then
     # dante checks the system's password database: give it one of its own, in a mount namespace.
@@ -186,11 +187,11 @@ http_auth)
   client wrong "$espvpn" "${gp[@]}" -vvv --dump-http-traffic --proxy "http://puser:WrongPass-x9@$gw_ip:$proxy_port/" \
     --authenticate $url
   [[ $rc -eq 1 ]] || fail "a wrong proxy password gave exit $rc, not 1"
-  grep -q "refused the connection.*407.*not accepted" "$work/wrong.log" || fail "the error does not name the 407"
+  grep -q "refused the connection.*40[17] .*not accepted" "$work/wrong.log" || fail "the error does not name the 407/401"
   client none "$espvpn" "${gp[@]}" --proxy "http://$gw_ip:$proxy_port/" --authenticate $url
   [[ $rc -eq 1 ]] || fail "no proxy credentials gave exit $rc, not 1"
-  grep -q "407.*USER:PASS" "$work/none.log" || fail "the error does not say how to give credentials"
-  grep -h "407" "$work/wrong.log" "$work/none.log" | sed 's/^/RESULT espvpn: /'
+  grep -q "40[17] .*USER:PASS" "$work/none.log" || fail "the error does not say how to give credentials"
+  grep -h "refused the connection" "$work/wrong.log" "$work/none.log" | sed 's/^/RESULT espvpn: /'
   no_secret_in_logs WrongPass-x9
   no_secret_in_logs proxypass-Right7
   client oc_right openconnect "${gp[@]}" --usergroup=gateway --proxy "http://puser:proxypass-Right7@$gw_ip:$proxy_port/" \
@@ -226,7 +227,11 @@ socks5_auth)
   no_secret_in_logs Bad-Sock-7
   client oc_right openconnect "${gp[@]}" --usergroup=gateway --proxy "socks5://sockuser:sockpass@$gw_ip:$socks_port/" \
     --authenticate $url
-  echo "RESULT openconnect 9.01 with SOCKS5 user/password: exit $rc (espvpn: 0)"
+  [[ $rc -eq 0 ]] || fail "openconnect 9.01 with the SOCKS5 user and password: exit $rc (espvpn: 0)"
+  client oc_wrong openconnect "${gp[@]}" --usergroup=gateway --proxy "socks5://sockuser:Bad-Sock-7@$gw_ip:$socks_port/" \
+    --authenticate $url
+  [[ $rc -eq 1 ]] || fail "openconnect 9.01 with a wrong SOCKS5 password: exit $rc (espvpn: 1)"
+  echo "RESULT openconnect 9.01 through SOCKS5: right password exit 0, wrong exit 1 (espvpn the same)"
   ;;
 anyconnect)
   ocserv_up || fail "ocserv did not start"
