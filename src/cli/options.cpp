@@ -232,6 +232,9 @@ const std::vector<OptionSpec>& option_table() {
              if (!m->basic && !m->unsupported.empty())
                  return make_error("--proxy-auth: espvpn answers only Basic proxy authentication, not " +
                                    m->unsupported.front());
+             if (!m->unsupported.empty())
+                 o.no_op_notes.push_back("--proxy-auth: espvpn answers Basic only; not " + m->unsupported.front() +
+                                         (m->unsupported.size() > 1 ? " and the rest" : ""));
              o.proxy_auth = v;
              return {};
          }},

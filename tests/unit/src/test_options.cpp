@@ -130,8 +130,9 @@ TEST_CASE("openconnect's other options: proxies, no-ops and implemented ones") {
     CHECK(o->gnutls_debug == 3);
     CHECK(o->cert_expire_warning_days == 30);
     CHECK(o->key_password_from_fsid);
-    // -D, --compression=none, --no-xmlpost and --dtls-ciphers under gp are logged as no-ops.
-    CHECK(o->no_op_notes.size() == 4);
+    // -D, --compression=none, --no-xmlpost and --dtls-ciphers under gp are logged as no-ops, and
+    // that --proxy-auth's NTLM is not answered.
+    CHECK(o->no_op_notes.size() == 5);
 
     Argv last({"--proxy=socks5://p.test", "--no-proxy", "--libproxy", "gw"});
     auto l = parse(last);
