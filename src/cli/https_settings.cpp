@@ -97,6 +97,7 @@ io::HttpsClientConfig https_config(const ClientOptions& o) {
             auto p = std::make_shared<io::ProxySettings>();
             p->spec = std::move(*spec);
             p->no_proxy = o.proxy_bypass;
+            // Basic sends the password in clear: only when --proxy-auth asks for it, as openconnect.
             if (!o.proxy_auth.empty())
                 if (auto m = proxy::parse_proxy_auth(o.proxy_auth)) p->basic_auth = m->basic;
             h.tls.proxy = std::move(p);

@@ -117,7 +117,8 @@ Status http_connect(ProxyWire& wire, const ProxySettings& p, const std::string& 
             if (with_auth)
                 msg += " (the user name and password for user '" + p.spec.user + "' were not accepted)";
             else if (!p.spec.user.empty())
-                msg += " (--proxy-auth does not allow Basic, which is all espvpn can answer)";
+                msg += " (Basic authentication, the one espvpn answers, sends the password in clear and is off "
+                       "unless --proxy-auth=basic, as in openconnect)";
             else
                 msg += " (it wants " + (schemes.empty() ? std::string("authentication") : schemes) +
                        ": give --proxy http://USER:PASS@host:port/)";

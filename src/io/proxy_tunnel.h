@@ -16,7 +16,7 @@ namespace espvpn::io {
 struct ProxySettings {
     proxy::ProxySpec spec;
     std::string no_proxy;       // hosts reached directly (no_proxy syntax)
-    bool basic_auth = true;     // --proxy-auth allows Basic
+    bool basic_auth = false;    // --proxy-auth lists Basic (off by default, as in openconnect: clear text)
 };
 
 // Runs the proxy's handshake on `fd` (connected to the proxy, non-blocking) for

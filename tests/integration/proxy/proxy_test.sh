@@ -11,10 +11,11 @@
 #                https_proxy in the environment is not used without --libproxy (exit 1, a note
 #                says so), with --libproxy it is, and no_proxy sends the host direct again;
 #                openconnect 9.01 --authenticate with the same --proxy (reference)
-#   http_auth:   tinyproxy with BasicAuth: the right user/password logs in; a wrong password
-#                and none at all: exit 1, the error names the refusal (tinyproxy answers 401,
-#                not 407), the password is in no log
-#                at -vvv; openconnect 9.01 the same three ways
+#   http_auth:   tinyproxy with BasicAuth: the right user/password with --proxy-auth=basic logs in;
+#                a wrong password, none at all, or no --proxy-auth=basic (openconnect keeps Basic
+#                off by default): exit 1, the error names the refusal (tinyproxy answers 401 to
+#                wrong credentials), the password is in no log at -vvv; openconnect 9.01 the same
+#                (and with the right password it fails against tinyproxy: printed, see below)
 #   socks5:      dante (no auth) before the fake GP gateway: --no-dtls tunnel through it, ping;
 #                openconnect 9.01 --authenticate with the same --proxy
 #   socks5_auth: dante with username auth (a user of its own, in a private /etc/passwd):
@@ -182,25 +183,34 @@ http)
 http_auth)
   gateway_up none || fail "fake gateway did not start"
   tinyproxy_up puser proxypass-Right7
-  client right "$espvpn" "${gp[@]}" --proxy "http://puser:proxypass-Right7@$gw_ip:$proxy_port/" --authenticate $url
+  right=(--proxy "http://puser:proxypass-Right7@$gw_ip:$proxy_port/" --proxy-auth=basic)
+  client right "$espvpn" "${gp[@]}" "${right[@]}" --authenticate $url
   [[ $rc -eq 0 ]] && grep -q "^COOKIE=" "$work/right.out" || fail "login through the authenticating proxy failed (rc $rc)"
   client wrong "$espvpn" "${gp[@]}" -vvv --dump-http-traffic --proxy "http://puser:WrongPass-x9@$gw_ip:$proxy_port/" \
-    --authenticate $url
+    --proxy-auth=basic --authenticate $url
   [[ $rc -eq 1 ]] || fail "a wrong proxy password gave exit $rc, not 1"
   grep -q "refused the connection.*40[17] .*not accepted" "$work/wrong.log" || fail "the error does not name the 407/401"
   client none "$espvpn" "${gp[@]}" --proxy "http://$gw_ip:$proxy_port/" --authenticate $url
   [[ $rc -eq 1 ]] || fail "no proxy credentials gave exit $rc, not 1"
   grep -q "40[17] .*USER:PASS" "$work/none.log" || fail "the error does not say how to give credentials"
-  grep -h "refused the connection" "$work/wrong.log" "$work/none.log" | sed 's/^/RESULT espvpn: /'
+  # As openconnect: Basic (clear text) only when --proxy-auth names it.
+  client no_basic "$espvpn" "${gp[@]}" -vvv --proxy "http://puser:proxypass-Right7@$gw_ip:$proxy_port/" --authenticate $url
+  [[ $rc -eq 1 ]] || fail "Basic was used without --proxy-auth=basic (rc $rc)"
+  grep -q "off unless --proxy-auth=basic" "$work/no_basic.log" || fail "the error does not name --proxy-auth=basic"
+  grep -h "refused the connection" "$work/wrong.log" "$work/none.log" "$work/no_basic.log" | sed 's/^/RESULT espvpn: /'
   no_secret_in_logs WrongPass-x9
   no_secret_in_logs proxypass-Right7
-  client oc_right openconnect "${gp[@]}" --usergroup=gateway --proxy "http://puser:proxypass-Right7@$gw_ip:$proxy_port/" \
-    --authenticate $url
-  [[ $rc -eq 0 ]] || fail "openconnect 9.01 with the right proxy password: exit $rc"
-  client oc_wrong openconnect "${gp[@]}" --usergroup=gateway --proxy "http://puser:WrongPass-x9@$gw_ip:$proxy_port/" \
-    --authenticate $url
+  oc=(openconnect "${gp[@]}" --usergroup=gateway)
+  # openconnect 9.01 answers a 407 only on the same connection; tinyproxy's comes as HTTP/1.0 with
+  # "Connection: close", so openconnect fails even with the right password (espvpn sends Basic at
+  # once). Reported, not asserted: it is openconnect's limitation.
+  client oc_right "${oc[@]}" "${right[@]}" --authenticate $url
+  echo "RESULT openconnect 9.01 with the right password and --proxy-auth=basic: exit $rc (espvpn: 0)"
+  client oc_wrong "${oc[@]}" --proxy "http://puser:WrongPass-x9@$gw_ip:$proxy_port/" --proxy-auth=basic --authenticate $url
   [[ $rc -eq 1 ]] || fail "openconnect 9.01 with a wrong proxy password: exit $rc (espvpn: 1)"
-  echo "RESULT openconnect 9.01: right password exit 0, wrong exit 1 (espvpn the same)"
+  client oc_no_basic "${oc[@]}" --proxy "http://puser:proxypass-Right7@$gw_ip:$proxy_port/" --authenticate $url
+  [[ $rc -eq 1 ]] || fail "openconnect 9.01 without --proxy-auth=basic: exit $rc (espvpn: 1)"
+  echo "RESULT openconnect 9.01: wrong password exit 1, no --proxy-auth=basic exit 1 (espvpn the same)"
   ;;
 socks5)
   gateway_https_up
