@@ -567,6 +567,7 @@ Result<AcTunnelEnd> AcSession::run() {
     const anyconnect::AcCstpConfig& reply = first_reply_;
     auto config = map_ac_tunnel_config(reply, peer_address_);
     if (!config) return config.error();
+    if (dtls_peer_address_ != peer_address_) config->direct_udp_address = dtls_peer_address_;
     tun_mtu_ = o_.mtu > 0 ? o_.mtu : reply.cstp_mtu;
     LOG_INFO << "CSTP connected to " << link.tls().endpoint() << " (" << link.tls().description() << "): address "
              << (reply.ipv4_address.empty() ? reply.ipv6_address : reply.ipv4_address)

@@ -17,6 +17,7 @@ Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::str
     GpTunnelSetup setup;
     TunnelConfig& c = setup.config;
     c.gateway_address = peer_address;
+    if (!esp_address.empty() && esp_address != peer_address) c.direct_udp_address = esp_address;
     c.ip4_address = gp.ip_address;
     c.ip4_netmask = gp.netmask;
     c.ip6_address = gp.ip_address_v6;
