@@ -100,7 +100,7 @@ def cases():
         ("--timestamp", ["--timestamp"], GP, "auth"),
         ("--gnutls-debug=LEVEL (unlisted)", ["--gnutls-debug=1"], GP, "auth"),
         # VPN configuration script
-        ("-i, --interface=IFNAME", ["--interface=cmptun0"], BOTH, "connect"),
+        ("-i, --interface=IFNAME", ["--interface", "@TUN@"], BOTH, "connect"),
         ("-s, --script=SCRIPT", ["--script", "@SCRIPT@"], GP, "connect", {"common": True}),
         ("-S, --script-tun", ["--script-tun"], GP, "connect"),
         # Tunnel control
@@ -177,6 +177,8 @@ def gp_observed(text):
         if not m:
             continue
         path = m.group(2)
+        if path.endswith("/logout.esp"):
+            continue  # sent at the SIGINT that ends a connect row: its timing is the signal's, not the option's
         seen.add(f"{m.group(1)} {path}")
         for k, v in re.findall(r"(\S+?)=(\S*)", m.group(3)):
             if k in FIELDS:
@@ -197,7 +199,7 @@ def run(client, proto, mode, opt_args, extra):
     url = extra.get("url", P.ac_url if ac else P.gp_url)
     record = os.path.join(P.work, f"rec-{os.path.basename(client)}-{proto}")
     script = f"{P.record_env}"
-    values = {"@SCRIPT@": script}
+    values = {"@SCRIPT@": script, "@TUN@": f"cmp{proto}0"}  # one name per lane: the two run at once
     if "@COOKIE@" in opt_args or extra.get("stdin") == "@COOKIE@":
         # A fresh cookie of the client's own (the previous row's logout ended the last one).
         r = run(client, proto, "plain", ["--cookieonly"], {})
