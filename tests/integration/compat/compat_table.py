@@ -72,6 +72,7 @@ def cases():
         # Internet connectivity
         ("--server=SERVER", ["--server", P.gp_url], GP, "auth", {"url": None}),
         ("-P, --proxy=URL", ["--proxy", P.proxy], BOTH, "auth"),
+        ("-P, --proxy=URL (with the tunnel)", ["--proxy", P.proxy], BOTH, "connect", {"udp": True}),
         ("--proxy-auth=METHODS", ["--proxy", P.proxy, "--proxy-auth=basic"], GP, "auth"),
         ("--no-proxy", ["--no-proxy"], GP, "auth", {"env": {"https_proxy": P.proxy}}),
         ("--libproxy", ["--libproxy"], GP, "auth", {"env": {"https_proxy": P.proxy}}),
@@ -143,6 +144,10 @@ NOTES = {
         "espvpn reads https_proxy only with --libproxy (a proxy set for browsers is not taken by accident); "
         "it says so at start",
     "-S, --script-tun": "espvpn needs a tun device",
+    "-P, --proxy=URL (with the tunnel)":
+        "espvpn sends DTLS directly to the server's own address (resolved here), only the TLS goes through the "
+        "proxy; openconnect 9.01 sends no DTLS with a proxy. (GlobalProtect ESP: openconnect sends it to the "
+        "proxy's address, which is the gateway's here; espvpn to the gateway's own)",
     "-h, --help": "openconnect --help exits 1, espvpn --help 0 (both print the options)",
     "-x, --xmlconfig=CONFIG": "no Cisco XML profiles",
     "-m, --mtu=MTU": "espvpn makes --mtu the tunnel MTU; openconnect 9.01 asks the server for it (X-CSTP-MTU, "
@@ -186,6 +191,26 @@ def gp_observed(text):
     return seen
 
 
+def udp_packets(port):
+    """UDP packets the server's namespace received on `port` (ESP 4501, ocserv's DTLS), from the
+    nftables counter compat_test.sh set up."""
+    out = subprocess.run(["ip", "netns", "exec", P.nsg, "nft", "list", "chain", "inet", "compat", "udp_in"],
+                         capture_output=True, text=True).stdout
+    m = re.search(rf"udp dport {port} counter packets (\d+)", out)
+    return int(m.group(1)) if m else 0
+
+
+_udp_deadline = {}
+
+
+def end_udp(connected_flag):
+    """15 s from the first call for this run (thread-local by the calling thread)."""
+    key = threading.get_ident()
+    if key not in _udp_deadline:
+        _udp_deadline[key] = time.monotonic() + 15
+    return _udp_deadline[key]
+
+
 def substitute(args, values):
     return [values.get(a, a) for a in args]
 
@@ -226,6 +251,8 @@ def run(client, proto, mode, opt_args, extra):
     os.makedirs(record)
     os.chmod(record, 0o1777)
     fake0, proxy0 = log_size(P.fake_log), log_size(P.proxy_log)
+    udp_port = P.ac_port if ac else "4501"
+    udp0 = udp_packets(udp_port) if extra.get("udp") else 0
     url = url if url is not None else P.gp_url
     cmd = ["ip", "netns", "exec", P.ns] + argv
     out = {"argv": argv}
@@ -238,12 +265,21 @@ def run(client, proto, mode, opt_args, extra):
         except BrokenPipeError:  # it exited at once (a refused option)
             pass
         end = time.monotonic() + 40
+        _udp_deadline.pop(threading.get_ident(), None)
         connected = False
         while time.monotonic() < end and p.poll() is None:
             if any(n.endswith(".connect") for n in os.listdir(record)):
                 connected = True
                 break
             time.sleep(0.1)
+        # Rows about UDP: wait (bounded) for ESP/DTLS to reach the server. openconnect settles DTLS
+        # before its connect script runs; espvpn starts it beside the tunnel.
+        udp_seen = False
+        while extra.get("udp") and connected and time.monotonic() < end_udp(connected) and p.poll() is None:
+            if udp_packets(udp_port) > udp0:
+                udp_seen = True
+                break
+            time.sleep(0.2)
         if p.poll() is None:
             p.send_signal(signal.SIGINT)
             try:
@@ -265,6 +301,8 @@ def run(client, proto, mode, opt_args, extra):
                         env_seen["IPv6 address"] = "yes"
                 break
         out["script"] = env_seen
+        if extra.get("udp") and (udp_seen or udp_packets(udp_port) > udp0):
+            env_seen["UDP to the server"] = "ESP" if not ac else "DTLS"
     else:
         try:
             r = subprocess.run(cmd, input=(stdin + "\n").encode(), capture_output=True, env=env, timeout=40)
@@ -381,7 +419,7 @@ def oc_help_options():
 def main():
     global P
     a = argparse.ArgumentParser()
-    for name in ("espvpn", "ns", "gp-url", "ac-url", "gw-ip", "proxy", "fake-log", "proxy-log", "work", "repo", "out",
+    for name in ("espvpn", "ns", "nsg", "ac-port", "gp-url", "ac-url", "gw-ip", "proxy", "fake-log", "proxy-log", "work", "repo", "out",
                  "record-env", "pin"):
         a.add_argument("--" + name, required=True)
     P = a.parse_args()

@@ -50,8 +50,18 @@ table)
     ip netns exec "$nsg" ss -ltn "sport = :8888" | grep -q LISTEN && break
     sleep 0.1
   done
+  # What UDP reaches the servers (ESP to the esp-gateway, DTLS to ocserv): counted per row.
+  ip netns exec "$nsg" nft -f - <<EOF
+table inet compat {
+  chain udp_in {
+    type filter hook input priority 0;
+    udp dport 4501 counter
+    udp dport $oc_port counter
+  }
+}
+EOF
   out=$work/OPENCONNECT-COMPAT.md
-  $py "$here/compat_table.py" --espvpn "$espvpn" --ns "$nsc" --gp-url "https://$gw_ip:4443/" \
+  $py "$here/compat_table.py" --espvpn "$espvpn" --ns "$nsc" --nsg "$nsg" --ac-port "$oc_port" --gp-url "https://$gw_ip:4443/" \
     --ac-url "https://$gw_ip:$oc_port/" --gw-ip "$gw_ip" --proxy "http://$gw_ip:8888/" --fake-log "$work/fake.log" \
     --proxy-log "$work/tinyproxy.log" --work "$work" --repo "$repo" --out "$out" \
     --record-env "$repo/tests/integration/host/record-env" --pin "$oc_pin" || fail "compat_table.py failed"
