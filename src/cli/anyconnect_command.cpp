@@ -126,6 +126,8 @@ int run_anyconnect(ClientOptions& options, std::ostream& out) {
     t.hostname = options.local_hostname;
     t.user_agent = user_agent(options);
     t.no_dtls = options.no_dtls;
+    t.dtls_ciphers = options.dtls_ciphers;
+    t.dtls12_ciphers = options.dtls12_ciphers;
     t.force_dpd_s = options.force_dpd_s;
     t.dry_run = options.dry_run;
     t.stats_json = options.stats_json;

@@ -1,8 +1,80 @@
 #include "src/cli/https_settings.h"
 
+#include <gnutls/gnutls.h>
+#include <sys/statvfs.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "protocols/proxy/proxy.h"
+#include "src/io/proxy_tunnel.h"
+#include "src/log/logger.h"
 
 namespace espvpn::cli {
+
+namespace {
+
+// openconnect's --key-password-from-fsid: the file system ID of the key's file system, "%lx".
+Secret key_password_from_fsid(const ClientOptions& o) {
+    const std::string& key = o.sslkey.empty() ? o.certificate : o.sslkey;
+    struct statvfs st{};
+    if (key.empty() || ::statvfs(key.c_str(), &st) != 0) return {};
+    char text[32];
+    std::snprintf(text, sizeof text, "%lx", static_cast<unsigned long>(st.f_fsid));
+    Secret s = Secret::from_string(text);
+    secure_zero(text, sizeof text);
+    return s;
+}
+
+std::string getenv_any(std::initializer_list<const char*> names) {
+    for (const char* n : names)
+        if (const char* v = std::getenv(n); v && *v) return v;
+    return {};
+}
+
+}  // namespace
+
+Status prepare_compat_options(ClientOptions& o) {
+    for (const auto& note : o.no_op_notes) LOG_DEBUG << note;
+    if (o.gnutls_debug > 0) {
+        gnutls_global_set_log_function([](int level, const char* text) {
+            std::string line = text ? text : "";
+            while (!line.empty() && line.back() == '\n') line.pop_back();
+            LOG_INFO << "gnutls[" << level << "]: " << line;
+        });
+        gnutls_global_set_log_level(o.gnutls_debug);
+    }
+    if (o.key_password_from_fsid && o.key_password.empty()) {
+        if (o.certificate.empty()) return make_error("--key-password-from-fsid needs -c/--certificate (or -k/--sslkey)");
+        if (key_password_from_fsid(o).empty())
+            return make_error("--key-password-from-fsid: cannot read the file system ID of " +
+                              (o.sslkey.empty() ? o.certificate : o.sslkey));
+    }
+    const std::string env_proxy = getenv_any({"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"});
+    if (o.libproxy) {
+        // Our --libproxy reads the environment only (libproxy's "env" source): no PAC, no WPAD.
+        if (env_proxy.empty()) {
+            LOG_DEBUG << "--libproxy: no https_proxy/all_proxy in the environment: connecting directly";
+        } else {
+            auto spec = proxy::parse_proxy_url(env_proxy);
+            if (!spec) return make_error("--libproxy: the environment's proxy: " + spec.error().message);
+            o.proxy = Secret::from_string(env_proxy);
+            o.proxy_bypass = getenv_any({"no_proxy", "NO_PROXY"});
+            LOG_INFO << "using proxy " << spec->display() << " from the environment"
+                     << (o.proxy_bypass.empty() ? "" : " (no_proxy: " + o.proxy_bypass + ")");
+        }
+    } else if (o.proxy.empty() && !env_proxy.empty()) {
+        LOG_INFO << "https_proxy/all_proxy is set in the environment but not used (openconnect would use "
+                    "https_proxy): pass --libproxy or --proxy to go through it, --no-proxy to silence this";
+    }
+    if (!o.proxy.empty()) {
+        if (auto spec = proxy::parse_proxy_url(o.proxy.reveal_text()))
+            LOG_DEBUG << "proxy " << spec->display() << (spec->user.empty() ? "" : " as user " + spec->user);
+    }
+    return {};
+}
 
 io::HttpsClientConfig https_config(const ClientOptions& o) {
     io::HttpsClientConfig h;
@@ -15,6 +87,21 @@ io::HttpsClientConfig https_config(const ClientOptions& o) {
     for (const auto& r : o.resolve) {
         auto colon = r.find(':');
         h.tls.resolve[r.substr(0, colon)] = r.substr(colon + 1);
+    }
+    if (o.pfs) h.tls.priority += ":-RSA";  // TLS 1.2 RSA key exchange is the one without forward secrecy
+    h.tls.cert_expire_warning_days = o.cert_expire_warning_days;
+    if (o.key_password_from_fsid && o.key_password.empty()) h.tls.key_password = key_password_from_fsid(o);
+    if (!o.proxy.empty()) {
+        // Parsed once already by the option table; a failure here cannot happen.
+        if (auto spec = proxy::parse_proxy_url(o.proxy.reveal_text())) {
+            auto p = std::make_shared<io::ProxySettings>();
+            p->spec = std::move(*spec);
+            p->no_proxy = o.proxy_bypass;
+            // Basic sends the password in clear: only when --proxy-auth asks for it, as openconnect.
+            if (!o.proxy_auth.empty())
+                if (auto m = proxy::parse_proxy_auth(o.proxy_auth)) p->basic_auth = m->basic;
+            h.tls.proxy = std::move(p);
+        }
     }
     const std::chrono::milliseconds timeout{o.http_timeout_s * 1000L};
     h.tls.connect_timeout = std::min(timeout, h.tls.connect_timeout);

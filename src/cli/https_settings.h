@@ -10,6 +10,11 @@ namespace espvpn::cli {
 
 io::HttpsClientConfig https_config(const ClientOptions& options);
 
+// Once logging is set up: logs the no-op options, applies --gnutls-debug and
+// --libproxy (the proxy from https_proxy/all_proxy, no_proxy), checks
+// --key-password-from-fsid. An error means the options cannot work.
+Status prepare_compat_options(ClientOptions& options);
+
 // Without -p, a PKCS#12 file or encrypted key that needs a pass phrase has it
 // asked for (a line of standard input when that is not a terminal; an error with
 // --non-inter), as openconnect asks before its first request.

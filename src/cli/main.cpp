@@ -6,6 +6,7 @@
 #include "src/cli/anyconnect_command.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/gp_command.h"
+#include "src/cli/https_settings.h"
 #include "src/cli/options.h"
 #include "src/cli/self_check.h"
 #include "src/log/logger.h"
@@ -31,10 +32,14 @@ int main(int argc, char** argv) {
 
     switch (options.action) {
         case cli::Action::help: std::cout << cli::usage_text(); return cli::kExitOk;
-        case cli::Action::version: std::cout << "espvpn " << ESPVPN_VERSION << "\n"; return cli::kExitOk;
+        case cli::Action::version: cli::print_version(std::cout); return cli::kExitOk;
         case cli::Action::self_check:
             return cli::run_self_check(std::cout) ? cli::kExitOk : cli::kExitError;
         default: break;
+    }
+    if (auto st = cli::prepare_compat_options(options); !st) {
+        LOG_ERROR << st.error().message;
+        return cli::kExitError;
     }
     if (options.protocol == cli::Protocol::gp) return cli::run_globalprotect(options, std::cout);
     return cli::run_anyconnect(options, std::cout);

@@ -9,6 +9,8 @@
 #include <functional>
 #include <sstream>
 
+#include "protocols/proxy/proxy.h"
+
 namespace espvpn::cli {
 namespace {
 
@@ -36,6 +38,21 @@ Status parse_int(const char* option, const char* text, int min, int max, int& ou
 
 Status unsupported(const char* option, const char* why) {
     return make_error(std::string("--") + option + " is not supported: " + why);
+}
+
+// An openconnect option that changes nothing in espvpn: accepted, the reason logged at debug.
+std::function<Status(ClientOptions&, const char*)> no_op(const char* option, const char* why) {
+    return [option, why](ClientOptions& o, const char*) -> Status {
+        o.no_op_notes.push_back(std::string("--") + option + " has no effect: " + why);
+        return {};
+    };
+}
+
+// An openconnect option espvpn does not do: an error saying what it does instead.
+std::function<Status(ClientOptions&, const char*)> refused(const char* option, const char* instead) {
+    return [option, instead](ClientOptions&, const char*) -> Status {
+        return make_error(std::string("--") + option + " is not supported: " + instead);
+    };
 }
 
 #define SET_STRING(field) [](ClientOptions& o, const char* v) -> Status { o.field = v; return {}; }
@@ -212,9 +229,90 @@ const std::vector<OptionSpec>& option_table() {
         {"base-mtu", 0, Arg::required, "Tunnel control", "path MTU to the server", SET_INT(base_mtu, "base-mtu", 576, 65535)},
         {"queue-len", 'Q', Arg::required, "Tunnel control", "packet batch size", SET_INT(queue_len, "queue-len", 1, 4096)},
 
+        // Proxies (issue 17): HTTP CONNECT and SOCKS5; the environment only with --libproxy.
+        {"proxy", 'P', Arg::required, "Internet connectivity",
+         "HTTP or SOCKS5 proxy: http://[USER:PASS@]HOST[:PORT]/ or socks5://...",
+         [](ClientOptions& o, const char* v) -> Status {
+             auto spec = proxy::parse_proxy_url(v);
+             if (!spec) return make_error("--proxy: " + spec.error().message);
+             o.proxy = Secret::from_string(v);
+             o.libproxy = false;
+             return {};
+         }},
+        {"proxy-auth", 0, Arg::required, "Internet connectivity", "proxy authentication methods (espvpn: Basic)",
+         [](ClientOptions& o, const char* v) -> Status {
+             auto m = proxy::parse_proxy_auth(v);
+             if (!m) return m.error();
+             if (!m->basic && !m->unsupported.empty())
+                 return make_error("--proxy-auth: espvpn answers only Basic proxy authentication, not " +
+                                   m->unsupported.front());
+             if (!m->unsupported.empty())
+                 o.no_op_notes.push_back("--proxy-auth: espvpn answers Basic only; not " + m->unsupported.front() +
+                                         (m->unsupported.size() > 1 ? " and the rest" : ""));
+             o.proxy_auth = v;
+             return {};
+         }},
+        {"no-proxy", 0, Arg::none, "Internet connectivity", "no proxy (and not the environment's)",
+         [](ClientOptions& o, const char*) -> Status {
+             o.proxy.clear();
+             o.libproxy = false;
+             return {};
+         }},
+        {"libproxy", 0, Arg::none, "Internet connectivity", "take the proxy from https_proxy/all_proxy/no_proxy",
+         [](ClientOptions& o, const char*) -> Status {
+             o.proxy.clear();
+             o.libproxy = true;
+             return {};
+         }},
+
+        // Other openconnect options (issue 17): implemented, logged no-ops, or refused saying why.
+        {"pfs", 0, Arg::none, "Tunnel control", "require perfect forward secrecy (no RSA key exchange)", SET_FLAG(pfs)},
+        {"dtls-ciphers", 0, Arg::required, "Tunnel control", "AnyConnect: X-DTLS-CipherSuite list to offer",
+         SET_STRING(dtls_ciphers)},
+        {"dtls12-ciphers", 0, Arg::required, "Tunnel control", "AnyConnect: X-DTLS12-CipherSuite list to offer",
+         SET_STRING(dtls12_ciphers)},
+        {"gnutls-debug", 0, Arg::required, "Logging (two-phase)", "GnuTLS debug level (0-99) to the log",
+         SET_INT(gnutls_debug, "gnutls-debug", 0, 99)},
+        {"cert-expire-warning", 'e', Arg::required, "Authentication",
+         "warn when the client certificate expires within DAYS (60)",
+         SET_INT(cert_expire_warning_days, "cert-expire-warning", 0, 36500)},
+        {"key-password-from-fsid", 0, Arg::none, "Authentication", "key pass phrase is the file system ID of the key",
+         SET_FLAG(key_password_from_fsid)},
+        {"no-xmlpost", 0, Arg::none, "Server bugs", nullptr, SET_FLAG(no_xmlpost)},  // checked with the protocol
+        {"no-deflate", 'D', Arg::none, "Tunnel control", nullptr, no_op("no-deflate", "espvpn never compresses")},
+        {"compression", 0, Arg::required, "Tunnel control", nullptr,
+         [](ClientOptions& o, const char* v) -> Status {
+             std::string m = v;
+             if (m == "none") return no_op("compression=none", "espvpn never compresses")(o, v);
+             if (m == "stateless" || m == "all")
+                 return refused("compression", "espvpn does not compress tunnel traffic (it runs as "
+                                               "--compression=none); drop the option")(o, v);
+             return make_error("--compression: expected none, stateless or all, got '" + m + "'");
+         }},
+        {"deflate", 'd', Arg::none, "Tunnel control", nullptr,
+         refused("deflate", "espvpn does not compress tunnel traffic (it runs as -D/--no-deflate)")},
+        {"passtos", 0, Arg::none, "Internet connectivity", nullptr,
+         refused("passtos", "espvpn sends ESP/DTLS packets with TOS/TCLASS 0, never the inner packet's")},
+        {"allow-insecure-crypto", 0, Arg::none, "Server bugs", nullptr,
+         refused("allow-insecure-crypto", "espvpn has no 3DES, RC4 or SHA-1-signature support; the server must "
+                                          "offer TLS 1.2+ with modern ciphers")},
+        {"http-auth", 0, Arg::required, "Authentication", nullptr,
+         refused("http-auth", "espvpn does not answer HTTP 401 authentication from the VPN server (form logins only)")},
+        {"force-trojan", 0, Arg::required, "Trojan binary (CSD) execution", nullptr,
+         refused("force-trojan", "espvpn runs the HIP check once per login, not periodically")},
+        {"external-browser", 0, Arg::required, "Authentication", nullptr,
+         refused("external-browser", "no SSO in an external browser yet: log in with a SAML helper and pass "
+                                     "the cookie (--cookie-on-stdin), see espvpn(8)")},
+        {"mca-certificate", 0, Arg::required, "Authentication", nullptr,
+         refused("mca-certificate", "no Cisco multiple-certificate authentication yet; -c/--certificate only")},
+        {"mca-key", 0, Arg::required, "Authentication", nullptr,
+         refused("mca-key", "no Cisco multiple-certificate authentication yet; -c/-k only")},
+        {"mca-key-password", 0, Arg::required, "Authentication", nullptr,
+         refused("mca-key-password", "no Cisco multiple-certificate authentication yet; -p/--key-password only")},
+        {"juniper", 0, Arg::none, "Set VPN protocol", nullptr,
+         refused("juniper", "espvpn speaks --protocol=gp and --protocol=anyconnect only")},
+
         // Recognised openconnect options espvpn does not implement: a clear error, never silence.
-        {"proxy", 'P', Arg::required, "Internet connectivity", nullptr,
-         [](ClientOptions&, const char*) -> Status { return unsupported("proxy", "no proxy support yet"); }},
         {"script-tun", 'S', Arg::none, "VPN configuration script", nullptr,
          [](ClientOptions&, const char*) -> Status { return unsupported("script-tun", "a tun device is required"); }},
         {"xmlconfig", 'x', Arg::required, "Tunnel control", nullptr,
@@ -282,6 +380,18 @@ void scrub_secrets(int argc, char** argv) {
         for (const char* opt : {"-C", "-p"}) {
             if (std::strcmp(a, opt) == 0 && i + 1 < argc) wipe(argv[i + 1]);
             else if (std::strncmp(a, opt, 2) == 0 && a[2] != '\0' && a[1] != '-') wipe(a + 2);
+        }
+        // --proxy http://user:PASS@host/: only the password goes.
+        char* url = nullptr;
+        if ((std::strcmp(a, "--proxy") == 0 || std::strcmp(a, "-P") == 0) && i + 1 < argc) url = argv[i + 1];
+        else if (std::strncmp(a, "--proxy=", 8) == 0) url = a + 8;
+        else if (std::strncmp(a, "-P", 2) == 0 && a[2] != '\0') url = a + 2;
+        if (url) {
+            char* at = std::strrchr(url, '@');
+            char* scheme = std::strstr(url, "://");
+            char* user = scheme && (!at || scheme < at) ? scheme + 3 : url;
+            char* colon = at ? static_cast<char*>(std::memchr(user, ':', static_cast<std::size_t>(at - user))) : nullptr;
+            if (colon) std::memset(colon + 1, '*', static_cast<std::size_t>(at - colon - 1));
         }
     }
 }
@@ -363,6 +473,11 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
     if (options.server.empty()) return make_error("no server given");
     if (!options.token_mode.empty() && options.token_secret.empty())
         return make_error("--token-mode=" + options.token_mode + " needs --token-secret (the key, or @FILE)");
+    if (options.no_xmlpost && options.protocol == Protocol::anyconnect)
+        return make_error("--no-xmlpost is not supported: espvpn logs in to AnyConnect servers with XML POST only");
+    if (options.no_xmlpost) options.no_op_notes.emplace_back("--no-xmlpost has no effect: it is for AnyConnect logins");
+    if (options.protocol == Protocol::gp && !(options.dtls_ciphers + options.dtls12_ciphers).empty())
+        options.no_op_notes.emplace_back("--dtls-ciphers/--dtls12-ciphers have no effect: GlobalProtect uses ESP");
     if (options.cookie_on_stdin && options.passwd_on_stdin)
         return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
     return options;
@@ -380,6 +495,8 @@ const char* metavar(std::string_view name) {
         {"sslkey", "KEY"}, {"key-password", "PASS"}, {"script", "CMD"}, {"interface", "IFNAME"},
         {"dtls-local-port", "PORT"}, {"reconnect-timeout", "SECONDS"}, {"force-dpd", "SECONDS"},
         {"esp-retry-interval", "SECONDS"}, {"mtu", "MTU"}, {"base-mtu", "MTU"}, {"queue-len", "N"},
+        {"proxy", "URL"}, {"proxy-auth", "METHODS"}, {"dtls-ciphers", "LIST"}, {"dtls12-ciphers", "LIST"},
+        {"gnutls-debug", "LEVEL"}, {"cert-expire-warning", "DAYS"},
     };
     for (const auto& [n, m] : names)
         if (name == n) return m;

@@ -78,6 +78,20 @@ struct ClientOptions {
     std::string stats_json;  // --stats-json FILE (espvpn extension)
     bool dry_run = false;    // --dry-run: log in, show the tunnel configuration, log out; no tun
 
+    // openconnect compatibility (issue 17)
+    Secret proxy;              // --proxy URL (may hold a password; wiped from argv)
+    bool libproxy = false;     // --libproxy: the proxy from https_proxy/all_proxy/no_proxy
+    std::string proxy_bypass;  // no_proxy (with --libproxy)
+    std::string proxy_auth;    // --proxy-auth METHODS
+    bool pfs = false;          // --pfs: no TLS key exchange without forward secrecy
+    std::string dtls_ciphers;  // --dtls-ciphers (AnyConnect)
+    std::string dtls12_ciphers;
+    int gnutls_debug = 0;      // --gnutls-debug LEVEL
+    int cert_expire_warning_days = 60;  // -e/--cert-expire-warning
+    bool key_password_from_fsid = false;
+    bool no_xmlpost = false;
+    std::vector<std::string> no_op_notes;  // accepted options that change nothing: logged at debug
+
     // Logging
     int verbosity = 1;  // openconnect's LOG_LEVEL scale: 0 quiet .. 3 trace
     bool timestamp = false;

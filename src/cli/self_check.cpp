@@ -8,8 +8,29 @@
 
 #include "crypto/cpu_features.h"
 #include "crypto/suites.h"
+#include "protocols/anyconnect/connect.h"
 
 namespace espvpn::cli {
+
+void print_version(std::ostream& out) {
+    // The lines openconnect --version prints, with espvpn's answers.
+    const char* gnutls = gnutls_check_version(nullptr);
+    out << "espvpn version " << ESPVPN_VERSION << " (for openconnect's gp and anyconnect protocols)\n";
+    out << "Using GnuTLS " << (gnutls ? gnutls : "?") << ", Nettle " << nettle_version_major() << "."
+        << nettle_version_minor() << ", libxml2 " << LIBXML_DOTTED_VERSION
+        << ". Features present: DTLS, ESP, HTTPS tunnel fallback, PKCS#12 and PEM client certificates, "
+           "HTTP and SOCKS5 proxies, HIP report program, built-in tun/route/DNS setup, NetworkManager plugin\n";
+    out << "Not built in: PKCS#11, TPM, Yubikey OATH, libproxy (PAC/WPAD), "
+           "compression, XML profiles, --script-tun\n";
+    out << "Supported protocols: anyconnect (default), gp\n";
+    out << "ESP ciphers (gp):";
+    for (const auto& s : known_esp_suites())
+        if (suite_available(s)) out << " " << s.enc << (s.auth.empty() ? "" : "+hmac-") << s.auth;
+    out << "\n";
+    const anyconnect::AcDtlsOffer offer;
+    out << "DTLS ciphers (anyconnect): " << offer.cipher_suites << "; DTLS 1.2: " << offer.dtls12_cipher_suites << "\n";
+    out << "Default vpnc-script: none; without --script espvpn sets up addresses, routes and DNS itself\n";
+}
 
 bool run_self_check(std::ostream& out) {
     bool ok = true;

@@ -1,6 +1,7 @@
 #include "src/io/https_client.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -35,6 +36,27 @@ std::string numeric_peer_address(int fd) {
     return text;
 }
 
+// The server's own address when a proxy stands between: what this host's resolver
+// (or --resolve) says, for the UDP channels that go direct.
+std::string numeric_server_address(const std::string& host, const TlsClientConfig& tls) {
+    if (auto it = tls.resolve.find(host); it != tls.resolve.end()) return it->second;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_DGRAM;
+    addrinfo* list = nullptr;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &list) != 0 || !list) {
+        LOG_INFO << "cannot resolve " << host << " here (the proxy did): no direct UDP (ESP/DTLS) to it";
+        return {};
+    }
+    char text[INET6_ADDRSTRLEN] = {};
+    if (list->ai_family == AF_INET)
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(list->ai_addr)->sin_addr, text, sizeof text);
+    else if (list->ai_family == AF_INET6)
+        ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(list->ai_addr)->sin6_addr, text, sizeof text);
+    ::freeaddrinfo(list);
+    return text;
+}
+
 }  // namespace
 
 HttpsClient::HttpsClient(HttpsClientConfig config, std::shared_ptr<const TlsCredentials> credentials)
@@ -59,7 +81,9 @@ Result<HttpsClient::Connection*> HttpsClient::connection_to(const std::string& h
     auto stream = TlsStream::connect(host, port, credentials_);
     if (!stream) return stream.error();
     ++stats_.handshakes;
-    peers_[key] = HttpsPeer{numeric_peer_address((*stream)->fd()), (*stream)->peer_pin()};
+    HttpsPeer peer{numeric_peer_address((*stream)->fd()), (*stream)->peer_pin(), {}, (*stream)->via_proxy()};
+    peer.server_address = peer.via_proxy ? numeric_server_address(host, config_.tls) : peer.address;
+    peers_[key] = std::move(peer);
     LOG_DEBUG << "TLS connection #" << stats_.handshakes << " to " << (*stream)->endpoint() << ": "
               << (*stream)->description();
     auto [it, inserted] = connections_.insert_or_assign(key, Connection{std::move(*stream), 0});

@@ -31,8 +31,12 @@ struct HttpsClientConfig {
 // What a login reports about a server it talked to (openconnect's HOST= and
 // FINGERPRINT= lines): the numeric address connected to and its key pin.
 struct HttpsPeer {
-    std::string address;  // numeric, e.g. "127.0.0.1" or "::1"
+    std::string address;  // numeric, e.g. "127.0.0.1" or "::1": the TCP peer (the proxy's with --proxy)
     std::string pin;      // "pin-sha256:..."
+    // Where UDP (ESP, DTLS) goes: the server's numeric address, looked up here when a
+    // proxy carried the TCP connection ("" if the name does not resolve here).
+    std::string server_address;
+    bool via_proxy = false;
 };
 
 struct HttpsStats {

@@ -16,7 +16,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
+#include "src/io/proxy_tunnel.h"
 #include "src/log/logger.h"
 
 namespace espvpn::io {
@@ -98,6 +100,29 @@ std::string first_certificate_subject(gnutls_certificate_credentials_t cred) {
     return subject;
 }
 
+// openconnect's -e/--cert-expire-warning: a warning when the client certificate
+// has expired or expires within that many days.
+void warn_if_expiring(gnutls_certificate_credentials_t cred, const TlsClientConfig& config) {
+    gnutls_x509_crt_t* chain = nullptr;
+    unsigned int length = 0;
+    if (gnutls_certificate_get_x509_crt(cred, 0, &chain, &length) < 0) return;
+    if (length > 0) {
+        const time_t expires = gnutls_x509_crt_get_expiration_time(chain[0]);
+        const time_t now = time(nullptr);
+        char when[64] = "?";
+        struct tm tm{};
+        if (expires != static_cast<time_t>(-1) && gmtime_r(&expires, &tm))
+            std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+        if (expires != static_cast<time_t>(-1) && expires < now)
+            LOG_WARN << "client certificate " << config.client_cert_file << " expired at " << when;
+        else if (expires != static_cast<time_t>(-1) &&
+                 expires - now < static_cast<time_t>(config.cert_expire_warning_days) * 86400)
+            LOG_WARN << "client certificate " << config.client_cert_file << " expires soon, at " << when;
+    }
+    for (unsigned int i = 0; i < length; ++i) gnutls_x509_crt_deinit(chain[i]);
+    gnutls_free(chain);
+}
+
 }  // namespace
 
 bool client_key_needs_password(const TlsClientConfig& config) {
@@ -138,12 +163,13 @@ Result<std::shared_ptr<const TlsCredentials>> TlsCredentials::load(const TlsClie
     if (!config.client_cert_file.empty()) {
         if (auto st = load_client_certificate(self->cred_, config); !st) return st.error();
         self->client_subject_ = first_certificate_subject(self->cred_);
+        warn_if_expiring(self->cred_, config);
     }
     gnutls_certificate_set_verify_function(self->cred_, &TlsStream::verify_callback);
     self->config_ = TlsClientConfig{config.system_trust,    config.ca_file,         config.server_pins,
                                     config.client_cert_file, config.client_key_file, Secret(),
                                     config.resolve,          config.priority,        config.connect_timeout,
-                                    config.io_timeout};
+                                    config.io_timeout,       config.proxy,           config.cert_expire_warning_days};
     return std::shared_ptr<const TlsCredentials>(std::move(self));
 }
 
@@ -208,13 +234,33 @@ Result<std::unique_ptr<TlsStream>> TlsStream::connect(const std::string& host, s
                                                       const TlsConnectControl& control) {
     const auto& config = credentials->config();
     auto override_ip = config.resolve.find(host);
-    const std::string& address = !control.address.empty()             ? control.address
-                                 : override_ip != config.resolve.end() ? override_ip->second
-                                                                       : host;
-    auto fd = tcp_connect(address, port, config.connect_timeout, control.cancel_fd);
-    if (!fd) return fd.error();
+    const ProxySettings* proxy = config.proxy.get();
+    if (proxy && proxy::bypasses_proxy(host, proxy->no_proxy)) {
+        LOG_DEBUG << host << " matches no_proxy: connecting directly";
+        proxy = nullptr;
+    }
+    Result<int> fd = make_error("");
+    if (proxy) {
+        // The proxy reaches the server: by its --resolve address, else by name (never by the
+        // address of an earlier connection: that was the proxy's).
+        const std::string& target = override_ip != config.resolve.end() ? override_ip->second : host;
+        LOG_DEBUG << "connecting to " << target << ":" << port << " through proxy " << proxy->spec.display();
+        fd = tcp_connect(proxy->spec.host, proxy->spec.port, config.connect_timeout, control.cancel_fd);
+        if (!fd) return make_error("proxy " + proxy->spec.display() + ": " + fd.error().message);
+        if (auto st = open_proxy_tunnel(*fd, *proxy, target, port, config.io_timeout, control.cancel_fd); !st) {
+            ::close(*fd);
+            return st.error();
+        }
+    } else {
+        const std::string& address = !control.address.empty()             ? control.address
+                                     : override_ip != config.resolve.end() ? override_ip->second
+                                                                           : host;
+        fd = tcp_connect(address, port, config.connect_timeout, control.cancel_fd);
+        if (!fd) return fd.error();
+    }
 
     std::unique_ptr<TlsStream> self(new TlsStream());
+    self->via_proxy_ = proxy != nullptr;
     self->fd_ = *fd;
     self->cancel_fd_ = control.cancel_fd;
     self->host_ = host;

@@ -26,6 +26,8 @@ namespace espvpn::io {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
+struct ProxySettings;  // src/io/proxy_tunnel.h
+
 struct TlsClientConfig {
     bool system_trust = true;            // the system CA store (openconnect: unless --no-system-trust)
     std::string ca_file;                 // extra trusted CAs, PEM (--cafile)
@@ -37,6 +39,9 @@ struct TlsClientConfig {
     std::string priority = "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
     std::chrono::milliseconds connect_timeout{10000};  // per address tried
     std::chrono::milliseconds io_timeout{30000};       // handshake, each read and each write
+    // --proxy: TCP goes to the proxy, which opens a tunnel to the server (null: direct).
+    std::shared_ptr<const ProxySettings> proxy;
+    int cert_expire_warning_days = 60;   // -e: warn when the client certificate expires sooner
 };
 
 // Trust anchors, pins and the client certificate, loaded once and shared by every
@@ -101,6 +106,8 @@ public:
 
     // The last failure was the server going away (EOF, reset, broken pipe).
     bool peer_closed() const { return peer_closed_; }
+    // The TCP peer is a proxy (--proxy), not the server.
+    bool via_proxy() const { return via_proxy_; }
     const std::string& host() const { return host_; }
     std::uint16_t port() const { return port_; }
     std::string endpoint() const;
@@ -133,6 +140,7 @@ private:
     std::string peer_pin_;
     std::string verify_failure_;
     bool peer_closed_ = false;
+    bool via_proxy_ = false;
 };
 
 // Connects a non-blocking TCP socket, trying every address the name resolves to;

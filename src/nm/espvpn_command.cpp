@@ -38,6 +38,7 @@ constexpr ValueOption kValueOptions[] = {
     {"usergroup", "--usergroup"}, {"usercert", "--certificate"},  {"userkey", "--sslkey"},
     {"reported_os", "--os"},      {"useragent", "--useragent"},   {"local_hostname", "--local-hostname"},
     {"mtu", "--mtu"},             {"base_mtu", "--base-mtu"},     {"reconnect_timeout", "--reconnect-timeout"},
+    {"proxy", "--proxy"},  // as NetworkManager-openconnect passes it
 };
 // Keys handled specially below, or bookkeeping NM itself keeps in vpn.data.
 constexpr const char* kOtherKeys[] = {"gateway", "protocol", "servercert", "cafile", "cacert",
@@ -84,11 +85,6 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
         else if (*p != "anyconnect") return make_error("protocol '" + *p + "' is not supported (gp or anyconnect)");
     }
     argv.push_back("--protocol=" + protocol);
-    // NetworkManager-openconnect passes its "proxy" item as --proxy; espvpn has no proxy
-    // support, and connecting around the proxy the profile asks for would be wrong.
-    if (const std::string* proxy = data_value(s, "proxy"))
-        return make_error("the connection asks for proxy '" + *proxy + "', but espvpn has no proxy support");
-
     for (const auto& o : kValueOptions)
         if (const std::string* v = data_value(s, o.key)) argv.push_back(std::string(o.option) + "=" + *v);
 

@@ -206,7 +206,8 @@ private:
     anyconnect::AcConnectSettings settings_;
     Secret master_secret_;
     Secret request_;              // the CONNECT, built once per address set
-    std::string peer_address_;
+    std::string peer_address_;       // the TCP peer (VPNGATEWAY): the server, or the proxy
+    std::string dtls_peer_address_;  // the server itself, for DTLS
     anyconnect::AcCstpConfig first_reply_;
     std::optional<TunnelHost> host_;
     int tun_mtu_ = 0;
@@ -237,12 +238,16 @@ Status AcSession::prepare_connect_settings(bool outer_v6) {
     // DTLS is offered only when something can run it; otherwise ocserv would size
     // the MTU for a UDP channel that never comes.
     if (!o_.no_dtls && !dtls_factory_) LOG_INFO << "no DTLS channel in this build: data runs over CSTP (TLS)";
-    if (!o_.no_dtls && dtls_factory_) {
+    if (!o_.no_dtls && dtls_factory_ && dtls_peer_address_.empty())
+        LOG_INFO << "no address for DTLS to the server: data runs over CSTP (TLS)";
+    if (!o_.no_dtls && dtls_factory_ && !dtls_peer_address_.empty()) {
         anyconnect::AcDtlsOffer offer;
         offer.master_secret = Secret(48);
         if (gnutls_rnd(GNUTLS_RND_KEY, offer.master_secret.reveal_mutable().data(), 48) != 0)
             return make_error("no random bytes for the DTLS master secret");
         master_secret_ = offer.master_secret.clone();
+        if (!o_.dtls_ciphers.empty()) offer.cipher_suites = o_.dtls_ciphers;
+        if (!o_.dtls12_ciphers.empty()) offer.dtls12_cipher_suites = o_.dtls12_ciphers;
         s.dtls = std::move(offer);
     }
     auto request = anyconnect::build_connect_request(s, auth_.webvpn);
@@ -304,7 +309,7 @@ void AcSession::schedule_rekey(CstpLink& link) const {
 }
 
 void AcSession::start_link(std::unique_ptr<CstpLink> link) {
-    CstpLink::DtlsSetup d{&dtls_factory_, peer_address_, &master_secret_, settings_.base_mtu};
+    CstpLink::DtlsSetup d{&dtls_factory_, dtls_peer_address_, &master_secret_, settings_.base_mtu};
     link->start(host_->tun(), tun_mtu_, d);
     schedule_rekey(*link);
     std::lock_guard<std::mutex> lock(link_mutex_);
@@ -545,6 +550,11 @@ Result<AcTunnelEnd> AcSession::run() {
     if (!stream) return stream.error();
     const auto peer = https_.peer(auth_.server.host, auth_.server.port);
     peer_address_ = peer ? peer->address : auth_.server.host;
+    // With --proxy the TCP peer is the proxy; DTLS goes directly to the server.
+    dtls_peer_address_ = peer ? peer->server_address : auth_.server.host;
+    if (peer && peer->via_proxy && !dtls_peer_address_.empty())
+        LOG_INFO << "DTLS goes directly to " << auth_.server.host << " at " << dtls_peer_address_
+                 << " (not through the proxy)";
     if (Status st = prepare_connect_settings(peer_address_.find(':') != std::string::npos); !st) return st.error();
     anyconnect::AcConnectRefusal refusal;
     auto first = CstpLink::connect_on(std::move(*stream), request_, refusal);
@@ -557,6 +567,7 @@ Result<AcTunnelEnd> AcSession::run() {
     const anyconnect::AcCstpConfig& reply = first_reply_;
     auto config = map_ac_tunnel_config(reply, peer_address_);
     if (!config) return config.error();
+    if (dtls_peer_address_ != peer_address_) config->direct_udp_address = dtls_peer_address_;
     tun_mtu_ = o_.mtu > 0 ? o_.mtu : reply.cstp_mtu;
     LOG_INFO << "CSTP connected to " << link.tls().endpoint() << " (" << link.tls().description() << "): address "
              << (reply.ipv4_address.empty() ? reply.ipv6_address : reply.ipv4_address)

@@ -63,6 +63,8 @@ struct AcTunnelOptions {
     std::string hostname;      // X-CSTP-Hostname
     std::string user_agent;
     bool no_dtls = false;      // --no-dtls: no X-DTLS-* headers at all
+    std::string dtls_ciphers;  // --dtls-ciphers: X-DTLS-CipherSuite instead of ours
+    std::string dtls12_ciphers;  // --dtls12-ciphers: X-DTLS12-CipherSuite
     int force_dpd_s = 0;       // --force-dpd
     std::string stats_json;    // --stats-json FILE
     std::chrono::seconds reconnect_timeout{300};  // --reconnect-timeout: how long to try after losing CSTP

@@ -1,5 +1,6 @@
 #include "src/session/gp_tunnel_setup.h"
 
+#include <algorithm>
 #include <ctime>
 #include <sstream>
 #include <variant>
@@ -11,10 +12,12 @@
 
 namespace espvpn::session {
 
-Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::string& peer_address) {
+Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::string& peer_address,
+                                           const std::string& esp_address) {
     GpTunnelSetup setup;
     TunnelConfig& c = setup.config;
     c.gateway_address = peer_address;
+    if (!esp_address.empty() && esp_address != peer_address) c.direct_udp_address = esp_address;
     c.ip4_address = gp.ip_address;
     c.ip4_netmask = gp.netmask;
     c.ip6_address = gp.ip_address_v6;
@@ -38,14 +41,39 @@ Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::str
         if (auto st = to_prefixes(gp.include_routes, c.split_include, "access route"); !st) return st.error();
     }
     if (auto st = to_prefixes(gp.exclude_routes, c.split_exclude, "exclude route"); !st) return st.error();
-    if (!gp.quarantine.empty() && gp.quarantine != "no") c.protocol_options.emplace_back("quarantine", gp.quarantine);
+    // CISCO_CSTP_OPTIONS as openconnect 9.01 fills it for GlobalProtect: one NAME=value line per
+    // item of the getconfig, in the usual element order, newest first (it prepends).
+    auto& opts = c.protocol_options;
+    auto v6 = [](const std::string& a) { return a.find(':') != std::string::npos; };
+    if (!gp.ip_address.empty()) opts.emplace_back("ipaddr", gp.ip_address);
+    if (!gp.netmask.empty()) opts.emplace_back("netmask", gp.netmask);
+    for (const auto& d : gp.dns)
+        if (!v6(d)) opts.emplace_back("DNS", d);
+    for (const auto& w : gp.wins) opts.emplace_back("WINS", w);
+    if (!c.default_domain.empty()) opts.emplace_back("search", c.default_domain);
+    for (const auto& r : gp.include_routes)
+        if (!v6(r.str()) && r.str() != "0.0.0.0/0") opts.emplace_back("split-include", r.str());
+    for (const auto& r : gp.exclude_routes)
+        if (!v6(r.str())) opts.emplace_back("split-exclude", r.str());
+    if (!gp.ip_address_v6.empty()) opts.emplace_back("ipaddr6", gp.ip_address_v6);
+    for (const auto& d : gp.dns)
+        if (v6(d)) opts.emplace_back("DNS", d);
+    // openconnect 9.01 lists <access-routes-v6> as split-exclude (and excludes them); they are includes.
+    for (const auto& r : gp.include_routes)
+        if (v6(r.str()) && r.str() != "::/0") opts.emplace_back("split-include", r.str());
+    for (const auto& r : gp.exclude_routes)
+        if (v6(r.str())) opts.emplace_back("split-exclude", r.str());
+    std::reverse(opts.begin(), opts.end());
+    if (!gp.quarantine.empty() && gp.quarantine != "no") opts.emplace_back("quarantine", gp.quarantine);
 
     setup.https_tunnel_path = gp.ssl_tunnel_url;
     setup.cookie_lifetime_s = gp.lifetime;
     setup.hip_interval_s = gp.hip_report_interval;
-    if (gp.ipsec) {
+    if (gp.ipsec && esp_address.empty()) {
+        LOG_INFO << "no address for ESP to the gateway: HTTPS tunnel only";
+    } else if (gp.ipsec) {
         GpEspSetup esp;
-        esp.peer_address = peer_address;
+        esp.peer_address = esp_address;
         esp.udp_port = gp.ipsec->udp_port;
         esp.probe_ipv4 = gp.gw_address;
         esp.probe_ipv6 = gp.gw_address_v6;
@@ -80,9 +108,14 @@ Result<GpTunnelSetup> GpGatewaySession::fetch_config() {
     auto config = outcome_or_error<gp::GpTunnelConfig>(gp::parse_tunnel_config_reply(reply->body.reveal_text()),
                                                        *reply, "getconfig");
     if (!config) return config.error();
-    std::string peer;
-    if (auto p = http_.https().peer(gateway_.host, gateway_.port)) peer = p->address;
-    return map_gp_tunnel_config(std::move(*config), peer);
+    std::string peer, esp_peer;
+    if (auto p = http_.https().peer(gateway_.host, gateway_.port)) {
+        peer = p->address;
+        esp_peer = p->server_address;
+        if (p->via_proxy && !esp_peer.empty())
+            LOG_INFO << "ESP goes directly to " << gateway_.host << " at " << esp_peer << " (not through the proxy)";
+    }
+    return map_gp_tunnel_config(std::move(*config), peer, esp_peer);
 }
 
 Result<std::string> GpGatewaySession::report_from_wrapper(const GpHipSettings& hip, const std::string& ip,

@@ -40,7 +40,13 @@ struct GpTunnelSetup {
 
 // Maps a parsed getconfig onto TunnelConfig; `peer_address` is the gateway's
 // numeric address. Routes or addresses that do not parse are an error naming them.
-Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp_config, const std::string& peer_address);
+// `esp_address` is where ESP goes: the same address, or with --proxy the gateway's own
+// (empty: no ESP, HTTPS tunnel only).
+Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp_config, const std::string& peer_address,
+                                           const std::string& esp_address);
+inline Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp_config, const std::string& peer_address) {
+    return map_gp_tunnel_config(std::move(gp_config), peer_address, peer_address);
+}
 
 struct GpHipSettings {
     std::string csd_wrapper;   // --csd-wrapper: program that prints the report XML

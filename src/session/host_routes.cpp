@@ -57,9 +57,12 @@ HostRoutePlan plan_host_routes(const TunnelConfig& c, bool disable_ipv6, const P
                            [&](const IpPrefix& t) { return prefix_covers(t, p); });
     };
     // The outer packets to the gateway must keep their path, or they would loop into the tun.
-    if (auto gw = IpPrefix::parse(c.gateway_address); gw && in_tunnel(*gw)) {
-        if (auto path = path_now(*gw)) plan.bypass.push_back({*gw, *path, "gateway"});
-        else plan.notes.push_back("no route to the gateway " + c.gateway_address + " now: no host route for it");
+    for (const std::string* peer : {&c.gateway_address, &c.direct_udp_address}) {
+        if (peer->empty() || (peer != &c.gateway_address && *peer == c.gateway_address)) continue;
+        if (auto gw = IpPrefix::parse(*peer); gw && in_tunnel(*gw)) {
+            if (auto path = path_now(*gw)) plan.bypass.push_back({*gw, *path, "gateway"});
+            else plan.notes.push_back("no route to the gateway " + *peer + " now: no host route for it");
+        }
     }
     for (const IpPrefix& e : c.split_exclude) {
         if (e.v6 && disable_ipv6) continue;

@@ -38,6 +38,9 @@ Result<int> netmask_length(std::string_view dotted);
 
 struct TunnelConfig {
     std::string gateway_address;  // numeric address of the peer we connected to
+    // With --proxy: the server's own address, where ESP/DTLS go directly ("" otherwise); kept
+    // off the tunnel like the gateway.
+    std::string direct_udp_address;
 
     std::string ip4_address;      // empty when the tunnel has no IPv4
     std::string ip4_netmask;      // dotted, empty when unknown

@@ -18,7 +18,11 @@ _espvpn() {
     --resolve --certificate -c --sslkey -k --key-password -p --no-cert-check
     --script -s --interface -i --disable-ipv6 --no-dtls --no-esp --dtls-local-port
     --reconnect-timeout --force-dpd --esp-retry-interval --mtu -m --base-mtu --queue-len -Q
-    --proxy -P --script-tun -S --token-mode --token-secret --xmlconfig -x"
+    --proxy -P --proxy-auth --no-proxy --libproxy --pfs --dtls-ciphers --dtls12-ciphers --gnutls-debug
+    --cert-expire-warning -e --key-password-from-fsid --no-xmlpost --no-deflate -D --compression --deflate -d
+    --passtos --allow-insecure-crypto --http-auth --force-trojan --external-browser --mca-certificate --mca-key
+    --mca-key-password --juniper
+    --script-tun -S --token-mode --token-secret --xmlconfig -x"
   # options:end
 
   # --name=value: bash splits at '=' when it is in COMP_WORDBREAKS (the default).
@@ -35,17 +39,21 @@ _espvpn() {
     --protocol) mapfile -t COMPREPLY < <(compgen -W "gp anyconnect" -- "$cur"); return ;;
     --os) mapfile -t COMPREPLY < <(compgen -W "linux linux-64 win mac-intel android apple-ios" -- "$cur"); return ;;
     --token-mode) mapfile -t COMPREPLY < <(compgen -W "totp hotp" -- "$cur"); return ;;
+    --proxy-auth) mapfile -t COMPREPLY < <(compgen -W "basic" -- "$cur"); return ;;
+    --compression) mapfile -t COMPREPLY < <(compgen -W "none stateless all" -- "$cur"); return ;;
     --gateway-select) mapfile -t COMPREPLY < <(compgen -W "priority latency" -- "$cur"); return ;;
     --usergroup|-g) mapfile -t COMPREPLY < <(compgen -W "portal gateway" -- "$cur"); return ;;
     --setuid|-U|--csd-user) mapfile -t COMPREPLY < <(compgen -u -- "$cur"); return ;;
     --interface|-i) mapfile -t COMPREPLY < <(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur"); return ;;
-    --config|--pid-file|--stats-json|--cafile|--certificate|-c|--sslkey|-k|--xmlconfig|-x)
+    --config|--pid-file|--stats-json|--cafile|--certificate|-c|--sslkey|-k|--xmlconfig|-x|--mca-certificate|--mca-key)
       mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
     --script|-s|--csd-wrapper|--hip-wrapper)
       mapfile -t COMPREPLY < <(compgen -c -- "$cur"); return ;;
     --server|--user|-u|--authgroup|--form-entry|-F|--cookie|-C|--useragent|--version-string|\
     --local-hostname|--http-timeout|--servercert|--resolve|--key-password|-p|--dtls-local-port|\
-    --reconnect-timeout|--force-dpd|--esp-retry-interval|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-secret)
+    --reconnect-timeout|--force-dpd|--esp-retry-interval|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-mode|\
+    --dtls-ciphers|--dtls12-ciphers|--gnutls-debug|--cert-expire-warning|-e|--http-auth|--force-trojan|\
+    --external-browser|--mca-key-password)
       return ;;
   esac
   if [[ $cur == -* ]]; then

@@ -87,7 +87,19 @@ TEST_CASE("bad input gets an error that names the problem") {
         {{"gw", "--user"}, "needs a value"},
         {{}, "no server"},
         {{"a", "b"}, "more than one server"},
-        {{"--proxy", "http://p:3128", "gw"}, "not supported"},
+        {{"--proxy", "https://p:3128", "gw"}, "--proxy"},
+        {{"--proxy-auth", "ntlm", "gw"}, "only Basic"},
+        {{"-d", "gw"}, "does not compress"},
+        {{"--compression", "all", "gw"}, "does not compress"},
+        {{"--compression", "lz4", "gw"}, "--compression"},
+        {{"--passtos", "gw"}, "TOS"},
+        {{"--no-xmlpost", "gw"}, "XML POST"},
+        {{"--external-browser", "firefox", "gw"}, "--cookie-on-stdin"},
+        {{"--mca-certificate", "m.pem", "gw"}, "multiple-certificate"},
+        {{"--juniper", "gw"}, "--protocol=gp"},
+        {{"--allow-insecure-crypto", "gw"}, "3DES"},
+        {{"--http-auth", "Basic", "gw"}, "401"},
+        {{"--force-trojan", "60", "gw"}, "HIP"},
         {{"--no-cert-check", "gw"}, "--servercert"},
         {{"--cookie-on-stdin", "--passwd-on-stdin", "gw"}, "standard input"},
         {{"--resolve", "nocolon", "gw"}, "HOST:IP"},
@@ -101,6 +113,37 @@ TEST_CASE("bad input gets an error that names the problem") {
         REQUIRE_FALSE(o.ok());
         CHECK(o.error().message.find(c.expect) != std::string::npos);
     }
+}
+
+TEST_CASE("openconnect's other options: proxies, no-ops and implemented ones") {
+    Argv a({"--proxy", "http://alice:s3cret@proxy.test:3128/", "--proxy-auth=basic,ntlm", "-D", "--compression=none",
+            "--pfs", "--dtls-ciphers", "PSK-NEGOTIATE", "--dtls12-ciphers=AES128-GCM-SHA256", "--gnutls-debug", "3",
+            "-e", "30", "--key-password-from-fsid", "--protocol=gp", "--no-xmlpost", "gw"});
+    auto o = parse(a);
+    REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.error().message));
+    CHECK(o->proxy.reveal_text() == "http://alice:s3cret@proxy.test:3128/");
+    CHECK(a.shown(2) == "http://alice:******@proxy.test:3128/");  // the password is gone from /proc/PID/cmdline
+    CHECK(o->proxy_auth == "basic,ntlm");
+    CHECK(o->pfs);
+    CHECK(o->dtls_ciphers == "PSK-NEGOTIATE");
+    CHECK(o->dtls12_ciphers == "AES128-GCM-SHA256");
+    CHECK(o->gnutls_debug == 3);
+    CHECK(o->cert_expire_warning_days == 30);
+    CHECK(o->key_password_from_fsid);
+    // -D, --compression=none, --no-xmlpost and --dtls-ciphers under gp are logged as no-ops, and
+    // that --proxy-auth's NTLM is not answered.
+    CHECK(o->no_op_notes.size() == 5);
+
+    Argv last({"--proxy=socks5://p.test", "--no-proxy", "--libproxy", "gw"});
+    auto l = parse(last);
+    REQUIRE(l.ok());
+    CHECK(l->proxy.empty());
+    CHECK(l->libproxy);
+    Argv undone({"--libproxy", "-P", "p.test:8080", "gw"});
+    auto u = parse(undone);
+    REQUIRE(u.ok());
+    CHECK_FALSE(u->libproxy);
+    CHECK(u->proxy.reveal_text() == "p.test:8080");
 }
 
 TEST_CASE("--config reads long options without dashes") {

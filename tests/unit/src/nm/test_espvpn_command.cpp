@@ -79,12 +79,16 @@ TEST_CASE("espvpn command: bad settings are refused with a reason") {
           std::string::npos);
     CHECK(error_of(settings({{"gateway", "vpn.test"}, {"protocol", "pulse"}}, {{"password", "x"}}))
               .find("protocol 'pulse'") != std::string::npos);
-    CHECK(error_of(settings({{"gateway", "vpn.test"}, {"proxy", "http://proxy.test:3128/"}}, {{"cookie", "c"}}))
-              .find("proxy 'http://proxy.test:3128/'") != std::string::npos);
     CHECK(error_of(settings({{"gateway", "vpn.test"}}, {})).find("neither a 'cookie' nor a 'password'") !=
           std::string::npos);
     CHECK(error_of(settings({{"gateway", "vpn.test"}}, {{"password", "a\nb"}})).find("more than one line") !=
           std::string::npos);
+}
+
+TEST_CASE("espvpn command: the profile's proxy item becomes --proxy, as NetworkManager-openconnect passes it") {
+    EspvpnCommand c = build(settings({{"gateway", "vpn.test"}, {"proxy", "http://proxy.test:3128/"}}, {{"cookie", "c"}}));
+    CHECK(std::count(c.argv.begin(), c.argv.end(), std::string("--proxy=http://proxy.test:3128/")) == 1);
+    CHECK(c.ignored_keys.empty());
 }
 
 TEST_CASE("espvpn command: a NetworkManager-openconnect profile's auth-dialog items are neither passed nor unknown") {

@@ -113,6 +113,13 @@ TEST_CASE("getconfig maps onto TunnelConfig and keeps the ESP SA for the data pa
     CHECK(c.split_include[1].to_string() == "fd00::/64");
     REQUIRE(c.split_exclude.size() == 1);
     CHECK(c.split_exclude[0].to_string() == "10.200.9.0/24");
+    // CISCO_CSTP_OPTIONS as openconnect 9.01 builds it (newest first), v6 includes as includes.
+    std::vector<std::string> opts;
+    for (const auto& [k, v] : c.protocol_options) opts.push_back(k + "=" + v);
+    CHECK(opts == std::vector<std::string>{"split-include=fd00::/64", "DNS=fd00::53", "ipaddr6=fd00::2",
+                                           "split-exclude=10.200.9.0/24", "split-include=10.200.0.0/16",
+                                           "search=a.test b.test", "WINS=10.200.0.54", "DNS=10.200.0.53",
+                                           "netmask=255.255.255.255", "ipaddr=10.200.0.2"});
     REQUIRE(s->esp);
     CHECK(s->esp->peer_address == "192.0.2.7");
     CHECK(s->esp->udp_port == 4501);
@@ -122,6 +129,16 @@ TEST_CASE("getconfig maps onto TunnelConfig and keeps the ESP SA for the data pa
     CHECK(s->esp->tunnel_ipv4 == "10.200.0.2");
     CHECK(s->esp->rekey_after_s == 3600);
     CHECK(s->cookie_lifetime_s == 86400);
+
+    // With --proxy, ESP goes to the gateway's own address; none known: no ESP at all.
+    auto proxied = map_gp_tunnel_config(sample_config(), "192.0.2.99", "192.0.2.7");
+    REQUIRE(proxied);
+    CHECK(proxied->config.gateway_address == "192.0.2.99");
+    REQUIRE(proxied->esp);
+    CHECK(proxied->esp->peer_address == "192.0.2.7");
+    auto unresolved = map_gp_tunnel_config(sample_config(), "192.0.2.99", "");
+    REQUIRE(unresolved);
+    CHECK_FALSE(unresolved->esp);
 
     auto text = describe_tunnel_setup(*s);
     CHECK(text.find("SPI out 0xa5a5a5a5 in 0x5a5a5a5a") != std::string::npos);

@@ -67,6 +67,20 @@ TEST_CASE("full tunnel (no split routes): both halves per family and the gateway
     CHECK(plan.bypass[0].path.to_string() == "via 10.201.0.1 dev eth0");
 }
 
+TEST_CASE("full tunnel through a proxy: the proxy and the server ESP/DTLS go to directly both keep their path") {
+    TunnelConfig c = dual_stack("192.0.2.10");  // the proxy (VPNGATEWAY)
+    c.direct_udp_address = "198.51.100.20";     // the server itself
+    FakeHost host;
+    host.paths["192.0.2.10/32"] = kViaRouter;
+    host.paths["198.51.100.20/32"] = kViaRouter;
+    HostRoutePlan plan = plan_host_routes(c, false, host.lookup());
+    REQUIRE(plan.bypass.size() == 2);
+    CHECK(plan.bypass[0].destination == P("192.0.2.10/32"));
+    CHECK(plan.bypass[1].destination == P("198.51.100.20/32"));
+    c.direct_udp_address = c.gateway_address;  // no proxy: one route
+    CHECK(plan_host_routes(c, false, host.lookup()).bypass.size() == 1);
+}
+
 TEST_CASE("full tunnel: an on-link gateway keeps its device, an IPv6 gateway gets a /128") {
     FakeHost host;
     TunnelConfig c = dual_stack("10.201.0.1");
