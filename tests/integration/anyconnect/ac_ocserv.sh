@@ -42,7 +42,7 @@
 #                 certificate and names -c; no cookie
 #   cert_wrong:   the same three, a certificate from certs/rogue-ca.pem: exit 1, the error says the server
 #                 refused the certificate (or that it is not from a CA the server names) and gives its subject
-# Reconnect and rekey (src/session/ac_tunnel.cpp; DTLS on):
+# Reconnect and rekey (src/session/anyconnect/tunnel.cpp; DTLS on):
 #   reconnect_tls_drop: the client's TCP socket destroyed under it (ss -K; ocserv keeps the session):
 #                 a new TLS connection + CONNECT with the same cookie, no second login on ocserv,
 #                 attempt-reconnect + reconnect scripts, same address, ping, DTLS back

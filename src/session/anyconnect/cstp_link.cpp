@@ -1,4 +1,4 @@
-#include "src/session/ac_cstp_link.h"
+#include "src/session/anyconnect/cstp_link.h"
 
 #include <poll.h>
 

@@ -1,4 +1,4 @@
-#include "src/session/gp_tunnel.h"
+#include "src/session/gp/tunnel.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
-#include "src/session/esp_prober.h"
+#include "src/session/gp/esp_prober.h"
 #include "src/session/reconnect_policy.h"
 #include "src/session/signal_watch.h"
 #include "src/session/tunnel_host.h"

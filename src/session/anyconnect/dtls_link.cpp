@@ -1,4 +1,4 @@
-#include "src/session/ac_dtls_link.h"
+#include "src/session/anyconnect/dtls_link.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>

@@ -27,7 +27,7 @@
 #include "crypto/result.h"
 #include "protocols/gp/session_cookie.h"
 #include "src/io/tls_stream.h"
-#include "src/session/gp_tunnel_setup.h"
+#include "src/session/gp/tunnel_setup.h"
 
 namespace espvpn::session {
 

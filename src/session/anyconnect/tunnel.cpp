@@ -1,4 +1,4 @@
-#include "src/session/ac_tunnel.h"
+#include "src/session/anyconnect/tunnel.h"
 
 #include <gnutls/crypto.h>
 #include <poll.h>
@@ -10,7 +10,7 @@
 #include "protocols/anyconnect/cstp.h"
 #include "src/datapath/stats_reporter.h"
 #include "src/log/logger.h"
-#include "src/session/ac_cstp_link.h"
+#include "src/session/anyconnect/cstp_link.h"
 #include "src/session/reconnect_policy.h"
 #include "src/session/signal_watch.h"
 

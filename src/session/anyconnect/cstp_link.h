@@ -23,7 +23,7 @@
 #include "src/io/tls_stream.h"
 #include "src/io/tun_device.h"
 #include "src/session/ac_cstp_pump.h"
-#include "src/session/ac_tunnel.h"
+#include "src/session/anyconnect/tunnel.h"
 
 namespace espvpn::session {
 

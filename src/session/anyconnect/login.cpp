@@ -1,4 +1,4 @@
-#include "src/session/ac_login.h"
+#include "src/session/anyconnect/login.h"
 
 #include "protocols/xml/escape.h"
 #include "src/log/logger.h"

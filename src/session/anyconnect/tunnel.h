@@ -50,7 +50,7 @@
 #include "src/datapath/dtls_datapath.h"
 #include "src/io/https_client.h"
 #include "src/io/packet_batch.h"
-#include "src/session/ac_login.h"
+#include "src/session/anyconnect/login.h"
 #include "src/session/tunnel_config.h"
 #include "src/session/tunnel_host.h"
 
