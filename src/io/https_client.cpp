@@ -56,14 +56,21 @@ Result<HttpsClient::Connection*> HttpsClient::connection_to(const std::string& h
         ++stats_.reopened;
         connections_.erase(it);
     }
-    auto stream = TlsStream::connect(host, port, credentials_);
+    TlsConnectControl control;
+    control.cancel_fd = cancel_fd_;
+    auto stream = TlsStream::connect(host, port, credentials_, control);
     if (!stream) return stream.error();
     ++stats_.handshakes;
-    peers_[key] = HttpsPeer{numeric_peer_address((*stream)->fd()), (*stream)->peer_pin()};
+    peers_[key] = HttpsPeer{numeric_peer_address((*stream)->fd()), (*stream)->peer_pin(), (*stream)->peer_cert_md5()};
     LOG_DEBUG << "TLS connection #" << stats_.handshakes << " to " << (*stream)->endpoint() << ": "
               << (*stream)->description();
     auto [it, inserted] = connections_.insert_or_assign(key, Connection{std::move(*stream), 0});
     return &it->second;
+}
+
+void HttpsClient::set_cancel_fd(int fd) {
+    cancel_fd_ = fd;
+    for (auto& [key, c] : connections_) c.stream->set_cancel_fd(fd);
 }
 
 void HttpsClient::drop(const std::string& host, std::uint16_t port) {

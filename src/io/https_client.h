@@ -33,6 +33,7 @@ struct HttpsClientConfig {
 struct HttpsPeer {
     std::string address;  // numeric, e.g. "127.0.0.1" or "::1"
     std::string pin;      // "pin-sha256:..."
+    std::string cert_md5; // hex MD5 of its certificate (the CSD host scan reports it)
 };
 
 struct HttpsStats {
@@ -75,6 +76,9 @@ public:
     void log_summary(std::string_view what) const;
     // Closes every kept-alive connection.
     void close_all();
+    // From now on every wait (connect, handshake, request) ends at once when `fd` turns
+    // readable (a LinkAttempt's cancel fd); -1: none.
+    void set_cancel_fd(int fd);
 
 private:
     struct Connection {
@@ -95,6 +99,7 @@ private:
     http::ResponseParser parser_;
     HttpsStats stats_;
     http::Url last_url_;
+    int cancel_fd_ = -1;  // set_cancel_fd
 };
 
 }  // namespace espvpn::io

@@ -27,6 +27,8 @@ struct AcLoginSettings {
     // std::nullopt when none is configured: the error when the server wants one says which.
     std::optional<std::string> client_certificate;
     bool dump_traffic = false;   // --dump-http-traffic, secrets redacted
+    std::string csd_wrapper;     // --csd-wrapper: run when the server asks for a CSD host scan
+    std::string csd_user;        // --csd-user: run it as this user
     int max_rounds = 10;         // forms answered before giving up
 };
 
@@ -46,6 +48,8 @@ public:
 
 private:
     Result<anyconnect::AcAuthReply> post(const std::string& target, Secret body, const std::string& logged_body);
+    // The CSD wrapper (csd.h), then the wait page: the next reply.
+    Result<anyconnect::AcAuthReply> run_host_scan(const anyconnect::AcHostScan& scan);
     Result<std::vector<anyconnect::AcFieldValue>> answer(const anyconnect::AcAuthReply& form, std::string* logged);
 
     io::HttpsClient& https_;
