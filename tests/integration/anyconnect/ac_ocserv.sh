@@ -716,6 +716,7 @@ blackhole_sigint)
 process_control)
   chmod 0711 "$work"  # the scripts run as nobody after the drop
   mkdir -m 0777 "$work/rec"
+  install -m 0666 /dev/null "$work/rec/reasons"  # appended to by root (connect) and nobody (reconnect)
   printf '#!/bin/sh\necho "$reason $(id -u) $VPNPID" >>%s\nexec %s\n' "$work/rec/reasons" \
     "$repo/tools/netns/minimal-vpnc-script" >"$work/script"
   printf '#!/bin/sh\ntouch %s\n' "$work/rec/csd-ran" >"$work/csd"
