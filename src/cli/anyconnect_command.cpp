@@ -23,19 +23,6 @@ std::string user_agent(const ClientOptions& o) {
            (o.version_string.empty() ? std::string(anyconnect::kDefaultVersion) : o.version_string);
 }
 
-Result<Secret> cookie_from_options(ClientOptions& o) {
-    Secret text;
-    if (o.cookie_on_stdin) {
-        auto line = read_stdin_line("the cookie on standard input");
-        if (!line) return line.error();
-        text = std::move(*line);
-    } else {
-        text = std::move(o.cookie);
-    }
-    auto webvpn = anyconnect::webvpn_from_cookie_text(text.reveal_text());
-    if (!webvpn) return make_error("the AnyConnect cookie is not usable: " + webvpn.error().message);
-    return webvpn;
-}
 
 // AnyConnect in the command outline: the XML login (or a cookie), then the tunnel
 // on the login's kept TLS connection.
@@ -48,6 +35,7 @@ public:
         if (!options.usergroup.empty()) url_.target = "/" + options.usergroup;
         return {};
     }
+    std::optional<int> use_cookie(const ClientOptions& options, std::string_view text) override;
     std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https) override;
     http::Url server() const override { return auth_.server; }
     Secret cookie_text() const override { return anyconnect::cookie_text(auth_.webvpn); }
@@ -59,18 +47,19 @@ private:
     session::AcAuthenticated auth_;
 };
 
-std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& https) {
-    if (options.cookie_on_stdin || !options.cookie.empty()) {
-        auto webvpn = cookie_from_options(options);
-        if (!webvpn) {
-            LOG_ERROR << webvpn.error().message;
-            return kExitError;
-        }
-        auth_.server = http::Url{url_.host, url_.port, "/"};
-        auth_.webvpn = std::move(*webvpn);
-        LOG_INFO << "using the given cookie for " << auth_.server.host;
-        return std::nullopt;
+std::optional<int> AcCommand::use_cookie(const ClientOptions&, std::string_view text) {
+    auto webvpn = anyconnect::webvpn_from_cookie_text(text);
+    if (!webvpn) {
+        LOG_ERROR << "the AnyConnect cookie is not usable: " << webvpn.error().message;
+        return kExitError;
     }
+    auth_.server = http::Url{url_.host, url_.port, "/"};
+    auth_.webvpn = std::move(*webvpn);
+    LOG_INFO << "using the given cookie for " << auth_.server.host;
+    return std::nullopt;
+}
+
+std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& https) {
     session::AcLoginSettings settings;
     settings.server = url_;
     settings.user = options.user;

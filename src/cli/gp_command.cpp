@@ -57,8 +57,10 @@ public:
         auto target = session::parse_gp_login_target(options.server, options.usergroup);
         if (!target) return target.error();
         target_ = std::move(*target);
+        client_ = client_info(options);
         return {};
     }
+    std::optional<int> use_cookie(const ClientOptions& options, std::string_view text) override;
     std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https) override;
     http::Url server() const override { return auth_.gateway; }
     Secret cookie_text() const override { return auth_.cookie.encode(); }
@@ -72,33 +74,24 @@ private:
     session::GpAuthenticated auth_;
 };
 
+std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view text) {
+    auto cookie = cookie_from_text(text);
+    if (!cookie) {
+        LOG_ERROR << cookie.error().message;
+        return kExitError;
+    }
+    if (cookie->computer.empty()) cookie->computer = client_.computer;
+    client_.computer = cookie->computer;  // the gateway checks it against the login
+    auth_.gateway = target_.server;
+    auth_.cookie = std::move(*cookie);
+    auth_.app_version = client_.app_version;
+    LOG_INFO << "using the given cookie for " << auth_.cookie.user << " on " << auth_.gateway.host;
+    return std::nullopt;
+}
+
 std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& https) {
-    client_ = client_info(options);
     transport_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
                        options.dump_http_traffic);
-    if (options.cookie_on_stdin || !options.cookie.empty()) {
-        Secret text = options.cookie_on_stdin ? Secret() : std::move(options.cookie);
-        if (options.cookie_on_stdin) {
-            auto line = read_stdin_line("the cookie on standard input");
-            if (!line) {
-                LOG_ERROR << line.error().message;
-                return kExitError;
-            }
-            text = std::move(*line);
-        }
-        auto cookie = cookie_from_text(text.reveal_text());
-        if (!cookie) {
-            LOG_ERROR << cookie.error().message;
-            return kExitError;
-        }
-        if (cookie->computer.empty()) cookie->computer = client_.computer;
-        client_.computer = cookie->computer;  // the gateway checks it against the login
-        auth_.gateway = target_.server;
-        auth_.cookie = std::move(*cookie);
-        auth_.app_version = client_.app_version;
-        LOG_INFO << "using the given cookie for " << auth_.cookie.user << " on " << auth_.gateway.host;
-        return std::nullopt;
-    }
     session::GpLoginSettings settings;
     settings.target = target_;
     settings.user = options.user;
@@ -134,6 +127,9 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
 // Gateway config and HIP, the tunnel until a signal, then logout.
 int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                        session::TunnelOptions& t) {
+    if (!transport_)
+        transport_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
+                           options.dump_http_traffic);
     session::GpGatewaySession gateway(*transport_, auth_.gateway, std::move(auth_.cookie), client_);
     int rc = kExitOk;
     auto setup = gateway.fetch_config();

@@ -73,7 +73,20 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     }
 
     // 1. A session: from a cookie, or by logging in.
-    if (auto rc = protocol.log_in(options, *https)) return *rc;
+    if (options.cookie_on_stdin || !options.cookie.empty()) {
+        Secret text = options.cookie_on_stdin ? Secret() : std::move(options.cookie);
+        if (options.cookie_on_stdin) {
+            auto line = read_stdin_line("the cookie on standard input");
+            if (!line) {
+                LOG_ERROR << line.error().message;
+                return kExitError;
+            }
+            text = std::move(*line);
+        }
+        if (auto rc = protocol.use_cookie(options, text.reveal_text())) return *rc;
+    } else if (auto rc = protocol.log_in(options, *https)) {
+        return *rc;
+    }
 
     // 2. Print it, or connect.
     const http::Url server = protocol.server();

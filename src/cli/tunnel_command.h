@@ -24,8 +24,9 @@ public:
     virtual ~ProtocolCommand() = default;
     // The server URL (checked before anything else is done).
     virtual Status parse_target(const ClientOptions& options) = 0;
-    // A session: from --cookie / --cookie-on-stdin, or a login. nullopt when there is one,
-    // else the exit code (the error logged).
+    // A session from the text of --cookie / --cookie-on-stdin (as --authenticate prints it),
+    // or from a login. nullopt when there is one, else the exit code (the error logged).
+    virtual std::optional<int> use_cookie(const ClientOptions& options, std::string_view text) = 0;
     virtual std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https) = 0;
     // The server the session is on, and its cookie as openconnect prints it.
     virtual http::Url server() const = 0;

@@ -19,17 +19,22 @@ std::string prompt_of(const AcFormField& f) { return f.label.empty() ? f.name + 
 
 }  // namespace
 
-Result<AcAuthReply> AcLogin::post(const std::string& target, Secret body, const std::string& logged_body) {
+http::Request AcLogin::request(const char* method, const std::string& target) const {
     http::Request req;
-    req.method = "POST";
+    req.method = method;
     req.target = target;
     req.host = s_.server.host;
     req.port = s_.server.port;
     req.headers.add("User-Agent", s_.user_agent);
-    req.headers.add("Accept", "*/*");
-    req.headers.add("Accept-Encoding", "identity");
     req.headers.add("X-Transcend-Version", "1");
     req.headers.add("X-Aggregate-Auth", "1");
+    return req;
+}
+
+Result<AcAuthReply> AcLogin::post(const std::string& target, Secret body, const std::string& logged_body) {
+    http::Request req = request("POST", target);
+    req.headers.add("Accept", "*/*");
+    req.headers.add("Accept-Encoding", "identity");
     req.headers.add("X-Pad", anyconnect::padding_for(body.size()));
     req.headers.add("Content-Type", "application/xml; charset=utf-8");
     req.body = std::move(body);
@@ -115,15 +120,7 @@ Result<AcAuthReply> AcLogin::run_host_scan(const anyconnect::AcHostScan& scan) {
     if (!out) LOG_WARN << "CSD wrapper " << run.program << ": " << out.error().message << "; the login may fail";
     else if (!out->empty()) LOG_DEBUG << "CSD wrapper printed: " << *out;
     https_.cookies().set(s_.server.host, "sdesktop", Secret::from_string(scan.token));
-    http::Request req;
-    req.method = "GET";
-    req.target = anyconnect::csd_wait_path(scan);
-    req.host = s_.server.host;
-    req.port = s_.server.port;
-    req.headers.add("User-Agent", s_.user_agent);
-    req.headers.add("X-Transcend-Version", "1");
-    req.headers.add("X-Aggregate-Auth", "1");
-    auto response = https_.send(std::move(req), io::Redirects::follow);
+    auto response = https_.send(request("GET", anyconnect::csd_wait_path(scan)), io::Redirects::follow);
     if (!response) return make_error("CSD wait page " + anyconnect::csd_wait_path(scan) + ": " + response.error().message);
     if (response->status != 200)
         return make_error("CSD wait page: HTTP " + std::to_string(response->status) + " " + response->reason);

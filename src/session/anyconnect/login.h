@@ -47,6 +47,8 @@ public:
     Result<AcAuthenticated> run();
 
 private:
+    // A request to the server with the headers every AnyConnect login request carries.
+    http::Request request(const char* method, const std::string& target) const;
     Result<anyconnect::AcAuthReply> post(const std::string& target, Secret body, const std::string& logged_body);
     // The CSD wrapper (csd.h), then the wait page: the next reply.
     Result<anyconnect::AcAuthReply> run_host_scan(const anyconnect::AcHostScan& scan);

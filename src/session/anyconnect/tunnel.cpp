@@ -1,14 +1,11 @@
 #include "src/session/anyconnect/tunnel.h"
 
 #include <gnutls/crypto.h>
-#include <poll.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "protocols/anyconnect/cstp.h"
-#include "src/datapath/stats_reporter.h"
 #include "src/log/logger.h"
 #include "src/session/anyconnect/cstp_link.h"
 

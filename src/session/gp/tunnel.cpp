@@ -1,9 +1,5 @@
 #include "src/session/gp/tunnel.h"
 
-#include <poll.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -13,15 +9,10 @@
 #include "protocols/gp/https_tunnel.h"
 #include "src/datapath/datapath.h"
 #include "src/datapath/https_pipeline.h"
-#include "src/datapath/stats_reporter.h"
-#include "src/hooks/script_runner.h"
 #include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
 #include "src/session/gp/esp_prober.h"
-#include "src/session/reconnect_policy.h"
-#include "src/session/signal_watch.h"
-#include "src/session/tunnel_host.h"
 
 namespace espvpn::session {
 
@@ -89,6 +80,12 @@ Result<SaPair> build_sas(const gp::GpIpsecConfig& sa) {
     auto in = EspInboundSa::create(sa.s2c.spi, *in_keys);
     if (!in) return make_error("inbound SA: " + in.error().message);
     return SaPair{std::move(*out), std::move(*in)};
+}
+
+// The SAs of a fetched configuration; `no_keys` is the error when it has none.
+Result<SaPair> fresh_sas(const GpTunnelSetup& fresh, const char* no_keys) {
+    if (!fresh.esp) return make_error(no_keys);
+    return build_sas(fresh.esp->sa);
 }
 
 std::string hex32(std::uint32_t v) {
@@ -400,11 +397,7 @@ std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting
 AttemptResult GpDriver::begin_esp_retry(const GpTunnelSetup& fresh, Clock::time_point now) {
     AttemptResult r;
     r.kind = AttemptResult::Kind::failed;
-    if (!fresh.esp) {
-        r.why = "the gateway offers no ESP keys now; staying on the HTTPS tunnel";
-        return r;
-    }
-    auto sas = build_sas(fresh.esp->sa);
+    auto sas = fresh_sas(fresh, "the gateway offers no ESP keys now; staying on the HTTPS tunnel");
     if (!sas) {
         r.why = sas.error().message;
         return r;
@@ -633,11 +626,7 @@ AttemptResult GpDriver::finish_attempt(AttemptPurpose purpose, bool in_outage, c
 AttemptResult GpDriver::rekey_esp(const GpTunnelSetup& fresh) {
     AttemptResult r;
     r.kind = AttemptResult::Kind::fatal;
-    if (!fresh.esp) {
-        r.why = "rekey: the gateway's new configuration has no ESP keys";
-        return r;
-    }
-    auto sas = build_sas(fresh.esp->sa);
+    auto sas = fresh_sas(fresh, "rekey: the gateway's new configuration has no ESP keys");
     if (!sas) {
         r.why = sas.error().message;
         return r;
