@@ -136,6 +136,12 @@ std::string build_init_request(const AcClientInfo& client, std::string_view grou
     return out;
 }
 
+std::string_view reply_element(std::string_view name) {
+    if (name == "answer" || name == "whichpin" || name == "new_password") return "password";
+    if (name == "verify_pin" || name == "verify_password") return {};
+    return name;
+}
+
 Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldValue>& fields,
                         std::string_view group_select, std::string_view opaque) {
     std::string head;
@@ -145,40 +151,21 @@ Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldVal
     http::SecretBuffer out;
     out.append(head);
     for (const auto& f : fields) {
-        out.append("<" + f.name + ">");
+        const std::string element(reply_element(f.name));
+        if (element.empty()) continue;
+        out.append("<" + element + ">");
         // Escaped piecewise so the value never sits in a plain std::string.
         for (std::uint8_t b : f.value.reveal()) {
             // A control byte is kept: dropping it would send another password.
             if (std::string_view e = xml::entity(static_cast<char>(b)); !e.empty()) out.append(e);
             else out.append(std::span<const std::uint8_t>(&b, 1));
         }
-        out.append("</" + f.name + ">");
+        out.append("</" + element + ">");
     }
     out.append("</auth>");
     if (!group_select.empty()) out.append("<group-select>" + xml::escape(group_select) + "</group-select>");
     out.append("</config-auth>");
     return out.take_secret();
-}
-
-Result<const AcFormOption*> choose_option(const AcFormField& select, std::string_view wanted) {
-    const std::string want = lower(wanted);
-    const AcFormOption* prefix = nullptr;
-    int prefixes = 0;
-    for (const auto& o : select.options) {
-        std::string label = lower(o.label);
-        if (label == want) return &o;
-        if (label.rfind(want, 0) == 0) {
-            prefix = &o;
-            ++prefixes;
-        }
-    }
-    if (prefixes == 1) return prefix;
-    for (const auto& o : select.options)
-        if (o.value == wanted) return &o;
-    std::string labels;
-    for (const auto& o : select.options) labels += (labels.empty() ? "" : "|") + o.label;
-    return make_error("auth group \"" + std::string(wanted) + "\" is not " +
-                      (prefixes > 1 ? "unique" : "offered") + "; the server offers [" + labels + "]");
 }
 
 std::string padding_for(std::size_t body_size) {

@@ -84,14 +84,15 @@ struct AcFieldValue {
     Secret value;
 };
 
-// <config-auth type="auth-reply"> with one element per field, the opaque
-// element echoed and the chosen group. A Secret: it carries the password.
+// The element a form field is sent back as: a challenge's "answer", "whichpin" and
+// "new_password" go as <password> (Cisco's convention, which openconnect follows),
+// "verify_pin"/"verify_password" not at all (""); any other field under its own name.
+std::string_view reply_element(std::string_view field_name);
+
+// <config-auth type="auth-reply"> with one element per field (named by reply_element),
+// the opaque element echoed and the chosen group. A Secret: it carries the password.
 Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldValue>& fields,
                         std::string_view group_select = {}, std::string_view opaque = {});
-
-// The option --authgroup names: label equal (case-insensitive), else the
-// unique label it is a prefix of, else an exact value. Error lists the labels.
-Result<const AcFormOption*> choose_option(const AcFormField& select, std::string_view wanted);
 
 // X-Pad value that rounds a body of body_size bytes up to a multiple of 64, so
 // the length of the password does not show (doc 1.1).

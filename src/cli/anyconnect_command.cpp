@@ -36,7 +36,8 @@ public:
         return {};
     }
     std::optional<int> use_cookie(const ClientOptions& options, std::string_view text) override;
-    std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https) override;
+    std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+                              const LoginInputs& inputs) override;
     http::Url server() const override { return auth_.server; }
     Secret cookie_text() const override { return anyconnect::cookie_text(auth_.webvpn); }
     int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
@@ -59,7 +60,8 @@ std::optional<int> AcCommand::use_cookie(const ClientOptions&, std::string_view 
     return std::nullopt;
 }
 
-std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& https) {
+std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+                                    const LoginInputs& inputs) {
     session::AcLoginSettings settings;
     settings.server = url_;
     settings.user = options.user;
@@ -71,7 +73,8 @@ std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     settings.csd_wrapper = options.csd_wrapper;
     settings.csd_user = options.csd_user;
     if (!options.certificate.empty()) settings.client_certificate = https.credentials()->client_subject();
-    TerminalPrompter prompter(options.non_interactive, options.no_passwd);
+    settings.form_entries = inputs.form_entries;
+    settings.token = inputs.token;
     session::AcLogin login(https, std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");

@@ -61,7 +61,8 @@ public:
         return {};
     }
     std::optional<int> use_cookie(const ClientOptions& options, std::string_view text) override;
-    std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https) override;
+    std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+                              const LoginInputs& inputs) override;
     http::Url server() const override { return auth_.gateway; }
     Secret cookie_text() const override { return auth_.cookie.encode(); }
     int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
@@ -89,7 +90,8 @@ std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view 
     return std::nullopt;
 }
 
-std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& https) {
+std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+                                    const LoginInputs& inputs) {
     transport_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
                        options.dump_http_traffic);
     session::GpLoginSettings settings;
@@ -111,7 +113,8 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
         settings.probe_credentials = std::move(*credentials);
     }
     settings.client_certificate = !options.certificate.empty();
-    TerminalPrompter prompter(options.non_interactive, options.no_passwd);
+    settings.form_entries = inputs.form_entries;
+    settings.token = inputs.token;
     session::GpLogin login(*transport_, std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");

@@ -3,6 +3,7 @@
 #include <getopt.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -128,6 +129,19 @@ const std::vector<OptionSpec>& option_table() {
          SET_STRING(csd_wrapper)},
         {"hip-wrapper", 0, Arg::required, "Trojan binary (CSD) execution", nullptr, SET_STRING(csd_wrapper)},
         {"csd-user", 0, Arg::required, "Trojan binary (CSD) execution", "run the HIP program as USER", SET_STRING(csd_user)},
+        {"token-mode", 0, Arg::required, "Authentication", "software token type: totp or hotp (with --token-secret)",
+         [](ClientOptions& o, const char* v) -> Status {
+             std::string m = v;
+             for (char& c : m) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+             if (m == "totp" || m == "hotp") o.token_mode = m;
+             else if (m == "rsa" || m == "stoken" || m == "yubioath" || m == "oidc")
+                 return unsupported("token-mode", ("'" + m + "': only totp and hotp are built in (RSA SecurID, "
+                                                   "YubiKey OATH and OIDC tokens are not)").c_str());
+             else return make_error("--token-mode: '" + m + "' is not a software token type (totp, hotp)");
+             return {};
+         }},
+        {"token-secret", 0, Arg::required, "Authentication", "the token's key: base32:KEY, 0xHEX, raw, or @FILE",
+         [](ClientOptions& o, const char* v) -> Status { o.token_secret = Secret::from_string(v); return {}; }},
         {"gateway-select", 0, Arg::required, "Authentication",
          "priority (default) or latency: pick the portal's fastest gateway",
          [](ClientOptions& o, const char* v) -> Status {
@@ -203,8 +217,6 @@ const std::vector<OptionSpec>& option_table() {
          [](ClientOptions&, const char*) -> Status { return unsupported("proxy", "no proxy support yet"); }},
         {"script-tun", 'S', Arg::none, "VPN configuration script", nullptr,
          [](ClientOptions&, const char*) -> Status { return unsupported("script-tun", "a tun device is required"); }},
-        {"token-mode", 0, Arg::required, "Authentication", nullptr,
-         [](ClientOptions&, const char*) -> Status { return unsupported("token-mode", "no OTP generators"); }},
         {"xmlconfig", 'x', Arg::required, "Tunnel control", nullptr,
          [](ClientOptions&, const char*) -> Status { return unsupported("xmlconfig", "no Cisco XML profiles"); }},
     };
@@ -262,7 +274,7 @@ void scrub_secrets(int argc, char** argv) {
     auto wipe = [](char* s) { std::memset(s, 0, std::strlen(s)); };
     for (int i = 1; i < argc; ++i) {
         char* a = argv[i];
-        for (const char* opt : {"--cookie", "--key-password"}) {
+        for (const char* opt : {"--cookie", "--key-password", "--token-secret"}) {
             std::size_t n = std::strlen(opt);
             if (std::strncmp(a, opt, n) == 0 && a[n] == '=') wipe(a + n + 1);
             else if (std::strcmp(a, opt) == 0 && i + 1 < argc) wipe(argv[i + 1]);
@@ -349,6 +361,8 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
         options.server = positionals[0];
     }
     if (options.server.empty()) return make_error("no server given");
+    if (!options.token_mode.empty() && options.token_secret.empty())
+        return make_error("--token-mode=" + options.token_mode + " needs --token-secret (the key, or @FILE)");
     if (options.cookie_on_stdin && options.passwd_on_stdin)
         return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
     return options;
@@ -360,7 +374,7 @@ const char* metavar(std::string_view name) {
         {"config", "FILE"}, {"protocol", "PROTO"}, {"server", "URL"}, {"pid-file", "FILE"},
         {"setuid", "USER"}, {"stats-json", "FILE"}, {"user", "NAME"}, {"authgroup", "GROUP"},
         {"usergroup", "GROUP"}, {"form-entry", "FORM:OPT=VALUE"}, {"cookie", "COOKIE"},
-        {"os", "OS"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"gateway-select", "HOW"},
+        {"os", "OS"}, {"token-mode", "MODE"}, {"token-secret", "SECRET"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"gateway-select", "HOW"},
         {"useragent", "STRING"}, {"version-string", "STRING"}, {"local-hostname", "NAME"}, {"http-timeout", "SECONDS"},
         {"servercert", "PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
         {"sslkey", "KEY"}, {"key-password", "PASS"}, {"script", "CMD"}, {"interface", "IFNAME"},

@@ -43,6 +43,8 @@ struct ClientOptions {
     std::string csd_wrapper;  // GlobalProtect HIP report program
     std::string csd_user;
     bool gateway_by_latency = false;  // --gateway-select=latency (espvpn extension)
+    std::string token_mode;   // --token-mode: "totp" or "hotp" ("" = none)
+    Secret token_secret;      // --token-secret (scrubbed from argv): the key or @FILE
 
     // Server and client certificates
     std::vector<std::string> servercert;  // pins; given → system trust is off

@@ -55,7 +55,29 @@ Result<Secret> read_line(int fd, std::string_view what) {
 
 Result<Secret> read_stdin_line(std::string_view what) { return read_line(0, what); }
 
+Status TerminalPrompter::read_stdin_password() {
+    if (!passwd_on_stdin_ || stdin_password_read_) return {};
+    stdin_password_read_ = true;
+    auto line = read_line(0, "the password on standard input (--passwd-on-stdin)");
+    if (!line) return line.error();
+    stdin_password_ = std::move(*line);
+    return {};
+}
+
+Result<Secret> TerminalPrompter::read_answer(std::string_view prompt) {
+    auto line = read_line(0, "'" + std::string(prompt) + "'");
+    if (line) return line;
+    return make_error("user input required ('" + std::string(prompt) +
+                      "') but --non-inter was given and standard input has no more lines");
+}
+
 Result<std::string> TerminalPrompter::ask_text(std::string_view prompt) {
+    if (auto st = read_stdin_password(); !st) return st.error();
+    if (non_interactive_ && passwd_on_stdin_) {
+        auto line = read_answer(prompt);
+        if (!line) return line.error();
+        return std::string(line->reveal_text());
+    }
     if (non_interactive_) return make_error("user input required ('" + std::string(prompt) + "') but --non-inter was given");
     if (::isatty(0)) {
         std::string p(prompt);
@@ -69,6 +91,12 @@ Result<std::string> TerminalPrompter::ask_text(std::string_view prompt) {
 
 Result<Secret> TerminalPrompter::ask_secret(std::string_view prompt) {
     if (no_password_) return make_error("the server asks for '" + std::string(prompt) + "' but --no-passwd was given");
+    if (auto st = read_stdin_password(); !st) return st.error();
+    if (passwd_on_stdin_ && !stdin_password_used_) {
+        stdin_password_used_ = true;
+        return std::move(stdin_password_);
+    }
+    if (non_interactive_ && passwd_on_stdin_) return read_answer(prompt);
     if (non_interactive_) return make_error("user input required ('" + std::string(prompt) + "') but --non-inter was given");
     if (!::isatty(0)) return read_line(0, "'" + std::string(prompt) + "' on standard input");
     int tty = ::open("/dev/tty", O_RDWR | O_CLOEXEC);

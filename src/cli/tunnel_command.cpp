@@ -61,8 +61,13 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
         LOG_ERROR << process.error().message;
         return kExitError;
     }
-    TerminalPrompter key_prompter(options.non_interactive, options.no_passwd);
-    if (auto st = ask_key_password_if_needed(options, key_prompter); !st) {
+    TerminalPrompter prompter(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
+    auto inputs = login_inputs(options);
+    if (!inputs) {
+        LOG_ERROR << inputs.error().message;
+        return kExitError;
+    }
+    if (auto st = ask_key_password_if_needed(options, prompter); !st) {
         LOG_ERROR << st.error().message;
         return kExitError;
     }
@@ -84,7 +89,7 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
             text = std::move(*line);
         }
         if (auto rc = protocol.use_cookie(options, text.reveal_text())) return *rc;
-    } else if (auto rc = protocol.log_in(options, *https)) {
+    } else if (auto rc = protocol.log_in(options, *https, prompter, *inputs)) {
         return *rc;
     }
 

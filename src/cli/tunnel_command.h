@@ -12,8 +12,10 @@
 #include "crypto/result.h"
 #include "crypto/secret.h"
 #include "protocols/http/url.h"
+#include "src/cli/login_inputs.h"
 #include "src/cli/options.h"
 #include "src/cli/process_control.h"
+#include "src/cli/terminal_prompter.h"
 #include "src/io/https_client.h"
 #include "src/session/tunnel_session.h"
 
@@ -27,7 +29,9 @@ public:
     // A session from the text of --cookie / --cookie-on-stdin (as --authenticate prints it),
     // or from a login. nullopt when there is one, else the exit code (the error logged).
     virtual std::optional<int> use_cookie(const ClientOptions& options, std::string_view text) = 0;
-    virtual std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https) = 0;
+    // `prompter` asks on the terminal (or reads --passwd-on-stdin); `inputs` are -F and --token-mode.
+    virtual std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+                              const LoginInputs& inputs) = 0;
     // The server the session is on, and its cookie as openconnect prints it.
     virtual http::Url server() const = 0;
     virtual Secret cookie_text() const = 0;

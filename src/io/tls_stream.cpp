@@ -23,8 +23,6 @@ namespace espvpn::io {
 
 namespace {
 
-constexpr std::string_view kPinPrefix = "pin-sha256:";
-
 std::string gnutls_message(int code) { return gnutls_strerror(code); }
 
 long long ms_left(Deadline deadline) {
@@ -45,36 +43,6 @@ std::string address_text(const sockaddr* sa) {
     else if (sa->sa_family == AF_INET6)
         inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, text, sizeof text);
     return sa->sa_family == AF_INET6 ? "[" + std::string(text) + "]" : std::string(text);
-}
-
-std::string base64(std::span<const unsigned char> bytes) {
-    gnutls_datum_t in{const_cast<unsigned char*>(bytes.data()), static_cast<unsigned>(bytes.size())};
-    gnutls_datum_t out{};
-    if (gnutls_base64_encode2(&in, &out) < 0) return {};
-    std::string text(reinterpret_cast<char*>(out.data), out.size);
-    gnutls_free(out.data);
-    return text;
-}
-
-// SHA-256 over the DER SubjectPublicKeyInfo, as openconnect's --servercert pin-sha256.
-Result<std::string> public_key_pin(const gnutls_datum_t& der_cert) {
-    gnutls_x509_crt_t crt = nullptr;
-    gnutls_pubkey_t key = nullptr;
-    gnutls_datum_t spki{};
-    std::string pin;
-    int rc = gnutls_x509_crt_init(&crt);
-    if (rc >= 0) rc = gnutls_x509_crt_import(crt, &der_cert, GNUTLS_X509_FMT_DER);
-    if (rc >= 0) rc = gnutls_pubkey_init(&key);
-    if (rc >= 0) rc = gnutls_pubkey_import_x509(key, crt, 0);
-    if (rc >= 0) rc = gnutls_pubkey_export2(key, GNUTLS_X509_FMT_DER, &spki);
-    unsigned char digest[32];
-    if (rc >= 0) rc = gnutls_hash_fast(GNUTLS_DIG_SHA256, spki.data, spki.size, digest);
-    if (rc >= 0) pin = std::string(kPinPrefix) + base64(digest);
-    gnutls_free(spki.data);
-    if (key) gnutls_pubkey_deinit(key);
-    if (crt) gnutls_x509_crt_deinit(crt);
-    if (rc < 0) return make_error("cannot read the server certificate's public key: " + gnutls_message(rc));
-    return pin;
 }
 
 bool looks_like_pem(const std::string& path) {
@@ -141,22 +109,6 @@ bool client_key_needs_password(const TlsClientConfig& config) {
     return rc == GNUTLS_E_DECRYPTION_FAILED || rc == GNUTLS_E_MAC_VERIFY_FAILED;
 }
 
-Result<std::string> parse_pin(std::string_view text) {
-    if (text.substr(0, kPinPrefix.size()) != kPinPrefix)
-        return make_error("server pin \"" + std::string(text) + "\" must look like pin-sha256:<base64>");
-    auto b64 = text.substr(kPinPrefix.size());
-    gnutls_datum_t in{reinterpret_cast<unsigned char*>(const_cast<char*>(b64.data())),
-                      static_cast<unsigned>(b64.size())};
-    gnutls_datum_t out{};
-    int rc = gnutls_base64_decode2(&in, &out);
-    bool ok = rc >= 0 && out.size == 32;
-    std::string normalised = ok ? std::string(kPinPrefix) + base64({out.data, out.size}) : std::string();
-    gnutls_free(out.data);
-    if (!ok)
-        return make_error("server pin \"" + std::string(text) + "\" is not the base64 of a 32-byte SHA-256 digest");
-    return normalised;
-}
-
 TlsCredentials::~TlsCredentials() {
     if (cred_) gnutls_certificate_free_credentials(cred_);
 }
@@ -164,7 +116,7 @@ TlsCredentials::~TlsCredentials() {
 Result<std::shared_ptr<const TlsCredentials>> TlsCredentials::load(const TlsClientConfig& config) {
     std::shared_ptr<TlsCredentials> self(new TlsCredentials());
     for (const auto& text : config.server_pins) {
-        auto pin = parse_pin(text);
+        auto pin = parse_server_cert_pin(text);
         if (!pin) return pin.error();
         self->pins_.push_back(std::move(*pin));
     }
@@ -195,8 +147,8 @@ Result<std::shared_ptr<const TlsCredentials>> TlsCredentials::load(const TlsClie
     return std::shared_ptr<const TlsCredentials>(std::move(self));
 }
 
-bool TlsCredentials::pin_matches(const std::string& pin) const {
-    return std::find(pins_.begin(), pins_.end(), pin) != pins_.end();
+bool TlsCredentials::pin_matches(const ServerFingerprints& fp) const {
+    return std::any_of(pins_.begin(), pins_.end(), [&](const ServerCertPin& p) { return p.matches(fp); });
 }
 
 Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout,
@@ -367,12 +319,12 @@ int TlsStream::verify_peer() {
         verify_failure_ = "server " + endpoint() + " sent no certificate";
         return -1;
     }
-    auto pin = public_key_pin(certs[0]);
-    if (!pin) {
-        verify_failure_ = pin.error().message;
+    auto fp = fingerprints_of(certs[0]);
+    if (!fp) {
+        verify_failure_ = fp.error().message;
         return -1;
     }
-    peer_pin_ = *pin;
+    peer_pin_ = fp->pin();
     // The certificate's MD5, which the CSD host scan reports (openconnect's -certhash).
     unsigned char md5[16];
     std::size_t md5_size = sizeof md5;
@@ -384,13 +336,15 @@ int TlsStream::verify_peer() {
             peer_cert_md5_ += kHex[md5[i] & 15];
         }
     }
-    if (!credentials_->config().server_pins.empty()) {
-        if (credentials_->pin_matches(peer_pin_)) {
-            LOG_DEBUG << "server certificate of " << endpoint() << " accepted by its pin";
+    if (const auto& pins = credentials_->config().server_pins; !pins.empty()) {
+        if (credentials_->pin_matches(*fp)) {
+            LOG_DEBUG << "server certificate of " << endpoint() << " accepted by its --servercert fingerprint";
             return 0;
         }
-        verify_failure_ = "server certificate of " + endpoint() + " does not match the pinned key; its pin is " +
-                          peer_pin_ + " (use --servercert " + peer_pin_ + " only if you trust this server)";
+        verify_failure_ = "none of the " + std::to_string(pins.size()) +
+                          " --servercert fingerprint(s) matches the server certificate of " + endpoint() +
+                          "; its fingerprints are " + fp->all_forms() + " (use --servercert " + peer_pin_ +
+                          " only if you trust this server)";
         return -1;
     }
     unsigned status = 0;

@@ -1,7 +1,7 @@
 // A TLS client connection over TCP, on GnuTLS: connect with a timeout (every
 // resolved address in turn), TLS 1.2/1.3 with SNI, verification against system
-// CAs and/or a CA file with host name check, or openconnect-style public key
-// pins ("pin-sha256:<base64 of SHA-256(SPKI)>"), optional client certificate.
+// CAs and/or a CA file with host name check, or openconnect-style --servercert
+// fingerprints (src/io/server_pin.h), optional client certificate.
 // Every operation is bounded by a timeout, so a stalled server is an error, and
 // can be cut short from another thread through a cancel fd (TlsConnectControl).
 #pragma once
@@ -20,6 +20,7 @@
 
 #include "crypto/result.h"
 #include "crypto/secret.h"
+#include "src/io/server_pin.h"
 
 namespace espvpn::io {
 
@@ -28,7 +29,7 @@ using Deadline = std::chrono::steady_clock::time_point;
 struct TlsClientConfig {
     bool system_trust = true;            // the system CA store (openconnect: unless --no-system-trust)
     std::string ca_file;                 // extra trusted CAs, PEM (--cafile)
-    std::vector<std::string> server_pins;  // "pin-sha256:..."; when set, only a pin match is accepted
+    std::vector<std::string> server_pins;  // --servercert values; when set, only a match is accepted
     std::string client_cert_file;        // --certificate: PEM, or PKCS#12 (told apart by content)
     std::string client_key_file;         // --sslkey, PEM; empty: the key is in client_cert_file
     Secret key_password;                 // --key-password: for an encrypted PEM key or the PKCS#12 file
@@ -49,7 +50,8 @@ public:
 
     gnutls_certificate_credentials_t native() const { return cred_; }
     const TlsClientConfig& config() const { return config_; }
-    bool pin_matches(const std::string& pin) const;
+    // True when one of the --servercert fingerprints matches (any of them may).
+    bool pin_matches(const ServerFingerprints& fp) const;
     // The distinguished name of the client certificate (RFC 4514 text), "" when
     // none is configured: named in errors when the server refuses it.
     const std::string& client_subject() const { return client_subject_; }
@@ -58,7 +60,7 @@ private:
     TlsCredentials() = default;
     gnutls_certificate_credentials_t cred_ = nullptr;
     TlsClientConfig config_;             // without the PKCS#12 password
-    std::vector<std::string> pins_;      // normalised "pin-sha256:<base64>"
+    std::vector<ServerCertPin> pins_;
     std::string client_subject_;
 };
 
@@ -66,9 +68,6 @@ private:
 // cannot be opened without a password and none is given: the caller may ask for
 // one, as openconnect does.
 bool client_key_needs_password(const TlsClientConfig& config);
-
-// Validates and normalises "pin-sha256:<base64>" (32-byte digest).
-Result<std::string> parse_pin(std::string_view text);
 
 // Where a connection goes and how another thread stops it.
 struct TlsConnectControl {

@@ -18,7 +18,7 @@ _espvpn() {
     --resolve --certificate -c --sslkey -k --key-password -p --no-cert-check
     --script -s --interface -i --disable-ipv6 --no-dtls --no-esp --dtls-local-port
     --reconnect-timeout --force-dpd --esp-retry-interval --mtu -m --base-mtu --queue-len -Q
-    --proxy -P --script-tun -S --token-mode --xmlconfig -x"
+    --proxy -P --script-tun -S --token-mode --token-secret --xmlconfig -x"
   # options:end
 
   # --name=value: bash splits at '=' when it is in COMP_WORDBREAKS (the default).
@@ -34,6 +34,7 @@ _espvpn() {
   case $prev in
     --protocol) mapfile -t COMPREPLY < <(compgen -W "gp anyconnect" -- "$cur"); return ;;
     --os) mapfile -t COMPREPLY < <(compgen -W "linux linux-64 win mac-intel android apple-ios" -- "$cur"); return ;;
+    --token-mode) mapfile -t COMPREPLY < <(compgen -W "totp hotp" -- "$cur"); return ;;
     --gateway-select) mapfile -t COMPREPLY < <(compgen -W "priority latency" -- "$cur"); return ;;
     --usergroup|-g) mapfile -t COMPREPLY < <(compgen -W "portal gateway" -- "$cur"); return ;;
     --setuid|-U|--csd-user) mapfile -t COMPREPLY < <(compgen -u -- "$cur"); return ;;
@@ -44,7 +45,7 @@ _espvpn() {
       mapfile -t COMPREPLY < <(compgen -c -- "$cur"); return ;;
     --server|--user|-u|--authgroup|--form-entry|-F|--cookie|-C|--useragent|--version-string|\
     --local-hostname|--http-timeout|--servercert|--resolve|--key-password|-p|--dtls-local-port|\
-    --reconnect-timeout|--force-dpd|--esp-retry-interval|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-mode)
+    --reconnect-timeout|--force-dpd|--esp-retry-interval|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-secret)
       return ;;
   esac
   if [[ $cur == -* ]]; then

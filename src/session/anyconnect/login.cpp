@@ -17,6 +17,31 @@ bool is_user_field(std::string_view name) { return name.rfind("user", 0) == 0 ||
 
 std::string prompt_of(const AcFormField& f) { return f.label.empty() ? f.name + ":" : f.label; }
 
+// may_use_token: openconnect's rule (a field named secondary_password, or any password field of a
+// form with id "challenge"), or, beyond it, a password field of a later form once a password has
+// been given and the server did not say the login failed: ocserv's OTP form is a second "main" form
+// with a "password" field ("Please enter your OTP password."), which openconnect 9.01 cannot answer.
+LoginField login_field(const AcAuthReply& form, const AcFormField& f, bool may_use_token) {
+    LoginField out;
+    out.form = form.auth_id;
+    out.name = f.name;
+    out.label = prompt_of(f);
+    switch (f.kind) {
+        case AcFormField::Kind::select:
+            out.kind = LoginField::Kind::select;
+            for (const auto& o : f.options) out.choices.push_back({o.value, o.label});
+            break;
+        case AcFormField::Kind::password:
+            out.kind = LoginField::Kind::secret;
+            // Beyond openconnect only a plain "password"/"answer" field: never a new_password/verify_* one.
+            out.token = (may_use_token && (f.name == "password" || f.name == "answer")) ||
+                        f.name == "secondary_password" || form.auth_id == "challenge";
+            break;
+        default: out.kind = LoginField::Kind::text; break;
+    }
+    return out;
+}
+
 }  // namespace
 
 http::Request AcLogin::request(const char* method, const std::string& target) const {
@@ -73,31 +98,39 @@ Result<std::vector<AcFieldValue>> AcLogin::answer(const AcAuthReply& form, std::
         std::string shown;
         switch (f.kind) {
             case AcFormField::Kind::hidden: v.value = Secret::from_string(f.value); shown = f.value; break;
-            case AcFormField::Kind::select:
+            case AcFormField::Kind::select: {
                 if (f.name == "group_list") continue;  // sent as <group-select>
-                v.value = Secret::from_string(f.options.front().value);
-                shown = f.options.front().value;
+                auto field = login_field(form, f, false);
+                auto chosen = answers_.choose(field);
+                if (!chosen) return chosen.error();
+                v.value = Secret::from_string((*chosen)->value);
+                shown = (*chosen)->value;
+                LOG_INFO << "form " << form.auth_id << ": " << f.name << " = \"" << (*chosen)->label << "\"";
                 break;
+            }
             case AcFormField::Kind::text:
                 if (is_user_field(f.name) && !s_.user.empty() && !user_used_) {
                     user_used_ = true;
                     v.value = Secret::from_string(s_.user);
                 } else {
-                    auto text = prompter_.ask_text(prompt_of(f));
+                    auto text = answers_.fill(login_field(form, f, false));
                     if (!text) return text.error();
-                    v.value = Secret::from_string(*text);
+                    v.value = std::move(*text);
                 }
                 shown = std::string(v.value.reveal_text());
                 break;
             case AcFormField::Kind::password: {
-                auto secret = prompter_.ask_secret(prompt_of(f));
+                auto field = login_field(form, f, password_given_ && !retry_form_);
+                auto secret = answers_.fill(field);
                 if (!secret) return secret.error();
+                password_given_ = true;
                 v.value = std::move(*secret);
                 shown = "<redacted>";
                 break;
             }
         }
-        *logged += "<" + f.name + ">" + xml::escape(shown) + "</" + f.name + ">";
+        const std::string element(anyconnect::reply_element(f.name));
+        if (!element.empty()) *logged += "<" + element + ">" + xml::escape(shown) + "</" + element + ">";
         out.push_back(std::move(v));
     }
     return out;
@@ -165,21 +198,20 @@ Result<AcAuthenticated> AcLogin::run() {
 
         // A group list: pick once, then start again with the group in init (the form may change).
         if (const AcFormField* groups = reply->group_list(); groups && !group_sent) {
-            const anyconnect::AcFormOption* choice = &groups->options.front();
-            if (!s_.authgroup.empty()) {
-                auto chosen = anyconnect::choose_option(*groups, s_.authgroup);
-                if (!chosen) return chosen.error();
-                choice = *chosen;
-            }
-            group_ = choice->value;
+            // --authgroup, else -F <form id>:group_list, else asked (openconnect's order).
+            auto field = login_field(*reply, *groups, false);
+            auto chosen = answers_.choose(field, s_.authgroup);
+            if (!chosen) return chosen.error();
+            group_ = (*chosen)->value;
             group_sent = true;
-            LOG_INFO << "auth group \"" << choice->label << "\" (" << choice->value << ")";
+            LOG_INFO << "auth group \"" << (*chosen)->label << "\" (" << (*chosen)->value << ")";
             s_.client.group_access = http::Url{s_.server.host, s_.server.port, target}.to_string();
             std::string init = anyconnect::build_init_request(s_.client, group_);
             reply = post(target, Secret::from_string(init), init);
             continue;
         }
         std::string logged;
+        retry_form_ = login_failed;
         auto fields = answer(*reply, &logged);
         if (!fields) {
             if (login_failed)

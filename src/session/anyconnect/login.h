@@ -13,6 +13,7 @@
 #include "protocols/anyconnect/auth.h"
 #include "protocols/http/url.h"
 #include "src/io/https_client.h"
+#include "src/session/login_answers.h"
 #include "src/session/login_prompter.h"
 
 namespace espvpn::session {
@@ -30,6 +31,11 @@ struct AcLoginSettings {
     std::string csd_wrapper;     // --csd-wrapper: run when the server asks for a CSD host scan
     std::string csd_user;        // --csd-user: run it as this user
     int max_rounds = 10;         // forms answered before giving up
+    // -F FORM:FIELD=VALUE: FORM is the form's <auth id> ("main", "challenge", ...).
+    std::vector<FormEntry> form_entries;
+    // --token-mode: answers a "secondary_password" field, or a password field of a
+    // form whose id is "challenge" (openconnect's rule).
+    std::shared_ptr<SoftToken> token;
 };
 
 struct AcAuthenticated {
@@ -41,7 +47,7 @@ struct AcAuthenticated {
 class AcLogin {
 public:
     AcLogin(io::HttpsClient& https, AcLoginSettings settings, LoginPrompter& prompter)
-        : https_(https), s_(std::move(settings)), prompter_(prompter) {}
+        : https_(https), s_(std::move(settings)), prompter_(prompter), answers_(prompter, s_.form_entries, s_.token) {}
 
     // A refused login is an error like any other (openconnect exits 1 for it).
     Result<AcAuthenticated> run();
@@ -57,7 +63,10 @@ private:
     io::HttpsClient& https_;
     AcLoginSettings s_;
     LoginPrompter& prompter_;
+    LoginAnswers answers_;
     bool user_used_ = false;
+    bool password_given_ = false;  // a password field answered: a later one may be the OTP
+    bool retry_form_ = false;      // the form being answered follows a failed attempt
     std::string group_;          // chosen group_list value
 };
 

@@ -10,6 +10,7 @@ struct GpLogin::Credentials {
     gp::GpCredentials form;
     bool interactive = false;  // a challenge or SAML round happened: no blind replay (as OC)
     bool cert_only = false;    // trying the client certificate alone (empty password)
+    bool last_was_token = false;  // OC alternates: a challenge after a token code is a password
 };
 
 namespace {
@@ -114,9 +115,11 @@ Result<GpLogin::Credentials> GpLogin::ask_credentials(const gp::GpPrelogin& info
             creds.form.user = info.ccusername;
             LOG_INFO << "user name " << info.ccusername << " from the client certificate";
         } else {
-            auto user = prompter_.ask_text((saml ? std::string("SAML user name") : info.username_label) + ":");
+            LoginField f{LoginField::Kind::text, "_login", "user",
+                         (saml ? std::string("SAML user name") : info.username_label) + ":", {}, false};
+            auto user = answers_.fill(f);
             if (!user) return user.error();
-            creds.form.user = std::move(*user);
+            creds.form.user = std::string(user->reveal_text());
         }
     }
     if (cert_user) {
@@ -124,9 +127,15 @@ Result<GpLogin::Credentials> GpLogin::ask_credentials(const gp::GpPrelogin& info
         creds.cert_only = true;
         return creds;
     }
-    auto secret = prompter_.ask_secret((saml ? creds.form.secret_field : info.password_label) + ":");
+    // openconnect's heuristic: a password label other than "Password" means the login form
+    // itself wants the one-time code.
+    const bool token = !saml && info.password_is_otp() && answers_.has_token();
+    LoginField f{LoginField::Kind::secret, "_login", saml ? creds.form.secret_field : "passwd",
+                 (saml ? creds.form.secret_field : info.password_label) + ":", {}, token};
+    auto secret = answers_.fill(f);
     if (!secret) return secret.error();
     creds.form.secret = std::move(*secret);
+    creds.last_was_token = token;
     return creds;
 }
 
@@ -140,8 +149,12 @@ Result<T> GpLogin::answer_rounds(Credentials& creds, const std::string& what, Se
         if (auto* done = std::get_if<T>(&*outcome)) return std::move(*done);
         if (auto* c = std::get_if<gp::GpChallenge>(&*outcome)) {
             LOG_INFO << what << ": challenge round " << round + 1;
-            auto answer = prompter_.ask_secret(c->prompt.empty() ? std::string("Challenge:") : c->prompt);
+            const bool token = !creds.last_was_token && answers_.has_token();
+            LoginField f{LoginField::Kind::secret, "_challenge", "passwd",
+                         c->prompt.empty() ? std::string("Challenge:") : c->prompt, {}, token};
+            auto answer = answers_.fill(f);
             if (!answer) return answer.error();
+            creds.last_was_token = token;
             creds.form.secret = std::move(*answer);
             creds.form.secret_field = "passwd";
             creds.form.input_str = c->input_str;
@@ -152,7 +165,7 @@ Result<T> GpLogin::answer_rounds(Credentials& creds, const std::string& what, Se
         const auto& e = std::get<gp::GpServerError>(*outcome);
         if (creds.cert_only && e.kind == gp::GpErrorKind::AuthFailed) {
             LOG_INFO << what << ": the client certificate alone was not enough; asking for the password";
-            auto secret = prompter_.ask_secret("Password:");
+            auto secret = answers_.fill({LoginField::Kind::secret, "_login", "passwd", "Password:", {}, false});
             if (!secret) return secret.error();
             creds.form.secret = std::move(*secret);
             creds.cert_only = false;
@@ -267,13 +280,17 @@ Result<http::Url> GpLogin::choose_gateway(const gp::GpPortalConfig& config, cons
         LOG_DEBUG << "portal gateway " << label(g) << " priority " << (prio ? std::to_string(*prio) : "none");
     }
     const gp::GpGateway* chosen = nullptr;
-    if (!settings_.authgroup.empty()) {
+    // openconnect's portal form is "_portal" with the select "gateway": -F _portal:gateway=NAME.
+    const std::string* entry = answers_.entry("_portal", "gateway");
+    const std::string wanted = !settings_.authgroup.empty() ? settings_.authgroup : entry ? *entry : std::string();
+    const char* option = !settings_.authgroup.empty() ? "--authgroup" : "--form-entry _portal:gateway";
+    if (!wanted.empty()) {
         for (const auto& g : gateways)
-            if (g.description == settings_.authgroup || g.address == settings_.authgroup) chosen = &g;
+            if (g.description == wanted || g.address == wanted) chosen = &g;
         if (!chosen) {
             std::string names;
             for (const auto& g : gateways) names += (names.empty() ? "" : ", ") + label(g);
-            return make_error("--authgroup '" + settings_.authgroup + "' names no gateway of this portal; it offers: " +
+            return make_error(std::string(option) + " '" + wanted + "' names no gateway of this portal; it offers: " +
                               names);
         }
     } else if (settings_.gateway_by_latency && gateways.size() > 1) {

@@ -16,6 +16,7 @@
 #include "protocols/http/url.h"
 #include "src/session/gp/gateway_latency.h"
 #include "src/session/gp/transport.h"
+#include "src/session/login_answers.h"
 #include "src/session/login_prompter.h"
 
 namespace espvpn::session {
@@ -49,6 +50,12 @@ struct GpLoginSettings {
     std::shared_ptr<const io::TlsCredentials> probe_credentials;
     bool client_certificate = false;  // -c given: try a certificate-only login first
     int max_challenge_rounds = 8;
+    // -F FORM:FIELD=VALUE with openconnect's GP form names: _login:user, _login:passwd,
+    // _challenge:passwd, _portal:gateway (the gateway, when --authgroup is not given).
+    std::vector<FormEntry> form_entries;
+    // --token-mode: answers challenges (and a login form whose password label is not
+    // "Password"), as openconnect's GP token heuristic does.
+    std::shared_ptr<SoftToken> token;
 };
 
 // A logged-in gateway session: what --authenticate prints and a connect uses.
@@ -62,7 +69,10 @@ struct GpAuthenticated {
 class GpLogin {
 public:
     GpLogin(GpTransport& transport, GpLoginSettings settings, LoginPrompter& prompter)
-        : http_(transport), settings_(std::move(settings)), prompter_(prompter) {}
+        : http_(transport),
+          settings_(std::move(settings)),
+          prompter_(prompter),
+          answers_(prompter, settings_.form_entries, settings_.token) {}
 
     Result<GpAuthenticated> run();
 
@@ -87,6 +97,7 @@ private:
     GpTransport& http_;
     GpLoginSettings settings_;
     LoginPrompter& prompter_;
+    LoginAnswers answers_;
     bool rejected_ = false;
     LatencyProbeThreads probe_threads_;  // joined when the login object goes
 };

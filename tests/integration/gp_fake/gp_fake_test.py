@@ -67,9 +67,19 @@ class Fake:
         self.admin_port = info["admin_port"]
         self.url = f"https://127.0.0.1:{self.port}/"
 
-    def stats(self):
-        with open(self.stats_file) as f:
-            return json.load(f)
+    def stats(self, settled=False):
+        # settled=True, once every client has hung up: a connection's request count is
+        # recorded when the fake's handler sees it close, which can come after the client
+        # has exited; wait (bounded) until every accepted connection is accounted for, so a
+        # verdict never depends on how fast that is.
+        deadline = time.monotonic() + (15 if settled else 0)
+        while True:
+            with open(self.stats_file) as f:
+                d = json.load(f)
+            closed = len(d["requests_per_connection"]) + d["tls_handshake_failures"]
+            if not settled or closed >= d["connections"] or time.monotonic() > deadline:
+                return d
+            time.sleep(0.05)
 
     def stop(self):
         if self.proc.poll() is None:
@@ -533,8 +543,7 @@ def case_selftest_keepalive_lifecycle():
         for _ in range(3):
             post(f, "/ssl-vpn/prelogin.esp", {}, conn=c)
         c.close()
-        time.sleep(0.2)
-        s = f.stats()
+        s = f.stats(settled=True)
         check(s["tls_handshakes"] == 1 and s["requests_per_connection"] == [3], "3 requests on one connection")
     with Fake("--no-keepalive") as f:
         _, headers, _ = post(f, "/ssl-vpn/prelogin.esp", {})

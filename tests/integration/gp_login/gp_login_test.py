@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import ssl
 import subprocess
@@ -23,7 +24,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "gp_fake"))
-from gp_fake_test import CA, REPO, Failure, Fake, check  # noqa: E402  (shared harness)
+from gp_fake_test import CA, REPO, Failure, Fake, check, openconnect  # noqa: E402  (shared harness)
 
 CERTS = os.path.join(REPO, "certs")
 HIPREPORT = "/usr/libexec/openconnect/hipreport.sh"
@@ -96,7 +97,7 @@ def case_portal_to_gateway():
         if r.returncode != 0:
             show(r)
         check(r.returncode == 0, "connect run (login, getconfig, HIP, logout) exits 0")
-        s = f.stats()
+        s = f.stats(settled=True)  # espvpn has exited: its connection's count is recorded
         check(s["portal_config_ok"] == 1 and s["login_ok"] == 1 and s["login_via"] == {"password": 1},
               "portal getconfig, then the gateway accepted the replayed password (typed once)")
         check(s["getconfigs"] == 1 and s["hip_checks"] == 1 and s["logouts"] == 1, "getconfig, hipreportcheck, logout")
@@ -491,6 +492,184 @@ def case_measure_vs_openconnect():
         print(f"  MEASURED {name}: portal+gateway --authenticate "
               f"min {min(r[1] for r in mine):.0f} ms / median {sorted(r[1] for r in mine)[1]:.0f} ms, "
               f"tls_handshakes={mine[0][2]} requests={mine[0][3]}")
+
+
+# ───────────── openconnect's login options (issue 17: 1, 2, 3, 8), each beside openconnect 9.01 ─────────────
+
+TOTP_KEY = "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ"  # base32 of RFC 6238's "12345678901234567890"
+
+
+def same_as_openconnect(url, args, stdin, want_rc, what):
+    """Runs espvpn and openconnect 9.01 with the same command line; both must exit want_rc."""
+    r = espvpn(url, ["--authenticate", *args], stdin)
+    if r.returncode != want_rc:
+        show(r)
+    check(r.returncode == want_rc, f"espvpn: {what}: exit {want_rc}")
+    if not shutil.which("openconnect"):
+        print("  (openconnect not installed: comparison skipped)")
+        return r, None
+    o = openconnect(url, ["--authenticate", *args], stdin)
+    check(o.returncode == want_rc, f"openconnect 9.01: {what}: exit {want_rc} too (got {o.returncode})")
+    return r, o
+
+
+def case_passwd_on_stdin():
+    base = ["-u", "alice", "--passwd-on-stdin", "--non-inter"]
+    with Fake() as f:
+        r, _ = same_as_openconnect(f.url, base, "secret\n", 0, "--passwd-on-stdin --non-inter, password only")
+        check("COOKIE=" in r.stdout, "a cookie printed")
+        # The first line is the password even when the user name is asked first (read up front, as openconnect).
+        r, o = same_as_openconnect(f.url, ["--passwd-on-stdin", "--non-inter"], "secret\nalice\n", 0,
+                                   "no -u: line 1 = password, line 2 = the user name prompt")
+        check("user=alice" in r.stdout, "logged in as alice")
+        r, _ = same_as_openconnect(f.url, ["-u", "alice", "--non-inter"], "secret\n", 1,
+                                   "--non-inter without --passwd-on-stdin: the password prompt fails")
+        check("'Password:'" in r.stderr and "--non-inter" in r.stderr, "the error names the prompt and --non-inter")
+    with Fake("--gw-otp", "xml:111111") as f:
+        r, _ = same_as_openconnect(f.url, base, "secret\n111111\n", 0, "further stdin lines answer the OTP challenge")
+        check(f.stats()["login_via"].get("password+otp+1otp", 0) >= 1, "the challenge was answered from stdin")
+        r, o = same_as_openconnect(f.url, base, "secret\n", 1, "stdin ends before the OTP: fails")
+        check("Enter response 1 of 1 from your token" in r.stderr and "--non-inter" in r.stderr,
+              "the error names the challenge prompt")
+        check(o is None or "User input required in non-interactive mode" in o.stderr, "(openconnect says the same)")
+        # Without --non-inter, stdin at its end is also the end (openconnect: fgets (stdin) error, exit 1).
+        same_as_openconnect(f.url, ["-u", "alice", "--passwd-on-stdin"], "secret\n", 1, "no --non-inter, stdin ends")
+    # Portal and gateway on different hosts: the portal's password is replayed; one line is enough.
+    with Fake("--gateway", "1:1:second", listeners=2) as f:
+        same_as_openconnect(f.url, [*base, "--authgroup", "second"], "secret\n", 0, "portal then gateway, one password")
+
+
+def fingerprints(pem):
+    """The four --servercert spellings of a certificate, computed by openssl (independent of espvpn)."""
+    import base64
+    import hashlib
+    der = subprocess.run(["openssl", "x509", "-in", pem, "-outform", "der"], capture_output=True, check=True,
+                         timeout=10).stdout
+    pub = subprocess.run(["openssl", "x509", "-in", pem, "-pubkey", "-noout"], capture_output=True, check=True,
+                         timeout=10).stdout
+    spki = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=pub, capture_output=True,
+                          check=True, timeout=10).stdout
+    return {"pin-sha256": base64.b64encode(hashlib.sha256(spki).digest()).decode(),
+            "sha256": hashlib.sha256(spki).hexdigest(), "sha1": hashlib.sha1(spki).hexdigest(),
+            "cert": hashlib.sha1(der).hexdigest()}
+
+
+def case_servercert():
+    fp = fingerprints(os.path.join(CERTS, "server.pem"))
+    flip = lambda c: "0" if c != "0" else "1"  # noqa: E731  (a different first hex digit)
+    good = [f"pin-sha256:{fp['pin-sha256']}", f"pin-sha256:{fp['pin-sha256'][:6]}", f"sha256:{fp['sha256']}",
+            f"sha256:{fp['sha256'][:8].upper()}", f"sha1:{fp['sha1'][:4]}", f"sha1:{fp['sha1'].upper()}",
+            fp["cert"], fp["cert"][:10].upper()]
+    bad = [f"sha256:{flip(fp['sha256'][0])}{fp['sha256'][1:8]}", f"sha1:{fp['cert'][:8]}",  # the cert's, not the key's
+           f"{fp['sha1'][:8]}",  # the key's SHA-1 given bare: bare hex is the certificate's
+           f"pin-sha256:{'B' if fp['pin-sha256'][0] == 'A' else 'A'}{fp['pin-sha256'][1:6]}"]
+    args = ["-u", "alice", "--passwd-on-stdin"]
+    with Fake() as f:
+        for pin in good:
+            r = espvpn(f.url, ["--authenticate", *args, "--servercert", pin], "secret\n", ca=False)
+            if r.returncode:
+                show(r)
+            check(r.returncode == 0, f"--servercert {pin}: accepted (no CA given)")
+        for pin in bad:
+            r = espvpn(f.url, ["--authenticate", *args, "--servercert", pin], "secret\n", ca=False)
+            check(r.returncode == 1 and "COOKIE=" not in r.stdout, f"--servercert {pin}: refused, exit 1")
+            for form in (f"pin-sha256:{fp['pin-sha256']}", f"sha256:{fp['sha256']}", f"sha1:{fp['sha1']}", fp["cert"]):
+                check(form in r.stderr, f"the mismatch error prints {form[:20]}... to paste")
+        check(f.stats()["login_ok"] == len(good), "only the matching runs logged in")
+        r = espvpn(f.url, ["--authenticate", *args, "--servercert", bad[0], "--servercert", good[4]], "secret\n", ca=False)
+        check(r.returncode == 0, "several --servercert: one of them matching is enough")
+        r = espvpn(f.url, ["--authenticate", *args, "--servercert", "sha1:abc"], "secret\n", ca=False)
+        check(r.returncode == 1 and "from 4 to 40 characters" in r.stderr, "a 3-character prefix: refused, says why")
+        r = espvpn(f.url, ["--authenticate", *args, "--servercert", "md5:0011"], "secret\n", ca=False)
+        check(r.returncode == 1 and "unknown fingerprint type" in r.stderr, "an unknown type: refused, says why")
+        if shutil.which("openconnect"):
+            for pin, rc in ((good[4], 0), (good[7], 0), (bad[0], 1), (bad[1], 1)):
+                cmd = ["openconnect", "--protocol=gp", "--authenticate", *args, "--servercert", pin, f.url]
+                o = subprocess.run(cmd, input="secret\n", capture_output=True, text=True, timeout=RUN_TIMEOUT)
+                check(o.returncode == rc, f"openconnect 9.01 --servercert {pin}: exit {rc} as espvpn")
+
+
+def case_form_entry():
+    with Fake("--gw-otp", "xml:111111") as f:
+        # Every field from -F, stdin closed: openconnect's GP form names (_login, _challenge).
+        r, _ = same_as_openconnect(f.url, ["--non-inter", "-F", "_login:user=alice", "-F", "_login:passwd=secret",
+                                           "-F", "_challenge:passwd=111111"], "", 0, "-F fills user, password, OTP")
+        check("user=alice" in r.stdout, "the user from -F _login:user")
+        # -F for another form changes nothing: the prompt still fails under --non-inter.
+        r, _ = same_as_openconnect(f.url, ["--non-inter", "-u", "alice", "-F", "main:passwd=secret"], "", 1,
+                                   "-F main:passwd does not answer GP's _login form")
+        # -F answers the challenge, stdin only the password.
+        same_as_openconnect(f.url, ["-u", "alice", "--passwd-on-stdin", "--non-inter", "-F", "_challenge:passwd=111111"],
+                            "secret\n", 0, "--passwd-on-stdin + -F _challenge:passwd")
+        r = espvpn(f.url, ["--authenticate", "-u", "alice", "--passwd-on-stdin", "-F", "_challenge:passwd=999999"],
+                   "secret\n")
+        check(r.returncode != 0 and f.stats()["login_failed"] >= 1, "a wrong -F OTP reached the server (refused)")
+    # _portal:gateway picks the gateway as --authgroup does (openconnect's portal form).
+    with Fake("--gateway", "0:1:first", "--gateway", "1:2:second", listeners=2) as f:
+        lines = expect_auth(espvpn(f.url, ["--authenticate", "-u", "alice", "--passwd-on-stdin",
+                                           "-F", "_portal:gateway=second"], "secret\n"))
+        check(lines["CONNECT_URL"] == f"https://127.0.0.1:{f.ports[1]}/", "-F _portal:gateway=second chose it")
+        r = espvpn(f.url, ["--authenticate", "-u", "alice", "--passwd-on-stdin", "-F", "_portal:gateway=nosuch"],
+                   "secret\n")
+        check(r.returncode == 1 and "names no gateway" in r.stderr, "an unknown gateway: clear error")
+
+
+def case_soft_token():
+    totp = ["--token-mode=totp", "--token-secret", f"base32:{TOTP_KEY}"]
+    with Fake("--gw-otp", f"xml:totp:{TOTP_KEY}") as f:
+        r, _ = same_as_openconnect(f.url, ["-u", "alice", "--passwd-on-stdin", "--non-inter", *totp], "secret\n", 0,
+                                   "TOTP answers the challenge, no human")
+        s = f.stats()
+        check(s["otp_codes_ok"] >= 1 and not s.get("otp_codes_bad"), "the fake verified a real TOTP code")
+        # The same key in openconnect's other spellings.
+        for secret in ("0x3132333435363738393031323334353637383930", "12345678901234567890", f"sha1:base32:{TOTP_KEY}"):
+            r = espvpn(f.url, ["--authenticate", "-u", "alice", "--passwd-on-stdin", "--non-inter",
+                               "--token-mode=totp", "--token-secret", secret], "secret\n")
+            check(r.returncode == 0, f"--token-secret {secret[:12]}...: accepted by the fake")
+        bad = f.stats().get("otp_codes_bad", 0)
+        r = espvpn(f.url, ["--authenticate", "-u", "alice", "--passwd-on-stdin", "--non-inter", "--token-mode=totp",
+                           "--token-secret", "base32:GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJR"], "secret\n")
+        check(r.returncode != 0 and f.stats()["otp_codes_bad"] == bad + 1, "a wrong key's code: refused by the fake")
+        check("GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJR" not in r.stderr, "the secret is not logged")
+    with tempfile.TemporaryDirectory() as d, Fake("--gw-otp", f"xml:hotp:{TOTP_KEY}") as f:
+        tok = os.path.join(d, "token")
+        with open(tok, "w") as t:
+            t.write(f"base32:{TOTP_KEY.lower()},0\n")
+        hotp = ["-u", "alice", "--passwd-on-stdin", "--non-inter", "--token-mode=hotp", "--token-secret", "@" + tok]
+        for run in (1, 2):
+            r = espvpn(f.url, ["--authenticate", *hotp], "secret\n")
+            if r.returncode:
+                show(r)
+            check(r.returncode == 0, f"HOTP run {run}: the fake accepted the code")
+            with open(tok) as t:
+                content = t.read()
+            check(content == f"base32:{TOTP_KEY},{run}", f"the counter was written back: {content!r}")
+        check(f.stats()["hotp_counter"] == 2 and f.stats()["otp_codes_ok"] == 2, "the fake saw counters 0 and 1")
+        if shutil.which("openconnect"):
+            o = openconnect(f.url, ["--authenticate", *hotp], "secret\n")
+            with open(tok) as t:
+                content = t.read()
+            check(o.returncode == 0 and content == f"base32:{TOTP_KEY},3",
+                  f"openconnect 9.01 takes over the same file (counter 2) and writes 3 as espvpn does: {content!r}")
+    # The secret is wiped from the command line (/proc/PID/cmdline), as -C and -p are.
+    with Fake("--delay", "/global-protect/prelogin.esp=3") as f:
+        p = subprocess.Popen([ESPVPN, "--protocol=gp", "--cafile", CA, "--authenticate", "-u", "alice",
+                              "--passwd-on-stdin", "--token-mode=totp", f"--token-secret=base32:{TOTP_KEY}", f.url],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while f.stats()["requests"] == 0 and time.monotonic() < deadline:  # it is past option parsing
+                time.sleep(0.05)
+            with open(f"/proc/{p.pid}/cmdline", "rb") as c:
+                cmdline = c.read()
+        finally:
+            p.kill()
+            p.wait()
+        check(b"--token-secret=" in cmdline and TOTP_KEY.encode() not in cmdline, "--token-secret wiped from argv")
+    r = espvpn("https://127.0.0.1:1/", ["--authenticate", "--token-mode=rsa", "--token-secret", "x"], "")
+    check(r.returncode == 1 and "only totp and hotp" in r.stderr, "--token-mode=rsa: refused with a reason")
+    r = espvpn("https://127.0.0.1:1/", ["--authenticate", "--token-mode=totp"], "")
+    check(r.returncode == 1 and "needs --token-secret" in r.stderr, "--token-mode without a secret: refused")
 
 
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}

@@ -1,0 +1,21 @@
+// What the command line answers in a login form, for both protocols:
+// -F/--form-entry values and the --token-mode generator.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "crypto/result.h"
+#include "src/cli/options.h"
+#include "src/session/login_answers.h"
+#include "src/session/soft_token.h"
+
+namespace espvpn::cli {
+
+struct LoginInputs {
+    std::vector<session::FormEntry> form_entries;
+    std::shared_ptr<session::SoftToken> token;  // null without --token-mode
+};
+Result<LoginInputs> login_inputs(const ClientOptions& options);
+
+}  // namespace espvpn::cli

@@ -1,0 +1,138 @@
+#include "src/session/soft_token.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+#include "src/log/logger.h"
+
+namespace espvpn::session {
+
+namespace {
+
+constexpr int kMaxTries = 2;  // then the user is asked (openconnect: avoids locking the account)
+
+Result<Secret> read_token_file(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return make_error("--token-secret: cannot read " + path + ": " + std::strerror(errno));
+    std::vector<std::uint8_t> buf(64 * 1024 + 1);
+    std::size_t used = 0;
+    for (;;) {
+        ssize_t n = ::read(fd, buf.data() + used, buf.size() - used);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        used += static_cast<std::size_t>(n);
+        if (used == buf.size()) break;
+    }
+    ::close(fd);
+    if (used == buf.size()) {
+        secure_zero(buf.data(), buf.size());
+        return make_error("--token-secret: " + path + " is larger than 64 KiB");
+    }
+    Secret text(std::span<const std::uint8_t>(buf.data(), used));
+    secure_zero(buf.data(), buf.size());
+    return text;
+}
+
+// Replaces the file's content with `text` through a temporary file in the same
+// directory, so a crash never leaves a half-written secret; mode 0600.
+Status write_token_file(const std::string& path, const Secret& text) {
+    const std::string tmp = path + ".espvpn-new";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return make_error("cannot write the HOTP token file " + tmp + ": " + std::strerror(errno));
+    auto bytes = text.reveal();
+    std::size_t off = 0;
+    while (off < bytes.size()) {
+        ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            int e = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            return make_error("cannot write the HOTP token file " + tmp + ": " + std::strerror(e));
+        }
+        off += static_cast<std::size_t>(n);
+    }
+    const bool synced = ::fsync(fd) == 0;
+    ::close(fd);
+    if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
+        int e = errno;
+        ::unlink(tmp.c_str());
+        return make_error("cannot replace the HOTP token file " + path + ": " + std::strerror(e));
+    }
+    return {};
+}
+
+class OathToken : public SoftToken {
+public:
+    OathToken(SoftTokenMode mode, OtpSecret secret, std::string file, std::function<std::int64_t()> now)
+        : mode_(mode), secret_(std::move(secret)), file_(std::move(file)), now_(std::move(now)) {}
+
+    const char* kind() const override { return mode_ == SoftTokenMode::totp ? "TOTP" : "HOTP"; }
+
+    Result<Secret> next_code() override {
+        if (tries_ >= kMaxTries)
+            return make_error(std::string("the server refused ") + std::to_string(tries_) + " " + kind() +
+                              " codes from the soft token");
+        if (mode_ == SoftTokenMode::totp) {
+            // A second try uses the next time step, in case the server's clock runs ahead.
+            const std::int64_t t = now_() + 30 * tries_;
+            ++tries_;
+            LOG_INFO << "answering with a TOTP code from the soft token";
+            return totp_code(secret_.key, secret_.hash, t);
+        }
+        if (!file_.empty()) {
+            // Another process may have used the token since we started: take the file's counter.
+            auto text = read_token_file(file_);
+            if (!text) return text.error();
+            auto fresh = parse_otp_secret(text->reveal_text(), true);
+            if (!fresh) return make_error("--token-secret @" + file_ + ": " + fresh.error().message);
+            secret_ = std::move(*fresh);
+        }
+        Secret code = hotp_code(secret_.key, secret_.hash, secret_.counter);
+        ++secret_.counter;
+        ++tries_;
+        if (!file_.empty()) {
+            if (auto st = write_token_file(file_, format_otp_secret(secret_)); !st) return st.error();
+        }
+        LOG_INFO << "answering with an HOTP code from the soft token (next counter " << secret_.counter << ")";
+        return code;
+    }
+
+private:
+    SoftTokenMode mode_;
+    OtpSecret secret_;
+    std::string file_;
+    std::function<std::int64_t()> now_;
+    int tries_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SoftToken>> make_soft_token(SoftTokenMode mode, const Secret& secret_text,
+                                                   std::function<std::int64_t()> now) {
+    if (!now) now = [] { return static_cast<std::int64_t>(std::time(nullptr)); };
+    std::string_view text = secret_text.reveal_text();
+    std::string file;
+    Secret from_file;
+    if (!text.empty() && (text.front() == '@' || text.front() == '/')) {
+        file = std::string(text.front() == '@' ? text.substr(1) : text);
+        auto content = read_token_file(file);
+        if (!content) return content.error();
+        from_file = std::move(*content);
+        text = from_file.reveal_text();
+    }
+    if (text.empty()) return make_error("--token-mode needs --token-secret (the key, or @FILE)");
+    auto secret = parse_otp_secret(text, mode == SoftTokenMode::hotp);
+    if (!secret) return make_error("--token-secret: " + secret.error().message);
+    std::unique_ptr<SoftToken> token = std::make_unique<OathToken>(
+        mode, std::move(*secret), mode == SoftTokenMode::hotp ? file : std::string(), std::move(now));
+    return token;
+}
+
+}  // namespace espvpn::session

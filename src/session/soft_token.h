@@ -1,0 +1,33 @@
+// --token-mode=totp|hotp with --token-secret: one-time passwords made here instead
+// of typed, as openconnect's liboath-free OATH support does. The secret is given
+// inline or as @FILE (also a bare /path); an HOTP file gets the next counter
+// written back after each code, so the token stays in step across runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "crypto/otp.h"
+#include "crypto/result.h"
+#include "crypto/secret.h"
+
+namespace espvpn::session {
+
+class SoftToken {
+public:
+    virtual ~SoftToken() = default;
+    // The next code, or an error when this token should not be tried again (the server
+    // refused two of its codes: openconnect then falls back to asking).
+    virtual Result<Secret> next_code() = 0;
+    virtual const char* kind() const = 0;
+};
+
+enum class SoftTokenMode { totp, hotp };
+
+// `secret_text`: the --token-secret value. `now`: the Unix time (tests pass their own).
+Result<std::unique_ptr<SoftToken>> make_soft_token(SoftTokenMode mode, const Secret& secret_text,
+                                                   std::function<std::int64_t()> now = {});
+
+}  // namespace espvpn::session
