@@ -68,15 +68,17 @@ Result<AcAuthReply> parse_auth_reply(std::string_view body) {
     else return make_error("the server's auth reply has config-auth type \"" + type + "\", expected auth-request or complete");
 
     reply.client_cert_requested = root.child("client-cert-request") || root.child("multiple-client-cert-request");
+    reply.host_scan = parse_host_scan(root);
     xml::Node auth = root.child("auth");
-    if (!auth && reply.client_cert_requested && reply.type == AcAuthReply::Type::auth_request) return reply;
+    if (!auth && (reply.client_cert_requested || reply.host_scan) && reply.type == AcAuthReply::Type::auth_request)
+        return reply;
     if (!auth) return make_error("the server's " + type + " reply has no <auth> element");
     reply.auth_id = auth.attribute("id").value_or("");
     reply.message = auth.child_text_or_empty("message");
     reply.banner = auth.child_text_or_empty("banner");
     reply.error = auth.child_text_or_empty("error");
     reply.opaque = opaque_element(body);
-    if (reply.success() || reply.client_cert_requested) return reply;
+    if (reply.success() || reply.client_cert_requested || reply.host_scan) return reply;
 
     xml::Node form = auth.child("form");
     if (!form) {

@@ -10,6 +10,7 @@
 
 #include "crypto/result.h"
 #include "crypto/secret.h"
+#include "protocols/anyconnect/csd.h"
 
 namespace espvpn::anyconnect {
 
@@ -52,6 +53,8 @@ struct AcAuthReply {
     // <client-cert-request> (or multiple-client-cert-request): the server wants a client
     // certificate in the TLS handshake before it goes on; such a reply may have no form.
     bool client_cert_requested = false;
+    // <host-scan>: the server wants the CSD program run first (csd.h); such a reply may have no form.
+    std::optional<AcHostScan> host_scan;
 
     bool success() const { return type == Type::complete || auth_id == "success"; }
     const AcFormField* field(std::string_view name) const;

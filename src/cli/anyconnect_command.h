@@ -1,6 +1,7 @@
-// `espvpn --protocol=anyconnect` (the default): log in (or take a cookie), then
-// --authenticate / --cookieonly output, or a connect: CONNECT, the CSTP tunnel
-// until a signal or the server ends it (src/session/ac_tunnel.h).
+// `espvpn --protocol=anyconnect` (the default) in the command outline
+// (tunnel_command.h): log in (or take a cookie), then --authenticate / --cookieonly
+// output, or a connect: CONNECT, the CSTP tunnel until a signal or the server ends
+// it (src/session/anyconnect/tunnel.h).
 #pragma once
 
 #include <iosfwd>

@@ -6,15 +6,14 @@
 
 #include "protocols/gp/session_cookie.h"
 #include "src/cli/exit_codes.h"
-#include "src/cli/process_control.h"
+#include "src/cli/tunnel_command.h"
 #include "src/cli/https_settings.h"
-#include "src/cli/login_inputs.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/io/https_client.h"
 #include "src/log/logger.h"
-#include "src/session/gp_login.h"
-#include "src/session/gp_tunnel.h"
-#include "src/session/gp_tunnel_setup.h"
+#include "src/session/gp/login.h"
+#include "src/session/gp/tunnel.h"
+#include "src/session/gp/tunnel_setup.h"
 
 namespace espvpn::cli {
 
@@ -50,134 +49,96 @@ Result<gp::GpSessionCookie> cookie_from_text(std::string_view text) {
     return cookie;
 }
 
-}  // namespace
-
-std::string shell_quote(std::string_view text) {
-    std::string out = "'";
-    for (char c : text) {
-        if (c == '\'') out += "'\\''";
-        else out += c;
+// GlobalProtect in the command outline: the portal/gateway login (or a cookie), then
+// getconfig + HIP, the tunnel, and the logout request once it is down.
+class GpCommand final : public ProtocolCommand {
+public:
+    Status parse_target(const ClientOptions& options) override {
+        auto target = session::parse_gp_login_target(options.server, options.usergroup);
+        if (!target) return target.error();
+        target_ = std::move(*target);
+        client_ = client_info(options);
+        return {};
     }
-    return out + "'";
+    std::optional<int> use_cookie(const ClientOptions& options, std::string_view text) override;
+    std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+                              const LoginInputs& inputs) override;
+    http::Url server() const override { return auth_.gateway; }
+    Secret cookie_text() const override { return auth_.cookie.encode(); }
+    int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
+                session::TunnelOptions& tunnel) override;
+
+private:
+    session::GpLoginTarget target_;
+    gp::GpClientInfo client_;
+    std::optional<session::GpTransport> transport_;
+    session::GpAuthenticated auth_;
+};
+
+std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view text) {
+    auto cookie = cookie_from_text(text);
+    if (!cookie) {
+        LOG_ERROR << cookie.error().message;
+        return kExitError;
+    }
+    if (cookie->computer.empty()) cookie->computer = client_.computer;
+    client_.computer = cookie->computer;  // the gateway checks it against the login
+    auth_.gateway = target_.server;
+    auth_.cookie = std::move(*cookie);
+    auth_.app_version = client_.app_version;
+    LOG_INFO << "using the given cookie for " << auth_.cookie.user << " on " << auth_.gateway.host;
+    return std::nullopt;
 }
 
-int run_globalprotect(ClientOptions& options, std::ostream& out) {
-    auto target = session::parse_gp_login_target(options.server, options.usergroup);
-    if (!target) {
-        LOG_ERROR << "server URL: " << target.error().message;
-        return kExitError;
-    }
-    auto process = ProcessControl::prepare(options);
-    if (!process) {
-        LOG_ERROR << process.error().message;
-        return kExitError;
-    }
-    auto client = client_info(options);
-    TerminalPrompter prompter(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
-    auto inputs = login_inputs(options);
-    if (!inputs) {
-        LOG_ERROR << inputs.error().message;
-        return kExitError;
-    }
-    if (auto st = ask_key_password_if_needed(options, prompter); !st) {
-        LOG_ERROR << st.error().message;
-        return kExitError;
-    }
-    auto https = io::HttpsClient::create(https_config(options));
-    if (!https) {
-        LOG_ERROR << https.error().message;
-        return kExitError;
-    }
-    session::GpTransport transport(*https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
-                                   options.dump_http_traffic);
-
-    // 1. A session: from a cookie, or by logging in.
-    session::GpAuthenticated auth;
-    if (options.cookie_on_stdin || !options.cookie.empty()) {
-        Secret text = options.cookie_on_stdin ? Secret() : std::move(options.cookie);
-        if (options.cookie_on_stdin) {
-            auto line = read_stdin_line("the cookie on standard input");
-            if (!line) {
-                LOG_ERROR << line.error().message;
-                return kExitError;
-            }
-            text = std::move(*line);
-        }
-        auto cookie = cookie_from_text(text.reveal_text());
-        if (!cookie) {
-            LOG_ERROR << cookie.error().message;
+std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+                                    const LoginInputs& inputs) {
+    transport_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
+                       options.dump_http_traffic);
+    session::GpLoginSettings settings;
+    settings.target = target_;
+    settings.user = options.user;
+    settings.client = client_;
+    settings.authgroup = options.authgroup;
+    settings.gateway_by_latency = options.gateway_by_latency;
+    settings.latency_budget = std::chrono::milliseconds(std::min(3000, options.http_timeout_s * 1000));
+    if (options.gateway_by_latency) {
+        // Probes get timeouts of the budget, so a silent gateway is given up on in time.
+        auto probe = https_config(options);
+        probe.tls.connect_timeout = probe.tls.io_timeout = settings.latency_budget;
+        auto credentials = io::TlsCredentials::load(probe.tls);
+        if (!credentials) {
+            LOG_ERROR << credentials.error().message;
             return kExitError;
         }
-        if (cookie->computer.empty()) cookie->computer = client.computer;
-        client.computer = cookie->computer;  // the gateway checks it against the login
-        auth.gateway = target->server;
-        auth.cookie = std::move(*cookie);
-        auth.app_version = client.app_version;
-        LOG_INFO << "using the given cookie for " << auth.cookie.user << " on " << auth.gateway.host;
-    } else {
-        session::GpLoginSettings settings;
-        settings.target = *target;
-        settings.user = options.user;
-        settings.client = client;
-        settings.authgroup = options.authgroup;
-        settings.gateway_by_latency = options.gateway_by_latency;
-        settings.latency_budget = std::chrono::milliseconds(std::min(3000, options.http_timeout_s * 1000));
-        if (options.gateway_by_latency) {
-            // Probes get timeouts of the budget, so a silent gateway is given up on in time.
-            auto probe = https_config(options);
-            probe.tls.connect_timeout = probe.tls.io_timeout = settings.latency_budget;
-            auto credentials = io::TlsCredentials::load(probe.tls);
-            if (!credentials) {
-                LOG_ERROR << credentials.error().message;
-                return kExitError;
-            }
-            settings.probe_credentials = std::move(*credentials);
-        }
-        settings.client_certificate = !options.certificate.empty();
-        settings.form_entries = inputs->form_entries;
-        settings.token = inputs->token;
-        session::GpLogin login(transport, std::move(settings), prompter);
-        auto done = login.run();
-        https->log_summary("login");
-        if (!done) {
-            LOG_ERROR << done.error().message;
-            return login.credentials_rejected() ? kExitCookieRejected : kExitError;
-        }
-        auth = std::move(*done);
-        client.app_version = auth.app_version;
+        settings.probe_credentials = std::move(*credentials);
     }
-
-    const auto peer = https->peer(auth.gateway.host, auth.gateway.port);
-    switch (options.action) {
-        case Action::authenticate: {
-            Secret cookie = auth.cookie.encode();
-            out << "COOKIE=" << shell_quote(cookie.reveal_text()) << "\n";
-            out << "HOST=" << shell_quote(peer ? peer->address : auth.gateway.host) << "\n";
-            out << "CONNECT_URL=" << shell_quote(auth.gateway.to_string()) << "\n";
-            out << "FINGERPRINT=" << shell_quote(peer ? peer->pin : "") << "\n";
-            out << "RESOLVE=" << shell_quote(auth.gateway.host + ":" + (peer ? peer->address : auth.gateway.host))
-                << "\n";
-            out.flush();
-            https->close_all();
-            return kExitOk;
-        }
-        case Action::cookie_only: {
-            out << auth.cookie.encode().reveal_text() << "\n";
-            out.flush();
-            https->close_all();
-            return kExitOk;
-        }
-        default: break;
+    settings.client_certificate = !options.certificate.empty();
+    settings.form_entries = inputs.form_entries;
+    settings.token = inputs.token;
+    session::GpLogin login(*transport_, std::move(settings), prompter);
+    auto done = login.run();
+    https.log_summary("login");
+    if (!done) {
+        LOG_ERROR << done.error().message;
+        return login.credentials_rejected() ? kExitCookieRejected : kExitError;
     }
-    if (options.print_cookie) out << auth.cookie.encode().reveal_text() << std::endl;
+    auth_ = std::move(*done);
+    client_.app_version = auth_.app_version;
+    return std::nullopt;
+}
 
-    // 2. Connect: gateway config and HIP, the ESP tunnel until a signal, then logout.
-    session::GpGatewaySession gateway(transport, auth.gateway, std::move(auth.cookie), client);
+// Gateway config and HIP, the tunnel until a signal, then logout.
+int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
+                       session::TunnelOptions& t) {
+    if (!transport_)
+        transport_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
+                           options.dump_http_traffic);
+    session::GpGatewaySession gateway(*transport_, auth_.gateway, std::move(auth_.cookie), client_);
     int rc = kExitOk;
     auto setup = gateway.fetch_config();
     if (!setup) {
         LOG_ERROR << setup.error().message;
-        https->log_summary("connect");
+        https.log_summary("connect");
         return gateway.cookie_rejected() ? kExitCookieRejected : kExitError;
     }
     session::GpHipSettings hip{options.csd_wrapper, options.csd_user};
@@ -185,66 +146,51 @@ int run_globalprotect(ClientOptions& options, std::ostream& out) {
         LOG_ERROR << sent.error().message;
         rc = gateway.cookie_rejected() ? kExitCookieRejected : kExitError;
     }
-    LOG_INFO << "tunnel configuration from " << auth.gateway.host << ":\n" << session::describe_tunnel_setup(*setup);
+    LOG_INFO << "tunnel configuration from " << auth_.gateway.host << ":\n" << session::describe_tunnel_setup(*setup);
     bool logout = true;
     if (rc == kExitOk && options.dry_run) {
         LOG_INFO << "dry run: not opening the tunnel; logging out";
     } else if (rc == kExitOk) {
-        process->background();  // -b: from here on, the daemon child
-        session::GpTunnelOptions t;
-        t.after_setup = [&] { return process->drop_privileges(); };
-        t.on_connected = [&] { process->tunnel_up(); };
-        t.interface_name = options.interface_name;
-        t.script = options.script;
-        t.mtu = options.mtu;
-        t.base_mtu = options.base_mtu;
-        t.stats_json = options.stats_json;
-        t.log_level = options.verbosity;
-        t.disable_ipv6 = options.disable_ipv6;
-        t.esp = !options.no_dtls;
-        t.udp_local_port = options.dtls_local_port;
-        if (options.force_dpd_s > 0) {
-            t.dpd_interval = std::chrono::seconds(options.force_dpd_s);
-            t.dead_after = 2 * t.dpd_interval;
-        }
-        t.esp_retry_interval = std::chrono::seconds(options.esp_retry_interval_s);
-        t.reconnect_timeout = std::chrono::seconds(options.reconnect_timeout_s);
+        process.background();  // -b: from here on, the daemon child
         session::GpGatewayLinks links;
         links.refetch = [&] { return gateway.fetch_config(); };
         // The login's kept-alive connection to the gateway if there is one (as openconnect does).
-        links.connect = [&] { return https->release_connection(auth.gateway.host, auth.gateway.port); };
+        links.connect = [&] { return https.release_connection(auth_.gateway.host, auth_.gateway.port); };
         links.cookie = &gateway.cookie();
         links.cookie_rejected = [&] { return gateway.cookie_rejected(); };
-        links.forget_connections = [&] { https->close_all(); };
-        {
-            auto end = session::run_gp_tunnel(*setup, t, links);
-            if (!end) {
-                LOG_ERROR << end.error().message;
-                rc = kExitError;
-            } else {
-                switch (*end) {
-                    case session::TunnelEnd::user_logout: break;
-                    case session::TunnelEnd::user_keep_cookie:
-                        logout = false;
-                        LOG_INFO << "disconnected; the session stays valid (SIGHUP)";
-                        break;
-                    case session::TunnelEnd::cookie_rejected: rc = kExitCookieRejected; break;
-                    default: rc = kExitError; break;
-                }
+        links.forget_connections = [&] { https.close_all(); };
+        links.set_cancel_fd = [&](int fd) { https.set_cancel_fd(fd); };
+        Status logged_out;
+        links.logout = [&] { logged_out = gateway.logout(); };
+        auto end = session::run_gp_tunnel(*setup, t, links);
+        if (!end) {
+            LOG_ERROR << end.error().message;
+            rc = kExitError;
+        } else {
+            rc = exit_code(*end);
+            // SIGINT/SIGTERM: the session loop sent the logout (or could not: no connection).
+            logout = *end != session::TunnelEnd::user_detach && *end != session::TunnelEnd::user_logout;
+            if (!logged_out) {
+                LOG_ERROR << logged_out.error().message;
+                if (rc == kExitOk) rc = kExitError;
             }
         }
     }
-    if (!logout) {
-        https->close_all();
-        return rc;
+    if (logout) {
+        if (auto st = gateway.logout(); !st) {
+            LOG_ERROR << st.error().message;
+            if (rc == kExitOk) rc = kExitError;
+        }
     }
-    if (auto st = gateway.logout(); !st) {
-        LOG_ERROR << st.error().message;
-        if (rc == kExitOk) rc = kExitError;
-    }
-    https->log_summary("session");
-    https->close_all();
+    https.log_summary("session");
     return rc;
+}
+
+}  // namespace
+
+int run_globalprotect(ClientOptions& options, std::ostream& out) {
+    GpCommand gp;
+    return run_tunnel_command(options, out, gp);
 }
 
 }  // namespace espvpn::cli

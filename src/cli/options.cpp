@@ -227,7 +227,7 @@ const std::vector<OptionSpec>& option_table() {
          SET_INT(esp_retry_interval_s, "esp-retry-interval", 0, 86400)},
         {"mtu", 'm', Arg::required, "Tunnel control", "tunnel MTU", SET_INT(mtu, "mtu", 576, 65535)},
         {"base-mtu", 0, Arg::required, "Tunnel control", "path MTU to the server", SET_INT(base_mtu, "base-mtu", 576, 65535)},
-        {"queue-len", 'Q', Arg::required, "Tunnel control", "packet batch size", SET_INT(queue_len, "queue-len", 1, 4096)},
+        {"queue-len", 'Q', Arg::required, "Tunnel control", "packet queue length (the tun's txqueuelen)", SET_INT(queue_len, "queue-len", 1, 4096)},
 
         // Proxies (issue 17): HTTP CONNECT and SOCKS5; the environment only with --libproxy.
         {"proxy", 'P', Arg::required, "Internet connectivity",

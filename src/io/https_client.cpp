@@ -78,16 +78,24 @@ Result<HttpsClient::Connection*> HttpsClient::connection_to(const std::string& h
         ++stats_.reopened;
         connections_.erase(it);
     }
-    auto stream = TlsStream::connect(host, port, credentials_);
+    TlsConnectControl control;
+    control.cancel_fd = cancel_fd_;
+    auto stream = TlsStream::connect(host, port, credentials_, control);
     if (!stream) return stream.error();
     ++stats_.handshakes;
-    HttpsPeer peer{numeric_peer_address((*stream)->fd()), (*stream)->peer_pin(), {}, (*stream)->via_proxy()};
+    HttpsPeer peer{numeric_peer_address((*stream)->fd()), (*stream)->peer_pin(), {}, (*stream)->via_proxy(),
+                   (*stream)->peer_cert_md5()};
     peer.server_address = peer.via_proxy ? numeric_server_address(host, config_.tls) : peer.address;
     peers_[key] = std::move(peer);
     LOG_DEBUG << "TLS connection #" << stats_.handshakes << " to " << (*stream)->endpoint() << ": "
               << (*stream)->description();
     auto [it, inserted] = connections_.insert_or_assign(key, Connection{std::move(*stream), 0});
     return &it->second;
+}
+
+void HttpsClient::set_cancel_fd(int fd) {
+    cancel_fd_ = fd;
+    for (auto& [key, c] : connections_) c.stream->set_cancel_fd(fd);
 }
 
 void HttpsClient::drop(const std::string& host, std::uint16_t port) {

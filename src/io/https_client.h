@@ -37,6 +37,7 @@ struct HttpsPeer {
     // proxy carried the TCP connection ("" if the name does not resolve here).
     std::string server_address;
     bool via_proxy = false;
+    std::string cert_md5; // hex MD5 of its certificate (the CSD host scan reports it)
 };
 
 struct HttpsStats {
@@ -79,6 +80,9 @@ public:
     void log_summary(std::string_view what) const;
     // Closes every kept-alive connection.
     void close_all();
+    // From now on every wait (connect, handshake, request) ends at once when `fd` turns
+    // readable (a LinkAttempt's cancel fd); -1: none.
+    void set_cancel_fd(int fd);
 
 private:
     struct Connection {
@@ -99,6 +103,7 @@ private:
     http::ResponseParser parser_;
     HttpsStats stats_;
     http::Url last_url_;
+    int cancel_fd_ = -1;  // set_cancel_fd
 };
 
 }  // namespace espvpn::io

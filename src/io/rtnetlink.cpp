@@ -149,6 +149,15 @@ Status RtNetlink::set_mtu(int ifindex, unsigned mtu) {
     return transact(r.buf, r.hdr()->nlmsg_len, ("set MTU " + std::to_string(mtu)).c_str());
 }
 
+Status RtNetlink::set_tx_queue_len(int ifindex, unsigned packets) {
+    ifinfomsg info{};
+    info.ifi_family = AF_UNSPEC;
+    info.ifi_index = ifindex;
+    Request r(RTM_NEWLINK, 0, &info, sizeof info);
+    r.attr_u32(IFLA_TXQLEN, packets);
+    return transact(r.buf, r.hdr()->nlmsg_len, ("set txqueuelen " + std::to_string(packets)).c_str());
+}
+
 Status RtNetlink::set_up(int ifindex, bool up) {
     ifinfomsg info{};
     info.ifi_family = AF_UNSPEC;

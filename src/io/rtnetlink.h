@@ -44,6 +44,8 @@ public:
     ~RtNetlink();
 
     Status set_mtu(int ifindex, unsigned mtu);
+    // The device's transmit queue (txqueuelen), in packets.
+    Status set_tx_queue_len(int ifindex, unsigned packets);
     Status set_up(int ifindex, bool up);
     Status add_address(int ifindex, const InterfaceAddress& prefix);
     Status delete_address(int ifindex, const InterfaceAddress& prefix);

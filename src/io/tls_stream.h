@@ -113,6 +113,7 @@ public:
     std::string endpoint() const;
     // "pin-sha256:..." of the server's public key (for DTLS code and messages).
     const std::string& peer_pin() const { return peer_pin_; }
+    const std::string& peer_cert_md5() const { return peer_cert_md5_; }  // hex, lower case
     // "TLS1.3 / ECDHE-... / AES-256-GCM" for logs.
     std::string description() const;
     // The GnuTLS session, e.g. for gnutls_prf / key export by the DTLS code.
@@ -138,6 +139,7 @@ private:
     std::string host_;
     std::uint16_t port_ = 0;
     std::string peer_pin_;
+    std::string peer_cert_md5_;
     std::string verify_failure_;
     bool peer_closed_ = false;
     bool via_proxy_ = false;

@@ -169,6 +169,11 @@ Status TunDevice::set_mtu(unsigned mtu) {
     return netlink_->set_mtu(ifindex_, mtu);
 }
 
+Status TunDevice::set_tx_queue_len(unsigned packets) {
+    if (Status s = ensure_netlink(netlink_); !s) return s;
+    return netlink_->set_tx_queue_len(ifindex_, packets);
+}
+
 Status TunDevice::set_up(bool up) {
     if (Status s = ensure_netlink(netlink_); !s) return s;
     return netlink_->set_up(ifindex_, up);

@@ -66,6 +66,8 @@ public:
     unsigned tx_queue_len() const { return tx_queue_len_; }  // 0 if unknown
 
     Status set_mtu(unsigned mtu);
+    // How many packets the kernel queues for this process to read (txqueuelen; -Q).
+    Status set_tx_queue_len(unsigned packets);
     Status set_up(bool up);
     Status add_address(const InterfaceAddress& prefix);
     Status add_route(const InterfaceAddress& destination, unsigned metric = 0);

@@ -27,7 +27,7 @@
 #include "src/io/tls_stream.h"
 #include "src/io/tun_device.h"
 #include "src/log/logger.h"
-#include "src/session/ac_tunnel.h"
+#include "src/session/anyconnect/tunnel.h"
 #include "src/session/reconnect_policy.h"
 
 namespace espvpn::session::cstp {

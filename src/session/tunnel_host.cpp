@@ -44,6 +44,10 @@ Status TunnelHost::bring_up(const TunnelConfig& config, int mtu) {
     auto tun = io::TunDevice::open(t);
     if (!tun) return make_error("tun device: " + tun.error().message);
     tun_.emplace(std::move(*tun));
+    if (o_.queue_len > 0) {
+        if (Status s = tun_->set_tx_queue_len(static_cast<unsigned>(o_.queue_len)); !s)
+            return make_error("tun device: -Q " + std::to_string(o_.queue_len) + ": " + s.error().message);
+    }
     LOG_INFO << "tun device " << tun_->name() << " (offloads: " << (tun_->offloads().tso ? "TSO" : "none")
              << (tun_->offloads().uso ? "+USO" : "") << ")";
     if (scripts_) {

@@ -25,6 +25,9 @@ struct TunnelHostOptions {
     std::string script;          // --script: vpnc-script command line ("" = built-in setup)
     int log_level = 1;           // for the script's LOG_LEVEL
     bool disable_ipv6 = false;
+    // -Q/--queue-len: openconnect's packet queue limit, here the tun's txqueuelen (the
+    // packets the kernel holds for the datapath to read); 0: the kernel's default.
+    int queue_len = 0;
 };
 
 class TunnelHost {

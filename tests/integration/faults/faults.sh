@@ -4,7 +4,7 @@
 # client through the tunnel to the lan host and prints its outage = the largest gap
 # between two arrivals ("RESULT <case>: outage X ms ...").
 #
-#   faults.sh netem|restart|linkflap|addrchange|gone|forgotten|flood ESPVPN_BIN GATEWAY_BIN
+#   faults.sh netem|restart|linkflap|addrchange|gone|forgotten|blackhole_sigint|flood ESPVPN_BIN GATEWAY_BIN
 #   netem:      5 % loss + 50 ms +-20 ms jitter on the ESP path: iperf3 TCP 5 s completes
 #   restart:    fake gateway + esp-gateway killed, restarted 2 s later with the same
 #               --state-file: espvpn comes back with its cookie (no second login POST)
@@ -15,6 +15,10 @@
 #               message, attempt-reconnect logged, tun removed
 #   forgotten:  the gateway restarts without its sessions: the cookie is refused at the
 #               reconnect, exit 2 with a clear message, no new login, tun removed
+#   blackhole_sigint: everything from the client dropped at the gateway (no RST, no ICMP): ESP
+#               dead, the HTTPS fallback times out (--http-timeout 8), the outage's reconnect
+#               attempt 1 (getconfig) waits for a SYN answer: SIGINT then exits 0 within 3 s (the
+#               attempt cancelled, no logout tried), tun removed
 #   flood:      iperf3 UDP -b 3G for 5 s each way, on ESP and on the HTTPS tunnel:
 #               espvpn's peak RSS (VmHWM) < 100 MiB (400 under ASan), loss reported, ping afterwards
 # shellcheck source=../gp_test_head.sh
@@ -158,6 +162,31 @@ addrchange)
   [[ $gap -lt 15000 ]] || fail "outage ${gap} ms"
   echo "RESULT addrchange: $cl_ip -> 10.201.0.5; outage ${gap} ms; ping ${back_ms} ms after the move;" \
        "esp-gateway peer_changes=$changes (ESP from the new address)"
+  ;;
+blackhole_sigint)
+  up --force-dpd 1 --reconnect-timeout 60 --http-timeout 8
+  ip netns exec "$nsg" nft add table inet gpbh
+  ip netns exec "$nsg" nft add chain inet gpbh in "{ type filter hook input priority 0; }"
+  ip netns exec "$nsg" nft add rule inet gpbh in ip saddr $cl_ip drop
+  wait_for "$work/espvpn.log" "reconnect attempt 1 (outage" 40 "$client_pid" || fail "no reconnect attempt after ESP died"
+  sleep 1  # well inside the attempt's TCP connect (8 s limit)
+  grep -q "reconnect attempt 1 failed\|reconnected" "$work/espvpn.log" && fail "the attempt ended before the SIGINT"
+  t0=$(date +%s%N)
+  kill -INT "$client_pid"
+  for ((i = 0; i < 150; i++)); do kill -0 "$client_pid" 2>/dev/null || break; sleep 0.02; done
+  t1=$(date +%s%N)
+  rc=0
+  timeout 60 tail --pid="$client_pid" -f /dev/null || true
+  wait "$client_pid" || rc=$?
+  client_pid=
+  exit_ms=$(((t1 - t0) / 1000000))
+  echo "SIGINT during a blackholed GP reconnect attempt: exit $rc after $exit_ms ms ($(grep -o 'cancelled in [0-9]* ms' "$work/espvpn.log" || echo 'no cancel logged'))"
+  [[ $rc -eq 0 ]] || fail "exit $rc after SIGINT, expected 0"
+  grep -q "connection attempt in progress .* cancelled" "$work/espvpn.log" || fail "the cancelled attempt is not logged"
+  grep -q "no connection to the gateway: logout not sent" "$work/espvpn.log" || fail "no word on the logout"
+  no_tun_left || fail "tun device left behind"
+  ((exit_ms < 3000)) || fail "espvpn took $exit_ms ms to exit after SIGINT (limit 3000)"
+  echo "RESULT blackhole_sigint: exit 0 ${exit_ms} ms after SIGINT during reconnect attempt 1"
   ;;
 gone)
   up --force-dpd 1 --reconnect-timeout 5

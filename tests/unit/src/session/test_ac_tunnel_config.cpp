@@ -1,7 +1,7 @@
 // The CONNECT reply's configuration as the host side sees it (TunnelConfig).
 #include <doctest/doctest.h>
 
-#include "src/session/ac_tunnel.h"
+#include "src/session/anyconnect/tunnel.h"
 
 using namespace espvpn;
 

@@ -5,10 +5,10 @@
 #include <doctest/doctest.h>
 
 #include "src/cli/gp_command.h"
-#include "src/session/gp_login.h"
-#include "src/session/gp_transport.h"
-#include "src/session/gp_tunnel_setup.h"
-#include "src/session/hip_report_program.h"
+#include "src/session/gp/login.h"
+#include "src/session/gp/transport.h"
+#include "src/session/gp/tunnel_setup.h"
+#include "src/session/gp/hip_report_program.h"
 
 using namespace espvpn;
 using namespace espvpn::session;

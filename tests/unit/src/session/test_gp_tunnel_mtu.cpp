@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "src/session/gp_tunnel.h"
+#include "src/session/gp/tunnel.h"
 
 using namespace espvpn::session;
 

@@ -1,4 +1,4 @@
-#include "src/session/gp_transport.h"
+#include "src/session/gp/transport.h"
 
 #include "protocols/http/form.h"
 #include "src/log/logger.h"

@@ -1,7 +1,9 @@
-#include "src/session/ac_login.h"
+#include "src/session/anyconnect/login.h"
 
+#include "protocols/anyconnect/csd.h"
 #include "protocols/xml/escape.h"
 #include "src/log/logger.h"
+#include "src/session/gp/hip_report_program.h"
 
 namespace espvpn::session {
 
@@ -42,17 +44,22 @@ LoginField login_field(const AcAuthReply& form, const AcFormField& f, bool may_u
 
 }  // namespace
 
-Result<AcAuthReply> AcLogin::post(const std::string& target, Secret body, const std::string& logged_body) {
+http::Request AcLogin::request(const char* method, const std::string& target) const {
     http::Request req;
-    req.method = "POST";
+    req.method = method;
     req.target = target;
     req.host = s_.server.host;
     req.port = s_.server.port;
     req.headers.add("User-Agent", s_.user_agent);
-    req.headers.add("Accept", "*/*");
-    req.headers.add("Accept-Encoding", "identity");
     req.headers.add("X-Transcend-Version", "1");
     req.headers.add("X-Aggregate-Auth", "1");
+    return req;
+}
+
+Result<AcAuthReply> AcLogin::post(const std::string& target, Secret body, const std::string& logged_body) {
+    http::Request req = request("POST", target);
+    req.headers.add("Accept", "*/*");
+    req.headers.add("Accept-Encoding", "identity");
     req.headers.add("X-Pad", anyconnect::padding_for(body.size()));
     req.headers.add("Content-Type", "application/xml; charset=utf-8");
     req.body = std::move(body);
@@ -129,17 +136,48 @@ Result<std::vector<AcFieldValue>> AcLogin::answer(const AcAuthReply& form, std::
     return out;
 }
 
+Result<AcAuthReply> AcLogin::run_host_scan(const anyconnect::AcHostScan& scan) {
+    const auto peer = https_.peer(s_.server.host, s_.server.port);
+    anyconnect::CsdInputs in{s_.csd_wrapper, s_.server.host, s_.authgroup, peer ? peer->cert_md5 : "", "",
+                             peer ? peer->pin : ""};
+    auto command = anyconnect::csd_wrapper_command(scan, in);
+    if (!command) return command.error();
+    ProgramRun run;
+    run.program = command->argv.front();
+    run.args.assign(command->argv.begin() + 1, command->argv.end());
+    for (const auto& [name, value] : command->env) run.extra_env.push_back(name + "=" + value);
+    run.run_as_user = s_.csd_user;
+    LOG_INFO << "the server asks for a CSD host scan: running " << run.program;
+    auto out = run_for_output(run);
+    // openconnect goes on after a failing wrapper too (the server decides); so do we, saying so.
+    if (!out) LOG_WARN << "CSD wrapper " << run.program << ": " << out.error().message << "; the login may fail";
+    else if (!out->empty()) LOG_DEBUG << "CSD wrapper printed: " << *out;
+    https_.cookies().set(s_.server.host, "sdesktop", Secret::from_string(scan.token));
+    auto response = https_.send(request("GET", anyconnect::csd_wait_path(scan)), io::Redirects::follow);
+    if (!response) return make_error("CSD wait page " + anyconnect::csd_wait_path(scan) + ": " + response.error().message);
+    if (response->status != 200)
+        return make_error("CSD wait page: HTTP " + std::to_string(response->status) + " " + response->reason);
+    return anyconnect::parse_auth_reply(response->body.reveal_text());
+}
+
 Result<AcAuthenticated> AcLogin::run() {
     s_.client.group_access = s_.server.to_string();
     std::string target = s_.server.target;
     auto reply = post(target, Secret::from_string(anyconnect::build_init_request(s_.client)),
                       anyconnect::build_init_request(s_.client));
     bool group_sent = false;
+    bool host_scan_done = false;
     int failures = 0;
     for (int round = 0;; ++round) {
         if (!reply) return reply.error();
         if (reply->client_cert_requested)
             return make_error(anyconnect::client_certificate_error(s_.server.host, s_.client_certificate));
+        if (reply->host_scan && !host_scan_done) {
+            // As openconnect: the wrapper runs once, then the wait page with the token as a cookie.
+            host_scan_done = true;
+            reply = run_host_scan(*reply->host_scan);
+            continue;
+        }
         if (reply->success()) break;
         if (round >= s_.max_rounds)
             return make_error("login not finished after " + std::to_string(s_.max_rounds) + " forms; giving up");

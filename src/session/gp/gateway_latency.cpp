@@ -1,4 +1,4 @@
-#include "src/session/gp_gateway_latency.h"
+#include "src/session/gp/gateway_latency.h"
 
 #include <condition_variable>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "src/session/ac_dtls_link.h"
+#include "src/session/anyconnect/dtls_link.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -239,7 +239,7 @@ private:
     // Puts data on DTLS until it dies; then back to CSTP.
     DtlsEnd carry(std::unique_ptr<LiveDtls> live) {
         const int tunnel_mtu = static_cast<int>(live->channel->tunnel_mtu());
-        // One tun MTU for both channels: the smaller wins and stays (doc 7.3; see ac_tunnel.h).
+        // One tun MTU for both channels: the smaller wins and stays (doc 7.3; see anyconnect/tunnel.h).
         if (context_.tun && tunnel_mtu < current_mtu_) {
             if (Status st = context_.tun->set_mtu(static_cast<unsigned>(tunnel_mtu)); !st)
                 LOG_WARN << "DTLS: cannot lower the tun MTU to " << tunnel_mtu << ": " << st.error().message;

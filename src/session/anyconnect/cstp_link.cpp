@@ -1,4 +1,4 @@
-#include "src/session/ac_cstp_link.h"
+#include "src/session/anyconnect/cstp_link.h"
 
 #include <poll.h>
 
@@ -162,36 +162,15 @@ void CstpLink::close_channel(AcDtlsStats& history) {
     channel_.reset();
 }
 
-CstpLinkAttempt::CstpLinkAttempt(CstpLinkTarget target, Secret request)
-    : target_(std::move(target)), request_(std::move(request)) {
-    thread_ = std::thread([this] { run(); });
-}
-
-CstpLinkAttempt::~CstpLinkAttempt() {
-    cancel();
-    if (thread_.joinable()) thread_.join();
-}
-
-void CstpLinkAttempt::run() {
-    io::TlsConnectControl control{target_.address, cancel_.fd()};
-    auto stream = io::TlsStream::connect(target_.host, target_.port, target_.credentials, control);
-    if (!stream) {
-        outcome_.emplace(make_error("TLS connection to " + target_.host + ": " + stream.error().message));
-    } else {
-        auto link = CstpLink::connect_on(std::move(*stream), request_, refusal_);
-        // The cancel fd dies with this attempt; the link outlives it.
-        if (link) (*link)->tls().set_cancel_fd(-1);
-        outcome_.emplace(std::move(link));
-    }
-    finished_ = true;
-    done_.cancel();
-}
-
-Result<std::unique_ptr<CstpLink>> CstpLinkAttempt::take() {
-    if (thread_.joinable()) thread_.join();
-    Result<std::unique_ptr<CstpLink>> out = std::move(*outcome_);
-    outcome_.reset();
-    return out;
+Result<std::unique_ptr<CstpLink>> connect_cstp_link(const CstpLinkTarget& target, const Secret& request, int cancel_fd,
+                                                    anyconnect::AcConnectRefusal& refusal) {
+    io::TlsConnectControl control{target.address, cancel_fd};
+    auto stream = io::TlsStream::connect(target.host, target.port, target.credentials, control);
+    if (!stream) return make_error("TLS connection to " + target.host + ": " + stream.error().message);
+    auto link = CstpLink::connect_on(std::move(*stream), request, refusal);
+    // The cancel fd dies with the attempt; the link outlives it.
+    if (link) (*link)->tls().set_cancel_fd(-1);
+    return link;
 }
 
 }  // namespace espvpn::session

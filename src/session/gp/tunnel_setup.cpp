@@ -1,4 +1,4 @@
-#include "src/session/gp_tunnel_setup.h"
+#include "src/session/gp/tunnel_setup.h"
 
 #include <algorithm>
 #include <ctime>
@@ -7,7 +7,7 @@
 
 #include "protocols/gp/hip.h"
 #include "src/io/udp_socket.h"
-#include "src/session/hip_report_program.h"
+#include "src/session/gp/hip_report_program.h"
 #include "src/log/logger.h"
 
 namespace espvpn::session {

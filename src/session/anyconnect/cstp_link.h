@@ -1,9 +1,8 @@
-// One AnyConnect connection of a session (ac_tunnel.h has the whole picture):
+// One AnyConnect connection of a session (tunnel.h has the whole picture):
 // CstpLink = a TLS connection that took the CONNECT, its reply, the pump threads
-// on it and the DTLS channel keyed from it; CstpLinkAttempt = the making of a new
-// one (TCP + TLS + CONNECT) on a thread of its own, cancellable at any point, so
-// the session's control loop never waits for a server; TunDrain = the tun's
-// reader while no link exists.
+// on it and the DTLS channel keyed from it; connect_cstp_link = the making of a
+// new one (TCP + TLS + CONNECT) on a LinkAttempt's thread, cancellable at any
+// point; TunDrain = the tun's reader while no link exists.
 #pragma once
 
 #include <atomic>
@@ -18,12 +17,11 @@
 #include "crypto/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/connect.h"
-#include "src/io/cancel_event.h"
 #include "src/io/packet_batch.h"
 #include "src/io/tls_stream.h"
 #include "src/io/tun_device.h"
 #include "src/session/ac_cstp_pump.h"
-#include "src/session/ac_tunnel.h"
+#include "src/session/anyconnect/tunnel.h"
 
 namespace espvpn::session {
 
@@ -122,36 +120,9 @@ struct CstpLinkTarget {
     std::shared_ptr<const io::TlsCredentials> credentials;
 };
 
-// A new TLS connection + CONNECT on a thread of its own. The owner polls
-// done_fd() beside its other fds; cancel() (or the destructor) ends every wait
-// inside at once, so a blackholed server costs nobody a timeout.
-class CstpLinkAttempt {
-public:
-    CstpLinkAttempt(CstpLinkTarget target, Secret request);
-    ~CstpLinkAttempt();
-    CstpLinkAttempt(const CstpLinkAttempt&) = delete;
-    CstpLinkAttempt& operator=(const CstpLinkAttempt&) = delete;
-
-    // Readable once the attempt has finished (either way).
-    int done_fd() const { return done_.fd(); }
-    bool done() const { return finished_; }
-    // After done(): the new link, or why there is none.
-    Result<std::unique_ptr<CstpLink>> take();
-    // After done(): the CONNECT was answered 401 (the session is gone).
-    bool cookie_rejected() const { return refusal_.cookie_rejected(); }
-    void cancel() { cancel_.cancel(); }
-
-private:
-    void run();
-
-    CstpLinkTarget target_;
-    Secret request_;
-    io::CancelEvent cancel_;
-    io::CancelEvent done_;
-    std::atomic<bool> finished_{false};
-    std::optional<Result<std::unique_ptr<CstpLink>>> outcome_;  // written by the thread before finished_
-    anyconnect::AcConnectRefusal refusal_;
-    std::thread thread_;
-};
+// A new TLS connection + CONNECT, for a LinkAttempt's thread: every wait inside
+// ends at once when `cancel_fd` turns readable. `refusal` gets the reply's status.
+Result<std::unique_ptr<CstpLink>> connect_cstp_link(const CstpLinkTarget& target, const Secret& request, int cancel_fd,
+                                                    anyconnect::AcConnectRefusal& refusal);
 
 }  // namespace espvpn::session

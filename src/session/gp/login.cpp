@@ -1,4 +1,4 @@
-#include "src/session/gp_login.h"
+#include "src/session/gp/login.h"
 
 #include <variant>
 

@@ -1,4 +1,4 @@
-#include "src/session/esp_prober.h"
+#include "src/session/gp/esp_prober.h"
 
 #include "protocols/esp/gp_probe.h"
 

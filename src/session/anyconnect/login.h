@@ -28,6 +28,8 @@ struct AcLoginSettings {
     // std::nullopt when none is configured: the error when the server wants one says which.
     std::optional<std::string> client_certificate;
     bool dump_traffic = false;   // --dump-http-traffic, secrets redacted
+    std::string csd_wrapper;     // --csd-wrapper: run when the server asks for a CSD host scan
+    std::string csd_user;        // --csd-user: run it as this user
     int max_rounds = 10;         // forms answered before giving up
     // -F FORM:FIELD=VALUE: FORM is the form's <auth id> ("main", "challenge", ...).
     std::vector<FormEntry> form_entries;
@@ -51,7 +53,11 @@ public:
     Result<AcAuthenticated> run();
 
 private:
+    // A request to the server with the headers every AnyConnect login request carries.
+    http::Request request(const char* method, const std::string& target) const;
     Result<anyconnect::AcAuthReply> post(const std::string& target, Secret body, const std::string& logged_body);
+    // The CSD wrapper (csd.h), then the wait page: the next reply.
+    Result<anyconnect::AcAuthReply> run_host_scan(const anyconnect::AcHostScan& scan);
     Result<std::vector<anyconnect::AcFieldValue>> answer(const anyconnect::AcAuthReply& form, std::string* logged);
 
     io::HttpsClient& https_;

@@ -1,4 +1,4 @@
-#include "src/session/hip_report_program.h"
+#include "src/session/gp/hip_report_program.h"
 
 #include <fcntl.h>
 #include <grp.h>

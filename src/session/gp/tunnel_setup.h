@@ -12,7 +12,7 @@
 #include "protocols/gp/requests.h"
 #include "protocols/gp/session_cookie.h"
 #include "protocols/gp/tunnel_config.h"
-#include "src/session/gp_transport.h"
+#include "src/session/gp/transport.h"
 #include "src/session/tunnel_config.h"
 
 namespace espvpn::session {

@@ -14,8 +14,8 @@
 #include "protocols/gp/requests.h"
 #include "protocols/gp/session_cookie.h"
 #include "protocols/http/url.h"
-#include "src/session/gp_gateway_latency.h"
-#include "src/session/gp_transport.h"
+#include "src/session/gp/gateway_latency.h"
+#include "src/session/gp/transport.h"
 #include "src/session/login_answers.h"
 #include "src/session/login_prompter.h"
 

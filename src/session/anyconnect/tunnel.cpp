@@ -1,35 +1,17 @@
-#include "src/session/ac_tunnel.h"
+#include "src/session/anyconnect/tunnel.h"
 
 #include <gnutls/crypto.h>
-#include <poll.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "protocols/anyconnect/cstp.h"
-#include "src/datapath/stats_reporter.h"
 #include "src/log/logger.h"
-#include "src/session/ac_cstp_link.h"
-#include "src/session/reconnect_policy.h"
-#include "src/session/signal_watch.h"
+#include "src/session/anyconnect/cstp_link.h"
 
 namespace espvpn::session {
 
 using Clock = std::chrono::steady_clock;
-
-const char* describe(AcTunnelEnd end) {
-    switch (end) {
-        case AcTunnelEnd::user_logout: return "logged out";
-        case AcTunnelEnd::user_detach: return "detached (session kept)";
-        case AcTunnelEnd::server_disconnect: return "session terminated by the server";
-        case AcTunnelEnd::connection_lost: return "the connection to the server was lost";
-        case AcTunnelEnd::peer_dead: return "the server stopped answering (DPD)";
-        case AcTunnelEnd::cookie_rejected: return "cookie rejected";
-        case AcTunnelEnd::error: return "error";
-    }
-    return "?";
-}
 
 Result<TunnelConfig> map_ac_tunnel_config(const anyconnect::AcCstpConfig& r, const std::string& peer_address) {
     TunnelConfig c;
@@ -151,44 +133,42 @@ std::string local_hostname() {
     return "localhost";
 }
 
-// The session: outlives its connections. Owns the tun and host setup, the
-// signals, the stats reporter and the reconnect policy; runs the control loop
-// (DPD, keepalive, rekey, reconnect) over whichever CstpLink is current.
-class AcSession {
+// The AnyConnect driver of the session core: CstpLinks (with their DTLS
+// channels) over the session's tun; the core owns signals, host, reporter and
+// the outage. Steps the current link: DPD, keepalive, rekey (TLS rehandshake or
+// a new tunnel), the pump's end.
+class AcDriver final : public SessionDriver {
 public:
-    AcSession(io::HttpsClient& https, const AcAuthenticated& auth, const AcTunnelOptions& o,
-              const AcDtlsFactory& dtls_factory)
-        : https_(https), auth_(auth), o_(o), dtls_factory_(dtls_factory), outage_("the server", o.reconnect_timeout) {}
+    AcDriver(io::HttpsClient& https, const AcAuthenticated& auth, const TunnelOptions& o, const AcDtlsFactory& dtls_factory)
+        : https_(https), auth_(auth), o_(o), dtls_factory_(dtls_factory) {}
 
-    Result<AcTunnelEnd> run();
+    Result<Prepared> prepare() override;
+    Result<std::optional<TunnelEnd>> start(TunnelHost& host) override;
+    std::string peer() const override { return "the server"; }
+    std::string attempt_text() const override { return "new TLS connection, CONNECT with the same cookie"; }
+    datapath::StatsView stats_view() override;
+    std::vector<LinkEvent> step(Clock::time_point now, const SessionControl& control) override;
+    int poll_ms() const override;
+    std::string renew_blocked() const override;
+    std::unique_ptr<LinkAttempt> begin_attempt(AttemptPurpose purpose) override;
+    AttemptResult finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string& why) override;
+    void drop_link() override;
+    void outage_ended(Clock::duration length) override;
+    void logout() override;
+    void stop() override;
 
 private:
-    // Why a new connection is being made; decides what its failure means.
-    enum class AttemptFor {
-        reconnect,        // during an outage: the next attempt follows the policy
-        user,             // SIGUSR2: the old link carries on
-        rekey,            // rekey new-tunnel (or a failed rehandshake's fallback): tried again later
-    };
-
     Status prepare_connect_settings(bool outer_v6);
-    // A new connection + CONNECT, made on the attempt's own thread; the loop goes on meanwhile.
-    void start_attempt(AttemptFor purpose, std::string why);
-    // The attempt has finished: take its link, or deal with its failure.
-    std::optional<AcTunnelEnd> finish_attempt();
-    std::optional<AcTunnelEnd> finish_reconnect(Result<std::unique_ptr<CstpLink>> link);
-    std::optional<AcTunnelEnd> finish_renew(Result<std::unique_ptr<CstpLink>> link);
     // The new connection's reply must fit the tun as configured (address); the MTU may change.
     Status adopt_config(const anyconnect::AcCstpConfig& reply);
     void start_link(std::unique_ptr<CstpLink> link);
     // Stops the current connection (no BYE) and folds its counters into the session's.
     void retire_link();
-    // The connection failed: the outage starts (or the attempt in it failed).
-    void lose_link(const std::string& why);
-    // Make-before-break: the new connection is made while the old one carries data
-    // (SIGUSR2, rekey new-tunnel); it replaces the old one only once it is up.
-    void renew_link(AttemptFor purpose, const std::string& why);
-    std::optional<AcTunnelEnd> step_outage(Clock::time_point now);
-    std::optional<AcTunnelEnd> step_link(Clock::time_point now);
+    // Make-before-break (SIGUSR2, rekey new-tunnel): the core makes the new link while this one carries data.
+    LinkEvent renew_for_rekey(const std::string& why) {
+        rekey_pending_ = true;
+        return LinkEvent::renew(AttemptPurpose::renew, why, true);
+    }
     int dpd_s() const;
     AcStatsSnapshot snapshot() const;
     // Counter updates from the control thread, read by the reporter thread.
@@ -201,7 +181,7 @@ private:
 
     io::HttpsClient& https_;
     const AcAuthenticated& auth_;
-    const AcTunnelOptions& o_;
+    const TunnelOptions& o_;
     const AcDtlsFactory& dtls_factory_;
     anyconnect::AcConnectSettings settings_;
     Secret master_secret_;
@@ -209,24 +189,26 @@ private:
     std::string peer_address_;       // the TCP peer (VPNGATEWAY): the server, or the proxy
     std::string dtls_peer_address_;  // the server itself, for DTLS
     anyconnect::AcCstpConfig first_reply_;
-    std::optional<TunnelHost> host_;
+    std::unique_ptr<CstpLink> first_;  // connected by prepare(), started by start()
+    TunnelHost* host_ = nullptr;
     int tun_mtu_ = 0;
-    std::string fatal_;           // why the session must end (set by adopt_config)
+    bool report_up_ = false;      // the first link's `up` is due
 
     mutable std::mutex link_mutex_;  // link_ swaps vs. the stats reporter
     std::unique_ptr<CstpLink> link_;
     cstp::CstpStats cstp_history_;
     AcDtlsStats dtls_history_;
     AcSessionCounters counters_;
-
-    Outage outage_;
     std::unique_ptr<TunDrain> drain_;
-    std::unique_ptr<CstpLinkAttempt> attempt_;  // at most one new connection at a time
-    AttemptFor attempt_for_ = AttemptFor::reconnect;
-    std::string attempt_why_;
+
+    // The attempt's outcome, written by its thread before it is done.
+    std::optional<Result<std::unique_ptr<CstpLink>>> attempt_link_;
+    anyconnect::AcConnectRefusal refusal_;
+    bool rekey_pending_ = false;  // the next renewal is a rekey (tried again later if it fails)
+    bool attempt_is_rekey_ = false;
 };
 
-Status AcSession::prepare_connect_settings(bool outer_v6) {
+Status AcDriver::prepare_connect_settings(bool outer_v6) {
     anyconnect::AcConnectSettings& s = settings_;
     s.host = auth_.server.host;
     s.port = auth_.server.port;
@@ -256,39 +238,83 @@ Status AcSession::prepare_connect_settings(bool outer_v6) {
     return {};
 }
 
-void AcSession::start_attempt(AttemptFor purpose, std::string why) {
-    attempt_for_ = purpose;
-    attempt_why_ = std::move(why);
+std::unique_ptr<LinkAttempt> AcDriver::begin_attempt(AttemptPurpose purpose) {
+    attempt_is_rekey_ = purpose == AttemptPurpose::renew && rekey_pending_;
+    rekey_pending_ = false;
+    attempt_link_.reset();
+    refusal_ = {};
     // To the address of the first connection: no resolver (which nothing could cancel), and
     // the session stays on the server that holds it.
-    CstpLinkTarget target{auth_.server.host, auth_.server.port, peer_address_, https_.credentials()};
-    attempt_ = std::make_unique<CstpLinkAttempt>(std::move(target), request_.clone());
+    auto target = std::make_shared<CstpLinkTarget>(
+        CstpLinkTarget{auth_.server.host, auth_.server.port, peer_address_, https_.credentials()});
+    auto request = std::make_shared<Secret>(request_.clone());
+    return std::make_unique<LinkAttempt>([this, target, request](int cancel_fd) {
+        attempt_link_.emplace(connect_cstp_link(*target, *request, cancel_fd, refusal_));
+    });
 }
 
-std::optional<AcTunnelEnd> AcSession::finish_attempt() {
-    auto link = attempt_->take();
-    const bool rejected = !link && attempt_->cookie_rejected();
-    attempt_.reset();
-    if (rejected) {
-        LOG_ERROR << attempt_why_ << ": " << link.error().message;
-        return AcTunnelEnd::cookie_rejected;
+AttemptResult AcDriver::finish_attempt(AttemptPurpose, bool in_outage, const std::string& why) {
+    Result<std::unique_ptr<CstpLink>> link = std::move(*attempt_link_);
+    attempt_link_.reset();
+    AttemptResult r;
+    if (!link) {
+        r.why = link.error().message;
+        r.kind = refusal_.cookie_rejected() ? AttemptResult::Kind::cookie_rejected : AttemptResult::Kind::failed;
+        if (r.kind == AttemptResult::Kind::cookie_rejected || in_outage) return r;
+        // The old connection ended meanwhile (or a failed rehandshake left it unusable): the next step says how.
+        if (link_->pump()->ended()) {
+            r.old_link_down = true;
+        } else if (attempt_is_rekey_) {
+            const auto wait = std::clamp(std::chrono::seconds(link_->reply().rekey_s / 4), std::chrono::seconds(1),
+                                         std::chrono::seconds(60));
+            link_->rekey_at = Clock::now() + wait;
+            r.note = "; trying again in " + std::to_string(wait.count()) + " s";
+        }
+        return r;
     }
-    if (link && !adopt_config((*link)->reply())) {
-        LOG_ERROR << fatal_;
-        return AcTunnelEnd::error;
+    if (Status st = adopt_config((*link)->reply()); !st) {
+        r.kind = AttemptResult::Kind::fatal;
+        r.why = st.error().message;
+        return r;
     }
-    // The link may have been lost while its replacement was being made: then it is the outage's attempt.
-    return outage_.active() ? finish_reconnect(std::move(link)) : finish_renew(std::move(link));
+    r.kind = AttemptResult::Kind::opened;
+    if (in_outage) {
+        std::unique_ptr<TunDrain> drain;
+        {
+            std::lock_guard<std::mutex> lock(link_mutex_);
+            drain = std::move(drain_);
+        }
+        const std::uint64_t dropped = drain ? drain->dropped() : 0;
+        drain.reset();  // the tun reader stops before the pump's starts
+        start_link(std::move(*link));
+        count([&](AcSessionCounters& c) {
+            c.outage_drops += dropped;
+            ++c.reconnects;
+        });
+        r.detail = "to " + link_->tls().endpoint();
+        r.note = " (tun packets dropped meanwhile: " + std::to_string(dropped) + ")";
+        return r;
+    }
+    const Clock::time_point t0 = Clock::now();
+    retire_link();
+    start_link(std::move(*link));
+    const std::int64_t switch_ms = ms_since(t0);
+    count([&](AcSessionCounters& c) {
+        c.last_switch_ms = switch_ms;
+        ++c.renewals;
+    });
+    r.detail = "to " + link_->tls().endpoint() + " (" + why + ") after 1 attempt(s); outage " +
+               std::to_string(switch_ms) + " ms (old connection stopped -> new one carrying)";
+    return r;
 }
 
-Status AcSession::adopt_config(const anyconnect::AcCstpConfig& r) {
+Status AcDriver::adopt_config(const anyconnect::AcCstpConfig& r) {
     if (r.ipv4_address != first_reply_.ipv4_address || r.ipv4_netmask != first_reply_.ipv4_netmask ||
         r.ipv6_address != first_reply_.ipv6_address) {
         // One tun configuration per run (routes, DNS and scripts were set up for it).
-        fatal_ = "the server assigned other addresses on the new connection (" + r.ipv4_address + " " +
-                 r.ipv6_address + ", was " + first_reply_.ipv4_address + " " + first_reply_.ipv6_address +
-                 "); ending: start espvpn again for the new configuration";
-        return make_error(fatal_);
+        return make_error("the server assigned other addresses on the new connection (" + r.ipv4_address + " " +
+                          r.ipv6_address + ", was " + first_reply_.ipv4_address + " " + first_reply_.ipv6_address +
+                          "); ending: start espvpn again for the new configuration");
     }
     const int mtu = o_.mtu > 0 ? o_.mtu : r.cstp_mtu;
     if (mtu != tun_mtu_) {
@@ -301,14 +327,14 @@ Status AcSession::adopt_config(const anyconnect::AcCstpConfig& r) {
     return {};
 }
 
-void AcSession::schedule_rekey(CstpLink& link) const {
+void AcDriver::schedule_rekey(CstpLink& link) const {
     const auto& r = link.reply();
     link.rekey_at = r.rekey_s > 0 && r.rekey != anyconnect::AcRekeyMethod::none
                         ? Clock::now() + std::chrono::seconds(r.rekey_s)
                         : Clock::time_point::max();
 }
 
-void AcSession::start_link(std::unique_ptr<CstpLink> link) {
+void AcDriver::start_link(std::unique_ptr<CstpLink> link) {
     CstpLink::DtlsSetup d{&dtls_factory_, dtls_peer_address_, &master_secret_, settings_.base_mtu};
     link->start(host_->tun(), tun_mtu_, d);
     schedule_rekey(*link);
@@ -316,7 +342,7 @@ void AcSession::start_link(std::unique_ptr<CstpLink> link) {
     link_ = std::move(link);
 }
 
-void AcSession::retire_link() {
+void AcDriver::retire_link() {
     std::unique_ptr<CstpLink> old;
     {
         std::lock_guard<std::mutex> lock(link_mutex_);
@@ -330,118 +356,32 @@ void AcSession::retire_link() {
     add_dtls_history(dtls_history_, d);
 }
 
-void AcSession::lose_link(const std::string& why) {
-    const Clock::time_point now = Clock::now();
+void AcDriver::drop_link() {
     retire_link();
     if (!drain_) {
         auto drain = std::make_unique<TunDrain>(host_->tun(), tun_mtu_);
         std::lock_guard<std::mutex> lock(link_mutex_);
         drain_ = std::move(drain);
     }
-    const Outage::Loss loss = outage_.lose(now, why);
-    if (!loss.started) {
-        LOG_INFO << loss.message;
-        return;
-    }
-    LOG_WARN << loss.message;
-    host_->queue_script(hooks::ScriptReason::attempt_reconnect);  // not awaited
-    if (attempt_) {
-        // A new connection is being made already (SIGUSR2, rekey): it counts as the first attempt.
-        LOG_INFO << outage_.begin_attempt(now) << ": the new connection begun for \"" << attempt_why_
-                 << "\" is still being made";
-        attempt_for_ = AttemptFor::reconnect;
-    }
 }
 
-std::optional<AcTunnelEnd> AcSession::step_outage(Clock::time_point now) {
-    if (auto gave_up = outage_.given_up(now)) {
-        LOG_ERROR << *gave_up;
-        return AcTunnelEnd::error;
-    }
-    if (attempt_ || !outage_.policy().attempt_due(now)) return std::nullopt;
-    const std::string attempt = outage_.begin_attempt(now);
-    LOG_INFO << attempt << ": new TLS connection, CONNECT with the same cookie";
-    start_attempt(AttemptFor::reconnect, attempt);
-    return std::nullopt;
+void AcDriver::outage_ended(Clock::duration length) {
+    const std::int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(length).count();
+    count([&](AcSessionCounters& c) { c.last_outage_ms = ms; });
 }
 
-std::optional<AcTunnelEnd> AcSession::finish_reconnect(Result<std::unique_ptr<CstpLink>> link) {
-    if (!link) {
-        lose_link(link.error().message);
-        return std::nullopt;
-    }
-    std::unique_ptr<TunDrain> drain;
-    {
-        std::lock_guard<std::mutex> lock(link_mutex_);
-        drain = std::move(drain_);
-    }
-    const std::uint64_t dropped = drain->dropped();
-    drain.reset();  // the tun reader stops before the pump's starts
-    start_link(std::move(*link));
-    const unsigned attempts = outage_.policy().attempts();
-    const std::int64_t outage_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(outage_.end(Clock::now())).count();
-    count([&](AcSessionCounters& c) {
-        c.outage_drops += dropped;
-        c.last_outage_ms = outage_ms;
-        ++c.reconnects;
-    });
-    LOG_INFO << "reconnected to " << link_->tls().endpoint() << " after " << attempts
-             << " attempt(s); outage " << outage_ms << " ms (tun packets dropped meanwhile: " << dropped << ")";
-    host_->queue_script(hooks::ScriptReason::reconnect);  // not awaited
-    return std::nullopt;
-}
-
-void AcSession::renew_link(AttemptFor purpose, const std::string& why) {
-    LOG_INFO << why << ": new TLS connection and CONNECT with the same cookie, the current one carries data meanwhile";
-    host_->queue_script(hooks::ScriptReason::attempt_reconnect);  // not awaited
-    start_attempt(purpose, why);
-}
-
-std::optional<AcTunnelEnd> AcSession::finish_renew(Result<std::unique_ptr<CstpLink>> link) {
-    const std::string& why = attempt_why_;
-    if (!link) {
-        if (auto e = link_->pump()->ended()) {
-            // The old connection ended meanwhile (or a failed rehandshake left it unusable): its end applies.
-            if (e->first != AcTunnelEnd::connection_lost) {
-                LOG_ERROR << why << ": no new connection (" << link.error().message << "), and " << e->second;
-                return e->first;
-            }
-            lose_link(why + ": " + link.error().message + "; the current connection: " + e->second);
-            return std::nullopt;
-        }
-        // Make-before-break: the old connection works, so it stays.
-        std::string retry;
-        if (attempt_for_ == AttemptFor::rekey) {
-            const auto wait = std::clamp(std::chrono::seconds(link_->reply().rekey_s / 4), std::chrono::seconds(1),
-                                         std::chrono::seconds(60));
-            link_->rekey_at = Clock::now() + wait;
-            retry = "; trying again in " + std::to_string(wait.count()) + " s";
-        }
-        LOG_WARN << why << ": no new connection (" << link.error().message
-                 << "); the current one carries on" << retry;
-        return std::nullopt;
-    }
-    const Clock::time_point t0 = Clock::now();
-    retire_link();
-    start_link(std::move(*link));
-    const std::int64_t switch_ms = ms_since(t0);
-    count([&](AcSessionCounters& c) {
-        c.last_switch_ms = switch_ms;
-        ++c.renewals;
-    });
-    LOG_INFO << "reconnected to " << link_->tls().endpoint() << " (" << why << ") after 1 attempt(s); outage "
-             << switch_ms << " ms (old connection stopped -> new one carrying)";
-    host_->queue_script(hooks::ScriptReason::reconnect);  // not awaited
-    return std::nullopt;
-}
-
-int AcSession::dpd_s() const {
+int AcDriver::dpd_s() const {
     if (o_.force_dpd_s > 0) return o_.force_dpd_s;
     return link_ ? link_->reply().dpd_s : first_reply_.dpd_s;
 }
 
-std::optional<AcTunnelEnd> AcSession::step_link(Clock::time_point now) {
+std::vector<LinkEvent> AcDriver::step(Clock::time_point now, const SessionControl& control) {
+    if (!link_) return {};  // an outage: the core makes the attempts
+    if (report_up_) {
+        report_up_ = false;
+        return {LinkEvent::up("to " + link_->tls().endpoint())};
+    }
+    const bool attempting = control.attempt_in_flight();
     CstpLink& link = *link_;
     CstpPump& pump = *link.pump();
     using RH = CstpPump::Rehandshake;
@@ -470,31 +410,26 @@ std::optional<AcTunnelEnd> AcSession::step_link(Clock::time_point now) {
                  << pump.rehandshake_wait_ms() << " ms waiting for a pause in the server's data ("
                  << link.tls().description() << ")"
                  << (!link.channel() ? "" : new_psk ? "; new DTLS handshake" : "; DTLS carries on (same PSK)");
-        return std::nullopt;
+        return {};
     }
     if (rh == RH::failed || rh == RH::declined) {
         // Failed: the old connection is unusable, but its DTLS channel may carry data until the
         // new one is up. Declined: no handshake began, the connection is sound and carries on.
-        if (link.fallback_started) return std::nullopt;
+        if (link.fallback_started) return {};
         count([](AcSessionCounters& c) { ++c.rekey_fallbacks; });
         if (rh == RH::declined) pump.resume();
         else link.fallback_started = true;
         const std::string why = std::string("rekey: TLS rehandshake ") + (rh == RH::failed ? "failed" : "not attempted") +
                                 " (" + pump.rehandshake_failure() + "), new tunnel instead";
-        if (!attempt_) renew_link(AttemptFor::rekey, why);  // else the one being made takes over
-        return std::nullopt;
+        if (!attempting) return {renew_for_rekey(why)};  // else the one being made takes over
+        return {};
     }
     if (auto e = pump.ended()) {
         // While its replacement is being made, the old link's end waits for that attempt: a server
         // moving the session to the new connection (ocserv: "session re-use") ends the old one first.
-        if (attempt_) return std::nullopt;
-        if (e->first != AcTunnelEnd::connection_lost) {
-            if (e->first == AcTunnelEnd::error) LOG_ERROR << e->second;
-            else LOG_INFO << e->second;
-            return e->first;
-        }
-        lose_link(e->second);
-        return std::nullopt;
+        if (attempting) return {};
+        if (e->first != TunnelEnd::connection_lost) return {LinkEvent::ended(e->first, e->second)};
+        return {LinkEvent::lost(e->second)};
     }
     const int dpd = dpd_s();
     const std::int64_t dpd_ns = std::int64_t{dpd} * 1000000000;
@@ -503,28 +438,28 @@ std::optional<AcTunnelEnd> AcSession::step_link(Clock::time_point now) {
     const std::int64_t quiet = t - pump.last_rx_ns();
     const bool rehandshaking = rh != RH::idle;
     if (!rehandshaking && dpd_ns > 0 && quiet > 2 * dpd_ns) {
-        lose_link("nothing received for " + std::to_string(quiet / 1000000000) + " s (DPD " + std::to_string(dpd) + " s)");
-        return std::nullopt;
+        return {LinkEvent::lost("nothing received for " + std::to_string(quiet / 1000000000) + " s (DPD " +
+                                std::to_string(dpd) + " s)")};
     }
-    if (rehandshaking) return std::nullopt;
+    if (rehandshaking) return {};
     if (dpd_ns > 0 && quiet > dpd_ns && t - link.last_dpd_sent > dpd_ns / 2) {
         pump.request_dpd();
         link.last_dpd_sent = t;
     }
     if (keepalive_ns > 0 && t - pump.last_tx_ns() > keepalive_ns) pump.request_keepalive();
-    if (now >= link.rekey_at && !attempt_) {
+    if (now >= link.rekey_at && !attempting) {
         link.rekey_at = Clock::time_point::max();
         if (link.reply().rekey == anyconnect::AcRekeyMethod::ssl) {
             LOG_INFO << "rekey (ssl) after " << link.reply().rekey_s << " s: TLS rehandshake";
             pump.request_rehandshake();
-            return std::nullopt;
+            return {};
         }
-        renew_link(AttemptFor::rekey, "rekey (new-tunnel) after " + std::to_string(link.reply().rekey_s) + " s");
+        return {renew_for_rekey("rekey (new-tunnel) after " + std::to_string(link.reply().rekey_s) + " s")};
     }
-    return std::nullopt;
+    return {};
 }
 
-AcStatsSnapshot AcSession::snapshot() const {
+AcStatsSnapshot AcDriver::snapshot() const {
     std::lock_guard<std::mutex> lock(link_mutex_);
     AcStatsSnapshot s;
     s.cstp = cstp_history_;
@@ -542,9 +477,7 @@ AcStatsSnapshot AcSession::snapshot() const {
     return s;
 }
 
-Result<AcTunnelEnd> AcSession::run() {
-    // Signals are blocked before any thread starts, so every thread inherits the mask.
-    SignalWatch signals;
+Result<SessionDriver::Prepared> AcDriver::prepare() {
     // The login's kept connection (a new one if none); its peer's family sizes the MTU request.
     auto stream = https_.release_connection(auth_.server.host, auth_.server.port);
     if (!stream) return stream.error();
@@ -560,7 +493,7 @@ Result<AcTunnelEnd> AcSession::run() {
     auto first = CstpLink::connect_on(std::move(*stream), request_, refusal);
     if (!first) {
         LOG_ERROR << first.error().message;
-        return refusal.cookie_rejected() ? AcTunnelEnd::cookie_rejected : AcTunnelEnd::error;
+        return Prepared{refusal.cookie_rejected() ? TunnelEnd::cookie_rejected : TunnelEnd::error};
     }
     CstpLink& link = **first;
     first_reply_ = link.reply();
@@ -591,83 +524,62 @@ Result<AcTunnelEnd> AcSession::run() {
         auto bye = anyconnect::cstp_logout_packet("Aborted by caller");
         if (auto st = link.tls().write_all(bye); !st) LOG_WARN << "logout: " << st.error().message;
         link.tls().close();
-        return AcTunnelEnd::user_logout;
+        return Prepared{TunnelEnd::user_logout};
     }
+    first_ = std::move(*first);
+    return Prepared{HostPlan{std::move(*config), tun_mtu_}};
+}
 
-    host_.emplace(o_.host);
-    if (Status st = host_->bring_up(*config, tun_mtu_); !st) return st.error();
+Result<std::optional<TunnelEnd>> AcDriver::start(TunnelHost& host) {
+    host_ = &host;
     // From now on a reconnect asks for the same addresses (X-CSTP-Address).
-    settings_.previous_ipv4 = reply.ipv4_address;
-    settings_.previous_ipv6 = reply.ipv6_address;
+    settings_.previous_ipv4 = first_reply_.ipv4_address;
+    settings_.previous_ipv6 = first_reply_.ipv6_address;
     if (auto request = anyconnect::build_connect_request(settings_, auth_.webvpn)) request_ = std::move(*request);
-    start_link(std::move(*first));
+    start_link(std::move(first_));
     LOG_INFO << "tunnel up on " << host_->tun().name() << " (data over CSTP"
              << (link_->channel() ? "; DTLS handshake started)" : ")");
+    report_up_ = true;
+    return std::optional<TunnelEnd>{};
+}
 
+datapath::StatsView AcDriver::stats_view() {
     const int stats_dpd_s = dpd_s();
-    datapath::StatsReporterOptions report;
-    report.json_path = o_.stats_json;
-    auto reporter = datapath::StatsReporter::start(
-        datapath::StatsView{[&] { return stats_json(snapshot(), stats_dpd_s, first_reply_.rekey, first_reply_.rekey_s); },
-                            [&] { return stats_text(snapshot()); }},
-        report);
-    if (!reporter) LOG_WARN << reporter.error().message;
+    return {[this, stats_dpd_s] { return stats_json(snapshot(), stats_dpd_s, first_reply_.rekey, first_reply_.rekey_s); },
+            [this] { return stats_text(snapshot()); }};
+}
 
-    std::optional<AcTunnelEnd> end;
-    while (!end) {
-        // While a rehandshake runs, both pump threads wait for this loop: look often.
-        // (Not after a failure: that state lasts while the fallback's new connection is made.)
-        const CstpPump::Rehandshake rh = link_ ? link_->pump()->rehandshake_state() : CstpPump::Rehandshake::idle;
-        const bool rehandshaking = rh != CstpPump::Rehandshake::idle && rh != CstpPump::Rehandshake::failed;
-        // A new connection is made on its own thread: signals are served meanwhile, and its end wakes us.
-        pollfd p[2] = {{signals.fd(), POLLIN, 0}, {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0}};
-        poll(p, 2, rehandshaking ? 2 : kPollMs);
-        for (int sig; !end && (sig = signals.next()) != 0;) {
-            if (sig == SIGHUP) {
-                end = AcTunnelEnd::user_detach;
-            } else if (sig == SIGINT || sig == SIGTERM) {
-                end = AcTunnelEnd::user_logout;
-            } else if (attempt_) {
-                LOG_INFO << "SIGUSR2: a new connection is being made (" << attempt_why_ << "); ignored";
-            } else if (outage_.active()) {
-                LOG_INFO << "SIGUSR2: next reconnect attempt now";
-                outage_.policy().attempt_now(Clock::now());
-            } else if (link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle) {
-                LOG_INFO << "SIGUSR2: a TLS rehandshake is running; ignored";
-            } else {
-                renew_link(AttemptFor::user, "SIGUSR2");
-            }
-        }
-        if (end) break;
-        if (attempt_ && attempt_->done()) end = finish_attempt();
-        if (end) break;
-        end = outage_.active() ? step_outage(Clock::now()) : step_link(Clock::now());
-    }
-    if (attempt_) {
-        // Cancelled, not awaited: its waits end at once, whatever the server does.
-        const Clock::time_point t0 = Clock::now();
-        attempt_.reset();
-        LOG_INFO << "the connection attempt in progress (" << attempt_why_ << ") cancelled in " << ms_since(t0) << " ms";
-    }
-    if (*end == AcTunnelEnd::user_logout) {
-        if (link_) link_->logout();
-        else LOG_WARN << "no connection to the server: logout not sent (the server ends the session after its cookie timeout)";
-    }
-    // The reporter's last write (--stats-json) while the DTLS datapath still holds its counters.
-    if (reporter) reporter->reset();
+int AcDriver::poll_ms() const {
+    // While a rehandshake runs, both pump threads wait for the control loop: look often.
+    // (Not after a failure: that state lasts while the fallback's new connection is made.)
+    const CstpPump::Rehandshake rh = link_ ? link_->pump()->rehandshake_state() : CstpPump::Rehandshake::idle;
+    return rh != CstpPump::Rehandshake::idle && rh != CstpPump::Rehandshake::failed ? 2 : kPollMs;
+}
+
+std::string AcDriver::renew_blocked() const {
+    if (link_ && link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle) return "a TLS rehandshake is running";
+    return {};
+}
+
+void AcDriver::logout() {
+    if (link_) link_->logout();
+    else LOG_WARN << "no connection to the server: logout not sent (the server ends the session after its cookie timeout)";
+}
+
+void AcDriver::stop() {
+    if (!host_) return;  // never started: the first link (if any) closes with its owner
     LOG_INFO << "tunnel statistics:\n" << stats_text(snapshot());
     retire_link();
     drain_.reset();
-    host_->tear_down();
-    return *end;
+    host_ = nullptr;
 }
 
 }  // namespace
 
-Result<AcTunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated& auth, const AcTunnelOptions& o,
-                                  const AcDtlsFactory& dtls_factory) {
-    AcSession session(https, auth, o, dtls_factory);
-    return session.run();
+Result<TunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated& auth, const TunnelOptions& o,
+                                const AcDtlsFactory& dtls_factory) {
+    AcDriver driver(https, auth, o, dtls_factory);
+    return run_tunnel_session(driver, o);
 }
 
 }  // namespace espvpn::session

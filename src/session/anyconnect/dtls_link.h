@@ -14,7 +14,7 @@
 
 #include <chrono>
 
-#include "src/session/ac_tunnel.h"
+#include "src/session/anyconnect/tunnel.h"
 
 namespace espvpn::session {
 

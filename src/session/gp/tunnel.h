@@ -14,8 +14,9 @@
 //   else the HTTPS tunnel (ReconnectPolicy has the schedule).
 //
 // The tun, its addresses and routes stay the same across switches and
-// reconnects; no new login (the session cookie is reused). Everything here runs on the control
-// thread; the datapaths never wait for it.
+// reconnects; no new login (the session cookie is reused). Every getconfig and TLS connection
+// after the first runs on the session core's attempt thread (cancellable); the datapaths never
+// wait for the control thread.
 #pragma once
 
 #include <chrono>
@@ -27,49 +28,13 @@
 #include "crypto/result.h"
 #include "protocols/gp/session_cookie.h"
 #include "src/io/tls_stream.h"
-#include "src/session/gp_tunnel_setup.h"
+#include "src/session/gp/tunnel_setup.h"
+#include "src/session/tunnel_session.h"
 
 namespace espvpn::session {
 
-struct GpTunnelOptions {
-    std::string interface_name;   // -i: name or a pre-created persistent tun
-    std::string script;           // --script: vpnc-script command line ("" = built-in setup)
-    int mtu = 0;                  // --mtu; 0 = computed from base_mtu and the suite
-    int base_mtu = 0;             // --base-mtu; 0 = 1406, openconnect's default
-    std::string stats_json;       // --stats-json FILE
-    int log_level = 1;            // for the script's LOG_LEVEL
-    bool disable_ipv6 = false;
-    bool esp = true;              // false: --no-dtls, the HTTPS tunnel only
-    int udp_local_port = 0;       // --dtls-local-port: the ESP socket's local port (0 = any)
-    // No probe reply by then: fall back to HTTPS (openconnect waits 5 s, the
-    // Windows client 10 s; doc 10.5).
-    std::chrono::seconds probe_timeout{5};
-    std::chrono::seconds dpd_interval{10};    // quiet this long: probe / keepalive
-    std::chrono::seconds dead_after{20};      // quiet this long: the transport is dead
-    // On HTTPS: try ESP again this often (openconnect's 60 s attempt period); 0 = never.
-    std::chrono::seconds esp_retry_interval{60};
-    // Transport lost: keep trying to reconnect this long, then end (openconnect's 300 s).
-    std::chrono::seconds reconnect_timeout{300};
-    // Host-integration hooks (src/cli): called once on the control thread.
-    // after_setup: tun, its configuration and the sockets are ready, nothing else
-    // needs privileges (--setuid drops them here); an error ends the tunnel.
-    std::function<Status()> after_setup;
-    // on_connected: traffic flows for the first time (ESP answered, or the HTTPS
-    // tunnel started); -b detaches here.
-    std::function<void()> on_connected;
-};
-
-// Why the tunnel ended.
-enum class TunnelEnd {
-    user_logout,      // SIGINT / SIGTERM: log out
-    user_keep_cookie, // SIGHUP: disconnect, keep the session valid
-    esp_failed,       // neither ESP nor the HTTPS tunnel came back within --reconnect-timeout
-    error,            // setup failed, or a rekey was refused
-    cookie_rejected,  // the gateway refused our cookie (rekey or tunnel GET)
-};
-
-// A new getconfig (rekey, or fresh ESP keys after the HTTPS tunnel voided the
-// old ones); must not block for long.
+// A new getconfig (reconnect, rekey, or fresh ESP keys after the HTTPS tunnel
+// voided the old ones); runs on the session's attempt thread.
 using RefetchConfig = std::function<Result<GpTunnelSetup>()>;
 // A TLS connection to the gateway for the HTTPS tunnel (e.g. the login's
 // kept-alive one, HttpsClient::release_connection).
@@ -84,6 +49,12 @@ struct GpGatewayLinks {
     // Drops kept-alive TLS connections to the gateway: after a loss they may be stale
     // (from a source address that is gone: a request on one would hang until its timeout).
     std::function<void()> forget_connections;
+    // The fd that cancels every wait of refetch/connect from now on (-1: none): the
+    // attempt thread's, so a quit does not wait for a blackholed gateway.
+    std::function<void(int)> set_cancel_fd;
+    // SIGINT/SIGTERM while a transport runs: the logout request (the tunnel is still up).
+    // Not called during an outage: a blackholed gateway would hold the exit for its timeout.
+    std::function<void()> logout;
 };
 
 // The tunnel MTU for ESP over UDP (openconnect's calculation, doc 10.9).
@@ -111,9 +82,9 @@ int gp_tun_mtu(const GpMtuInputs& in);
 Status start_https_tunnel(io::TlsStream& tls, const gp::GpSessionCookie& cookie, const std::string& path,
                           bool* cookie_rejected = nullptr);
 
-// Runs the tunnel until it ends; errors before traffic flows are returned as
-// Error, later endings as a TunnelEnd with the reason logged.
-Result<TunnelEnd> run_gp_tunnel(const GpTunnelSetup& setup, const GpTunnelOptions& options,
-                                const GpGatewayLinks& links);
+// Runs the tunnel through the session core (tunnel_session.h) until it ends;
+// errors before traffic flows are returned as Error, later endings as a
+// TunnelEnd with the reason logged.
+Result<TunnelEnd> run_gp_tunnel(const GpTunnelSetup& setup, const TunnelOptions& options, const GpGatewayLinks& links);
 
 }  // namespace espvpn::session

@@ -4,10 +4,10 @@
 // packets carried tun <-> CSTP on two threads while the control thread answers
 // signals and runs DPD/keepalive, until a logout, a detach or the server ends it.
 //
-// Two layers: a CstpLink (ac_cstp_link.h) is one connected transport (TLS +
-// CONNECT reply + pump threads + DTLS channel); the session (ac_tunnel.cpp)
-// outlives it (tun, host, signals, stats reporter, Outage). Every later
-// connection is made by a CstpLinkAttempt on its own thread, so the control loop
+// Two layers: a CstpLink (cstp_link.h) is one connected transport (TLS +
+// CONNECT reply + pump threads + DTLS channel); the session core
+// (../tunnel_session.h: tun, host, signals, stats reporter, outage) outlives it and
+// this driver steps it. Every later connection is made on a LinkAttempt's thread, so the control loop
 // keeps serving signals and DPD, and a quit cancels a pending attempt at once. When the TLS connection fails
 // or closes without DISCONNECT/TERMINATE, or CSTP DPD finds 2 x DPD of silence,
 // the link goes, the tun stays (its packets dropped and counted), the
@@ -50,26 +50,12 @@
 #include "src/datapath/dtls_datapath.h"
 #include "src/io/https_client.h"
 #include "src/io/packet_batch.h"
-#include "src/session/ac_login.h"
+#include "src/session/anyconnect/login.h"
 #include "src/session/tunnel_config.h"
 #include "src/session/tunnel_host.h"
+#include "src/session/tunnel_session.h"
 
 namespace espvpn::session {
-
-struct AcTunnelOptions {
-    TunnelHostOptions host;
-    int mtu = 0;               // --mtu; 0: the server's
-    int base_mtu = 0;          // --base-mtu; 0: 1406 (openconnect's fallback)
-    std::string hostname;      // X-CSTP-Hostname
-    std::string user_agent;
-    bool no_dtls = false;      // --no-dtls: no X-DTLS-* headers at all
-    std::string dtls_ciphers;  // --dtls-ciphers: X-DTLS-CipherSuite instead of ours
-    std::string dtls12_ciphers;  // --dtls12-ciphers: X-DTLS12-CipherSuite
-    int force_dpd_s = 0;       // --force-dpd
-    std::string stats_json;    // --stats-json FILE
-    std::chrono::seconds reconnect_timeout{300};  // --reconnect-timeout: how long to try after losing CSTP
-    bool dry_run = false;      // CONNECT and show the configuration, then log out; no tun
-};
 
 // Where packets received on a second channel go: the tun, shared with the CSTP
 // receive thread (one lock per batch, never per packet).
@@ -121,25 +107,16 @@ public:
 using AcDtlsFactory =
     std::function<Result<std::unique_ptr<AcDataChannel>>(const AcDtlsContext& context, AcPacketSink& sink)>;
 
-enum class AcTunnelEnd {
-    user_logout,       // SIGINT/SIGTERM: BYE sent, the session is gone
-    user_detach,       // SIGHUP: no BYE, the cookie stays valid
-    server_disconnect, // the server sent DISCONNECT/TERMINATE
-    connection_lost,   // the TLS connection failed or closed (reconnectable; the session ends with it
-                       // only once --reconnect-timeout is used up)
-    peer_dead,         // nothing received for 2 x DPD
-    cookie_rejected,   // CONNECT answered 401
-    error,
-};
-const char* describe(AcTunnelEnd end);
+// The CSTP pump's name for the session's end reasons.
+using AcTunnelEnd = TunnelEnd;
 
 // The tunnel configuration for the host from a CONNECT reply.
 Result<TunnelConfig> map_ac_tunnel_config(const anyconnect::AcCstpConfig& reply, const std::string& peer_address);
 
 // Runs the tunnel over `https`'s kept connection to auth.server (a new one if
-// none), until it ends. Errors before the tunnel is up are returned as Error,
-// except a rejected cookie (AcTunnelEnd::cookie_rejected).
-Result<AcTunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated& auth,
-                                  const AcTunnelOptions& options, const AcDtlsFactory& dtls = {});
+// none), through the session core (tunnel_session.h), until it ends. Errors
+// before the tunnel is up are returned as Error, except a rejected cookie.
+Result<TunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated& auth, const TunnelOptions& options,
+                                const AcDtlsFactory& dtls = {});
 
 }  // namespace espvpn::session

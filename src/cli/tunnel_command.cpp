@@ -1,0 +1,126 @@
+#include "src/cli/tunnel_command.h"
+
+#include <ostream>
+
+#include "src/cli/exit_codes.h"
+#include "src/cli/https_settings.h"
+#include "src/cli/terminal_prompter.h"
+#include "src/log/logger.h"
+
+namespace espvpn::cli {
+
+namespace {
+
+session::TunnelOptions tunnel_options(const ClientOptions& o) {
+    session::TunnelOptions t;
+    t.host = {o.interface_name, o.script, o.verbosity, o.disable_ipv6, o.queue_len};
+    t.mtu = o.mtu;
+    t.base_mtu = o.base_mtu;
+    t.stats_json = o.stats_json;
+    t.reconnect_timeout = std::chrono::seconds(o.reconnect_timeout_s);
+    t.force_dpd_s = o.force_dpd_s;
+    t.no_dtls = o.no_dtls;
+    t.udp_local_port = o.dtls_local_port;
+    t.udp_retry = std::chrono::seconds(o.esp_retry_interval_s);
+    t.dry_run = o.dry_run;
+    t.hostname = o.local_hostname;
+    return t;
+}
+
+}  // namespace
+
+std::string shell_quote(std::string_view text) {
+    std::string out = "'";
+    for (char c : text) {
+        if (c == '\'') out += "'\\''";
+        else out += c;
+    }
+    return out + "'";
+}
+
+int exit_code(session::TunnelEnd end) {
+    switch (end) {
+        case session::TunnelEnd::user_logout: return kExitOk;
+        case session::TunnelEnd::user_detach:
+            LOG_INFO << "disconnected; the session stays valid (SIGHUP)";
+            return kExitOk;
+        case session::TunnelEnd::cookie_rejected:
+            LOG_ERROR << "the server rejected the cookie; exiting";
+            return kExitCookieRejected;
+        default: LOG_ERROR << session::describe(end) << "; exiting"; return kExitError;
+    }
+}
+
+int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol) {
+    if (Status st = protocol.parse_target(options); !st) {
+        LOG_ERROR << "server URL: " << st.error().message;
+        return kExitError;
+    }
+    auto process = ProcessControl::prepare(options);  // early: a bad user or pid file fails before the login
+    if (!process) {
+        LOG_ERROR << process.error().message;
+        return kExitError;
+    }
+    TerminalPrompter prompter(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
+    auto inputs = login_inputs(options);
+    if (!inputs) {
+        LOG_ERROR << inputs.error().message;
+        return kExitError;
+    }
+    if (auto st = ask_key_password_if_needed(options, prompter); !st) {
+        LOG_ERROR << st.error().message;
+        return kExitError;
+    }
+    auto https = io::HttpsClient::create(https_config(options));
+    if (!https) {
+        LOG_ERROR << https.error().message;
+        return kExitError;
+    }
+
+    // 1. A session: from a cookie, or by logging in.
+    if (options.cookie_on_stdin || !options.cookie.empty()) {
+        Secret text = options.cookie_on_stdin ? Secret() : std::move(options.cookie);
+        if (options.cookie_on_stdin) {
+            auto line = read_stdin_line("the cookie on standard input");
+            if (!line) {
+                LOG_ERROR << line.error().message;
+                return kExitError;
+            }
+            text = std::move(*line);
+        }
+        if (auto rc = protocol.use_cookie(options, text.reveal_text())) return *rc;
+    } else if (auto rc = protocol.log_in(options, *https, prompter, *inputs)) {
+        return *rc;
+    }
+
+    // 2. Print it, or connect.
+    const http::Url server = protocol.server();
+    const auto peer = https->peer(server.host, server.port);
+    switch (options.action) {
+        case Action::authenticate:
+            out << "COOKIE=" << shell_quote(protocol.cookie_text().reveal_text()) << "\n";
+            out << "HOST=" << shell_quote(peer ? peer->address : server.host) << "\n";
+            out << "CONNECT_URL=" << shell_quote(server.to_string()) << "\n";
+            out << "FINGERPRINT=" << shell_quote(peer ? peer->pin : "") << "\n";
+            out << "RESOLVE=" << shell_quote(server.host + ":" + (peer ? peer->address : server.host)) << "\n";
+            out.flush();
+            https->close_all();
+            return kExitOk;
+        case Action::cookie_only:
+            out << protocol.cookie_text().reveal_text() << "\n";
+            out.flush();
+            https->close_all();
+            return kExitOk;
+        default: break;
+    }
+    if (options.print_cookie) out << protocol.cookie_text().reveal_text() << std::endl;
+
+    session::TunnelOptions t = tunnel_options(options);
+    t.after_setup = [&] { return process->drop_privileges(); };
+    t.on_connected = [&] { process->tunnel_up(); };
+    const int rc = protocol.connect(options, *https, *process, t);
+    https->close_all();
+    return rc;
+}
+
+}  // namespace espvpn::cli

@@ -1,0 +1,54 @@
+// One outline for both protocols' commands (login -> --authenticate printing or
+// the tunnel -> exit code), with openconnect's process control (-b, --pid-file,
+// --setuid) for both. A protocol supplies its login, its cookie text and its
+// connect (gp_command.cpp, anyconnect_command.cpp).
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "crypto/result.h"
+#include "crypto/secret.h"
+#include "protocols/http/url.h"
+#include "src/cli/login_inputs.h"
+#include "src/cli/options.h"
+#include "src/cli/process_control.h"
+#include "src/cli/terminal_prompter.h"
+#include "src/io/https_client.h"
+#include "src/session/tunnel_session.h"
+
+namespace espvpn::cli {
+
+class ProtocolCommand {
+public:
+    virtual ~ProtocolCommand() = default;
+    // The server URL (checked before anything else is done).
+    virtual Status parse_target(const ClientOptions& options) = 0;
+    // A session from the text of --cookie / --cookie-on-stdin (as --authenticate prints it),
+    // or from a login. nullopt when there is one, else the exit code (the error logged).
+    virtual std::optional<int> use_cookie(const ClientOptions& options, std::string_view text) = 0;
+    // `prompter` asks on the terminal (or reads --passwd-on-stdin); `inputs` are -F and --token-mode.
+    virtual std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+                              const LoginInputs& inputs) = 0;
+    // The server the session is on, and its cookie as openconnect prints it.
+    virtual http::Url server() const = 0;
+    virtual Secret cookie_text() const = 0;
+    // The tunnel (and whatever the protocol does around it); returns the exit code.
+    // `process.background()` is called here, before any thread starts.
+    virtual int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
+                        session::TunnelOptions& tunnel) = 0;
+};
+
+// Returns the process exit code (exit_codes.h).
+int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol);
+
+// The exit code for a session's end (openconnect's: 2 when the server rejected the
+// cookie); the end is logged.
+int exit_code(session::TunnelEnd end);
+
+// openconnect's shell quoting for --authenticate lines: 'text', with ' as '\''.
+std::string shell_quote(std::string_view text);
+
+}  // namespace espvpn::cli

@@ -1,0 +1,703 @@
+#include "src/session/gp/tunnel.h"
+
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "crypto/esp_transform.h"
+#include "protocols/esp/esp_sa.h"
+#include "protocols/gp/https_tunnel.h"
+#include "src/datapath/datapath.h"
+#include "src/datapath/https_pipeline.h"
+#include "src/io/tun_device.h"
+#include "src/io/udp_socket.h"
+#include "src/log/logger.h"
+#include "src/session/gp/esp_prober.h"
+
+namespace espvpn::session {
+
+using Clock = std::chrono::steady_clock;
+
+int esp_tunnel_mtu(int base_mtu, bool outer_ipv6, std::size_t iv_size, std::size_t icv_size) {
+    int m = base_mtu > 0 ? base_mtu : 1406;
+    if (m < 1280) m = 1280;
+    m -= 8 + (outer_ipv6 ? 40 : 20);                         // UDP + outer IP
+    m -= static_cast<int>(kEspSpiSeqSize + icv_size + iv_size);  // ESP header, IV, ICV
+    m &= ~15;                                                // whole cipher blocks
+    return m - 2;                                            // pad length + next header
+}
+
+int https_tunnel_mtu(int base_mtu, bool outer_ipv6) {
+    int m = base_mtu > 0 ? base_mtu : 1406;
+    if (m < 1280) m = 1280;
+    // Outer IP + TCP with timestamps, a TLS record (header + AEAD tag), the GP frame header.
+    return m - (outer_ipv6 ? 40 : 20) - 32 - (5 + 16) - static_cast<int>(gp::kFrameHeaderSize);
+}
+
+int gp_tun_mtu(const GpMtuInputs& in) {
+    if (in.option_mtu > 0) return in.option_mtu;
+    if (in.gateway_mtu > 0) return in.gateway_mtu;
+    const bool outer_v6 = in.gateway_address.find(':') != std::string::npos;
+    return in.esp ? esp_tunnel_mtu(in.base_mtu, outer_v6, in.esp_iv_size, in.esp_icv_size)
+                  : https_tunnel_mtu(in.base_mtu, outer_v6);
+}
+
+Status start_https_tunnel(io::TlsStream& tls, const gp::GpSessionCookie& cookie, const std::string& path,
+                          bool* cookie_rejected) {
+    const Secret request = gp::tunnel_connect_request(cookie, path.empty() ? "/ssl-tunnel-connect.sslvpn" : path);
+    if (Status s = tls.write_all(request.reveal()); !s) return make_error("HTTPS tunnel request: " + s.error().message);
+    std::uint8_t reply[gp::kTunnelReplySize];
+    std::size_t have = 0;
+    while (have < sizeof reply) {
+        // Exactly 12 bytes: frames that follow stay buffered for the datapath.
+        auto n = tls.read_some({reply + have, sizeof reply - have});
+        if (!n) return make_error("HTTPS tunnel reply: " + n.error().message);
+        if (*n == 0) break;
+        have += *n;
+    }
+    gp::GpTunnelRefusal refusal;
+    Status s = gp::check_tunnel_reply({reply, have}, &refusal);
+    if (cookie_rejected) *cookie_rejected = refusal.cookie_rejected();
+    return s;
+}
+
+namespace {
+
+struct SaPair {
+    EspOutboundSa outbound;
+    EspInboundSa inbound;
+};
+
+Result<SaPair> build_sas(const gp::GpIpsecConfig& sa) {
+    auto suite = esp_suite_from_names(sa.enc_algo, sa.hmac_algo);
+    if (!suite) return suite.error();
+    auto out_keys = EspSaKeys::create(*suite, sa.c2s.enc_key.clone(), sa.c2s.auth_key.clone());
+    if (!out_keys) return make_error("outbound SA: " + out_keys.error().message);
+    auto in_keys = EspSaKeys::create(*suite, sa.s2c.enc_key.clone(), sa.s2c.auth_key.clone());
+    if (!in_keys) return make_error("inbound SA: " + in_keys.error().message);
+    auto out = EspOutboundSa::create(sa.c2s.spi, *out_keys);
+    if (!out) return make_error("outbound SA: " + out.error().message);
+    auto in = EspInboundSa::create(sa.s2c.spi, *in_keys);
+    if (!in) return make_error("inbound SA: " + in.error().message);
+    return SaPair{std::move(*out), std::move(*in)};
+}
+
+// The SAs of a fetched configuration; `no_keys` is the error when it has none.
+Result<SaPair> fresh_sas(const GpTunnelSetup& fresh, const char* no_keys) {
+    if (!fresh.esp) return make_error(no_keys);
+    return build_sas(fresh.esp->sa);
+}
+
+std::string hex32(std::uint32_t v) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "0x%08x", v);
+    return buf;
+}
+
+using datapath::Transport;
+
+long long ms_between(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
+}
+
+// GP's timings: openconnect's 10 s DPD (20 s of silence: dead), or --force-dpd.
+struct GpTimers {
+    // No probe reply by then: fall back to HTTPS (openconnect waits 5 s, the Windows client 10 s; doc 10.5).
+    std::chrono::seconds probe_timeout{5};
+    std::chrono::seconds dpd_interval{10};  // quiet this long: probe / keepalive
+    std::chrono::seconds dead_after{20};    // quiet this long: the transport is dead
+    explicit GpTimers(int force_dpd_s) {
+        if (force_dpd_s > 0) {
+            dpd_interval = std::chrono::seconds(force_dpd_s);
+            dead_after = 2 * dpd_interval;
+        }
+    }
+};
+
+// The GlobalProtect driver of the session core: ESP or the HTTPS tunnel over the
+// session's tun, getconfig rekeys, ESP retries from the HTTPS tunnel.
+class GpDriver final : public SessionDriver {
+public:
+    GpDriver(const GpTunnelSetup& setup, const TunnelOptions& options, const GpGatewayLinks& links)
+        : setup_(setup), o_(options), links_(links), timers_(options.force_dpd_s) {}
+
+    Result<Prepared> prepare() override;
+    Result<std::optional<TunnelEnd>> start(TunnelHost& host) override;
+    std::string peer() const override { return "the gateway"; }
+    std::string attempt_text() const override { return "new configuration with the same cookie"; }
+    datapath::StatsView stats_view() override {
+        return {[this] { return stats().to_json(); }, [this] { return stats().to_text(); }};
+    }
+    std::vector<LinkEvent> step(Clock::time_point now, const SessionControl& control) override;
+    std::unique_ptr<LinkAttempt> begin_attempt(AttemptPurpose purpose) override;
+    AttemptResult finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string& why) override;
+    void drop_link() override {
+        prober_.reset();
+        stop_esp();
+        stop_https();
+    }
+    void logout() override {
+        if (transport_ == Transport::none) {
+            LOG_WARN << "no connection to the gateway: logout not sent (the gateway ends the session after its "
+                        "cookie timeout)";
+        } else if (links_.logout) {
+            links_.logout();
+        }
+    }
+    void stop() override {
+        prober_.reset();
+        stop_esp();
+        stop_https();
+        udp_.reset();
+    }
+
+private:
+    // openconnect's schedule: a minute before the keys expire (half-way for short lifetimes).
+    Clock::time_point next_rekey(Clock::time_point from) const {
+        if (rekey_after_s_ == 0) return Clock::time_point::max();
+        return from + std::chrono::seconds(rekey_after_s_ > 120 ? rekey_after_s_ - 60 : rekey_after_s_ / 2);
+    }
+    Status take_esp_setup(const GpEspSetup& esp);
+    // A new UDP socket to the configuration's ESP peer (the old one closed first:
+    // a connected socket keeps a source address that may be gone).
+    Status open_esp_socket(const GpEspSetup& esp);
+    // While the peer is quiet, a probe / keepalive this often (openconnect: 5 s of its 10 s DPD).
+    Clock::duration dpd_repeat() const {
+        return std::max<Clock::duration>(std::chrono::seconds(1), timers_.dpd_interval / 2);
+    }
+
+    Status start_esp(datapath::InitialSas sas, bool probe_answered);
+    void stop_esp();
+    // The HTTPS tunnel on a connection that took the tunnel GET.
+    Status start_https(std::unique_ptr<io::TlsStream> tls);
+    void stop_https();
+    // On the attempt thread: a connection to the gateway that took the tunnel GET.
+    Result<std::unique_ptr<io::TlsStream>> connect_https(bool& cookie_rejected) const;
+    // ESP stops; the HTTPS tunnel is connected on the attempt thread.
+    LinkEvent switch_to_https(const std::string& reason);
+    LinkEvent switch_to_esp(const std::string& reason);
+
+    std::vector<LinkEvent> step_esp(Clock::time_point now, bool attempting);
+    std::vector<LinkEvent> step_https(Clock::time_point now, bool attempting);
+    // New keys for the running ESP datapath, from a fetched configuration.
+    AttemptResult rekey_esp(const GpTunnelSetup& fresh);
+    // A prober on new keys while the HTTPS tunnel carries the traffic.
+    AttemptResult begin_esp_retry(const GpTunnelSetup& fresh, Clock::time_point now);
+    AttemptResult reconnect(Result<GpTunnelSetup> fresh);
+    void forget_connections() {
+        if (links_.forget_connections) links_.forget_connections();
+    }
+    datapath::DatapathStats stats() const;
+
+    const GpTunnelSetup& setup_;
+    const TunnelOptions& o_;
+    const GpGatewayLinks& links_;
+    const GpTimers timers_;
+    io::TunDevice* tun_ = nullptr;  // the host's device, once up
+    std::optional<io::UdpSocket> udp_;
+    const GpEspSetup* first_esp_ = nullptr;
+    std::optional<EspSuite> suite_;
+    unsigned rekey_after_s_ = 0;  // the current keys' lifetime (getconfig <timeout>)
+    int mtu_ = 0;
+    datapath::DatapathOptions esp_options_;
+    bool esp_possible_ = false;   // ESP allowed, keys offered, a socket open
+    std::optional<LinkEvent> pending_up_;
+
+    mutable std::mutex mu_;       // the datapath pointers, against the stats reporter thread
+    Transport transport_ = Transport::none;
+    std::uint64_t switches_ = 0;
+    std::unique_ptr<datapath::Datapath> esp_;
+    std::unique_ptr<datapath::HttpsDatapath> https_;
+
+    // ESP state.
+    bool connected_ = false;
+    Clock::time_point probing_since_, last_probe_, connected_at_;
+    // HTTPS state.
+    Clock::time_point https_since_, last_keepalive_, next_esp_retry_ = Clock::time_point::max();
+    unsigned https_failures_ = 0;  // connections lost in a row before anything arrived
+    std::unique_ptr<EspProber> prober_;
+    Clock::time_point prober_since_;
+    Clock::time_point rekey_at_ = Clock::time_point::max();
+
+    // The attempt: what it does, and what its thread left (read after it is done).
+    enum class Work { config, config_or_https, https };
+    Work work_ = Work::config;
+    std::optional<Result<GpTunnelSetup>> fetched_;
+    std::optional<Result<std::unique_ptr<io::TlsStream>>> stream_;
+    bool attempt_cookie_rejected_ = false;
+    std::string fallback_reason_;  // the HTTPS tunnel is being connected because of this
+};
+
+// The probe target and key lifetime of a (re)fetched configuration.
+Status GpDriver::take_esp_setup(const GpEspSetup& esp) {
+    esp_options_.probe = {};
+    if (!esp.probe_ipv4.empty() && !esp.tunnel_ipv4.empty()) {
+        auto target = datapath::ProbeTarget::parse(esp.tunnel_ipv4, esp.probe_ipv4);
+        if (!target) return make_error("ESP probe: " + target.error().message);
+        esp_options_.probe = *target;
+    }
+    rekey_after_s_ = esp.rekey_after_s;
+    return {};
+}
+
+Status GpDriver::open_esp_socket(const GpEspSetup& esp) {
+    io::UdpOptions u;
+    u.remote = io::endpoint_text(esp.peer_address, esp.udp_port);
+    if (o_.udp_local_port > 0) u.local = io::any_endpoint_like(esp.peer_address, o_.udp_local_port);
+    udp_.reset();
+    auto udp = io::UdpSocket::open(u);
+    if (!udp) return make_error("ESP socket to " + u.remote + ": " + udp.error().message);
+    udp_.emplace(std::move(*udp));
+    return {};
+}
+
+datapath::DatapathStats GpDriver::stats() const {
+    std::lock_guard lock(mu_);
+    datapath::DatapathStats s;
+    if (esp_) s = esp_->stats();
+    if (https_) s.https = https_->stats();
+    s.transport = transport_;
+    s.transport_switches = switches_;
+    return s;
+}
+
+Status GpDriver::start_esp(datapath::InitialSas sas, bool probe_answered) {
+    const Clock::time_point now = Clock::now();
+    auto dp = datapath::Datapath::start(*tun_, *udp_, esp_options_, std::move(sas));
+    if (!dp) return dp.error();
+    std::lock_guard lock(mu_);
+    esp_ = std::move(*dp);
+    transport_ = Transport::esp;
+    connected_ = probe_answered || !esp_options_.probe.enabled();
+    probing_since_ = connected_at_ = now;
+    last_probe_ = {};
+    return {};
+}
+
+void GpDriver::stop_esp() {
+    if (!esp_) return;
+    esp_->stop();
+    LOG_INFO << "ESP statistics:\n" << esp_->stats().to_text();
+    std::lock_guard lock(mu_);
+    esp_.reset();
+    transport_ = Transport::none;
+}
+
+Result<std::unique_ptr<io::TlsStream>> GpDriver::connect_https(bool& cookie_rejected) const {
+    if (!links_.connect || !links_.cookie) return make_error("HTTPS tunnel: no way to reach the gateway over TLS");
+    auto tls = links_.connect();
+    if (!tls) return make_error("HTTPS tunnel: " + tls.error().message);
+    Status started = start_https_tunnel(**tls, *links_.cookie, setup_.https_tunnel_path, &cookie_rejected);
+    if (!started && !cookie_rejected) {
+        // The kept-alive login connection may have been closed by the server meanwhile: once more on a new one.
+        LOG_DEBUG << started.error().message << "; retrying on a new connection";
+        tls = links_.connect();
+        if (!tls) return make_error("HTTPS tunnel: " + tls.error().message);
+        started = start_https_tunnel(**tls, *links_.cookie, setup_.https_tunnel_path, &cookie_rejected);
+    }
+    if (!started) return started.error();
+    (*tls)->set_cancel_fd(-1);  // the attempt's fd dies with it; the stream outlives it
+    return std::move(*tls);
+}
+
+Status GpDriver::start_https(std::unique_ptr<io::TlsStream> tls) {
+    const std::string endpoint = tls->endpoint() + ", " + tls->description();
+    datapath::HttpsDatapathOptions h;
+    h.max_inner_size = h.tun_mtu = static_cast<std::size_t>(mtu_);
+    h.max_frame_payload = std::max<std::size_t>(16384, static_cast<std::size_t>(mtu_));
+    auto dp = datapath::HttpsDatapath::start(*tun_, std::move(tls), h);
+    if (!dp) return dp.error();
+    const Clock::time_point now = Clock::now();
+    {
+        std::lock_guard lock(mu_);
+        https_ = std::move(*dp);
+        transport_ = Transport::https;
+    }
+    https_since_ = now;
+    last_keepalive_ = {};
+    next_esp_retry_ = esp_possible_ && esp_options_.probe.enabled() && o_.udp_retry.count() > 0
+                          ? now + o_.udp_retry
+                          : Clock::time_point::max();
+    LOG_INFO << "HTTPS tunnel up to " << endpoint << ", MTU " << mtu_;
+    return {};
+}
+
+void GpDriver::stop_https() {
+    if (!https_) return;
+    https_->stop();
+    datapath::DatapathStats s;
+    s.transport = Transport::https;
+    s.https = https_->stats();
+    LOG_INFO << "HTTPS tunnel statistics:\n" << s.to_text();
+    std::lock_guard lock(mu_);
+    https_.reset();
+    transport_ = Transport::none;
+}
+
+LinkEvent GpDriver::switch_to_https(const std::string& reason) {
+    LOG_INFO << "switching to the HTTPS tunnel: " << reason;
+    stop_esp();
+    prober_.reset();
+    https_failures_ = 0;
+    fallback_reason_ = reason;
+    return LinkEvent::renew(AttemptPurpose::fallback, "HTTPS tunnel", false);
+}
+
+LinkEvent GpDriver::switch_to_esp(const std::string& reason) {
+    LOG_INFO << "switching back to ESP: " << reason << "; closing the HTTPS tunnel";
+    stop_https();
+    datapath::InitialSas sas = prober_->release_sas();
+    prober_.reset();
+    if (Status s = start_esp(std::move(sas), true); !s) return LinkEvent::ended(TunnelEnd::error, s.error().message);
+    ++switches_;
+    LOG_INFO << "ESP connected again; " << tun_->name() << " carries its traffic over ESP";
+    return LinkEvent::up("over ESP", " since the transport was declared lost");
+}
+
+std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting) {
+    datapath::Liveness live = esp_->liveness();
+    if (auto f = esp_->failure()) return {LinkEvent::ended(TunnelEnd::error, "datapath stopped: " + *f)};
+    if (!connected_) {
+        if (live.last_probe_reply > probing_since_) {
+            connected_ = true;
+            connected_at_ = now;
+            LOG_INFO << "ESP connected: probe answered after " << ms_between(probing_since_, now) << " ms; "
+                     << tun_->name() << " is up";
+            return {LinkEvent::up("over ESP", " since the transport was declared lost")};
+        } else if (now - probing_since_ > timers_.probe_timeout) {
+            if (attempting) return {};  // its end first (it may bring new keys)
+            return {switch_to_https("no answer to the ESP probe within " + std::to_string(timers_.probe_timeout.count()) +
+                                    " s (UDP blocked?)")};
+        } else if (now - last_probe_ >= std::chrono::seconds(1)) {
+            esp_->send_probe();
+            last_probe_ = now;
+        }
+    } else if (esp_options_.probe.enabled()) {
+        auto quiet = now - std::max(live.last_rx, connected_at_);
+        if (quiet > timers_.dead_after) {
+            if (attempting) return {};  // the attempt uses the gateway connections: its end first
+            forget_connections();
+            return {switch_to_https("ESP dead: nothing received for " +
+                                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(quiet).count()) +
+                                    " s")};
+        } else if (quiet > timers_.dpd_interval && now - last_probe_ > dpd_repeat()) {
+            esp_->send_probe();
+            last_probe_ = now;
+        }
+    }
+    if (!attempting && now >= rekey_at_) {
+        rekey_at_ = next_rekey(now);
+        return {LinkEvent::renew(AttemptPurpose::rekey, "rekey", false)};
+    }
+    return {};
+}
+
+// A fresh getconfig (the HTTPS tunnel voided the old ESP keys), then a few
+// probes on the new SAs; the HTTPS tunnel carries the traffic meanwhile.
+AttemptResult GpDriver::begin_esp_retry(const GpTunnelSetup& fresh, Clock::time_point now) {
+    AttemptResult r;
+    r.kind = AttemptResult::Kind::failed;
+    auto sas = fresh_sas(fresh, "the gateway offers no ESP keys now; staying on the HTTPS tunnel");
+    if (!sas) {
+        r.why = sas.error().message;
+        return r;
+    }
+    if (Status s = take_esp_setup(*fresh.esp); !s || !esp_options_.probe.enabled()) {
+        r.why = "no usable probe address";
+        return r;
+    }
+    if (Status s = open_esp_socket(*fresh.esp); !s) {
+        r.why = s.error().message;
+        return r;
+    }
+    LOG_INFO << "ESP retry: probing with new keys (in=" << hex32(sas->inbound.spi())
+             << " out=" << hex32(sas->outbound.spi()) << ") while the HTTPS tunnel carries the traffic";
+    prober_ = std::make_unique<EspProber>(*udp_, std::move(sas->outbound), std::move(sas->inbound), esp_options_.probe);
+    prober_since_ = now;
+    prober_->send_probe();
+    last_probe_ = now;
+    r.kind = AttemptResult::Kind::opened;
+    return r;
+}
+
+std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempting) {
+    const Clock::time_point last_rx = https_->last_rx();
+    if (last_rx > https_since_) https_failures_ = 0;
+    std::string lost;
+    if (auto f = https_->failure()) {
+        lost = *f;
+    } else {
+        auto quiet = now - std::max(last_rx, https_since_);
+        if (quiet > timers_.dead_after) {
+            lost = "nothing received for " +
+                   std::to_string(std::chrono::duration_cast<std::chrono::seconds>(quiet).count()) + " s";
+        } else if (quiet > timers_.dpd_interval && now - last_keepalive_ > dpd_repeat()) {
+            https_->send_keepalive();
+            last_keepalive_ = now;
+        }
+    }
+    if (!lost.empty()) {
+        if (attempting) return {};  // the attempt uses the gateway connections: its end first
+        prober_.reset();
+        if (++https_failures_ > 3)
+            return {LinkEvent::lost("HTTPS tunnel lost " + std::to_string(https_failures_ - 1) + " times in a row; last: " + lost)};
+        LOG_WARN << "HTTPS tunnel lost (" << lost << "); reconnecting";
+        stop_https();
+        forget_connections();
+        fallback_reason_ = "HTTPS tunnel lost (" + lost + ")";
+        return {LinkEvent::renew(AttemptPurpose::fallback, "HTTPS tunnel", false)};
+    }
+    if (prober_) {
+        if (prober_->take_replies())
+            return {switch_to_esp("probe answered after " + std::to_string(ms_between(prober_since_, now)) + " ms")};
+        if (now - prober_since_ > timers_.probe_timeout) {
+            LOG_INFO << "ESP retry: " << prober_->probes_sent() << " probes unanswered; staying on the HTTPS tunnel, "
+                     << "next try in " << o_.udp_retry.count() << " s";
+            prober_.reset();
+        } else if (now - last_probe_ >= std::chrono::seconds(1)) {
+            prober_->send_probe();
+            last_probe_ = now;
+        }
+        return {};
+    }
+    if (attempting) return {};
+    // Its getconfig renews the keys (the rekey time); ESP again if it answers.
+    if (now >= next_esp_retry_ || (now >= rekey_at_ && esp_possible_)) {
+        next_esp_retry_ = now + o_.udp_retry;
+        rekey_at_ = next_rekey(now);
+        return {LinkEvent::renew(AttemptPurpose::rekey, "ESP retry", false)};
+    }
+    return {};
+}
+
+std::vector<LinkEvent> GpDriver::step(Clock::time_point now, const SessionControl& control) {
+    if (pending_up_) {
+        LinkEvent up = std::move(*pending_up_);
+        pending_up_.reset();
+        return {up};
+    }
+    const bool attempting = control.attempt_in_flight();
+    if (transport_ == Transport::esp) return step_esp(now, attempting);
+    if (transport_ == Transport::https) return step_https(now, attempting);
+    return {};  // no link: the core makes the attempts
+}
+
+std::unique_ptr<LinkAttempt> GpDriver::begin_attempt(AttemptPurpose purpose) {
+    fetched_.reset();
+    stream_.reset();
+    attempt_cookie_rejected_ = false;
+    switch (purpose) {
+        case AttemptPurpose::reconnect:
+            forget_connections();
+            work_ = Work::config_or_https;
+            break;
+        case AttemptPurpose::fallback: work_ = Work::https; break;
+        case AttemptPurpose::renew:
+        case AttemptPurpose::rekey:
+            if (transport_ == Transport::esp && purpose == AttemptPurpose::rekey) LOG_INFO << "rekey: fetching new ESP keys";
+            work_ = Work::config;
+            break;
+    }
+    const Work work = work_;
+    return std::make_unique<LinkAttempt>([this, work](int cancel_fd) {
+        if (links_.set_cancel_fd) links_.set_cancel_fd(cancel_fd);
+        if (work != Work::https) {
+            fetched_.emplace(links_.refetch());
+            if (!*fetched_ && links_.cookie_rejected && links_.cookie_rejected()) attempt_cookie_rejected_ = true;
+        }
+        // A reconnect without ESP (--no-dtls, or no keys offered) goes on to the HTTPS tunnel.
+        const bool need_https = work == Work::https || (work == Work::config_or_https && *fetched_ &&
+                                                        (o_.no_dtls || !(*fetched_)->esp));
+        if (need_https && !attempt_cookie_rejected_ && (!fetched_ || *fetched_)) {
+            bool rejected = false;
+            stream_.emplace(connect_https(rejected));
+            if (rejected) attempt_cookie_rejected_ = true;
+        }
+        if (links_.set_cancel_fd) links_.set_cancel_fd(-1);
+    });
+}
+
+// A getconfig with the session cookie (no login), then ESP with its new keys on a
+// new socket (the probe decides: step_esp falls back to HTTPS), or HTTPS directly.
+AttemptResult GpDriver::reconnect(Result<GpTunnelSetup> fresh) {
+    AttemptResult r;
+    r.kind = AttemptResult::Kind::failed;
+    if (!fresh) {
+        r.why = "getconfig: " + fresh.error().message;
+        return r;
+    }
+    const bool esp = !o_.no_dtls && fresh->esp;
+    if (esp) {
+        auto sas = build_sas(fresh->esp->sa);
+        Status s = sas ? take_esp_setup(*fresh->esp) : Status(sas.error());
+        if (s) s = open_esp_socket(*fresh->esp);
+        if (!s) {
+            r.why = s.error().message;
+            return r;
+        }
+        esp_possible_ = true;
+        LOG_INFO << "reconnect: ESP to " << io::endpoint_text(fresh->esp->peer_address, fresh->esp->udp_port)
+                 << ", in=" << hex32(sas->inbound.spi()) << " out=" << hex32(sas->outbound.spi()) << "; probing";
+        if (Status st = start_esp({std::move(sas->outbound), std::move(sas->inbound)}, false); !st) {
+            r.why = st.error().message;
+            return r;
+        }
+        rekey_at_ = next_rekey(Clock::now());
+        r.kind = AttemptResult::Kind::opened;
+        r.up = connected_;  // no probe address: assumed up
+        r.detail = "over ESP";
+        r.note = " since the transport was declared lost";
+        return r;
+    }
+    esp_possible_ = false;
+    r.why = "HTTPS tunnel: not connected";
+    return r;
+}
+
+AttemptResult GpDriver::finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string&) {
+    AttemptResult r;
+    r.kind = AttemptResult::Kind::failed;
+    if (attempt_cookie_rejected_) {
+        r.kind = AttemptResult::Kind::cookie_rejected;
+        r.why = fetched_ && !*fetched_ ? (*fetched_).error().message
+                : stream_ && !*stream_ ? (*stream_).error().message
+                                       : "the gateway refused the session cookie";
+        return r;
+    }
+    const Clock::time_point now = Clock::now();
+    if (stream_) {
+        // The HTTPS tunnel (a fallback, or a reconnect without ESP).
+        auto& stream = *stream_;
+        if (!stream) {
+            r.why = (purpose == AttemptPurpose::fallback ? fallback_reason_ + "; " : std::string()) + stream.error().message;
+            return r;
+        }
+        if (Status s = start_https(std::move(*stream)); !s) {
+            r.why = s.error().message;
+            return r;
+        }
+        if (purpose == AttemptPurpose::fallback) {
+            ++switches_;
+        } else {
+            https_failures_ = 0;
+            esp_possible_ = false;  // a reconnect that found no ESP keys (or --no-dtls)
+        }
+        r.kind = AttemptResult::Kind::opened;
+        r.detail = "over the HTTPS tunnel";
+        r.note = " since the transport was declared lost";
+        return r;
+    }
+    if (!fetched_) {
+        r.why = "no configuration";
+        return r;
+    }
+    if (in_outage || transport_ == Transport::none) return reconnect(std::move(*fetched_));
+    Result<GpTunnelSetup>& fresh = *fetched_;
+    if (transport_ == Transport::https) {
+        if (!fresh) {
+            r.why = "new configuration refused: " + fresh.error().message;
+            return r;
+        }
+        if (!esp_possible_ || prober_) {
+            r.kind = AttemptResult::Kind::opened;
+            return r;
+        }
+        return begin_esp_retry(*fresh, now);
+    }
+    // On ESP: new keys beside the old ones (rekey, SIGUSR2).
+    if (!fresh) {
+        // The gateway may be restarting: the current keys stay in use; DPD notices if ESP dies.
+        rekey_at_ = now + std::chrono::seconds(5);
+        r.why = fresh.error().message;
+        r.note = "; trying again in 5 s";
+        return r;
+    }
+    r = rekey_esp(*fresh);
+    if (r.kind == AttemptResult::Kind::opened && purpose == AttemptPurpose::renew) {
+        // SIGUSR2: the probe again; `reconnect` runs when it is answered.
+        connected_ = false;
+        last_probe_ = {};
+        probing_since_ = Clock::now();
+        r.up = !esp_options_.probe.enabled();
+    }
+    return r;
+}
+
+AttemptResult GpDriver::rekey_esp(const GpTunnelSetup& fresh) {
+    AttemptResult r;
+    r.kind = AttemptResult::Kind::fatal;
+    auto sas = fresh_sas(fresh, "rekey: the gateway's new configuration has no ESP keys");
+    if (!sas) {
+        r.why = sas.error().message;
+        return r;
+    }
+    std::uint32_t in_spi = sas->inbound.spi(), out_spi = sas->outbound.spi();
+    // Inbound first: the new keys open packets before the peer could use them;
+    // the old inbound SA stays beside it for the grace period.
+    if (!esp_->install_inbound(std::move(sas->inbound)) || !esp_->install_outbound(std::move(sas->outbound))) {
+        r.why = "rekey: the datapath did not take the new SAs";
+        return r;
+    }
+    rekey_after_s_ = fresh.esp->rekey_after_s;
+    rekey_at_ = next_rekey(Clock::now());
+    LOG_INFO << "rekey done: in=" << hex32(in_spi) << " out=" << hex32(out_spi);
+    r.kind = AttemptResult::Kind::opened;
+    return r;
+}
+
+Result<SessionDriver::Prepared> GpDriver::prepare() {
+    first_esp_ = !o_.no_dtls && setup_.esp ? &*setup_.esp : nullptr;
+    if (first_esp_) {
+        auto s = esp_suite_from_names(first_esp_->sa.enc_algo, first_esp_->sa.hmac_algo);
+        if (!s) return s.error();
+        suite_ = *s;
+        if (Status st = take_esp_setup(*first_esp_); !st) return st.error();
+    }
+    // The outer family is the gateway's also without ESP: an HTTPS-only tunnel over IPv6
+    // was sized for IPv4 (20 bytes too large) when it was taken from the ESP peer.
+    mtu_ = gp_tun_mtu({o_.mtu, setup_.config.mtu, o_.base_mtu, setup_.config.gateway_address,
+                       suite_ ? suite_->iv_size() : 0, suite_ ? suite_->icv_size() : 0, suite_.has_value()});
+    return Prepared{HostPlan{setup_.config, mtu_}};
+}
+
+Result<std::optional<TunnelEnd>> GpDriver::start(TunnelHost& host) {
+    tun_ = &host.tun();
+    const GpEspSetup* esp = first_esp_;
+    if (esp) {
+        if (Status s = open_esp_socket(*esp); !s) return s.error();
+        esp_possible_ = true;
+        esp_options_.max_inner_size = static_cast<std::size_t>(mtu_);
+        esp_options_.tun_mtu = static_cast<std::size_t>(mtu_);
+        auto sas = build_sas(esp->sa);
+        if (!sas) return sas.error();
+        LOG_INFO << "ESP " << suite_->name() << " to " << io::endpoint_text(esp->peer_address, esp->udp_port)
+                 << ", in=" << hex32(sas->inbound.spi()) << " out=" << hex32(sas->outbound.spi()) << ", MTU " << mtu_;
+        if (Status s = start_esp({std::move(sas->outbound), std::move(sas->inbound)}, false); !s) return s.error();
+        rekey_at_ = next_rekey(Clock::now());
+        if (connected_) {
+            LOG_WARN << "no gw-address to probe: ESP assumed up";
+            pending_up_ = LinkEvent::up("over ESP");
+        }
+        return std::optional<TunnelEnd>{};
+    }
+    LOG_INFO << "using the HTTPS tunnel: " << (!o_.no_dtls ? "the gateway offers no ESP keys" : "--no-dtls (no ESP)");
+    bool rejected = false;
+    auto tls = connect_https(rejected);
+    if (!tls) {
+        if (!rejected) return tls.error();
+        LOG_ERROR << tls.error().message;
+        return std::optional<TunnelEnd>{TunnelEnd::cookie_rejected};
+    }
+    if (Status s = start_https(std::move(*tls)); !s) return s.error();
+    pending_up_ = LinkEvent::up("over the HTTPS tunnel");
+    return std::optional<TunnelEnd>{};
+}
+
+}  // namespace
+
+Result<TunnelEnd> run_gp_tunnel(const GpTunnelSetup& setup, const TunnelOptions& options, const GpGatewayLinks& links) {
+    GpDriver driver(setup, options, links);
+    return run_tunnel_session(driver, options);
+}
+
+}  // namespace espvpn::session

@@ -1,0 +1,123 @@
+// One tunnel session loop for both protocols (openconnect's mainloop over its
+// vpn_proto table): the core owns the signals (SignalWatch), the host side
+// (TunnelHost: tun, routes, DNS, scripts), the stats reporter, the attempts
+// (LinkAttempt, one at a time, on their own thread) and the decisions
+// (SessionControl: outage, reconnect, give-up, end reason). A protocol driver
+// (gp/tunnel.h, anyconnect/tunnel.h) opens its first link, steps it (liveness,
+// rekey due: LinkEvents), makes new links on the attempt thread, adopts them, and
+// logs out.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "crypto/result.h"
+#include "src/datapath/stats_reporter.h"
+#include "src/session/link_attempt.h"
+#include "src/session/session_control.h"
+#include "src/session/tunnel_config.h"
+#include "src/session/tunnel_host.h"
+
+namespace espvpn::session {
+
+// The tunnel options of both protocols (src/cli fills them once).
+struct TunnelOptions {
+    TunnelHostOptions host;
+    int mtu = 0;               // --mtu; 0: the server's, else computed from base_mtu
+    int base_mtu = 0;          // --base-mtu; 0: 1406, openconnect's default
+    std::string stats_json;    // --stats-json FILE
+    std::chrono::seconds reconnect_timeout{300};  // --reconnect-timeout: how long to try after losing the link
+    int force_dpd_s = 0;       // --force-dpd
+    bool no_dtls = false;      // --no-dtls: GP: the HTTPS tunnel only; AnyConnect: CSTP only
+    int udp_local_port = 0;    // --dtls-local-port: the ESP/DTLS socket's local port (0 = any)
+    std::chrono::seconds udp_retry{60};  // GP on HTTPS: try ESP again this often; AnyConnect: DTLS retry
+    bool dry_run = false;      // connect and show the configuration, then log out; no tun
+    std::string hostname;      // AnyConnect X-CSTP-Hostname
+    std::string user_agent;    // AnyConnect
+    std::string dtls_ciphers;  // AnyConnect --dtls-ciphers: X-DTLS-CipherSuite instead of ours
+    std::string dtls12_ciphers;  // AnyConnect --dtls12-ciphers: X-DTLS12-CipherSuite
+    // Host-integration hooks (src/cli), called on the control thread.
+    // after_setup: the tun, its configuration and the first link exist, nothing else needs
+    // privileges (--setuid drops them here); an error ends the session.
+    std::function<Status()> after_setup;
+    // on_connected: traffic flows for the first time; -b detaches here.
+    std::function<void()> on_connected;
+};
+
+// What a driver's step saw.
+struct LinkEvent {
+    enum class Kind {
+        up,     // the link carries data (first time, or after a reconnect): `text` = "to ..."/"over ..."
+        lost,   // the link died, reconnectable: `text` = why
+        ended,  // the session is over: `end`, `text` = why
+        renew,  // a new link (or keys) is due beside this one: `purpose`, `text` = why
+    };
+    Kind kind;
+    std::string text;
+    std::string suffix;  // up: appended to the "reconnected" line
+    TunnelEnd end = TunnelEnd::error;
+    AttemptPurpose purpose = AttemptPurpose::renew;
+    bool scripts = false;  // renew: attempt-reconnect / reconnect scripts around it
+
+    static LinkEvent up(std::string detail, std::string suffix = {}) {
+        return {Kind::up, std::move(detail), std::move(suffix), TunnelEnd::error};
+    }
+    static LinkEvent lost(std::string why) { return {Kind::lost, std::move(why), {}}; }
+    static LinkEvent ended(TunnelEnd end, std::string why) { return {Kind::ended, std::move(why), {}, end}; }
+    static LinkEvent renew(AttemptPurpose purpose, std::string why, bool scripts) {
+        return {Kind::renew, std::move(why), {}, TunnelEnd::error, purpose, scripts};
+    }
+};
+
+class SessionDriver {
+public:
+    using Clock = std::chrono::steady_clock;
+    virtual ~SessionDriver() = default;
+
+    // What the host comes up with: the first link's configuration and the tun MTU.
+    struct HostPlan {
+        TunnelConfig config;
+        int mtu = 0;
+    };
+    using Prepared = std::variant<HostPlan, TunnelEnd>;
+    // Before the host (AnyConnect: the first CONNECT). An Error before any traffic, or an
+    // end instead of a plan (a refused cookie, a dry run that logged out).
+    virtual Result<Prepared> prepare() = 0;
+    // The host is up: the first link starts carrying (its `up` may come from a later step).
+    // An error ends the session; a refused cookie is an end.
+    virtual Result<std::optional<TunnelEnd>> start(TunnelHost& host) = 0;
+    // "peer" for messages, and what a reconnect attempt does.
+    virtual std::string peer() const = 0;
+    virtual std::string attempt_text() const = 0;
+    virtual datapath::StatsView stats_view() = 0;
+
+    // One control-loop step (no link during an outage: may do nothing).
+    virtual std::vector<LinkEvent> step(Clock::time_point now, const SessionControl& control) = 0;
+    // How long the loop may sleep now.
+    virtual int poll_ms() const { return 100; }
+    // Non-empty: why SIGUSR2 cannot renew now (e.g. a TLS rehandshake runs).
+    virtual std::string renew_blocked() const { return {}; }
+
+    // Starts making a new link (or keys) on its own thread.
+    virtual std::unique_ptr<LinkAttempt> begin_attempt(AttemptPurpose purpose) = 0;
+    // The attempt's thread has ended: adopt its result.
+    virtual AttemptResult finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string& why) = 0;
+    // The link is lost: stop it (the tun stays up).
+    virtual void drop_link() = 0;
+    // The outage ended (for the driver's counters).
+    virtual void outage_ended(Clock::duration) {}
+    // A user logout: tell the server while a link exists.
+    virtual void logout() = 0;
+    // The session ends: stop every link (before the host goes) and log the last statistics.
+    virtual void stop() = 0;
+};
+
+// Runs the session until it ends. Errors before traffic flows are returned as
+// Error, later endings as a TunnelEnd with the reason logged.
+Result<TunnelEnd> run_tunnel_session(SessionDriver& driver, const TunnelOptions& options);
+
+}  // namespace espvpn::session
