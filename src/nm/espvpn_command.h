@@ -34,4 +34,11 @@ bool has_login_secret(const VpnSettings& settings);
 Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::string& script_command,
                                      const VpnSettings& settings, int verbosity);
 
+// The auth dialog's login: `espvpn --authenticate` with the profile's options (its
+// own gateway and trust, not the secrets a previous login returned), the password on
+// stdin when password_on_stdin (else espvpn asks on its terminal: password, OTP
+// rounds, group). Its output becomes the connection's secrets (auth_dialog.h).
+Result<std::vector<std::string>> espvpn_authenticate_command(const std::string& binary, const VpnSettings& settings,
+                                                             bool password_on_stdin);
+
 }  // namespace espvpn::nm
