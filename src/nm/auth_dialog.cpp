@@ -10,11 +10,6 @@ namespace {
 
 constexpr unsigned kFlagNotRequired = 0x4;  // NM_SETTING_SECRET_FLAG_NOT_REQUIRED
 
-bool has_secret(const VpnSettings& s, const std::string& key) {
-    auto it = s.secrets.find(key);
-    return it != s.secrets.end() && !it->second.empty();
-}
-
 }  // namespace
 
 unsigned secret_flags(const VpnSettings& settings, const std::string& key) {

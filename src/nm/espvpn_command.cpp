@@ -64,6 +64,8 @@ bool known_key(const std::string& key) {
 
 }  // namespace
 
+bool has_secret(const VpnSettings& settings, const std::string& key) { return secret_value(settings, key) != nullptr; }
+
 bool has_login_secret(const VpnSettings& settings) {
     return secret_value(settings, "cookie") || secret_value(settings, "password");
 }

@@ -29,6 +29,9 @@ struct EspvpnCommand {
 // it) or a "password". Returns false when neither is present.
 bool has_login_secret(const VpnSettings& settings);
 
+// Whether vpn.secrets item `key` is present and not empty.
+bool has_secret(const VpnSettings& settings, const std::string& key);
+
 // binary: the espvpn program; script_command: the vpnc-script command line that
 // reports the configuration back (our helper); verbosity: number of -v.
 Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::string& script_command,

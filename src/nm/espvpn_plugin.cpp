@@ -23,6 +23,9 @@ namespace {
 // before SIGKILL. NetworkManager-openconnect gives openconnect 2 s; a logout that
 // is cut off leaves the session valid on the gateway, so we allow a slow one more.
 constexpr guint kLogoutGraceSeconds = 5;
+// How often a rejected password typed by the user is asked again (SecretsRequired)
+// before the connection fails with LOGIN_FAILED.
+constexpr int kMaxPasswordRetries = 2;
 
 struct PluginState {
     PluginOptions options;
@@ -39,6 +42,10 @@ struct PluginState {
     guint stderr_watch = 0;
     std::string stderr_partial;
     std::string first_error;
+    // ConnectInteractive: NetworkManager can ask the user's agent for new secrets.
+    bool interactive = false;
+    bool password_from_user = false;  // the password's flags say agent-owned or not saved
+    int password_retries = 0;
     std::function<void()> on_child_gone;
 };
 
@@ -166,6 +173,17 @@ void on_child_exit(GPid pid, gint wait_status, gpointer plugin) {
     if (expected) return;  // Disconnect already moved the state to stopped
     if (code != 0)
         g_message("espvpn failed: %s", st.first_error.empty() ? "(no error message)" : st.first_error.c_str());
+    if (login_rejected(code, st.first_error) && st.interactive && st.password_from_user &&
+        st.password_retries < kMaxPasswordRetries) {
+        // A password the user typed: ask for it again (the auth dialog gets -r), and
+        // connect again from NewSecrets. A stored one fails: nobody would be asked.
+        ++st.password_retries;
+        g_message("the server rejected the password; asking for it again (%d of %d)", st.password_retries,
+                  kMaxPasswordRetries);
+        const char* hints[] = {"password", nullptr};
+        nm_vpn_service_plugin_secrets_required(vpn, "The server rejected the password. Try again.", hints);
+        return;
+    }
     if (login_rejected(code, st.first_error)) {
         st.final_failure = NM_VPN_PLUGIN_FAILURE_LOGIN_FAILED;
         nm_vpn_service_plugin_failure(vpn, NM_VPN_PLUGIN_FAILURE_LOGIN_FAILED);
@@ -186,7 +204,7 @@ gboolean kill_child(gpointer plugin) {
     return G_SOURCE_REMOVE;
 }
 
-gboolean plugin_connect(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
+gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
     PluginState& st = state_of(plugin);
     if (st.child > 0) {
         g_set_error(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_STOPPING_IN_PROGRESS,
@@ -231,6 +249,10 @@ gboolean plugin_connect(NMVpnServicePlugin* plugin, NMConnection* connection, GE
     close(stdin_fd);
     if (!written) g_warning("could not write the login secret to espvpn's stdin: %s", std::strerror(errno));
 
+    NMSettingSecretFlags flags = NM_SETTING_SECRET_FLAG_NONE;
+    nm_setting_get_secret_flags(NM_SETTING(vpn), "password", &flags, nullptr);
+    st.password_from_user = !has_secret(settings_of(vpn), "cookie") &&
+                            (flags & (NM_SETTING_SECRET_FLAG_AGENT_OWNED | NM_SETTING_SECRET_FLAG_NOT_SAVED));
     st.child = pid;
     st.stop_requested = false;
     st.first_error.clear();
@@ -242,6 +264,26 @@ gboolean plugin_connect(NMVpnServicePlugin* plugin, NMConnection* connection, GE
                                     plugin);
     st.child_watch = g_child_watch_add(pid, on_child_exit, plugin);
     return TRUE;
+}
+
+gboolean plugin_connect(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
+    PluginState& st = state_of(plugin);
+    st.interactive = false;
+    st.password_retries = 0;
+    return start_espvpn(plugin, connection, error);
+}
+
+gboolean plugin_connect_interactive(NMVpnServicePlugin* plugin, NMConnection* connection, GVariant*,
+                                    GError** error) {
+    PluginState& st = state_of(plugin);
+    st.interactive = true;
+    st.password_retries = 0;
+    return start_espvpn(plugin, connection, error);
+}
+
+// The secrets asked for after a rejected password (SecretsRequired).
+gboolean plugin_new_secrets(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
+    return start_espvpn(plugin, connection, error);
 }
 
 gboolean plugin_need_secrets(NMVpnServicePlugin*, NMConnection* connection, const char** setting_name,
@@ -316,6 +358,8 @@ static void espvpn_nm_plugin_class_init(EspvpnNmPluginClass* klass) {
     G_OBJECT_CLASS(klass)->finalize = espvpn_nm_plugin_finalize;
     auto* vpn = NM_VPN_SERVICE_PLUGIN_CLASS(klass);
     vpn->connect = espvpn::nm::plugin_connect;
+    vpn->connect_interactive = espvpn::nm::plugin_connect_interactive;
+    vpn->new_secrets = espvpn::nm::plugin_new_secrets;
     vpn->need_secrets = espvpn::nm::plugin_need_secrets;
     vpn->disconnect = espvpn::nm::plugin_disconnect;
 }

@@ -15,7 +15,9 @@
 #   cookie (what `espvpn --authenticate` prints, as secrets) -> up, ping, down
 #   a password NM does not keep (password-flags=2): nmcli's agent runs our auth dialog
 #     (--external-ui-mode), which asks for it; from passwd-file, then nmcli --ask
-#   wrong password -> activation fails with NM's reason LOGIN_FAILED ("Invalid
+#   a wrong password typed at nmcli --ask's prompt -> asked again (SecretsRequired), then
+#     the right one connects
+#   wrong stored password -> activation fails with NM's reason LOGIN_FAILED ("Invalid
 #     secrets"), espvpn gone
 #   gateway killed mid-session -> espvpn gives up after reconnect_timeout, NM shows
 #     the VPN down (Failed, "connect failed"), no tun, no routes left
@@ -212,6 +214,15 @@ grep -q "Password" <<<"$out" || fail "nmcli --ask did not prompt for the passwor
 up_and_check ask up
 down_and_check ask
 say "nmcli --ask: prompted '$(grep -o "[^:]*Password[^:]*:" <<<"$out" | head -1)', connected"
+# A wrong password typed at the prompt: the service asks NetworkManager for it again
+# (SecretsRequired -> the agent runs the dialog with -r -> nmcli prompts again).
+out=$(printf 'wrong-%s\n%s\n' "$password" "$password" | nmc --ask --wait 60 connection up ask 2>&1) ||
+  fail "nmcli --ask with a wrong, then the right password: $out"
+grep -q "asking for it again (1 of 2)" "$work/nm.log" || fail "the service did not ask for the password again"
+[[ $(grep -o "Password:" <<<"$out" | wc -l) -ge 2 ]] || fail "nmcli did not prompt twice: $out"
+up_and_check ask up
+down_and_check ask
+say "nmcli --ask, wrong then right password: asked again, connected"
 
 # 4. Wrong password: the reason NM gives.
 add_profile bad "gateway=$url, protocol=$proto, user=$user, cafile=$repo/certs/ca.pem" "password=wrong-$password"
