@@ -75,7 +75,9 @@ SH
   policy=$repo/src/nm/nm-espvpn-service.conf
 fi
 [[ -n ${NM_TEST_HOLD:-} ]] && trap "sleep $NM_TEST_HOLD; cleanup" EXIT
-nm_up "$name_file" "$policy" || fail "NetworkManager did not start"
+# AnyConnect finds the plugin in /etc/NetworkManager/VPN (a /usr/local install), GP in
+# /usr/lib/NetworkManager/VPN (a package).
+nm_up "$name_file" "$policy" "$([[ $mode == ac && -n $policy ]] && echo etc)" || fail "NetworkManager did not start"
 nm_base_up || fail "the base connection did not come up"
 say "NetworkManager $(NetworkManager --version) runs in $nsc (pid $nm_pid); base connection up"
 
@@ -210,16 +212,16 @@ up_and_check ask up
 down_and_check ask
 say "passwd-file: the dialog asked for the password, nmcli took it from the file"
 out=$(nmc --ask --wait 40 connection up ask <<<"$password" 2>&1) || fail "nmcli --ask connection up ask: $out"
-grep -q "Password" <<<"$out" || fail "nmcli --ask did not prompt for the password: $out"
+grep -q "^Password (vpn.secrets.password):" <<<"$out" || fail "nmcli --ask did not prompt for the password: $out"
 up_and_check ask up
 down_and_check ask
-say "nmcli --ask: prompted '$(grep -o "[^:]*Password[^:]*:" <<<"$out" | head -1)', connected"
+say "nmcli --ask: '$(grep -m1 -o '^Password (vpn.secrets.password):' <<<"$out")' answered from stdin, connected"
 # A wrong password typed at the prompt: the service asks NetworkManager for it again
 # (SecretsRequired -> the agent runs the dialog with -r -> nmcli prompts again).
 out=$(printf 'wrong-%s\n%s\n' "$password" "$password" | nmc --ask --wait 60 connection up ask 2>&1) ||
   fail "nmcli --ask with a wrong, then the right password: $out"
 grep -q "asking for it again (1 of 2)" "$work/nm.log" || fail "the service did not ask for the password again"
-[[ $(grep -o "Password:" <<<"$out" | wc -l) -ge 2 ]] || fail "nmcli did not prompt twice: $out"
+[[ $(grep -c "^Password (vpn.secrets.password):" <<<"$out") -ge 2 ]] || fail "nmcli did not prompt twice: $out"
 up_and_check ask up
 down_and_check ask
 say "nmcli --ask, wrong then right password: asked again, connected"

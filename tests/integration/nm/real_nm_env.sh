@@ -12,7 +12,10 @@
 #   - everything that talks to NM enters its namespaces: nmc ARGS = nsenter -t $nm_pid
 #     -m -n -u nmcli ARGS.
 # The caller sets repo, work, pids and nsc (topo_up done), then:
-#   nm_up NAME_FILE [POLICY]   # installs NAME_FILE as the plugin's .name file; sets nm_pid
+#   nm_up NAME_FILE [POLICY [etc]]  # installs NAME_FILE as the plugin's .name file in
+#                              # /usr/lib/NetworkManager/VPN, or with "etc" in
+#                              # /etc/NetworkManager/VPN (where a /usr/local install puts it);
+#                              # POLICY: a D-Bus policy file for the bus; sets nm_pid
 #   nm_base_up                 # the veth's profile (addresses + default route), activated
 #   nm_down                    # SIGTERM to NM, then the bus (also done by nm_cleanup)
 # NM's own log (--debug: stderr) is $work/nm.log; the plugin's output lands there too.
@@ -25,10 +28,10 @@ nmc() { nsenter -t "$nm_pid" -m -n -u nmcli "$@"; }
 nm_ns() { nsenter -t "$nm_pid" -m -n -u "$@"; }
 
 nm_up() {
-  local name_file=$1 policy=${2:-}
-  mkdir -p "$nm_root"/{run,etc/conf.d,etc/system-connections,lib,vpn}
+  local name_file=$1 policy=${2:-} where=${3:-}
+  mkdir -p "$nm_root"/{run,etc/conf.d,etc/system-connections,etc/VPN,lib,vpn}
   chmod 700 "$nm_root/etc/system-connections"
-  cp "$name_file" "$nm_root/vpn/"
+  if [[ $where == etc ]]; then cp "$name_file" "$nm_root/etc/VPN/"; else cp "$name_file" "$nm_root/vpn/"; fi
   cat >"$nm_root/etc/NetworkManager.conf" <<CONF
 [main]
 plugins=keyfile
