@@ -17,6 +17,8 @@
 #     (--external-ui-mode), which asks for it; from passwd-file, then nmcli --ask
 #   a wrong password typed at nmcli --ask's prompt -> asked again (SecretsRequired), then
 #     the right one connects
+#   the dialog's classic protocol (nm-applet's): it logs in itself and returns cookie,
+#     gateway, gwcert; the service connects with those (no password, no second login)
 #   wrong stored password -> activation fails with NM's reason LOGIN_FAILED ("Invalid
 #     secrets"), espvpn gone
 #   gateway killed mid-session -> espvpn gives up after reconnect_timeout, NM shows
@@ -225,6 +227,29 @@ grep -q "asking for it again (1 of 2)" "$work/nm.log" || fail "the service did n
 up_and_check ask up
 down_and_check ask
 say "nmcli --ask, wrong then right password: asked again, connected"
+
+# 3b. The dialog's classic protocol (nm-applet's): the profile and the password on its
+# stdin, it logs in itself (espvpn --authenticate, in the client namespace) and answers
+# cookie/gateway/gwcert[/resolve] as key/value lines, then waits for QUIT; the service
+# connects with those and never sees the password.
+dialog=$(sed -n 's/^auth-dialog=//p' "$name_file")
+[[ -x $dialog ]] || fail "the .name file names no runnable auth-dialog: '$dialog'"
+request=$(printf 'DATA_KEY=%s\nDATA_VAL=%s\n\n' gateway "$url" protocol "$proto" user "$user" \
+  cafile "$repo/certs/ca.pem"; printf 'SECRET_KEY=password\nSECRET_VAL=%s\n\nDONE\n' "$password")
+reply=$(printf '%s\nQUIT\n' "$request" | ip netns exec "$nsc" "$dialog" -u "$(cat /proc/sys/kernel/random/uuid)" \
+  -n classic -s "$vpn_type" -i 2>"$work/dialog.err") || fail "the dialog failed: $(cat "$work/dialog.err")"
+! grep -qF -- "$password" <<<"$reply" || fail "the dialog's reply holds the password"
+declare -A got=()
+while IFS= read -r k && [[ -n $k ]] && IFS= read -r v; do got[$k]=$v; done <<<"$reply"
+[[ -n ${got[cookie]:-} && ${got[gateway]:-} == "$url" && ${got[gwcert]:-} == pin-sha256:* ]] ||
+  fail "the dialog's reply: keys ${!got[*]}, gateway '${got[gateway]:-}', gwcert '${got[gwcert]:-}'"
+[[ $mode == gp ]] || [[ ${got[gwcert]} == "$oc_pin" ]] || fail "gwcert ${got[gwcert]}, ocserv's pin is $oc_pin"
+add_profile classic "gateway=$url, protocol=$proto" \
+  "cookie=${got[cookie]}, gateway=${got[gateway]}, gwcert=${got[gwcert]}"
+up_and_check classic
+! tr '\0' '\n' <"/proc/$vpn_pid/cmdline" | grep -q -- "--passwd-on-stdin" || fail "the service logged in with a password"
+down_and_check classic
+say "classic dialog: it logged in (keys ${!got[*]}), the service connected with the cookie, pinned to ${got[gwcert]:0:20}..."
 
 # 4. Wrong password: the reason NM gives.
 add_profile bad "gateway=$url, protocol=$proto, user=$user, cafile=$repo/certs/ca.pem" "password=wrong-$password"
