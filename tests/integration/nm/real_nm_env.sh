@@ -23,9 +23,10 @@
 nm_root=$work/nm
 nm_pid= nm_bus_pid= nm_mnt_ns=
 
-nmc() { nsenter -t "$nm_pid" -m -n -u nmcli "$@"; }
+# -r: the target's root too (setns into a mount namespace resets it; matters in a chroot).
+nmc() { nsenter -t "$nm_pid" -m -n -u -r nmcli "$@"; }
 # A command in NM's mount namespace (its bus, its /run): e.g. nm_ns cat /run/...
-nm_ns() { nsenter -t "$nm_pid" -m -n -u "$@"; }
+nm_ns() { nsenter -t "$nm_pid" -m -n -u -r "$@"; }
 
 nm_up() {
   local name_file=$1 policy=${2:-} where=${3:-}
