@@ -65,17 +65,19 @@ bool known_key(const std::string& key) {
 
 }  // namespace
 
+bool has_secret(const VpnSettings& settings, const std::string& key) { return secret_value(settings, key) != nullptr; }
+
 bool has_login_secret(const VpnSettings& settings) {
     return secret_value(settings, "cookie") || secret_value(settings, "password");
 }
 
-Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::string& script_command,
-                                     const VpnSettings& s, int verbosity) {
-    EspvpnCommand cmd;
-    auto& argv = cmd.argv;
-    argv.push_back(binary);
+namespace {
 
-    const std::string gateway = data_or_secret(s, "gateway", "gateway");
+// The options both commands take from the profile (everything but the login secret and
+// the script): appended to argv. Returns the server URL.
+Result<std::string> add_profile_options(const VpnSettings& s, std::vector<std::string>& argv, bool dialog_secrets) {
+    const std::string gateway = dialog_secrets ? data_or_secret(s, "gateway", "gateway")
+                                               : (data_value(s, "gateway") ? *data_value(s, "gateway") : "");
     if (gateway.empty()) return make_error("the connection has no gateway (vpn.data item 'gateway')");
     if (gateway.front() == '-') return make_error("gateway '" + gateway + "' is not a server address");
 
@@ -89,14 +91,30 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
         if (const std::string* v = data_value(s, o.key)) argv.push_back(std::string(o.option) + "=" + *v);
 
     // The pinned certificate alone decides (openconnect: --servercert disables CA
-    // trust); without one, the profile's CA file is added to the system CAs.
-    const std::string servercert = data_or_secret(s, "servercert", "gwcert");
+    // trust); without one, the profile's CA file is added to the system CAs. The auth
+    // dialog logs in with the profile's trust (a gwcert secret is its own output).
+    const std::string servercert = dialog_secrets ? data_or_secret(s, "servercert", "gwcert")
+                                                  : (data_value(s, "servercert") ? *data_value(s, "servercert") : "");
     if (!servercert.empty()) argv.push_back("--servercert=" + servercert);
     if (const std::string* ca = data_value(s, "cafile")) argv.push_back("--cafile=" + *ca);
     else if (const std::string* ca2 = data_value(s, "cacert")) argv.push_back("--cafile=" + *ca2);
-    if (std::string r = data_or_secret(s, "resolve", "resolve"); !r.empty()) argv.push_back("--resolve=" + r);
+    const std::string resolve = dialog_secrets ? data_or_secret(s, "resolve", "resolve")
+                                               : (data_value(s, "resolve") ? *data_value(s, "resolve") : "");
+    if (!resolve.empty()) argv.push_back("--resolve=" + resolve);
     if (const std::string* v = data_value(s, "disable_ipv6"); v && is_yes(*v)) argv.push_back("--disable-ipv6");
     if (const std::string* v = data_value(s, "no_dtls"); v && is_yes(*v)) argv.push_back("--no-dtls");
+    return gateway;
+}
+
+}  // namespace
+
+Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::string& script_command,
+                                     const VpnSettings& s, int verbosity) {
+    EspvpnCommand cmd;
+    auto& argv = cmd.argv;
+    argv.push_back(binary);
+    auto gateway = add_profile_options(s, argv, true);
+    if (!gateway) return gateway.error();
 
     // The secret goes to stdin, never into argv (readable by every user in /proc).
     // Nobody is at a terminal. With a cookie, --non-inter makes any prompt fail; with
@@ -118,11 +136,22 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
 
     argv.push_back("--script=" + script_command);
     for (int i = 0; i < std::clamp(verbosity, 0, 3); ++i) argv.push_back("--verbose");
-    argv.push_back(gateway);
+    argv.push_back(*gateway);
 
     for (const auto& [key, value] : s.data)
         if (!known_key(key)) cmd.ignored_keys.push_back(key);
     return cmd;
+}
+
+Result<std::vector<std::string>> espvpn_authenticate_command(const std::string& binary, const VpnSettings& s,
+                                                             bool password_on_stdin) {
+    std::vector<std::string> argv{binary};
+    auto gateway = add_profile_options(s, argv, false);
+    if (!gateway) return gateway.error();
+    if (password_on_stdin) argv.push_back("--passwd-on-stdin");
+    argv.push_back("--authenticate");
+    argv.push_back(*gateway);
+    return argv;
 }
 
 }  // namespace espvpn::nm

@@ -29,9 +29,19 @@ struct EspvpnCommand {
 // it) or a "password". Returns false when neither is present.
 bool has_login_secret(const VpnSettings& settings);
 
+// Whether vpn.secrets item `key` is present and not empty.
+bool has_secret(const VpnSettings& settings, const std::string& key);
+
 // binary: the espvpn program; script_command: the vpnc-script command line that
 // reports the configuration back (our helper); verbosity: number of -v.
 Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::string& script_command,
                                      const VpnSettings& settings, int verbosity);
+
+// The auth dialog's login: `espvpn --authenticate` with the profile's options (its
+// own gateway and trust, not the secrets a previous login returned), the password on
+// stdin when password_on_stdin (else espvpn asks on its terminal: password, OTP
+// rounds, group). Its output becomes the connection's secrets (auth_dialog.h).
+Result<std::vector<std::string>> espvpn_authenticate_command(const std::string& binary, const VpnSettings& settings,
+                                                             bool password_on_stdin);
 
 }  // namespace espvpn::nm

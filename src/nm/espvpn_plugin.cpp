@@ -1,11 +1,17 @@
 #include "src/nm/espvpn_plugin.h"
 
+#include <fcntl.h>
+#include <glib-unix.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "src/nm/espvpn_command.h"
@@ -17,6 +23,9 @@ namespace {
 // before SIGKILL. NetworkManager-openconnect gives openconnect 2 s; a logout that
 // is cut off leaves the session valid on the gateway, so we allow a slow one more.
 constexpr guint kLogoutGraceSeconds = 5;
+// How often a rejected password typed by the user is asked again (SecretsRequired)
+// before the connection fails with LOGIN_FAILED.
+constexpr int kMaxPasswordRetries = 2;
 
 struct PluginState {
     PluginOptions options;
@@ -24,6 +33,19 @@ struct PluginState {
     guint child_watch = 0;
     guint kill_timer = 0;
     bool stop_requested = false;  // we sent SIGINT: its exit is not a failure
+    // The failure to signal once more as the connection stops (see plugin_disconnect).
+    std::optional<NMVpnPluginFailure> final_failure;
+    // espvpn's stderr: relayed line by line to ours (NetworkManager's log); its last
+    // first "error: " line says why it failed (later ones are consequences: a logout
+    // that cannot reach the server, ...).
+    int stderr_fd = -1;
+    guint stderr_watch = 0;
+    std::string stderr_partial;
+    std::string first_error;
+    // ConnectInteractive: NetworkManager can ask the user's agent for new secrets.
+    bool interactive = false;
+    bool password_from_user = false;  // the password's flags say agent-owned or not saved
+    int password_retries = 0;
     std::function<void()> on_child_gone;
 };
 
@@ -68,6 +90,61 @@ bool write_all(int fd, std::string_view bytes) {
     return true;
 }
 
+void relay_lines(PluginState& st, bool flush) {
+    std::size_t start = 0, nl;
+    while ((nl = st.stderr_partial.find('\n', start)) != std::string::npos || (flush && start < st.stderr_partial.size())) {
+        if (nl == std::string::npos) nl = st.stderr_partial.size();
+        std::string_view line(st.stderr_partial.data() + start, nl - start);
+        std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+        if (line.substr(0, 7) == "error: " && st.first_error.empty()) st.first_error = std::string(line.substr(7));
+        start = nl + 1;
+    }
+    st.stderr_partial.erase(0, std::min(start, st.stderr_partial.size()));
+    std::fflush(stderr);
+}
+
+// Reads what espvpn wrote to its stderr so far (non-blocking); false at end of file.
+bool read_stderr(PluginState& st) {
+    char buf[4096];
+    for (;;) {
+        const ssize_t n = read(st.stderr_fd, buf, sizeof buf);
+        if (n > 0) {
+            st.stderr_partial.append(buf, static_cast<std::size_t>(n));
+            if (st.stderr_partial.size() > 65536) relay_lines(st, true);  // a line that never ends
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        relay_lines(st, n == 0);
+        return !(n == 0 || (n < 0 && errno != EAGAIN));
+    }
+}
+
+void close_stderr(PluginState& st) {
+    if (st.stderr_fd < 0) return;
+    read_stderr(st);
+    relay_lines(st, true);
+    if (st.stderr_watch) g_source_remove(st.stderr_watch);
+    st.stderr_watch = 0;
+    close(st.stderr_fd);
+    st.stderr_fd = -1;
+}
+
+gboolean on_stderr(gint, GIOCondition, gpointer plugin) {
+    PluginState& st = state_of(plugin);
+    if (read_stderr(st)) return G_SOURCE_CONTINUE;
+    st.stderr_watch = 0;
+    close(st.stderr_fd);
+    st.stderr_fd = -1;
+    return G_SOURCE_REMOVE;
+}
+
+// Whether espvpn's failure was the server refusing the login: exit status 2 (a
+// rejected cookie; GlobalProtect credentials), or AnyConnect's rejected credentials,
+// which exit 1 as openconnect's do, told apart by espvpn's message.
+bool login_rejected(int code, const std::string& first_error) {
+    return code == 2 || (code == 1 && first_error.find("rejected the credentials") != std::string::npos);
+}
+
 void child_gone(PluginState& st) {
     if (st.kill_timer) g_source_remove(st.kill_timer);
     st.kill_timer = 0;
@@ -85,6 +162,7 @@ void child_gone(PluginState& st) {
 void on_child_exit(GPid pid, gint wait_status, gpointer plugin) {
     PluginState& st = state_of(plugin);
     const bool expected = st.stop_requested;
+    close_stderr(st);  // espvpn is gone: all it wrote is in the pipe, relayed before our verdict
     g_spawn_close_pid(pid);
     int code = -1;
     if (WIFEXITED(wait_status)) code = WEXITSTATUS(wait_status);
@@ -93,9 +171,27 @@ void on_child_exit(GPid pid, gint wait_status, gpointer plugin) {
     child_gone(st);
     auto* vpn = NM_VPN_SERVICE_PLUGIN(plugin);
     if (expected) return;  // Disconnect already moved the state to stopped
-    if (code == 2) nm_vpn_service_plugin_failure(vpn, NM_VPN_PLUGIN_FAILURE_LOGIN_FAILED);
-    else if (code != 0) nm_vpn_service_plugin_failure(vpn, NM_VPN_PLUGIN_FAILURE_CONNECT_FAILED);
-    else nm_vpn_service_plugin_disconnect(vpn, nullptr);
+    if (code != 0)
+        g_message("espvpn failed: %s", st.first_error.empty() ? "(no error message)" : st.first_error.c_str());
+    if (login_rejected(code, st.first_error) && st.interactive && st.password_from_user &&
+        st.password_retries < kMaxPasswordRetries) {
+        // A password the user typed: ask for it again (the auth dialog gets -r), and
+        // connect again from NewSecrets. A stored one fails: nobody would be asked.
+        ++st.password_retries;
+        g_message("the server rejected the password; asking for it again (%d of %d)", st.password_retries,
+                  kMaxPasswordRetries);
+        const char* hints[] = {"password", nullptr};
+        nm_vpn_service_plugin_secrets_required(vpn, "The server rejected the password. Try again.", hints);
+        return;
+    }
+    if (login_rejected(code, st.first_error)) {
+        st.final_failure = NM_VPN_PLUGIN_FAILURE_LOGIN_FAILED;
+        nm_vpn_service_plugin_failure(vpn, NM_VPN_PLUGIN_FAILURE_LOGIN_FAILED);
+    } else if (code != 0) {
+        nm_vpn_service_plugin_failure(vpn, NM_VPN_PLUGIN_FAILURE_CONNECT_FAILED);
+    } else {
+        nm_vpn_service_plugin_disconnect(vpn, nullptr);
+    }
 }
 
 gboolean kill_child(gpointer plugin) {
@@ -108,7 +204,7 @@ gboolean kill_child(gpointer plugin) {
     return G_SOURCE_REMOVE;
 }
 
-gboolean plugin_connect(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
+gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
     PluginState& st = state_of(plugin);
     if (st.child > 0) {
         g_set_error(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_STOPPING_IN_PROGRESS,
@@ -138,10 +234,10 @@ gboolean plugin_connect(NMVpnServicePlugin* plugin, NMConnection* connection, GE
     }
     argv.push_back(nullptr);
     gchar** envp = g_environ_setenv(g_get_environ(), kBusNameVariable, st.options.bus_name.c_str(), TRUE);
-    int stdin_fd = -1;
+    int stdin_fd = -1, stderr_fd = -1;
     GPid pid = 0;
     const gboolean spawned = g_spawn_async_with_pipes(nullptr, argv.data(), envp, G_SPAWN_DO_NOT_REAP_CHILD, nullptr,
-                                                      nullptr, &pid, &stdin_fd, nullptr, nullptr, error);
+                                                      nullptr, &pid, &stdin_fd, nullptr, &stderr_fd, error);
     g_strfreev(envp);
     if (!spawned) return FALSE;
     g_message("started espvpn (pid %d): %s", pid, printable.c_str());  // argv holds no secret
@@ -153,10 +249,41 @@ gboolean plugin_connect(NMVpnServicePlugin* plugin, NMConnection* connection, GE
     close(stdin_fd);
     if (!written) g_warning("could not write the login secret to espvpn's stdin: %s", std::strerror(errno));
 
+    NMSettingSecretFlags flags = NM_SETTING_SECRET_FLAG_NONE;
+    nm_setting_get_secret_flags(NM_SETTING(vpn), "password", &flags, nullptr);
+    st.password_from_user = !has_secret(settings_of(vpn), "cookie") &&
+                            (flags & (NM_SETTING_SECRET_FLAG_AGENT_OWNED | NM_SETTING_SECRET_FLAG_NOT_SAVED));
     st.child = pid;
     st.stop_requested = false;
+    st.first_error.clear();
+    st.stderr_partial.clear();
+    fcntl(stderr_fd, F_SETFL, fcntl(stderr_fd, F_GETFL) | O_NONBLOCK);
+    fcntl(stderr_fd, F_SETFD, FD_CLOEXEC);
+    st.stderr_fd = stderr_fd;
+    st.stderr_watch = g_unix_fd_add(stderr_fd, static_cast<GIOCondition>(G_IO_IN | G_IO_HUP | G_IO_ERR), on_stderr,
+                                    plugin);
     st.child_watch = g_child_watch_add(pid, on_child_exit, plugin);
     return TRUE;
+}
+
+gboolean plugin_connect(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
+    PluginState& st = state_of(plugin);
+    st.interactive = false;
+    st.password_retries = 0;
+    return start_espvpn(plugin, connection, error);
+}
+
+gboolean plugin_connect_interactive(NMVpnServicePlugin* plugin, NMConnection* connection, GVariant*,
+                                    GError** error) {
+    PluginState& st = state_of(plugin);
+    st.interactive = true;
+    st.password_retries = 0;
+    return start_espvpn(plugin, connection, error);
+}
+
+// The secrets asked for after a rejected password (SecretsRequired).
+gboolean plugin_new_secrets(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
+    return start_espvpn(plugin, connection, error);
 }
 
 gboolean plugin_need_secrets(NMVpnServicePlugin*, NMConnection* connection, const char** setting_name,
@@ -172,9 +299,31 @@ gboolean plugin_need_secrets(NMVpnServicePlugin*, NMConnection* connection, cons
     return TRUE;
 }
 
+// The Failure signal, sent on the plugin's own connection (the one owning the bus name).
+void emit_failure_signal(NMVpnServicePlugin* plugin, NMVpnPluginFailure reason) {
+    GDBusConnection* bus = nm_vpn_service_plugin_get_connection(plugin);
+    if (!bus) return;
+    GError* error = nullptr;
+    if (!g_dbus_connection_emit_signal(bus, nullptr, NM_VPN_DBUS_PLUGIN_PATH, NM_VPN_DBUS_PLUGIN_INTERFACE, "Failure",
+                                       g_variant_new("(u)", static_cast<guint32>(reason)), &error)) {
+        g_warning("could not signal the failure: %s", error->message);
+        g_error_free(error);
+    }
+    g_object_unref(bus);
+}
+
 // SIGINT = logout, then the disconnect script; SIGKILL if that takes too long.
 gboolean plugin_disconnect(NMVpnServicePlugin* plugin, GError**) {
     PluginState& st = state_of(plugin);
+    // libnm's nm_vpn_service_plugin_failure() stops a starting connection through
+    // nm_vpn_service_plugin_disconnect(), which signals Failure(CONNECT_FAILED) after
+    // our reason; NetworkManager keeps the last one before StateChanged(stopped) and
+    // reports a login failure as "Unknown reason". This runs between the two: our
+    // reason, once more, is the last.
+    if (st.final_failure) {
+        emit_failure_signal(plugin, *st.final_failure);
+        st.final_failure.reset();
+    }
     if (st.child <= 0 || st.stop_requested) return TRUE;
     st.stop_requested = true;
     if (kill(st.child, SIGINT) == 0) {
@@ -196,6 +345,8 @@ static void espvpn_nm_plugin_finalize(GObject* object) {
     // Normally the child is gone by now (main waits for it); never leave a watch
     // pointing at a freed object, nor an espvpn without its service.
     if (self->state->child_watch) g_source_remove(self->state->child_watch);
+    if (self->state->stderr_watch) g_source_remove(self->state->stderr_watch);
+    if (self->state->stderr_fd >= 0) close(self->state->stderr_fd);
     if (self->state->kill_timer) g_source_remove(self->state->kill_timer);
     if (self->state->child > 0) kill(self->state->child, SIGKILL);
     delete self->state;
@@ -207,6 +358,8 @@ static void espvpn_nm_plugin_class_init(EspvpnNmPluginClass* klass) {
     G_OBJECT_CLASS(klass)->finalize = espvpn_nm_plugin_finalize;
     auto* vpn = NM_VPN_SERVICE_PLUGIN_CLASS(klass);
     vpn->connect = espvpn::nm::plugin_connect;
+    vpn->connect_interactive = espvpn::nm::plugin_connect_interactive;
+    vpn->new_secrets = espvpn::nm::plugin_new_secrets;
     vpn->need_secrets = espvpn::nm::plugin_need_secrets;
     vpn->disconnect = espvpn::nm::plugin_disconnect;
 }

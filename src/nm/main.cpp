@@ -124,6 +124,13 @@ int main(int argc, char** argv) {
 
     g_main_loop_run(svc.loop);
 
+    // The last signals (Failure, StateChanged) may still sit in the connection's
+    // queue: NetworkManager must get them before our bus name goes, or it reports
+    // "The VPN service stopped unexpectedly" instead of the reason.
+    if (GDBusConnection* bus = nm_vpn_service_plugin_get_connection(svc.plugin)) {
+        g_dbus_connection_flush_sync(bus, nullptr, nullptr);
+        g_object_unref(bus);
+    }
     nm_vpn_service_plugin_shutdown(svc.plugin);
     g_object_unref(svc.plugin);
     g_main_loop_unref(svc.loop);

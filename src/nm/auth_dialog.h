@@ -1,0 +1,55 @@
+// nm-espvpn-auth-dialog's decisions, without I/O: which secrets a connection needs
+// asked, the answers of NetworkManager's two auth-dialog protocols, and the
+// secrets taken from `espvpn --authenticate`. Unit-tested (tests/unit/src/nm/).
+//
+// NetworkManager's clients start the dialog as
+//   nm-espvpn-auth-dialog -u UUID -n NAME -s SERVICE [-i] [-r] [--external-ui-mode] [-t HINT]...
+// and write the profile's data items and secrets to its stdin (DATA_KEY=/DATA_VAL=/
+// SECRET_KEY=/SECRET_VAL= lines, DONE). Two protocols:
+//   external UI (nmcli, GNOME Shell): the dialog prints a key file saying which
+//     secrets to ask ([VPN Plugin UI] + one group per secret); the client asks the user
+//     (nmcli --ask, passwd-file) and hands the values to NetworkManager itself;
+//   classic (nm-applet and other agents): the dialog gets the secrets itself and prints
+//     them as "key\nvalue\n" pairs ending with an empty line, then waits for QUIT.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crypto/result.h"
+#include "crypto/secret.h"
+#include "src/nm/espvpn_command.h"
+
+namespace espvpn::nm {
+
+// A secret the client should ask for (external UI).
+struct AskedSecret {
+    std::string key;    // vpn.secrets item, e.g. "password"
+    std::string label;  // what the user is shown
+    bool should_ask = true;
+};
+
+// NMSettingSecretFlags of vpn.secrets item `key`, from its "<key>-flags" data item.
+unsigned secret_flags(const VpnSettings& settings, const std::string& key);
+
+// The password, unless its flags say "not required", or a cookie the service can use
+// is there already and no new secrets were requested (reprompt = -r); should_ask is
+// false when the password is present and no new one was requested.
+std::vector<AskedSecret> secrets_to_ask(const VpnSettings& settings, bool reprompt);
+
+// The external-UI key file (GLib key-file syntax, values escaped).
+std::string external_ui_reply(const std::string& connection_name, const VpnSettings& settings,
+                              const std::vector<AskedSecret>& asked);
+
+// `espvpn --authenticate` output (COOKIE='...' lines) -> the secrets the service
+// takes: cookie, gateway (CONNECT_URL), gwcert (FINGERPRINT), resolve (RESOLVE;
+// left out when empty or when the host is already the address).
+Result<std::map<std::string, Secret>> secrets_from_authenticate(std::string_view output);
+
+// The classic reply: "key\nvalue\n" for each secret, then "\n\n". Values must not
+// hold a newline (cookies, URLs and pins never do): an error otherwise.
+Result<Secret> classic_reply(const std::map<std::string, Secret>& secrets);
+
+}  // namespace espvpn::nm

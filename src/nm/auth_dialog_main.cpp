@@ -1,0 +1,251 @@
+// nm-espvpn-auth-dialog: what NetworkManager's clients run to get an espvpn
+// connection's secrets (the [GNOME] auth-dialog of the plugin's .name file).
+//   nm-espvpn-auth-dialog -u UUID -n NAME -s SERVICE [-i] [-r] [--external-ui-mode] [-t HINT]...
+//                         [--espvpn PATH]
+// stdin: the profile (DATA_KEY/DATA_VAL/SECRET_KEY/SECRET_VAL ... DONE). See
+// auth_dialog.h for the two protocols. In the classic one the dialog logs in itself
+// with `espvpn --authenticate` (the password from the secrets it was given, or, when
+// it has none and may interact, espvpn asks on the controlling terminal: password, OTP
+// rounds, group), and returns cookie, gateway, gwcert and resolve: the service then
+// connects with the cookie and never sees the password.
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "src/nm/auth_dialog.h"
+#include "src/nm/libnm.h"
+
+extern char** environ;
+
+#ifndef ESPVPN_NM_DEFAULT_BINARY
+#define ESPVPN_NM_DEFAULT_BINARY "/usr/sbin/espvpn"
+#endif
+
+namespace {
+
+using espvpn::Secret;
+using espvpn::nm::VpnSettings;
+
+constexpr const char* kService = "org.freedesktop.NetworkManager.espvpn";
+
+struct Options {
+    std::string uuid, name, service;
+    std::string espvpn = ESPVPN_NM_DEFAULT_BINARY;
+    bool interactive = false, reprompt = false, external_ui = false;
+};
+
+void usage(FILE* out) {
+    std::fprintf(out,
+                 "usage: nm-espvpn-auth-dialog -u UUID -n NAME -s SERVICE [-i] [-r] [--external-ui-mode]\n"
+                 "                             [-t HINT]... [--espvpn PATH]\n"
+                 "  Run by NetworkManager's clients (nmcli, GNOME Shell, nm-applet) to get the secrets\n"
+                 "  of an espvpn VPN connection; the profile comes on stdin.\n");
+}
+
+bool write_all(int fd, std::string_view bytes) {
+    while (!bytes.empty()) {
+        ssize_t n = write(fd, bytes.data(), bytes.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+}
+
+VpnSettings settings_from(GHashTable* data, GHashTable* secrets) {
+    VpnSettings s;
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, data);
+    while (g_hash_table_iter_next(&it, &k, &v)) s.data[static_cast<char*>(k)] = v ? static_cast<char*>(v) : "";
+    g_hash_table_iter_init(&it, secrets);
+    while (g_hash_table_iter_next(&it, &k, &v))
+        s.secrets[static_cast<char*>(k)] = Secret::from_string(v ? static_cast<char*>(v) : "");
+    return s;
+}
+
+// Runs espvpn --authenticate: stdin = the password line, or the terminal; stderr
+// (espvpn's prompts and progress) = the terminal when there is one, else ours.
+// Returns espvpn's exit status (-1: could not run it); its stdout in *output.
+int run_authenticate(const std::vector<std::string>& args, const Secret* password, int tty, Secret* output) {
+    int out_pipe[2], in_pipe[2] = {-1, -1};
+    if (pipe2(out_pipe, O_CLOEXEC) != 0) return -1;
+    if (password && pipe2(in_pipe, O_CLOEXEC) != 0) return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, password ? in_pipe[0] : tty, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+    if (tty >= 0) posix_spawn_file_actions_adddup2(&fa, tty, 2);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out_pipe[1]);
+    if (password) {
+        close(in_pipe[0]);
+        if (rc == 0) {
+            std::string line(password->reveal_text());
+            line += '\n';
+            write_all(in_pipe[1], line);
+            explicit_bzero(line.data(), line.size());
+        }
+        close(in_pipe[1]);
+    }
+    if (rc != 0) {
+        std::fprintf(stderr, "nm-espvpn-auth-dialog: cannot run %s: %s\n", argv[0], std::strerror(rc));
+        close(out_pipe[0]);
+        return -1;
+    }
+    std::string text;
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(out_pipe[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        text.append(buf, static_cast<std::size_t>(n));
+    }
+    close(out_pipe[0]);
+    explicit_bzero(buf, sizeof buf);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    *output = Secret::from_string(text);
+    explicit_bzero(text.data(), text.size());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// After the reply the client writes QUIT (nm-applet) or closes stdin; 20 s at most.
+void wait_for_quit() {
+    std::string line;
+    for (int waited_ms = 0; waited_ms < 20000;) {
+        pollfd p{0, POLLIN, 0};
+        const int r = poll(&p, 1, 200);
+        if (r < 0 && errno != EINTR) return;
+        if (r <= 0) {
+            waited_ms += 200;
+            continue;
+        }
+        char c;
+        const ssize_t n = read(0, &c, 1);
+        if (n <= 0) return;
+        if (c == '\n') {
+            if (line == "QUIT") return;
+            line.clear();
+        } else if (line.size() < 16) {
+            line += c;
+        }
+    }
+}
+
+int classic(const Options& o, const VpnSettings& settings) {
+    const Secret* password = nullptr;
+    if (auto it = settings.secrets.find("password"); it != settings.secrets.end() && !it->second.empty() &&
+                                                      !o.reprompt)
+        password = &it->second;
+    int tty = -1;
+    if (!password) {
+        if (o.interactive) tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+        if (tty < 0) {
+            std::fprintf(stderr,
+                         "nm-espvpn-auth-dialog: no password for '%s' and no terminal to ask on (a desktop asks "
+                         "through --external-ui-mode)\n",
+                         o.name.c_str());
+            return 1;
+        }
+    }
+    auto args = espvpn::nm::espvpn_authenticate_command(o.espvpn, settings, password != nullptr);
+    if (!args) {
+        std::fprintf(stderr, "nm-espvpn-auth-dialog: %s\n", args.error().message.c_str());
+        return 1;
+    }
+    // On a terminal a rejected login is asked again (3 tries); a given password once.
+    for (int attempt = 1;; ++attempt) {
+        Secret output;
+        const int status = run_authenticate(*args, password, tty, &output);
+        if (status == 0) {
+            auto secrets = espvpn::nm::secrets_from_authenticate(output.reveal_text());
+            if (!secrets) {
+                std::fprintf(stderr, "nm-espvpn-auth-dialog: %s\n", secrets.error().message.c_str());
+                return 1;
+            }
+            auto reply = espvpn::nm::classic_reply(*secrets);
+            if (!reply || !write_all(1, reply->reveal_text())) return 1;
+            if (tty >= 0) close(tty);
+            wait_for_quit();
+            return 0;
+        }
+        if (status < 0 || tty < 0 || attempt >= 3) {
+            std::fprintf(stderr, "nm-espvpn-auth-dialog: login to %s failed (espvpn exit status %d)\n",
+                         o.name.c_str(), status);
+            return 1;
+        }
+        const char* again = "Login failed; try again.\n";
+        write_all(tty, again);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "nm-espvpn-auth-dialog: %s needs a value\n", a.c_str());
+                std::exit(1);
+            }
+            return argv[++i];
+        };
+        if (a == "-u" || a == "--uuid") o.uuid = value();
+        else if (a == "-n" || a == "--name") o.name = value();
+        else if (a == "-s" || a == "--service") o.service = value();
+        else if (a == "-i" || a == "--allow-interaction") o.interactive = true;
+        else if (a == "-r" || a == "--reprompt") o.reprompt = true;
+        else if (a == "--external-ui-mode") o.external_ui = true;
+        else if (a == "-t" || a == "--hint") value();  // hints: nothing beyond the password is asked
+        else if (a == "--espvpn") o.espvpn = value();
+        else if (a == "-h" || a == "--help") {
+            usage(stdout);
+            return 0;
+        } else {
+            std::fprintf(stderr, "nm-espvpn-auth-dialog: unknown argument '%s'\n", a.c_str());
+            usage(stderr);
+            return 1;
+        }
+    }
+    if (o.uuid.empty() || o.name.empty() || o.service.empty()) {
+        usage(stderr);
+        return 1;
+    }
+    if (o.service != kService) {
+        std::fprintf(stderr, "nm-espvpn-auth-dialog: this dialog serves %s only, not %s\n", kService,
+                     o.service.c_str());
+        return 1;
+    }
+    GHashTable* data = nullptr;
+    GHashTable* secrets = nullptr;
+    if (!nm_vpn_service_plugin_read_vpn_details(0, &data, &secrets)) {
+        std::fprintf(stderr, "nm-espvpn-auth-dialog: could not read the connection's data and secrets from stdin\n");
+        return 1;
+    }
+    VpnSettings settings = settings_from(data, secrets);
+    g_hash_table_unref(data);
+    g_hash_table_unref(secrets);
+
+    if (o.external_ui) {
+        const auto asked = espvpn::nm::secrets_to_ask(settings, o.reprompt);
+        return write_all(1, espvpn::nm::external_ui_reply(o.name, settings, asked)) ? 0 : 1;
+    }
+    return classic(o, settings);
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The Debian package in a fresh root: `dpkg -i` into a copy-on-write view of this
+# machine (an overlay whose lower layer is /, in a mount namespace of its own: the
+# host's files and dpkg database are never written), then, from the installed files
+# only: `espvpn --version`, the package's file list and the real-NetworkManager test
+# (real_nm.sh gp with /usr/sbin/espvpn, /usr/lib/NetworkManager/nm-espvpn-service, the
+# installed .name file and the D-Bus policy the bus reads from /usr/share/dbus-1/system.d).
+#   deb_install.sh DEB GATEWAY_BIN
+# DEB: built with `dpkg-buildpackage -b -us -uc` (ctest runs this when configured with
+# -DESPVPN_TEST_DEB=PATH). lintian runs on it too (errors fail, warnings are listed).
+set -euo pipefail
+[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (mount namespace, overlay)"; exit 77; }
+deb=$(realpath "$1") gw_bin=$(realpath "$2")
+[[ -f $deb ]] || { echo "FAIL: no package at $1"; exit 1; }
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /tmp/deb-install.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work"/{layer,root}
+
+if [[ ${DEB_TEST_LINTIAN:-1} == 1 ]] && command -v lintian >/dev/null; then
+  lintian --tag-display-limit 0 "$deb" >"$work/lintian.out" 2>&1 || true
+  if grep -q "^E:" "$work/lintian.out"; then echo "FAIL: lintian errors:"; cat "$work/lintian.out"; exit 1; fi
+  echo "ok: lintian: no errors$(grep -c '^W:' "$work/lintian.out" | sed 's/^0$//; s/^\(.\+\)$/, \1 warning(s):/')"
+  grep '^W:' "$work/lintian.out" || true
+fi
+
+# Everything below runs in a private mount namespace: the overlay, the binds and the
+# chroot vanish with it.
+unshare --mount --propagation private bash -euo pipefail -s "$work" "$here" "$gw_bin" "$deb" <<'INNER'
+work=$1 here=$2 gw_bin=$3 deb=$4
+root=$work/root
+# The writable layer on a tmpfs (an upper directory inside the lower one would overlap).
+mount -t tmpfs tmpfs "$work/layer"
+mkdir -p "$work/layer/upper" "$work/layer/ovl"
+cp "$deb" "$work/layer/upper/espvpn.deb"
+mount -t overlay overlay -o "lowerdir=/,upperdir=$work/layer/upper,workdir=$work/layer/ovl" "$root"
+for d in proc sys dev; do mount --rbind "/$d" "$root/$d"; done
+mount -t tmpfs tmpfs "$root/run"
+chroot "$root" /bin/bash -euo pipefail -s "$here" "$gw_bin" <<'CHROOT'
+here=$1 gw_bin=$2
+! dpkg-query -W espvpn >/dev/null 2>&1 || { echo "FAIL: espvpn is installed already"; exit 1; }
+[[ ! -e /usr/sbin/espvpn ]] || { echo "FAIL: /usr/sbin/espvpn exists before the install"; exit 1; }
+DEBIAN_FRONTEND=noninteractive dpkg -i /espvpn.deb >/tmp/dpkg.out 2>&1 || { cat /tmp/dpkg.out; exit 1; }
+echo "ok: dpkg -i: $(dpkg-query -W -f='${Package} ${Version}, depends ${Depends}' espvpn)"
+for f in /usr/sbin/espvpn /usr/share/man/man8/espvpn.8.gz /usr/share/bash-completion/completions/espvpn \
+  /usr/lib/NetworkManager/nm-espvpn-service /usr/lib/NetworkManager/nm-espvpn-auth-dialog \
+  /usr/lib/NetworkManager/VPN/nm-espvpn-service.name /usr/share/dbus-1/system.d/nm-espvpn-service.conf; do
+  dpkg -S "$f" >/dev/null || { echo "FAIL: the package does not own $f"; exit 1; }
+done
+grep -q "^program=/usr/lib/NetworkManager/nm-espvpn-service$" /usr/lib/NetworkManager/VPN/nm-espvpn-service.name ||
+  { echo "FAIL: the .name file's program is not the installed service"; exit 1; }
+echo "ok: $(/usr/sbin/espvpn --version | head -1); the package owns espvpn, its man page, completion, the plugin, its .name file and D-Bus policy"
+"$here/real_nm.sh" gp /usr/lib/NetworkManager/nm-espvpn-service /usr/sbin/espvpn "$gw_bin" \
+  /usr/lib/NetworkManager/VPN/nm-espvpn-service.name
+CHROOT
+INNER
+echo "RESULT deb_install: passed"
