@@ -53,7 +53,7 @@ _espvpn() {
     --local-hostname|--http-timeout|--servercert|--resolve|--key-password|-p|--dtls-local-port|\
     --reconnect-timeout|--force-dpd|--esp-retry-interval|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-mode|\
     --dtls-ciphers|--dtls12-ciphers|--gnutls-debug|--cert-expire-warning|-e|--http-auth|--force-trojan|\
-    --external-browser|--mca-key-password)
+    --external-browser|--mca-key-password|--token-secret)
       return ;;
   esac
   if [[ $cur == -* ]]; then
