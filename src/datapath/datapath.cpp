@@ -2,33 +2,12 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <system_error>
 
 #include "src/datapath/pipeline.h"
-#include "src/log/logger.h"
 
 namespace espvpn::datapath {
-
-ControlChannel::ControlChannel() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
-}
-
-ControlChannel::~ControlChannel() { ::close(fd_); }
-
-void ControlChannel::notify() {
-    pending_.store(true, std::memory_order_release);
-    const std::uint64_t one = 1;
-    (void)!::write(fd_, &one, sizeof one);  // only fails when the counter is saturated: still readable
-}
-
-void ControlChannel::drain() {
-    std::uint64_t value;
-    (void)!::read(fd_, &value, sizeof value);
-}
 
 void wait_for_send_room(const io::UdpSocket& udp, ControlChannel& control, io::SendStatus why) {
     constexpr int kSocketFullWaitMs = 20;  // POLLOUT wait when the send buffer is full
@@ -39,17 +18,6 @@ void wait_for_send_room(const io::UdpSocket& udp, ControlChannel& control, io::S
     } else {
         (void)::poll(fds, 2, kSocketFullWaitMs);
     }
-}
-
-void PipelineFailure::set(std::string message) {
-    LOG_ERROR << "datapath: " << message;
-    message_ = std::move(message);
-    failed_.store(true, std::memory_order_release);
-}
-
-std::optional<std::string> PipelineFailure::get() const {
-    if (!failed_.load(std::memory_order_acquire)) return std::nullopt;
-    return message_;
 }
 
 Result<ProbeTarget> ProbeTarget::parse(std::string_view tunnel_address, std::string_view gw_address) {
@@ -92,8 +60,8 @@ Result<std::unique_ptr<Datapath>> Datapath::start(io::TunDevice& tun, io::UdpSoc
             (void)dp->rx_->sa_updates.post(std::make_unique<EspInboundSa>(std::move(*sas.inbound)));
             dp->rx_->control.notify();
         }
-        dp->threads_.start(dp->tx_->control, [p = dp->tx_.get()] { p->run(); },
-                           dp->rx_->control, [p = dp->rx_.get()] { p->run(); });
+        dp->threads_.start("esp-tx", dp->tx_->control, [p = dp->tx_.get()] { p->run(); },
+                           "esp-rx", dp->rx_->control, [p = dp->rx_.get()] { p->run(); });
     } catch (const std::exception& e) {
         dp->stop();
         return make_error(std::string("datapath: cannot start: ") + e.what());

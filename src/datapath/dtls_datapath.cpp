@@ -1,65 +1,23 @@
 #include "src/datapath/dtls_datapath.h"
 
-#include <sstream>
-#include <string_view>
 
 #include "src/datapath/dtls_pipeline.h"
 
 namespace espvpn::datapath {
 
-DtlsTxStats DtlsTxCounters::snapshot() const {
-    DtlsTxStats s;
-#define ESPVPN_FIELD(name) s.name = name.load(std::memory_order_relaxed);
-    ESPVPN_DTLS_TX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    return s;
-}
-
-DtlsRxStats DtlsRxCounters::snapshot() const {
-    DtlsRxStats s;
-#define ESPVPN_FIELD(name) s.name = name.load(std::memory_order_relaxed);
-    ESPVPN_DTLS_RX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    return s;
-}
-
-std::uint64_t DtlsDatapathStats::drops() const {
-    std::uint64_t n = 0;
-    auto add = [&](std::string_view name, std::uint64_t v) {
-        if (name.substr(0, 5) == "drop_") n += v;
-    };
-#define ESPVPN_FIELD(name) add(#name, tx.name);
-    ESPVPN_DTLS_TX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-#define ESPVPN_FIELD(name) add(#name, rx.name);
-    ESPVPN_DTLS_RX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    return n;
-}
+std::uint64_t DtlsDatapathStats::drops() const { return drops_of(tx) + drops_of(rx); }
 
 void DtlsDatapathStats::add(const DtlsDatapathStats& other) {
-#define ESPVPN_FIELD(name) tx.name += other.tx.name;
-    ESPVPN_DTLS_TX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-#define ESPVPN_FIELD(name) rx.name += other.rx.name;
-    ESPVPN_DTLS_RX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
+    tx.add(other.tx);
+    rx.add(other.rx);
 }
 
 std::string DtlsDatapathStats::to_json() const {
-    std::ostringstream o;
-    const char* sep = "";
-    o << "{\"tx\": {";
-#define ESPVPN_FIELD(name) o << sep << "\"" #name "\": " << tx.name, sep = ", ";
-    ESPVPN_DTLS_TX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    o << "}, \"rx\": {";
-    sep = "";
-#define ESPVPN_FIELD(name) o << sep << "\"" #name "\": " << rx.name, sep = ", ";
-    ESPVPN_DTLS_RX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    o << "}}";
-    return o.str();
+    std::string o = "{\"tx\": {";
+    append_json_members(o, tx);
+    o += "}, \"rx\": {";
+    append_json_members(o, rx);
+    return o + "}}";
 }
 
 DtlsDatapath::DtlsDatapath() = default;
@@ -68,8 +26,7 @@ Result<std::unique_ptr<DtlsDatapath>> DtlsDatapath::start(io::TunDevice* tun, io
                                                           io::DtlsChannel& channel,
                                                           const DtlsDatapathOptions& options) {
     if (!channel.established()) return make_error("DTLS datapath: the DTLS handshake has not completed");
-    if (!tun && (options.read_tun || !options.deliver))
-        return make_error("DTLS datapath: without a tun, use session mode with a deliver function");
+    if (!options.deliver) return make_error("DTLS datapath: no deliver function for received packets");
     if (channel.tunnel_mtu() < 576)
         return make_error("DTLS datapath: tunnel MTU " + std::to_string(channel.tunnel_mtu()) + " is below 576");
     if (options.tx_batch == 0 || options.rx_batch == 0 || options.tx_batch > io::UdpSocket::kMaxBatch ||
@@ -78,9 +35,9 @@ Result<std::unique_ptr<DtlsDatapath>> DtlsDatapath::start(io::TunDevice* tun, io
     std::unique_ptr<DtlsDatapath> dp(new DtlsDatapath());
     try {
         dp->tx_ = std::make_unique<DtlsTxPipeline>(tun, udp, channel, options);
-        dp->rx_ = std::make_unique<DtlsRxPipeline>(tun, udp, channel, options, *dp->tx_);
-        dp->threads_.start(dp->tx_->control, [p = dp->tx_.get()] { p->run(); },
-                           dp->rx_->control, [p = dp->rx_.get()] { p->run(); });
+        dp->rx_ = std::make_unique<DtlsRxPipeline>(udp, channel, options, *dp->tx_);
+        dp->threads_.start("dtls-tx", dp->tx_->control, [p = dp->tx_.get()] { p->run(); },
+                           "dtls-rx", dp->rx_->control, [p = dp->rx_.get()] { p->run(); });
     } catch (const std::exception& e) {
         dp->stop();
         return make_error(std::string("DTLS datapath: cannot start: ") + e.what());

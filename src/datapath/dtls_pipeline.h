@@ -17,20 +17,6 @@
 
 namespace espvpn::datapath {
 
-struct DtlsTxCounters {
-#define ESPVPN_FIELD(name) std::atomic<std::uint64_t> name{0};
-    ESPVPN_DTLS_TX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    DtlsTxStats snapshot() const;
-};
-
-struct DtlsRxCounters {
-#define ESPVPN_FIELD(name) std::atomic<std::uint64_t> name{0};
-    ESPVPN_DTLS_RX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    DtlsRxStats snapshot() const;
-};
-
 // A DPD request's payload, to be echoed by the tx thread (rare: allocation is fine).
 struct DpdEcho {
     std::vector<std::uint8_t> payload;
@@ -41,7 +27,7 @@ public:
     DtlsTxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
                    const DtlsDatapathOptions& options);
     void run();
-    // Frames and sends a batch of IP packets (the tx thread's, or the caller's in session mode).
+    // Frames and sends a batch of IP packets (the caller's: the tun's reader).
     Status send_packets(io::PacketBatch& batch);
 
     ControlChannel control;
@@ -53,7 +39,6 @@ public:
 
 private:
     void handle_control();
-    bool drain_tun();
     void frame(io::PacketBatch& batch);
     io::SendStatus seal_and_send(const io::PacketBatch& plain);
 
@@ -62,7 +47,6 @@ private:
     io::DtlsChannel& channel_;
     DtlsDatapathOptions options_;
     std::size_t max_inner_;
-    io::PacketBatch in_;    // inner packets from the tun, type byte prepended in place
     io::PacketBatch ctrl_;  // control packets
     std::mutex seal_mutex_; // one sealer at a time (session mode: send() and control)
     io::PacketBatch out_;   // DTLS records (guarded by seal_mutex_)
@@ -73,7 +57,7 @@ private:
 
 class DtlsRxPipeline {
 public:
-    DtlsRxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
+    DtlsRxPipeline(io::UdpSocket& udp, io::DtlsChannel& channel,
                    const DtlsDatapathOptions& options, DtlsTxPipeline& tx);
     void run();
 
@@ -90,7 +74,6 @@ private:
     bool open_and_deliver();
     bool deliver();
 
-    io::TunDevice* tun_;
     std::function<void(io::PacketBatch&)> deliver_;
     io::UdpSocket& udp_;
     io::DtlsChannel& channel_;

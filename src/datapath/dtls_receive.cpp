@@ -1,4 +1,4 @@
-// The DTLS rx pipeline: recvmmsg / UDP GRO -> DTLS open -> type byte -> GRO coalesce -> tun write.
+// The DTLS rx pipeline: recvmmsg / UDP GRO -> DTLS open -> type byte -> data to the tun's owner (deliver).
 #include <poll.h>
 
 #include <cerrno>
@@ -46,9 +46,9 @@ std::atomic<std::uint64_t>* drop_counter(DtlsRxCounters& c, anyconnect::DtlsReco
 }
 }  // namespace
 
-DtlsRxPipeline::DtlsRxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
+DtlsRxPipeline::DtlsRxPipeline(io::UdpSocket& udp, io::DtlsChannel& channel,
                                const DtlsDatapathOptions& options, DtlsTxPipeline& tx)
-    : tun_(tun), deliver_(options.deliver), udp_(udp), channel_(channel), tx_(tx), in_(datagram_shape(options)),
+    : deliver_(options.deliver), udp_(udp), channel_(channel), tx_(tx), in_(datagram_shape(options)),
       out_(plaintext_shape(options)) {}
 
 void DtlsRxPipeline::run() {
@@ -147,17 +147,7 @@ bool DtlsRxPipeline::deliver() {
     if (kept == 0) return true;
     bump(counters.inner_packets, kept);
     bump(counters.inner_bytes, bytes);
-    if (deliver_) {
-        deliver_(out_);
-        return true;
-    }
-    Result<std::size_t> writes = tun_->write_packets(out_);
-    if (!writes) {
-        failure.set(writes.error().message);
-        return false;
-    }
-    bump(counters.tun_writes, *writes);
-    mirror(counters.drop_tun_write, tun_->counters().write_errors);
+    deliver_(out_);
     return true;
 }
 

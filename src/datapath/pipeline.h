@@ -1,5 +1,5 @@
-// Internals shared by the tx and rx pipeline threads (send.cpp, receive.cpp)
-// and the Datapath that owns them. Not for use outside src/datapath/.
+// Internals of the ESP pipelines (send.cpp, receive.cpp) and the Datapath that
+// owns them, and the UDP send helpers ESP and DTLS share. Not for use outside src/datapath/.
 #pragma once
 
 #include <atomic>
@@ -14,49 +14,15 @@
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/handover_queue.h"
 #include "src/datapath/too_big.h"
+#include "src/datapath/tun_counts.h"
 #include "src/io/packet_batch.h"
 
 namespace espvpn::datapath {
-
-using Clock = std::chrono::steady_clock;
-
-// How the control plane reaches one pipeline thread: an eventfd that wakes it
-// from poll(), and a flag it checks between batches so a busy thread needs no
-// syscall to notice.
-class ControlChannel {
-public:
-    ControlChannel();  // throws std::system_error if no eventfd can be made
-    ~ControlChannel();
-    ControlChannel(const ControlChannel&) = delete;
-    ControlChannel& operator=(const ControlChannel&) = delete;
-
-    int fd() const { return fd_; }
-    void notify();                          // control side
-    bool pending() const { return pending_.load(std::memory_order_relaxed); }
-    bool begin_handling() { return pending_.exchange(false, std::memory_order_acq_rel); }
-    void drain();                           // pipeline side, after poll saw fd readable
-    std::atomic<bool> stop{false};
-
-private:
-    int fd_ = -1;
-    std::atomic<bool> pending_{false};
-};
 
 // What the rx pipeline tells the tx pipeline.
 struct RxToTx {
     std::atomic<std::uint32_t> last_authentic_spi{0};     // deferred outbound switch
     HandoverQueue<io::SocketAddress> peer_updates;         // learn_peer: where to send now
-};
-
-// A thread's fatal error, readable from the control thread.
-class PipelineFailure {
-public:
-    void set(std::string message);
-    std::optional<std::string> get() const;
-
-private:
-    std::string message_;
-    std::atomic<bool> failed_{false};
 };
 
 // Sends batch[0, size) on udp with back-pressure: when the socket is full it
@@ -148,6 +114,7 @@ private:
     std::uint32_t probes_done_ = 0;
     std::uint16_t probe_seq_ = 0;
     TooBigResponder too_big_;
+    TunCountsSince tun_since_;
 };
 
 class RxPipeline {
@@ -179,6 +146,7 @@ private:
     io::SocketAddress peer_;
     EspInboundSas sas_;
     Clock::time_point previous_since_;
+    TunCountsSince tun_since_;
 };
 
 }  // namespace espvpn::datapath

@@ -1,6 +1,5 @@
 // The rx pipeline: recvmmsg / UDP GRO -> ESP open in place -> GRO coalesce -> tun write.
 #include <poll.h>
-#include <pthread.h>
 
 #include <cerrno>
 #include <cstring>
@@ -49,11 +48,9 @@ std::atomic<std::uint64_t>* drop_counter(RxCounters& c, EspDrop why) {
 
 RxPipeline::RxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const DatapathOptions& options, RxToTx& to_tx)
     : tun_(tun), udp_(udp), options_(options), to_tx_(to_tx), batch_(rx_shape(options)),
-      sources_(options.learn_peer ? new io::SocketAddress[batch_.entries()] : nullptr) {}
+      sources_(options.learn_peer ? new io::SocketAddress[batch_.entries()] : nullptr), tun_since_(&tun) {}
 
 void RxPipeline::run() {
-    // Named, so that top -H and perf show what each thread (and core) is busy with.
-    (void)::pthread_setname_np(::pthread_self(), "esp-rx");
     pollfd fds[2] = {{udp_.fd(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
     for (;;) {
         handle_control();
@@ -174,7 +171,7 @@ bool RxPipeline::open_and_deliver() {
         return false;
     }
     bump(counters.tun_writes, *writes);
-    mirror(counters.drop_tun_write, tun_.counters().write_errors);
+    mirror(counters.drop_tun_write, tun_since_.write_errors(tun_.counters()));
     return true;
 }
 

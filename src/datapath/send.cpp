@@ -1,6 +1,5 @@
 // The tx pipeline: tun -> (TSO split) -> ESP seal in place -> sendmmsg / UDP GSO.
 #include <poll.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -29,11 +28,9 @@ io::PacketBatchShape tx_shape(const DatapathOptions& o) {
 
 TxPipeline::TxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const DatapathOptions& options, RxToTx& from_rx)
     : tun_(tun), udp_(udp), options_(options), from_rx_(from_rx), batch_(tx_shape(options)),
-      too_big_(options.icmp_too_big_per_second) {}
+      too_big_(options.icmp_too_big_per_second), tun_since_(&tun) {}
 
 void TxPipeline::run() {
-    // Named, so that top -H and perf show what each thread (and core) is busy with.
-    (void)::pthread_setname_np(::pthread_self(), "esp-tx");
     pollfd fds[2] = {{tun_.fd(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
     for (;;) {
         handle_control();
@@ -97,9 +94,9 @@ bool TxPipeline::drain_tun() {
             return false;
         }
         const io::TunCounters& t = tun_.counters();  // the read-side fields are this thread's
-        mirror(counters.tun_reads, t.reads);
-        mirror(counters.tun_super_packets, t.super_packets);
-        mirror(counters.drop_split, t.split_drop_total());
+        mirror(counters.tun_reads, tun_since_.reads(t));
+        mirror(counters.tun_super_packets, tun_since_.super_packets(t));
+        mirror(counters.drop_split, tun_since_.split_drops(t));
         if (batch_.size() == 0) return true;
         seal_and_send(false);
         batch_.clear();

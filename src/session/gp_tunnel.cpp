@@ -12,7 +12,7 @@
 #include "protocols/esp/esp_sa.h"
 #include "protocols/gp/https_tunnel.h"
 #include "src/datapath/datapath.h"
-#include "src/datapath/https_pipeline.h"
+#include "src/datapath/tls/gp_https_tunnel.h"
 #include "src/datapath/stats_reporter.h"
 #include "src/hooks/script_runner.h"
 #include "src/io/tun_device.h"

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "protocols/gp/https_tunnel.h"
-#include "src/datapath/https_pipeline.h"
+#include "src/datapath/tls/gp_https_tunnel.h"
 #include "src/io/tun_device.h"
 
 using namespace espvpn;

@@ -331,7 +331,6 @@ TEST_CASE("DTLS datapath in session mode: send batches, deliver data, answer DPD
     std::mutex m;
     std::vector<std::vector<std::uint8_t>> delivered;
     datapath::DtlsDatapathOptions dopt;
-    dopt.read_tun = false;
     dopt.deliver = [&](PacketBatch& b) {
         std::lock_guard<std::mutex> lock(m);
         for (std::size_t i = 0; i < b.size(); ++i) {
@@ -339,7 +338,7 @@ TEST_CASE("DTLS datapath in session mode: send batches, deliver data, answer DPD
             delivered.emplace_back(b.packet(i).begin(), b.packet(i).end());
         }
     };
-    CHECK(!datapath::DtlsDatapath::start(nullptr, peer.client, **ch, {}));  // tun mode needs a tun
+    CHECK(!datapath::DtlsDatapath::start(nullptr, peer.client, **ch, {}));  // received data needs a deliver function
     auto started = datapath::DtlsDatapath::start(nullptr, peer.client, **ch, dopt);
     REQUIRE(started);
     auto& dp = *started.value();
