@@ -94,7 +94,7 @@ Result<std::unique_ptr<CstpLink>> CstpLink::connect_on(std::unique_ptr<io::TlsSt
 }
 
 void CstpLink::start(io::TunDevice& tun, int mtu, const DtlsSetup& dtls) {
-    pump_ = std::make_unique<CstpPump>(*tls_, tun, mtu);
+    pump_ = std::make_unique<CstpPump>(tls_->native(), tls_->fd(), tun, mtu);
     dtls_ = dtls;
     tun_ = &tun;
     open_channel(mtu);

@@ -17,13 +17,15 @@ constexpr int kPollMs = 100;
 
 TlsFramedOptions cstp_options(int mtu) {
     TlsFramedOptions o;
-    o.max_inner_size = o.tun_mtu = static_cast<std::size_t>(std::max(mtu, 576));
+    o.max_inner_size = static_cast<std::size_t>(std::max(mtu, 576));
+    // Slots hold what the tun reads: its MTU may be above CSTP's (set by an earlier connection).
+    o.tun_mtu = std::max<std::size_t>(o.max_inner_size, 1500);
     return o;
 }
 }  // namespace
 
-CstpPump::CstpPump(io::TlsStream& tls, io::TunDevice& tun, int mtu)
-    : tls_(tls), session_(tls.native()), tun_fd_(tun.fd()), batcher_(session_, tls.fd()),
+CstpPump::CstpPump(gnutls_session_t session, int fd, io::TunDevice& tun, int mtu)
+    : session_(session), fd_(fd), tun_fd_(tun.fd()), batcher_(session_, fd),
       tx_(tun, session_, batcher_, tx_control_, counters_, cstp_options(mtu), anyconnect::kCstpHeaderSize),
       rx_(tun, session_, counters_, cstp_options(mtu), &tun_write_mutex_) {
     last_rx_ns_ = last_tx_ns_ = now_ns();
@@ -191,7 +193,7 @@ void CstpPump::park_tx() {
 // rx thread: records wait in GnuTLS, the read-ahead or the socket.
 bool CstpPump::readable_now() {
     if (gnutls_record_check_pending(session_) > 0 || batcher_.has_readahead()) return true;
-    pollfd r{tls_.fd(), POLLIN, 0};
+    pollfd r{fd_, POLLIN, 0};
     return ::poll(&r, 1, 0) > 0;
 }
 
@@ -276,7 +278,7 @@ void CstpPump::rx_run() {
         flush_rx();
         return;
     }
-    pollfd r[2] = {{tls_.fd(), POLLIN, 0}, {rx_control_.fd(), POLLIN, 0}};
+    pollfd r[2] = {{fd_, POLLIN, 0}, {rx_control_.fd(), POLLIN, 0}};
     while (!stop.load(std::memory_order_acquire)) {
         // Everything already received is read before the renegotiation's hello leaves
         // (bounded: the tx thread waits meanwhile).

@@ -34,7 +34,6 @@
 #include "src/datapath/tls/tls_rehandshake.h"
 #include "src/io/packet_batch.h"
 #include "src/io/tls_record_batcher.h"
-#include "src/io/tls_stream.h"
 #include "src/io/tun_device.h"
 
 namespace espvpn::datapath {
@@ -66,8 +65,9 @@ class CstpPump : public PacketSink {
 public:
     using Rehandshake = TlsRehandshake::State;
 
-    // `mtu`: the largest packet CSTP carries (larger: ICMP "too big").
-    CstpPump(io::TlsStream& tls, io::TunDevice& tun, int mtu);
+    // On a connected GnuTLS session (its non-blocking socket `fd`), which must
+    // outlive the pump. `mtu`: the largest packet CSTP carries (larger: ICMP "too big").
+    CstpPump(gnutls_session_t session, int fd, io::TunDevice& tun, int mtu);
     ~CstpPump() override;
     CstpPump(const CstpPump&) = delete;
     CstpPump& operator=(const CstpPump&) = delete;
@@ -127,8 +127,8 @@ private:
     bool on_packet(const anyconnect::CstpPacket& p);
     bool consume(std::span<const std::uint8_t> in);
 
-    io::TlsStream& tls_;
     gnutls_session_t session_;
+    int fd_;
     int tun_fd_;
     TlsTunnelCounters counters_;
     std::mutex tun_write_mutex_;
