@@ -4,8 +4,8 @@
 
 namespace espvpn::datapath {
 
-TxStats TxCounters::snapshot() const {
-    TxStats s;
+EspTxStats EspTxCounters::snapshot() const {
+    EspTxStats s;
     load_into(s);
     s.spi = spi.load(std::memory_order_relaxed);
     s.next_sequence = next_sequence.load(std::memory_order_relaxed);
@@ -13,8 +13,8 @@ TxStats TxCounters::snapshot() const {
     return s;
 }
 
-RxStats RxCounters::snapshot() const {
-    RxStats s;
+EspRxStats EspRxCounters::snapshot() const {
+    EspRxStats s;
     load_into(s);
     s.spi = spi.load(std::memory_order_relaxed);
     s.previous_spi = previous_spi.load(std::memory_order_relaxed);

@@ -207,13 +207,13 @@ void append_nonzero_text(std::string& out, const Values& v) {
 using HttpsStats = TlsTunnelStats;
 using HttpsCounters = TlsTunnelCounters;
 
-struct TxStats : EspTxCounts {
+struct EspTxStats : EspTxCounts {
     std::uint32_t spi = 0;           // current outbound SPI (0: none)
     std::uint64_t next_sequence = 0;
     bool needs_rekey = false;        // sequence numbers running out
 };
 
-struct RxStats : EspRxCounts {
+struct EspRxStats : EspRxCounts {
     std::uint32_t spi = 0;           // current inbound SPI
     std::uint32_t previous_spi = 0;  // kept for the grace period (0: none)
 };
@@ -227,8 +227,8 @@ const char* transport_name(Transport t);
 struct DatapathStats {
     Transport transport = Transport::esp;
     std::uint64_t transport_switches = 0;  // ESP <-> HTTPS changes so far
-    TxStats tx;
-    RxStats rx;
+    EspTxStats tx;
+    EspRxStats rx;
     HttpsStats https;
     std::uint64_t drops() const;     // every drop, both directions
     // one object: {"transport": "esp", "transport_switches": n, "tx": {...}, "rx": {...}, "https": {...}}
@@ -237,17 +237,17 @@ struct DatapathStats {
 };
 
 // Live counters, one writer thread each.
-struct TxCounters : EspTxLiveCounts {
+struct EspTxCounters : EspTxLiveCounts {
     std::atomic<std::uint32_t> spi{0};
     std::atomic<std::uint64_t> next_sequence{0};
     std::atomic<bool> needs_rekey{false};
-    TxStats snapshot() const;
+    EspTxStats snapshot() const;
 };
 
-struct RxCounters : EspRxLiveCounts {
+struct EspRxCounters : EspRxLiveCounts {
     std::atomic<std::uint32_t> spi{0};
     std::atomic<std::uint32_t> previous_spi{0};
-    RxStats snapshot() const;
+    EspRxStats snapshot() const;
 };
 
 // The single writer adds without a locked instruction.

@@ -1,10 +1,12 @@
 #include "src/datapath/pipeline_threads.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <system_error>
 
 #include "src/log/logger.h"
@@ -37,6 +39,16 @@ void PipelineFailure::set(std::string message) {
 std::optional<std::string> PipelineFailure::get() const {
     if (!failed_.load(std::memory_order_acquire)) return std::nullopt;
     return message_;
+}
+
+bool wait_for_work(ControlChannel& control, int fd, int timeout_ms, PipelineFailure& failure) {
+    pollfd fds[2] = {{fd, POLLIN, 0}, {control.fd(), POLLIN, 0}};  // fd -1 is ignored
+    if (::poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
+        failure.set(std::string("poll: ") + std::strerror(errno));
+        return false;
+    }
+    if (fds[1].revents & POLLIN) control.drain();
+    return true;
 }
 
 void PipelineThreads::start(const char* tx_name, ControlChannel& tx, std::function<void()> tx_run,

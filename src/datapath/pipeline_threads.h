@@ -6,10 +6,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+
+#include "crypto/result.h"
 
 namespace espvpn::datapath {
 
@@ -49,6 +53,11 @@ private:
 };
 
 
+// One wait of a pipeline thread in poll(): for `fd` to be readable (-1: none),
+// the control channel (drained) or the timeout (ms; -1: none). False when
+// poll() itself failed (the failure is set).
+bool wait_for_work(ControlChannel& control, int fd, int timeout_ms, PipelineFailure& failure);
+
 class PipelineThreads {
 public:
     PipelineThreads() = default;
@@ -69,6 +78,56 @@ private:
     ControlChannel* rx_control_ = nullptr;
     std::thread tx_;
     std::thread rx_;
+};
+
+// What every pipeline owns: its tx and rx halves (each with a ControlChannel
+// `control` and a PipelineFailure `failure`) and their threads, which are
+// stopped and joined before the halves go.
+template <class Tx, class Rx>
+class PipelinePair {
+public:
+    PipelinePair() = default;
+    ~PipelinePair() { stop(); }
+    PipelinePair(const PipelinePair&) = delete;
+    PipelinePair& operator=(const PipelinePair&) = delete;
+
+    // make() builds tx and rx (may throw); then both threads run tx->run() / rx->run().
+    template <class Make>
+    Status start(const std::string& what, const char* tx_name, const char* rx_name, Make&& make) {
+        try {
+            make();
+            threads_.start(tx_name, tx->control, [p = tx.get()] { p->run(); }, rx_name, rx->control,
+                           [p = rx.get()] { p->run(); });
+        } catch (const std::exception& e) {
+            stop();
+            return make_error(what + ": cannot start: " + e.what());
+        }
+        return {};
+    }
+    // Joins both threads (idempotent).
+    void stop() {
+        stopped = true;
+        threads_.stop();
+    }
+    // Counts one more request of the tx thread's (`requests` is one of its counters) and wakes it.
+    void ask_tx(std::atomic<std::uint32_t>& requests) {
+        if (stopped) return;
+        requests.fetch_add(1, std::memory_order_release);
+        tx->control.notify();
+    }
+    // Empty while both threads run; the reason (after the side's prefix) when one stopped.
+    std::optional<std::string> failure(const char* tx_prefix = "tx: ", const char* rx_prefix = "rx: ") const {
+        if (auto f = tx->failure.get()) return tx_prefix + *f;
+        if (auto f = rx->failure.get()) return rx_prefix + *f;
+        return std::nullopt;
+    }
+
+    std::unique_ptr<Tx> tx;
+    std::unique_ptr<Rx> rx;
+    bool stopped = false;
+
+private:
+    PipelineThreads threads_;  // after tx and rx: joined before they are destroyed
 };
 
 }  // namespace espvpn::datapath

@@ -47,7 +47,7 @@
 #include "crypto/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/connect.h"
-#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/dtls/dtls_datapath.h"
 #include "src/datapath/tls/cstp_pump.h"
 #include "src/io/https_client.h"
 #include "src/io/packet_batch.h"

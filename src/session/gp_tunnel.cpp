@@ -11,7 +11,7 @@
 #include "crypto/esp_transform.h"
 #include "protocols/esp/esp_sa.h"
 #include "protocols/gp/https_tunnel.h"
-#include "src/datapath/datapath.h"
+#include "src/datapath/esp/esp_datapath.h"
 #include "src/datapath/tls/gp_https_tunnel.h"
 #include "src/datapath/stats_reporter.h"
 #include "src/hooks/script_runner.h"
@@ -126,7 +126,7 @@ private:
     }
 
     // Transports. Each returns an error only when the tunnel must end.
-    Status start_esp(datapath::InitialSas sas, bool probe_answered);
+    Status start_esp(datapath::EspInitialSas sas, bool probe_answered);
     void stop_esp();
     Status start_https();
     void stop_https();
@@ -160,13 +160,13 @@ private:
     bool reconnecting_ = false;  // SIGUSR2: `reconnect` script once ESP answers again
     unsigned rekey_after_s_ = 0;  // the current keys' lifetime (getconfig <timeout>)
     int mtu_ = 0;
-    datapath::DatapathOptions esp_options_;
+    datapath::EspDatapathOptions esp_options_;
     bool esp_possible_ = false;   // ESP allowed, keys offered, a socket open
 
     mutable std::mutex mu_;       // the datapath pointers, against the stats reporter thread
     Transport transport_ = Transport::none;
     std::uint64_t switches_ = 0;
-    std::unique_ptr<datapath::Datapath> esp_;
+    std::unique_ptr<datapath::EspDatapath> esp_;
     std::unique_ptr<datapath::HttpsDatapath> https_;
 
     // ESP state.
@@ -230,9 +230,9 @@ datapath::DatapathStats GpTunnel::stats() const {
     return s;
 }
 
-Status GpTunnel::start_esp(datapath::InitialSas sas, bool probe_answered) {
+Status GpTunnel::start_esp(datapath::EspInitialSas sas, bool probe_answered) {
     const Clock::time_point now = Clock::now();
-    auto dp = datapath::Datapath::start(*tun_, *udp_, esp_options_, std::move(sas));
+    auto dp = datapath::EspDatapath::start(*tun_, *udp_, esp_options_, std::move(sas));
     if (!dp) return dp.error();
     std::lock_guard lock(mu_);
     esp_ = std::move(*dp);
@@ -316,7 +316,7 @@ Status GpTunnel::switch_to_https(const std::string& reason) {
 Status GpTunnel::switch_to_esp(const std::string& reason) {
     LOG_INFO << "switching back to ESP: " << reason << "; closing the HTTPS tunnel";
     stop_https();
-    datapath::InitialSas sas = prober_->release_sas();
+    datapath::EspInitialSas sas = prober_->release_sas();
     prober_.reset();
     if (Status s = start_esp(std::move(sas), true); !s) return s;
     ++switches_;
@@ -326,7 +326,7 @@ Status GpTunnel::switch_to_esp(const std::string& reason) {
 }
 
 Status GpTunnel::step_esp(Clock::time_point now) {
-    datapath::Liveness live = esp_->liveness();
+    datapath::EspLiveness live = esp_->liveness();
     if (!connected_) {
         if (live.last_probe_reply > probing_since_) {
             connected_ = true;
@@ -575,7 +575,7 @@ Result<TunnelEnd> GpTunnel::run() {
     rekey_at_ = esp ? next_rekey(Clock::now()) : Clock::time_point::max();
     TunnelEnd end = TunnelEnd::user_logout;
     for (bool running = true; running;) {
-        // The UDP socket only while the prober owns it (an ESP Datapath reads it otherwise).
+        // The UDP socket only while the prober owns it (an ESP EspDatapath reads it otherwise).
         pollfd p[2] = {{signals.fd(), POLLIN, 0}, {prober_ ? udp_->fd() : -1, POLLIN, 0}};
         poll(p, 2, 100);
         for (int sig; (sig = signals.next()) != 0;) {

@@ -27,16 +27,11 @@ public:
 
     void run() {
         batcher_.become_sender();
-        pollfd fds[2] = {{tun_fd_, POLLIN, 0}, {control.fd(), POLLIN, 0}};
         for (;;) {
             if (control.stop.load(std::memory_order_acquire)) return;
             if (control.begin_handling() && !send_keepalives()) return;
             if (!drain_tun() || !flushed(frames_.flush())) return;
-            if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
-                failure.set(std::string("HTTPS send: poll: ") + std::strerror(errno));
-                return;
-            }
-            if (fds[1].revents & POLLIN) control.drain();
+            if (!wait_for_work(control, tun_fd_, -1, failure)) return;
         }
     }
 
@@ -98,17 +93,12 @@ public:
           decoder_(std::max(o.max_frame_payload, std::max(o.max_inner_size, o.tun_mtu))) {}
 
     void run() {
-        pollfd fds[2] = {{fd_, POLLIN, 0}, {control.fd(), POLLIN, 0}};
         for (;;) {
             if (control.stop.load(std::memory_order_acquire)) return;
             // Drained before polling: bytes read along with START_TUNNEL may already
             // wait inside GnuTLS while the socket shows nothing.
             if (!drain_tls()) return;
-            if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
-                failure.set(std::string("HTTPS receive: poll: ") + std::strerror(errno));
-                return;
-            }
-            if (fds[1].revents & POLLIN) control.drain();
+            if (!wait_for_work(control, fd_, -1, failure)) return;
         }
     }
 
@@ -206,16 +196,16 @@ Result<std::unique_ptr<HttpsDatapath>> HttpsDatapath::start(io::TunDevice& tun, 
     if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
         return make_error(std::string("HTTPS tunnel: fcntl: ") + std::strerror(errno));
     std::unique_ptr<HttpsDatapath> dp(new HttpsDatapath());
-    try {
+    PipelinePair<HttpsSender, HttpsReceiver>& p = dp->pipes_;
+    Status started = p.start("HTTPS tunnel", "tls-tx", "tls-rx", [&] {
         dp->counters_ = std::make_unique<HttpsCounters>();
         dp->batcher_ = std::make_unique<io::TlsRecordBatcher>(session, fd);
-        dp->tx_ = std::make_unique<HttpsSender>(tun, session, *dp->batcher_, options, *dp->counters_);
-        dp->rx_ = std::make_unique<HttpsReceiver>(tun, session, fd, options, *dp->counters_);
-        dp->threads_.start("tls-tx", dp->tx_->control, [p = dp->tx_.get()] { p->run(); },
-                           "tls-rx", dp->rx_->control, [p = dp->rx_.get()] { p->run(); });
-    } catch (const std::exception& e) {
-        dp->stop();
-        return make_error(std::string("HTTPS tunnel: cannot start: ") + e.what());
+        p.tx = std::make_unique<HttpsSender>(tun, session, *dp->batcher_, options, *dp->counters_);
+        p.rx = std::make_unique<HttpsReceiver>(tun, session, fd, options, *dp->counters_);
+    });
+    if (!started) {
+        dp->batcher_.reset();
+        return started.error();
     }
     return dp;
 }
@@ -223,29 +213,20 @@ Result<std::unique_ptr<HttpsDatapath>> HttpsDatapath::start(io::TunDevice& tun, 
 HttpsDatapath::~HttpsDatapath() { stop(); }
 
 void HttpsDatapath::stop() {
-    if (stopped_) return;
-    stopped_ = true;
-    threads_.stop();
+    if (!batcher_) return;
+    pipes_.stop();
     batcher_.reset();  // plain socket calls again, e.g. for the close_notify
     if (tls_) tls_->close();
 }
 
-void HttpsDatapath::send_keepalive() {
-    if (stopped_) return;
-    tx_->keepalive_requests.fetch_add(1, std::memory_order_release);
-    tx_->control.notify();
-}
+void HttpsDatapath::send_keepalive() { pipes_.ask_tx(pipes_.tx->keepalive_requests); }
 
 HttpsStats HttpsDatapath::stats() const { return counters_->snapshot(); }
 
 std::chrono::steady_clock::time_point HttpsDatapath::last_rx() const {
-    return Clock::time_point(Clock::duration(rx_->last_rx.load(std::memory_order_relaxed)));
+    return Clock::time_point(Clock::duration(pipes_.rx->last_rx.load(std::memory_order_relaxed)));
 }
 
-std::optional<std::string> HttpsDatapath::failure() const {
-    if (auto f = tx_->failure.get()) return *f;
-    if (auto f = rx_->failure.get()) return *f;
-    return std::nullopt;
-}
+std::optional<std::string> HttpsDatapath::failure() const { return pipes_.failure("", ""); }
 
 }  // namespace espvpn::datapath

@@ -77,10 +77,7 @@ private:
     std::unique_ptr<io::TlsStream> tls_;
     std::unique_ptr<HttpsCounters> counters_;
     std::unique_ptr<io::TlsRecordBatcher> batcher_;
-    std::unique_ptr<HttpsSender> tx_;
-    std::unique_ptr<HttpsReceiver> rx_;
-    PipelineThreads threads_;  // after the pipelines: joined before they are destroyed
-    bool stopped_ = false;
+    PipelinePair<HttpsSender, HttpsReceiver> pipes_;
 };
 
 }  // namespace espvpn::datapath

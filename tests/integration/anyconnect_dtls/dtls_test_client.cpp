@@ -36,7 +36,7 @@
 #include <thread>
 
 #include "protocols/anyconnect/dtls_dpd.h"
-#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/dtls/dtls_datapath.h"
 #include "src/io/dtls_channel.h"
 #include "src/io/tls_stream.h"
 #include "src/io/tun_device.h"

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/dtls/dtls_datapath.h"
 #include "src/io/dtls_channel.h"
 #include "src/io/udp_socket.h"
 #include "tests/unit/src/datapath/tun_tls_harness.h"

@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "src/datapath/datapath_stats.h"
-#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/dtls/dtls_datapath.h"
 #include "src/datapath/handover_queue.h"
-#include "src/datapath/pipeline.h"
+#include "src/datapath/pipeline_threads.h"
+#include "src/datapath/udp_send.h"
 #include "src/datapath/too_big.h"
 #include "src/io/packet_batch.h"
 

@@ -104,10 +104,7 @@ public:
 
 private:
     DtlsDatapath();
-    std::unique_ptr<DtlsTxPipeline> tx_;
-    std::unique_ptr<DtlsRxPipeline> rx_;
-    PipelineThreads threads_;  // after the pipelines: joined before they are destroyed
-    bool stopped_ = false;
+    PipelinePair<DtlsTxPipeline, DtlsRxPipeline> pipes_;
 };
 
 }  // namespace espvpn::datapath

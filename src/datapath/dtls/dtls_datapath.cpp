@@ -1,7 +1,7 @@
-#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/dtls/dtls_datapath.h"
 
 
-#include "src/datapath/dtls_pipeline.h"
+#include "src/datapath/dtls/dtls_pipeline.h"
 
 namespace espvpn::datapath {
 
@@ -33,64 +33,45 @@ Result<std::unique_ptr<DtlsDatapath>> DtlsDatapath::start(io::TunDevice* tun, io
         options.rx_batch > io::UdpSocket::kMaxBatch)
         return make_error("DTLS datapath: batch sizes must be 1.." + std::to_string(io::UdpSocket::kMaxBatch));
     std::unique_ptr<DtlsDatapath> dp(new DtlsDatapath());
-    try {
-        dp->tx_ = std::make_unique<DtlsTxPipeline>(tun, udp, channel, options);
-        dp->rx_ = std::make_unique<DtlsRxPipeline>(udp, channel, options, *dp->tx_);
-        dp->threads_.start("dtls-tx", dp->tx_->control, [p = dp->tx_.get()] { p->run(); },
-                           "dtls-rx", dp->rx_->control, [p = dp->rx_.get()] { p->run(); });
-    } catch (const std::exception& e) {
-        dp->stop();
-        return make_error(std::string("DTLS datapath: cannot start: ") + e.what());
-    }
+    PipelinePair<DtlsTxPipeline, DtlsRxPipeline>& p = dp->pipes_;
+    Status started = p.start("DTLS datapath", "dtls-tx", "dtls-rx", [&] {
+        p.tx = std::make_unique<DtlsTxPipeline>(tun, udp, channel, options);
+        p.rx = std::make_unique<DtlsRxPipeline>(udp, channel, options, *p.tx);
+    });
+    if (!started) return started.error();
     return dp;
 }
 
 DtlsDatapath::~DtlsDatapath() { stop(); }
 
-void DtlsDatapath::stop() {
-    if (stopped_) return;
-    stopped_ = true;
-    threads_.stop();
-}
+void DtlsDatapath::stop() { pipes_.stop(); }
 
 Status DtlsDatapath::send(io::PacketBatch& batch) {
-    if (stopped_) return make_error("DTLS datapath: stopped");
-    return tx_->send_packets(batch);
+    if (pipes_.stopped) return make_error("DTLS datapath: stopped");
+    return pipes_.tx->send_packets(batch);
 }
 
-void DtlsDatapath::send_dpd_request() {
-    if (stopped_) return;
-    tx_->dpd_requests.fetch_add(1, std::memory_order_release);
-    tx_->control.notify();
-}
+void DtlsDatapath::send_dpd_request() { pipes_.ask_tx(pipes_.tx->dpd_requests); }
 
-void DtlsDatapath::send_keepalive() {
-    if (stopped_) return;
-    tx_->keepalives.fetch_add(1, std::memory_order_release);
-    tx_->control.notify();
-}
+void DtlsDatapath::send_keepalive() { pipes_.ask_tx(pipes_.tx->keepalives); }
 
 DtlsDatapathStats DtlsDatapath::stats() const {
     DtlsDatapathStats s;
-    s.tx = tx_->counters.snapshot();
-    s.rx = rx_->counters.snapshot();
+    s.tx = pipes_.tx->counters.snapshot();
+    s.rx = pipes_.rx->counters.snapshot();
     return s;
 }
 
 DtlsLiveness DtlsDatapath::liveness() const {
     using D = Clock::duration;
     DtlsLiveness l;
-    l.last_rx = Clock::time_point(D(rx_->last_rx.load(std::memory_order_relaxed)));
-    l.last_dpd_response = Clock::time_point(D(rx_->last_dpd_response.load(std::memory_order_relaxed)));
-    l.peer_disconnected = rx_->peer_disconnected.load(std::memory_order_relaxed);
-    l.peer_closed = rx_->peer_closed.load(std::memory_order_relaxed);
+    l.last_rx = Clock::time_point(D(pipes_.rx->last_rx.load(std::memory_order_relaxed)));
+    l.last_dpd_response = Clock::time_point(D(pipes_.rx->last_dpd_response.load(std::memory_order_relaxed)));
+    l.peer_disconnected = pipes_.rx->peer_disconnected.load(std::memory_order_relaxed);
+    l.peer_closed = pipes_.rx->peer_closed.load(std::memory_order_relaxed);
     return l;
 }
 
-std::optional<std::string> DtlsDatapath::failure() const {
-    if (auto f = tx_->failure.get()) return "tx: " + *f;
-    if (auto f = rx_->failure.get()) return "rx: " + *f;
-    return std::nullopt;
-}
+std::optional<std::string> DtlsDatapath::failure() const { return pipes_.failure(); }
 
 }  // namespace espvpn::datapath

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "protocols/anyconnect/dtls_framing.h"
-#include "src/datapath/dtls_pipeline.h"
+#include "src/datapath/dtls/dtls_pipeline.h"
 #include "src/datapath/too_big.h"
 #include "src/io/offload.h"
 
@@ -42,15 +42,10 @@ DtlsTxPipeline::DtlsTxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsC
 
 void DtlsTxPipeline::run() {
     // Data comes through send() from the tun's reader; this thread sends control packets.
-    pollfd fd{control.fd(), POLLIN, 0};
     for (;;) {
         handle_control();
         if (control.stop.load(std::memory_order_acquire)) return;
-        if (::poll(&fd, 1, -1) < 0 && errno != EINTR) {
-            failure.set(std::string("poll: ") + std::strerror(errno));
-            return;
-        }
-        if (fd.revents & POLLIN) control.drain();
+        if (!wait_for_work(control, -1, -1, failure)) return;
     }
 }
 

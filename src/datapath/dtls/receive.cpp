@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "protocols/anyconnect/dtls_framing.h"
-#include "src/datapath/dtls_pipeline.h"
+#include "src/datapath/dtls/dtls_pipeline.h"
 #include "src/io/offload.h"
 
 namespace espvpn::datapath {
@@ -52,16 +52,11 @@ DtlsRxPipeline::DtlsRxPipeline(io::UdpSocket& udp, io::DtlsChannel& channel,
       out_(plaintext_shape(options)) {}
 
 void DtlsRxPipeline::run() {
-    pollfd fds[2] = {{udp_.fd(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
     for (;;) {
         control.begin_handling();
         if (control.stop.load(std::memory_order_acquire)) return;
         if (!drain_udp()) return;
-        if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
-            failure.set(std::string("poll: ") + std::strerror(errno));
-            return;
-        }
-        if (fds[1].revents & POLLIN) control.drain();
+        if (!wait_for_work(control, udp_.fd(), -1, failure)) return;
     }
 }
 
