@@ -1,9 +1,9 @@
 // DtlsDatapath: the AnyConnect DTLS tunnel's two packet pipelines, one thread each.
 //
-//   tx (dtls_send.cpp):    send(batch) from the tun's reader -> type byte 0x00 in front
+//   tx (dtls/send.cpp):    send(batch) from the tun's reader -> type byte 0x00 in front
 //                          -> DTLS records (GnuTLS) into a batch -> sendmmsg / UDP GSO;
 //                          its thread sends the control packets (DPD, keepalive)
-//   rx (dtls_receive.cpp): recvmmsg / UDP GRO -> DTLS open (GnuTLS) -> type byte:
+//   rx (dtls/receive.cpp): recvmmsg / UDP GRO -> DTLS open (GnuTLS) -> type byte:
 //                          data -> options.deliver (the tun's owner); DPD request -> answered
 //                          by tx; DPD response / keepalive -> liveness; disconnect -> flag
 //
@@ -58,8 +58,7 @@ struct DtlsDatapathOptions {
     // Where received data packets go (each with >= 16 bytes of front room), on
     // the rx thread: the owner of the tun (AnyConnect: the CSTP pump).
     std::function<void(io::PacketBatch&)> deliver;
-    std::size_t tun_mtu = 0;     // the tun's MTU if larger than the channel's tunnel MTU
-    std::size_t tx_batch = 128;  // inner packets per tx batch
+    std::size_t tx_batch = 128;  // records per sendmmsg (larger batches from send() go in rounds)
     std::size_t rx_batch = 64;   // datagrams per rx batch
     unsigned icmp_too_big_per_second = 100;
 };

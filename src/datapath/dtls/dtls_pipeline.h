@@ -1,4 +1,4 @@
-// Internals of the DTLS pipelines (dtls_send.cpp, dtls_receive.cpp) and the
+// Internals of the DTLS pipelines (dtls/send.cpp, dtls/receive.cpp) and the
 // DtlsDatapath that owns them. Not for use outside src/datapath/.
 #pragma once
 
