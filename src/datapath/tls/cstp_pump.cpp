@@ -50,7 +50,7 @@ void CstpPump::resume() {
 }
 
 std::optional<std::pair<CstpEnd, std::string>> CstpPump::ended() const {
-    if (!ended_) return std::nullopt;
+    if (!ended_ || logout_in_progress_) return std::nullopt;
     std::lock_guard<std::mutex> lock(end_mutex_);
     return std::make_pair(end_, end_reason_);
 }
@@ -116,9 +116,14 @@ bool CstpPump::handle_requests() {
         bump(counters_.tx_keepalives);
     }
     if (what & kLogout) {
+        // The server closes the connection once it has the BYE: ended() waits for
+        // logout_sent_, or the caller would take that close for a lost BYE.
+        logout_in_progress_ = true;
         const std::vector<std::uint8_t> bye = anyconnect::cstp_logout_packet("Aborted by caller");
-        if (!sent(tx_.seal(bye)) || !sent(tx_.flush())) return false;
-        logout_sent_ = true;
+        const bool ok = sent(tx_.seal(bye)) && sent(tx_.flush());
+        logout_sent_ = ok;
+        logout_in_progress_ = false;
+        if (!ok) return false;
     }
     return true;
 }

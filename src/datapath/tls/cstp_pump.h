@@ -142,6 +142,7 @@ private:
     std::vector<std::uint8_t> early_;
     std::atomic<unsigned> pending_{0};
     std::atomic<bool> logout_sent_{false};
+    std::atomic<bool> logout_in_progress_{false};
     std::atomic<PacketCarrier*> channel_{nullptr};
     std::atomic<std::int64_t> dpd_request_ns_{0}, dpd_response_ns_{0};
     std::atomic<std::int64_t> last_rx_ns_{0}, last_tx_ns_{0};
