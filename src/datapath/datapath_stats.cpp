@@ -1,37 +1,23 @@
 #include "src/datapath/datapath_stats.h"
 
 #include <cstdio>
-#include <sstream>
-#include <string_view>
 
 namespace espvpn::datapath {
 
-TxStats TxCounters::snapshot() const {
-    TxStats s;
-#define ESPVPN_FIELD(name) s.name = name.load(std::memory_order_relaxed);
-    ESPVPN_TX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
+EspTxStats EspTxCounters::snapshot() const {
+    EspTxStats s;
+    load_into(s);
     s.spi = spi.load(std::memory_order_relaxed);
     s.next_sequence = next_sequence.load(std::memory_order_relaxed);
     s.needs_rekey = needs_rekey.load(std::memory_order_relaxed);
     return s;
 }
 
-RxStats RxCounters::snapshot() const {
-    RxStats s;
-#define ESPVPN_FIELD(name) s.name = name.load(std::memory_order_relaxed);
-    ESPVPN_RX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
+EspRxStats EspRxCounters::snapshot() const {
+    EspRxStats s;
+    load_into(s);
     s.spi = spi.load(std::memory_order_relaxed);
     s.previous_spi = previous_spi.load(std::memory_order_relaxed);
-    return s;
-}
-
-HttpsStats HttpsCounters::snapshot() const {
-    HttpsStats s;
-#define ESPVPN_FIELD(name) s.name = name.load(std::memory_order_relaxed);
-    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
     return s;
 }
 
@@ -44,22 +30,7 @@ const char* transport_name(Transport t) {
     return "none";
 }
 
-std::uint64_t DatapathStats::drops() const {
-    std::uint64_t n = 0;
-    auto add = [&](std::string_view name, std::uint64_t v) {
-        if (name.substr(0, 5) == "drop_") n += v;
-    };
-#define ESPVPN_FIELD(name) add(#name, tx.name);
-    ESPVPN_TX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-#define ESPVPN_FIELD(name) add(#name, rx.name);
-    ESPVPN_RX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-#define ESPVPN_FIELD(name) add(#name, https.name);
-    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    return n;
-}
+std::uint64_t DatapathStats::drops() const { return drops_of(tx) + drops_of(rx) + drops_of(https); }
 
 namespace {
 std::string hex_spi(std::uint32_t spi) {
@@ -70,55 +41,35 @@ std::string hex_spi(std::uint32_t spi) {
 }  // namespace
 
 std::string DatapathStats::to_json() const {
-    std::ostringstream o;
-    const char* sep = "";
-    o << "{\"transport\": \"" << transport_name(transport) << "\", \"transport_switches\": " << transport_switches
-      << ", \"tx\": {";
-#define ESPVPN_FIELD(name) o << sep << "\"" #name "\": " << tx.name, sep = ", ";
-    ESPVPN_TX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    o << ", \"spi\": \"" << hex_spi(tx.spi) << "\", \"next_sequence\": " << tx.next_sequence
-      << ", \"needs_rekey\": " << (tx.needs_rekey ? "true" : "false") << "}, \"rx\": {";
-    sep = "";
-#define ESPVPN_FIELD(name) o << sep << "\"" #name "\": " << rx.name, sep = ", ";
-    ESPVPN_RX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    o << ", \"spi\": \"" << hex_spi(rx.spi) << "\", \"previous_spi\": \"" << hex_spi(rx.previous_spi)
-      << "\"}, \"https\": {";
-    sep = "";
-#define ESPVPN_FIELD(name) o << sep << "\"" #name "\": " << https.name, sep = ", ";
-    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    o << "}}";
-    return o.str();
+    std::string o = "{\"transport\": \"" + std::string(transport_name(transport)) +
+                    "\", \"transport_switches\": " + std::to_string(transport_switches) + ", \"tx\": {";
+    append_json_members(o, static_cast<const EspTxCounts&>(tx));
+    o += ", \"spi\": \"" + hex_spi(tx.spi) + "\", \"next_sequence\": " + std::to_string(tx.next_sequence) +
+         ", \"needs_rekey\": " + (tx.needs_rekey ? "true" : "false") + "}, \"rx\": {";
+    append_json_members(o, static_cast<const EspRxCounts&>(rx));
+    o += ", \"spi\": \"" + hex_spi(rx.spi) + "\", \"previous_spi\": \"" + hex_spi(rx.previous_spi) +
+         "\"}, \"https\": {";
+    append_json_members(o, https);
+    return o + "}}";
 }
 
 std::string DatapathStats::to_text() const {
     // Zero counters are left out: the line stays readable and every non-zero drop shows.
-    std::ostringstream o;
+    std::string o;
     // The transport and HTTPS lines only once there is an HTTPS side to speak of.
     bool https_used = transport == Transport::https || transport_switches != 0;
-#define ESPVPN_FIELD(name) https_used = https_used || https.name != 0;
-    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    if (https_used) o << "transport=" << transport_name(transport) << " switches=" << transport_switches << "\n";
-    o << "tx spi=" << hex_spi(tx.spi) << " seq=" << tx.next_sequence;
-#define ESPVPN_FIELD(name) \
-    if (tx.name) o << " " #name "=" << tx.name;
-    ESPVPN_TX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    o << "\nrx spi=" << hex_spi(rx.spi) << " previous=" << hex_spi(rx.previous_spi);
-#define ESPVPN_FIELD(name) \
-    if (rx.name) o << " " #name "=" << rx.name;
-    ESPVPN_RX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    if (!https_used) return o.str();
-    o << "\nhttps";
-#define ESPVPN_FIELD(name) \
-    if (https.name) o << " " #name "=" << https.name;
-    ESPVPN_HTTPS_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    return o.str();
+    https.for_each([&](std::string_view, std::uint64_t x) { https_used = https_used || x != 0; });
+    if (https_used)
+        o += "transport=" + std::string(transport_name(transport)) + " switches=" + std::to_string(transport_switches) +
+             "\n";
+    o += "tx spi=" + hex_spi(tx.spi) + " seq=" + std::to_string(tx.next_sequence);
+    append_nonzero_text(o, static_cast<const EspTxCounts&>(tx));
+    o += "\nrx spi=" + hex_spi(rx.spi) + " previous=" + hex_spi(rx.previous_spi);
+    append_nonzero_text(o, static_cast<const EspRxCounts&>(rx));
+    if (!https_used) return o;
+    o += "\nhttps";
+    append_nonzero_text(o, https);
+    return o;
 }
 
 }  // namespace espvpn::datapath

@@ -1,15 +1,64 @@
 #include "src/datapath/pipeline_threads.h"
 
-#include "src/datapath/pipeline.h"
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "src/log/logger.h"
 
 namespace espvpn::datapath {
 
-void PipelineThreads::start(ControlChannel& tx, std::function<void()> tx_run, ControlChannel& rx,
-                            std::function<void()> rx_run) {
+ControlChannel::ControlChannel() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+}
+
+ControlChannel::~ControlChannel() { ::close(fd_); }
+
+void ControlChannel::notify() {
+    pending_.store(true, std::memory_order_release);
+    const std::uint64_t one = 1;
+    (void)!::write(fd_, &one, sizeof one);  // only fails when the counter is saturated: still readable
+}
+
+void ControlChannel::drain() {
+    std::uint64_t value;
+    (void)!::read(fd_, &value, sizeof value);
+}
+
+void PipelineFailure::set(std::string message) {
+    LOG_ERROR << "datapath: " << message;
+    message_ = std::move(message);
+    failed_.store(true, std::memory_order_release);
+}
+
+std::optional<std::string> PipelineFailure::get() const {
+    if (!failed_.load(std::memory_order_acquire)) return std::nullopt;
+    return message_;
+}
+
+bool wait_for_work(ControlChannel& control, int fd, int timeout_ms, PipelineFailure& failure) {
+    pollfd fds[2] = {{fd, POLLIN, 0}, {control.fd(), POLLIN, 0}};  // fd -1 is ignored
+    if (::poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
+        failure.set(std::string("poll: ") + std::strerror(errno));
+        return false;
+    }
+    if (fds[1].revents & POLLIN) control.drain();
+    return true;
+}
+
+void PipelineThreads::start(const char* tx_name, ControlChannel& tx, std::function<void()> tx_run,
+                            const char* rx_name, ControlChannel& rx, std::function<void()> rx_run) {
     tx_control_ = &tx;
     rx_control_ = &rx;
     tx_ = std::thread(std::move(tx_run));
+    (void)::pthread_setname_np(tx_.native_handle(), tx_name);
     rx_ = std::thread(std::move(rx_run));
+    (void)::pthread_setname_np(rx_.native_handle(), rx_name);
 }
 
 void PipelineThreads::stop() {

@@ -3,7 +3,7 @@
 //
 // The SIGUSR1 handler only writes to an eventfd (async-signal-safe); the
 // reporter thread polls that eventfd and the JSON period. Stats come from a
-// callback so the owner decides what to show (e.g. Datapath::stats()).
+// callback so the owner decides what to show (e.g. EspDatapath::stats()).
 #pragma once
 
 #include <chrono>

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "src/datapath/datapath.h"
+#include "src/datapath/esp/esp_datapath.h"
 #include "src/datapath/stats_reporter.h"
 #include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
@@ -153,7 +153,7 @@ private:
     EndpointOptions o_;
     std::optional<io::TunDevice> tun_;
     std::optional<io::UdpSocket> udp_;
-    std::unique_ptr<datapath::Datapath> dp_;
+    std::unique_ptr<datapath::EspDatapath> dp_;
     std::uint64_t generation_ = 0;
     std::uint32_t c2s_spi_ = 0, s2c_spi_ = 0;  // a new SA pair even if a writer reuses a generation number
     bool connected_ = false;
@@ -235,7 +235,7 @@ void EspEndpoint::write_status() const {
 // has been quiet for 10 s (DPD).
 void EspEndpoint::probe_tick(Clock::time_point now) {
     if (role_ != EndpointRole::client || !o_.probe) return;
-    const datapath::Liveness l = dp_->liveness();
+    const datapath::EspLiveness l = dp_->liveness();
     if (!connected_ && l.last_probe_reply >= probing_since_) {
         connected_ = true;
         connected_at_ = now;
@@ -310,7 +310,7 @@ int EspEndpoint::run() {
     }
     udp_.emplace(std::move(*udp));
 
-    datapath::DatapathOptions d;
+    datapath::EspDatapathOptions d;
     d.max_inner_size = o_.max_inner;
     d.tun_mtu = o_.mtu;
     d.learn_peer = role_ == EndpointRole::gateway;
@@ -322,7 +322,7 @@ int EspEndpoint::run() {
         }
         d.probe = *target;
     }
-    auto dp = datapath::Datapath::start(*tun_, *udp_, d);
+    auto dp = datapath::EspDatapath::start(*tun_, *udp_, d);
     if (!dp) {
         std::fprintf(stderr, "%s: %s\n", program(role_), dp.error().message.c_str());
         return 1;

@@ -1,5 +1,5 @@
 // One end of a userspace ESP tunnel driven by an SA file instead of a login:
-// a tun device + a UDP socket + the project's Datapath, with keys read from
+// a tun device + a UDP socket + the project's EspDatapath, with keys read from
 // the fake GP gateway's SA file (env form) and re-read whenever it changes.
 //
 //  - gateway role (tools/esp-gateway): the GP gateway's ESP endpoint. Unconnected

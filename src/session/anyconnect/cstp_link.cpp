@@ -10,8 +10,8 @@
 namespace espvpn::session {
 
 using Clock = std::chrono::steady_clock;
-using cstp::CstpPump;
-using cstp::kPollMs;
+using datapath::CstpPump;
+constexpr int kPollMs = 100;
 
 namespace {
 
@@ -48,17 +48,6 @@ Result<ConnectOutcome> send_connect(io::TlsStream& tls, const Secret& request, a
 }
 
 }  // namespace
-
-void add_cstp(cstp::CstpStats& sum, const cstp::CstpStats& c) {
-    sum.tx_packets += c.tx_packets;
-    sum.tx_bytes += c.tx_bytes;
-    sum.rx_packets += c.rx_packets;
-    sum.rx_bytes += c.rx_bytes;
-    sum.drop_rx += c.drop_rx;
-    sum.dpd_requests_sent += c.dpd_requests_sent;
-    sum.dpd_answered += c.dpd_answered;
-    sum.keepalives_sent += c.keepalives_sent;
-}
 
 void add_dtls_history(AcDtlsStats& sum, const AcDtlsStats& d) {
     sum.handshakes += d.handshakes;
@@ -105,7 +94,7 @@ Result<std::unique_ptr<CstpLink>> CstpLink::connect_on(std::unique_ptr<io::TlsSt
 }
 
 void CstpLink::start(io::TunDevice& tun, int mtu, const DtlsSetup& dtls) {
-    pump_ = std::make_unique<CstpPump>(*tls_, tun, mtu);
+    pump_ = std::make_unique<CstpPump>(tls_->native(), tls_->fd(), tun, mtu);
     dtls_ = dtls;
     tun_ = &tun;
     open_channel(mtu);
@@ -117,6 +106,17 @@ std::unique_ptr<AcDataChannel> CstpLink::renew_channel(int mtu) {
     std::unique_ptr<AcDataChannel> old = std::move(channel_);
     open_channel(mtu);
     return old;
+}
+
+std::optional<std::pair<AcTunnelEnd, std::string>> CstpLink::ended() const {
+    auto e = pump_ ? pump_->ended() : std::nullopt;
+    if (!e) return std::nullopt;
+    switch (e->first) {
+        case datapath::CstpEnd::server_disconnect: return std::make_pair(AcTunnelEnd::server_disconnect, e->second);
+        case datapath::CstpEnd::connection_lost: return std::make_pair(AcTunnelEnd::connection_lost, e->second);
+        case datapath::CstpEnd::error: break;
+    }
+    return std::make_pair(AcTunnelEnd::error, e->second);
 }
 
 void CstpLink::logout() {

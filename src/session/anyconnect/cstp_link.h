@@ -20,13 +20,12 @@
 #include "src/io/packet_batch.h"
 #include "src/io/tls_stream.h"
 #include "src/io/tun_device.h"
-#include "src/session/ac_cstp_pump.h"
+#include "src/datapath/tls/cstp_pump.h"
 #include "src/session/anyconnect/tunnel.h"
 
 namespace espvpn::session {
 
-// Counter sums over the connections of a session.
-void add_cstp(cstp::CstpStats& sum, const cstp::CstpStats& c);
+// Counter sums over the connections of a session (CSTP's: TlsTunnelStats::add).
 // The counters of a DTLS channel that has ended, kept for the session's totals.
 void add_dtls_history(AcDtlsStats& sum, const AcDtlsStats& d);
 
@@ -88,9 +87,11 @@ public:
     // server keeps the session for the next CONNECT. The channel's counters go to `history`.
     void stop(AcDtlsStats* history = nullptr);
 
-    cstp::CstpPump* pump() { return pump_.get(); }
+    datapath::CstpPump* pump() { return pump_.get(); }
+    // Set once the pump ended (server BYE, EOF, error); says why.
+    std::optional<std::pair<AcTunnelEnd, std::string>> ended() const;
     AcDataChannel* channel() const { return channel_.get(); }
-    cstp::CstpStats cstp_stats() const { return pump_ ? pump_->stats() : stopped_cstp_; }
+    datapath::TlsTunnelStats cstp_stats() const { return pump_ ? pump_->stats() : stopped_cstp_; }
 
     // Control-thread state of this connection.
     std::int64_t last_dpd_sent = 0;
@@ -107,9 +108,9 @@ private:
     std::vector<std::uint8_t> early_bytes_;
     DtlsSetup dtls_;
     io::TunDevice* tun_ = nullptr;
-    std::unique_ptr<cstp::CstpPump> pump_;
+    std::unique_ptr<datapath::CstpPump> pump_;
     std::unique_ptr<AcDataChannel> channel_;
-    cstp::CstpStats stopped_cstp_;
+    datapath::TlsTunnelStats stopped_cstp_;
 };
 
 // Where a new connection goes.

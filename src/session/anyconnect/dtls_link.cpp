@@ -225,9 +225,7 @@ private:
         }
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
         datapath::DtlsDatapathOptions d;
-        d.read_tun = false;
         d.deliver = [this](io::PacketBatch& batch) { sink_.deliver(batch); };
-        d.tun_mtu = static_cast<std::size_t>(std::max(current_mtu_, 0));
         auto dp = datapath::DtlsDatapath::start(context_.tun, *live->udp, *live->channel, d);
         if (!dp) return dp.error();
         live->datapath = std::move(*dp);

@@ -44,9 +44,9 @@ Result<TunnelConfig> map_ac_tunnel_config(const anyconnect::AcCstpConfig& r, con
 
 namespace {
 
-using cstp::CstpPump;
-using cstp::kPollMs;
-using cstp::now_ns;
+using datapath::CstpPump;
+using datapath::now_ns;
+constexpr int kPollMs = 100;
 
 std::int64_t ms_since(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -66,7 +66,7 @@ struct AcSessionCounters {
 
 // The session's counters at one moment: totals over every connection so far.
 struct AcStatsSnapshot {
-    cstp::CstpStats cstp;
+    datapath::TlsTunnelStats cstp;
     std::optional<AcDtlsStats> dtls;  // nullopt: DTLS not offered
     AcSessionCounters counters;
     bool connected = true;            // false during an outage
@@ -75,18 +75,16 @@ struct AcStatsSnapshot {
 // --stats-json for AnyConnect: which channel carries data, both channels' counters
 // (totals over every connection of the session), reconnects and rekeys.
 std::string stats_json(const AcStatsSnapshot& s, int dpd_s, anyconnect::AcRekeyMethod rekey, int rekey_s) {
-    const cstp::CstpStats& c = s.cstp;
+    const datapath::TlsTunnelStats& c = s.cstp;
     const std::optional<AcDtlsStats>& d = s.dtls;
     const AcSessionCounters& n = s.counters;
     std::string j = "{\"protocol\": \"anyconnect\"";
     j += std::string(", \"transport\": \"") + (!s.connected ? "none" : d && d->carrying ? "dtls" : "cstp") + "\"";
     j += ", \"transport_switches\": " + std::to_string(d ? d->transport_switches : 0);
     j += ", \"dpd_s\": " + std::to_string(dpd_s);
-    j += ", \"cstp\": {\"tx_packets\": " + std::to_string(c.tx_packets) + ", \"tx_bytes\": " +
-         std::to_string(c.tx_bytes) + ", \"rx_packets\": " + std::to_string(c.rx_packets) + ", \"rx_bytes\": " +
-         std::to_string(c.rx_bytes) + ", \"drop_rx\": " + std::to_string(c.drop_rx) +
-         ", \"dpd_requests_sent\": " + std::to_string(c.dpd_requests_sent) + ", \"dpd_answered\": " +
-         std::to_string(c.dpd_answered) + ", \"keepalives_sent\": " + std::to_string(c.keepalives_sent) + "}";
+    j += ", \"cstp\": {";
+    datapath::append_json_members(j, c);
+    j += "}";
     if (d) {
         j += ", \"dtls\": {\"state\": \"" + std::string(d->carrying ? "up" : d->disabled ? "disabled" : "down") +
              "\", \"mode\": \"" + d->mode + "\", \"session\": \"" + d->description +
@@ -102,18 +100,18 @@ std::string stats_json(const AcStatsSnapshot& s, int dpd_s, anyconnect::AcRekeyM
     j += ", \"rekey\": {\"method\": \"" + std::string(anyconnect::rekey_method_name(rekey)) + "\", \"interval_s\": " +
          std::to_string(rekey_s) + ", \"ssl\": " + std::to_string(n.rekeys_ssl) + ", \"last_rehandshake_ms\": " +
          std::to_string(n.last_rehandshake_ms) + ", \"fallbacks\": " + std::to_string(n.rekey_fallbacks) + "}";
-    j += ", \"drops\": " + std::to_string(c.drop_rx + (d ? d->totals.drops() : 0) + n.outage_drops) + "}";
+    j += ", \"drops\": " + std::to_string(datapath::drops_of(c) + (d ? d->totals.drops() : 0) + n.outage_drops) + "}";
     return j;
 }
 
 std::string stats_text(const AcStatsSnapshot& s) {
-    const cstp::CstpStats& c = s.cstp;
+    const datapath::TlsTunnelStats& c = s.cstp;
     const std::optional<AcDtlsStats>& d = s.dtls;
     const AcSessionCounters& n = s.counters;
     std::string t = "CSTP: tx " + std::to_string(c.tx_packets) + " packets / " + std::to_string(c.tx_bytes) +
                     " bytes, rx " + std::to_string(c.rx_packets) + " packets / " + std::to_string(c.rx_bytes) +
-                    " bytes, dropped rx " + std::to_string(c.drop_rx) + ", DPD answered " +
-                    std::to_string(c.dpd_answered);
+                    " bytes, dropped " + std::to_string(datapath::drops_of(c)) + ", DPD answered " +
+                    std::to_string(c.tx_dpd_responses);
     if (n.reconnects || n.renewals || n.rekeys_ssl || n.outage_drops)
         t += "; reconnects " + std::to_string(n.reconnects) + " (tun packets dropped meanwhile " +
              std::to_string(n.outage_drops) + "), new connections while up " + std::to_string(n.renewals) +
@@ -196,7 +194,7 @@ private:
 
     mutable std::mutex link_mutex_;  // link_ swaps vs. the stats reporter
     std::unique_ptr<CstpLink> link_;
-    cstp::CstpStats cstp_history_;
+    datapath::TlsTunnelStats cstp_history_;
     AcDtlsStats dtls_history_;
     AcSessionCounters counters_;
     std::unique_ptr<TunDrain> drain_;
@@ -352,7 +350,7 @@ void AcDriver::retire_link() {
     AcDtlsStats d;
     old->stop(&d);
     std::lock_guard<std::mutex> lock(link_mutex_);
-    add_cstp(cstp_history_, old->cstp_stats());
+    cstp_history_.add(old->cstp_stats());
     add_dtls_history(dtls_history_, d);
 }
 
@@ -424,7 +422,7 @@ std::vector<LinkEvent> AcDriver::step(Clock::time_point now, const SessionContro
         if (!attempting) return {renew_for_rekey(why)};  // else the one being made takes over
         return {};
     }
-    if (auto e = pump.ended()) {
+    if (auto e = link.ended()) {
         // While its replacement is being made, the old link's end waits for that attempt: a server
         // moving the session to the new connection (ocserv: "session re-use") ends the old one first.
         if (attempting) return {};
@@ -463,7 +461,7 @@ AcStatsSnapshot AcDriver::snapshot() const {
     std::lock_guard<std::mutex> lock(link_mutex_);
     AcStatsSnapshot s;
     s.cstp = cstp_history_;
-    if (link_) add_cstp(s.cstp, link_->cstp_stats());
+    if (link_) s.cstp.add(link_->cstp_stats());
     s.counters = counters_;
     if (drain_) s.counters.outage_drops += drain_->dropped();
     s.connected = link_ != nullptr;

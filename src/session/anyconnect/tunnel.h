@@ -47,7 +47,8 @@
 #include "crypto/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/connect.h"
-#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/dtls/dtls_datapath.h"
+#include "src/datapath/tls/cstp_pump.h"
 #include "src/io/https_client.h"
 #include "src/io/packet_batch.h"
 #include "src/session/anyconnect/login.h"
@@ -57,14 +58,8 @@
 
 namespace espvpn::session {
 
-// Where packets received on a second channel go: the tun, shared with the CSTP
-// receive thread (one lock per batch, never per packet).
-class AcPacketSink {
-public:
-    virtual ~AcPacketSink() = default;
-    // Packets need kVirtioNetHdrSize bytes of front room.
-    virtual void deliver(io::PacketBatch& batch) = 0;
-};
+// Where packets received on a second channel go: the CSTP pump, the tun's owner.
+using AcPacketSink = datapath::PacketSink;
 
 // What a DTLS channel is built from.
 struct AcDtlsContext {
@@ -93,14 +88,8 @@ struct AcDtlsStats {
 
 // A data carrier beside CSTP (the DTLS channel). It runs its own threads
 // (handshake, receive into the sink, DPD); the tunnel only asks it to send.
-class AcDataChannel {
+class AcDataChannel : public datapath::PacketCarrier {
 public:
-    virtual ~AcDataChannel() = default;
-    // True while data should go this way; read by the tx thread once per batch.
-    virtual bool carrying() const = 0;
-    // tx thread: sends every IP packet of the batch (each has >= 1 byte of front room).
-    // An error makes the tunnel fall back to CSTP.
-    virtual Status send(io::PacketBatch& batch) = 0;
     virtual AcDtlsStats stats() const = 0;
 };
 

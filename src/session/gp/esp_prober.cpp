@@ -61,8 +61,8 @@ bool EspProber::take_replies() {
     return answered_;
 }
 
-datapath::InitialSas EspProber::release_sas() {
-    datapath::InitialSas s{std::move(out_), std::move(in_)};
+datapath::EspInitialSas EspProber::release_sas() {
+    datapath::EspInitialSas s{std::move(out_), std::move(in_)};
     out_.reset();
     in_.reset();
     return s;

@@ -2,16 +2,16 @@
 // traffic: seals GP ESP probes with a fresh SA pair, sends them on the ESP UDP
 // socket and opens what comes back, on the control thread (a few packets a
 // second, so no datapath threads). When a reply arrives, the SAs are handed to
-// a new ESP Datapath, sequence numbers and replay window intact.
+// a new ESP EspDatapath, sequence numbers and replay window intact.
 //
-// The UDP socket is the prober's alone while it exists (no ESP Datapath runs).
+// The UDP socket is the prober's alone while it exists (no ESP EspDatapath runs).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
 #include "protocols/esp/esp_sa.h"
-#include "src/datapath/datapath.h"
+#include "src/datapath/esp/esp_datapath.h"
 #include "src/io/packet_batch.h"
 #include "src/io/udp_socket.h"
 
@@ -30,7 +30,7 @@ public:
     std::uint64_t datagrams_dropped() const { return dropped_; }
 
     // The SAs for the ESP datapath (the prober is spent afterwards).
-    datapath::InitialSas release_sas();
+    datapath::EspInitialSas release_sas();
 
 private:
     io::UdpSocket& udp_;

@@ -7,8 +7,8 @@
 #include "crypto/esp_transform.h"
 #include "protocols/esp/esp_sa.h"
 #include "protocols/gp/https_tunnel.h"
-#include "src/datapath/datapath.h"
-#include "src/datapath/https_pipeline.h"
+#include "src/datapath/esp/esp_datapath.h"
+#include "src/datapath/tls/gp_https_tunnel.h"
 #include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
@@ -166,7 +166,7 @@ private:
         return std::max<Clock::duration>(std::chrono::seconds(1), timers_.dpd_interval / 2);
     }
 
-    Status start_esp(datapath::InitialSas sas, bool probe_answered);
+    Status start_esp(datapath::EspInitialSas sas, bool probe_answered);
     void stop_esp();
     // The HTTPS tunnel on a connection that took the tunnel GET.
     Status start_https(std::unique_ptr<io::TlsStream> tls);
@@ -199,14 +199,14 @@ private:
     std::optional<EspSuite> suite_;
     unsigned rekey_after_s_ = 0;  // the current keys' lifetime (getconfig <timeout>)
     int mtu_ = 0;
-    datapath::DatapathOptions esp_options_;
+    datapath::EspDatapathOptions esp_options_;
     bool esp_possible_ = false;   // ESP allowed, keys offered, a socket open
     std::optional<LinkEvent> pending_up_;
 
     mutable std::mutex mu_;       // the datapath pointers, against the stats reporter thread
     Transport transport_ = Transport::none;
     std::uint64_t switches_ = 0;
-    std::unique_ptr<datapath::Datapath> esp_;
+    std::unique_ptr<datapath::EspDatapath> esp_;
     std::unique_ptr<datapath::HttpsDatapath> https_;
 
     // ESP state.
@@ -261,9 +261,9 @@ datapath::DatapathStats GpDriver::stats() const {
     return s;
 }
 
-Status GpDriver::start_esp(datapath::InitialSas sas, bool probe_answered) {
+Status GpDriver::start_esp(datapath::EspInitialSas sas, bool probe_answered) {
     const Clock::time_point now = Clock::now();
-    auto dp = datapath::Datapath::start(*tun_, *udp_, esp_options_, std::move(sas));
+    auto dp = datapath::EspDatapath::start(*tun_, *udp_, esp_options_, std::move(sas));
     if (!dp) return dp.error();
     std::lock_guard lock(mu_);
     esp_ = std::move(*dp);
@@ -346,7 +346,7 @@ LinkEvent GpDriver::switch_to_https(const std::string& reason) {
 LinkEvent GpDriver::switch_to_esp(const std::string& reason) {
     LOG_INFO << "switching back to ESP: " << reason << "; closing the HTTPS tunnel";
     stop_https();
-    datapath::InitialSas sas = prober_->release_sas();
+    datapath::EspInitialSas sas = prober_->release_sas();
     prober_.reset();
     if (Status s = start_esp(std::move(sas), true); !s) return LinkEvent::ended(TunnelEnd::error, s.error().message);
     ++switches_;
@@ -355,7 +355,7 @@ LinkEvent GpDriver::switch_to_esp(const std::string& reason) {
 }
 
 std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting) {
-    datapath::Liveness live = esp_->liveness();
+    datapath::EspLiveness live = esp_->liveness();
     if (auto f = esp_->failure()) return {LinkEvent::ended(TunnelEnd::error, "datapath stopped: " + *f)};
     if (!connected_) {
         if (live.last_probe_reply > probing_since_) {

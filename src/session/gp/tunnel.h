@@ -1,7 +1,7 @@
 // The GlobalProtect tunnel, once logged in: tun device, host configuration
 // (built-in or vpnc-script), and the transport that carries the packets:
 //
-//   ESP over UDP (datapath/Datapath) while its probe is answered, with DPD and
+//   ESP over UDP (datapath/EspDatapath) while its probe is answered, with DPD and
 //   rekey (a new getconfig whose SAs are installed beside the old ones);
 //   the HTTPS tunnel (datapath/HttpsDatapath, GET ssl-tunnel-connect on the
 //   gateway's TLS port) when the probe goes unanswered, ESP dies later, the user

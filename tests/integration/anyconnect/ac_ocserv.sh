@@ -780,9 +780,9 @@ sigusr2_blocked)
   ping_lan
   kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited"
   ! grep -q "connection to the server lost" "$work/u2b.log" || fail "an outage started: $(grep 'connection to the server lost' "$work/u2b.log")"
-  dpd0=$(json "$work/u2b.json" "d['cstp']['dpd_requests_sent']")
+  dpd0=$(json "$work/u2b.json" "d['cstp']['tx_dpd_requests']")
   stats_check u2b "d['transport'] != 'none' and d['reconnect']['renewals'] == 0 and d['reconnect']['reconnects'] == 0 \
-    and d['cstp']['dpd_requests_sent'] > $dpd0" || fail "the stats show a reconnect, no transport or no CSTP DPD sent"
+    and d['cstp']['tx_dpd_requests'] > $dpd0" || fail "the stats show a reconnect, no transport or no CSTP DPD sent"
   ip netns exec "$nsg" nft delete table inet acnew
   kill -USR2 "$client_pid"
   wait_for "$work/u2b.log" "reconnected to .*(SIGUSR2)" 15 || fail "no new connection after SIGUSR2 once unblocked"

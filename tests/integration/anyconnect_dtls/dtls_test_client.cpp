@@ -15,13 +15,16 @@
 // reads the CSTP stream after the headers).
 //
 // Otherwise: the mini CONNECT of dtls_test_server.cpp, the DTLS handshake, then
-// a tun with the tunnel MTU and the DTLS datapath for S seconds; sends one DPD
+// a tun with the tunnel MTU (read by a thread of this client, as the CSTP pump
+// reads it in the product) and the DTLS datapath for S seconds; sends one DPD
 // request and one keepalive; prints "TUNNEL UP", then "STATS <json>" and a
 // "RESULT ..." line, and exits 0 when DPD worked both ways. A failed handshake
 // prints "HANDSHAKE FAILED <message> after <ms>" and exits 3.
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <bitset>
 #include <chrono>
 #include <fstream>
@@ -33,7 +36,7 @@
 #include <thread>
 
 #include "protocols/anyconnect/dtls_dpd.h"
-#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/dtls/dtls_datapath.h"
 #include "src/io/dtls_channel.h"
 #include "src/io/tls_stream.h"
 #include "src/io/tun_device.h"
@@ -234,7 +237,19 @@ int main(int argc, char** argv) {
     must(tun.set_mtu(static_cast<unsigned>(channel->tunnel_mtu())), "tun MTU");
     must(tun.set_up(true), "tun up");
     must(tun.add_address(must(io::InterfaceAddress::parse(address), "address")), "tun address");
-    auto dp = must(datapath::DtlsDatapath::start(&tun, udp, *channel, {}), "DTLS datapath");
+    // The tun's reader and writer are this client's (in the product: the CSTP pump).
+    datapath::DtlsDatapathOptions dopt;
+    dopt.deliver = [&tun](io::PacketBatch& batch) { (void)tun.write_packets(batch); };
+    auto dp = must(datapath::DtlsDatapath::start(&tun, udp, *channel, dopt), "DTLS datapath");
+    std::atomic<bool> reading{true};
+    std::thread tun_reader([&] {
+        io::PacketBatch batch(io::PacketBatchShape{128, std::max<std::size_t>(channel->tunnel_mtu(), 1500), 16, 0});
+        while (reading) {
+            if (!tun.wait_readable(50)) continue;
+            batch.clear();
+            if (auto got = tun.read_packets(batch); got && *got) (void)dp->send(batch);
+        }
+    });
     std::printf("TUNNEL UP %s mtu=%zu\n", tun.name().c_str(), channel->tunnel_mtu());
     std::fflush(stdout);
 
@@ -259,6 +274,8 @@ int main(int argc, char** argv) {
     const datapath::DtlsDatapathStats s = dp->stats();
     const datapath::DtlsLiveness l = dp->liveness();
     const std::optional<std::string> failure = dp->failure();
+    reading = false;
+    tun_reader.join();
     dp->stop();
     tls->close();  // tells the server to report
     std::printf("STATS %s\n", s.to_json().c_str());

@@ -1,7 +1,7 @@
 // esp-test-client: TEST/BENCH ENTRY ONLY. The client end of an ESP tunnel
 // driven by an SA file (written by gp_getconfig.py from a real getconfig reply)
 // instead of a GP login, until the GP session drives the datapath itself.
-// Same code path as the session will use: TunDevice + UdpSocket + Datapath.
+// Same code path as the session will use: TunDevice + UdpSocket + EspDatapath.
 //
 // It also counts C++ heap allocations over its whole life and prints
 // "allocations=N" at exit, so the tests can check the packet path allocates

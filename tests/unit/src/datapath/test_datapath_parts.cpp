@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "src/datapath/datapath.h"
-#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/esp/esp_datapath.h"
+#include "src/datapath/dtls/dtls_datapath.h"
 #include "src/datapath/stats_reporter.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/handover_queue.h"
@@ -141,11 +141,11 @@ TEST_CASE("stats JSON names every counter; text shows the non-zero ones") {
 }
 
 TEST_CASE("live counters snapshot what their thread stored") {
-    TxCounters c;
+    EspTxCounters c;
     bump(c.esp_packets, 5);
     bump(c.esp_packets);
     mirror(c.udp_sent, 9);
-    TxStats s = c.snapshot();
+    EspTxStats s = c.snapshot();
     CHECK(s.esp_packets == 6);
     CHECK(s.udp_sent == 9);
 }

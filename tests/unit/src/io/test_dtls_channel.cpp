@@ -20,9 +20,10 @@
 #include <thread>
 #include <vector>
 
-#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/dtls/dtls_datapath.h"
 #include "src/io/dtls_channel.h"
 #include "src/io/udp_socket.h"
+#include "tests/unit/src/datapath/tun_tls_harness.h"
 
 using namespace espvpn;
 using namespace espvpn::io;
@@ -331,7 +332,6 @@ TEST_CASE("DTLS datapath in session mode: send batches, deliver data, answer DPD
     std::mutex m;
     std::vector<std::vector<std::uint8_t>> delivered;
     datapath::DtlsDatapathOptions dopt;
-    dopt.read_tun = false;
     dopt.deliver = [&](PacketBatch& b) {
         std::lock_guard<std::mutex> lock(m);
         for (std::size_t i = 0; i < b.size(); ++i) {
@@ -339,7 +339,7 @@ TEST_CASE("DTLS datapath in session mode: send batches, deliver data, answer DPD
             delivered.emplace_back(b.packet(i).begin(), b.packet(i).end());
         }
     };
-    CHECK(!datapath::DtlsDatapath::start(nullptr, peer.client, **ch, {}));  // tun mode needs a tun
+    CHECK(!datapath::DtlsDatapath::start(nullptr, peer.client, **ch, {}));  // received data needs a deliver function
     auto started = datapath::DtlsDatapath::start(nullptr, peer.client, **ch, dopt);
     REQUIRE(started);
     auto& dp = *started.value();
@@ -421,4 +421,53 @@ TEST_CASE("DTLS datapath in session mode: send batches, deliver data, answer DPD
     CHECK(!dp.failure());
     CHECK(st.to_json().find("\"drop_compressed\": 1") != std::string::npos);
     CHECK(!dp.send(batch));  // stopped
+}
+
+// As for every pipeline: a packet above the tunnel MTU, read from the tun by its
+// reader (the CSTP pump in the product) and handed to send(), is answered with
+// ICMP "too big" into the tun, and the sender's kernel learns the path MTU.
+TEST_CASE("DTLS datapath: oversized packets get ICMP too-big") {
+    Peer peer;
+    peer.psk_server();
+    DtlsPskMode psk;
+    psk.psk = Secret(std::span<const std::uint8_t>(g_psk.data(), g_psk.size()));
+    psk.app_id.assign(32, 7);
+    DtlsChannelOptions o;
+    o.mode = std::move(psk);
+    o.base_mtu = 1300;  // a tunnel MTU below the tun's 1400
+    auto ch = DtlsChannel::create(peer.client.fd(), std::move(o));
+    REQUIRE(ch);
+    peer.start();
+    REQUIRE((*ch)->handshake());
+    peer.join();
+    REQUIRE(peer.server_rc == 0);
+    const std::size_t mtu = (*ch)->tunnel_mtu();
+    REQUIRE(mtu < 1300);
+    espvpn::test::in_private_netns([&](TunDevice& tun) {
+        datapath::DtlsDatapathOptions dopt;
+        dopt.deliver = [](PacketBatch&) {};
+        auto started = datapath::DtlsDatapath::start(&tun, peer.client, **ch, dopt);
+        REQUIRE(started);
+        auto& dp = *started.value();
+        const int s = espvpn::test::udp_df_socket();
+        const std::string big(1300 - 28, 'b');  // fits the tun, not the tunnel
+        REQUIRE(::send(s, big.data(), big.size(), 0) == static_cast<ssize_t>(big.size()));
+        PacketBatch batch(PacketBatchShape{64, 1400, 16, 0});
+        bool read = false;
+        for (int i = 0; i < 50 && !read; ++i) {  // past the kernel's own IPv6 chatter
+            if (!tun.wait_readable(100)) continue;
+            batch.clear();
+            REQUIRE(tun.read_packets(batch));
+            for (std::size_t k = 0; k < batch.size(); ++k) read = read || batch.length(k) == 1300;
+        }
+        REQUIRE(read);
+        CHECK(dp.send(batch));
+        CHECK(espvpn::test::eventually([&] { return espvpn::test::path_mtu(s) == static_cast<int>(mtu); }));
+        CHECK(espvpn::test::socket_error(s) == EMSGSIZE);
+        dp.stop();
+        const datapath::DtlsDatapathStats st = dp.stats();
+        CHECK(st.tx.drop_too_big == 1);
+        CHECK(st.tx.icmp_too_big_sent == 1);
+        ::close(s);
+    });
 }

@@ -1,12 +1,11 @@
 // The rx pipeline: recvmmsg / UDP GRO -> ESP open in place -> GRO coalesce -> tun write.
 #include <poll.h>
-#include <pthread.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "protocols/esp/gp_probe.h"
-#include "src/datapath/pipeline.h"
+#include "src/datapath/esp/esp_pipeline.h"
 #include "src/io/offload.h"
 
 namespace espvpn::datapath {
@@ -17,7 +16,7 @@ namespace {
 // tun from there, so nothing is copied between the socket and the tun.
 constexpr std::size_t kRxSlotCapacity = 65536;
 
-io::PacketBatchShape rx_shape(const DatapathOptions& o) {
+io::PacketBatchShape rx_shape(const EspDatapathOptions& o) {
     io::PacketBatchShape s;
     s.slots = o.rx_batch;
     s.capacity = kRxSlotCapacity;
@@ -31,7 +30,7 @@ bool same_address(const io::SocketAddress& a, const io::SocketAddress& b) {
     return a.length == b.length && std::memcmp(&a.storage, &b.storage, a.length) == 0;
 }
 
-std::atomic<std::uint64_t>* drop_counter(RxCounters& c, EspDrop why) {
+std::atomic<std::uint64_t>* drop_counter(EspRxCounters& c, EspDrop why) {
     switch (why) {
         case EspDrop::none: return nullptr;
         case EspDrop::short_packet: return &c.drop_short_packet;
@@ -47,29 +46,22 @@ std::atomic<std::uint64_t>* drop_counter(RxCounters& c, EspDrop why) {
 }
 }  // namespace
 
-RxPipeline::RxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const DatapathOptions& options, RxToTx& to_tx)
+EspRxPipeline::EspRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& to_tx)
     : tun_(tun), udp_(udp), options_(options), to_tx_(to_tx), batch_(rx_shape(options)),
-      sources_(options.learn_peer ? new io::SocketAddress[batch_.entries()] : nullptr) {}
+      sources_(options.learn_peer ? new io::SocketAddress[batch_.entries()] : nullptr), tun_since_(&tun) {}
 
-void RxPipeline::run() {
-    // Named, so that top -H and perf show what each thread (and core) is busy with.
-    (void)::pthread_setname_np(::pthread_self(), "esp-rx");
-    pollfd fds[2] = {{udp_.fd(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
+void EspRxPipeline::run() {
     for (;;) {
         handle_control();
         if (control.stop.load(std::memory_order_acquire)) return;
         if (!drain_udp()) return;
         const Clock::time_point now = Clock::now();
         retire_previous(now);
-        if (::poll(fds, 2, poll_timeout_ms(now)) < 0 && errno != EINTR) {
-            failure.set(std::string("poll: ") + std::strerror(errno));
-            return;
-        }
-        if (fds[1].revents & POLLIN) control.drain();
+        if (!wait_for_work(control, udp_.fd(), poll_timeout_ms(now), failure)) return;
     }
 }
 
-void RxPipeline::handle_control() {
+void EspRxPipeline::handle_control() {
     if (!control.begin_handling()) return;
     while (std::unique_ptr<EspInboundSa> sa = sa_updates.take()) {
         const bool had_current = sas_.current() != nullptr;
@@ -80,12 +72,12 @@ void RxPipeline::handle_control() {
     publish_sa_state();
 }
 
-void RxPipeline::publish_sa_state() {
+void EspRxPipeline::publish_sa_state() {
     counters.spi.store(sas_.current() ? sas_.current()->spi() : 0, std::memory_order_relaxed);
     counters.previous_spi.store(sas_.previous() ? sas_.previous()->spi() : 0, std::memory_order_relaxed);
 }
 
-void RxPipeline::retire_previous(Clock::time_point now) {
+void EspRxPipeline::retire_previous(Clock::time_point now) {
     if (sas_.previous() && now - previous_since_ >= options_.previous_sa_grace) {
         sas_.retire_previous();
         bump(counters.sa_retired);
@@ -93,13 +85,13 @@ void RxPipeline::retire_previous(Clock::time_point now) {
     }
 }
 
-int RxPipeline::poll_timeout_ms(Clock::time_point now) const {
+int EspRxPipeline::poll_timeout_ms(Clock::time_point now) const {
     if (!sas_.previous()) return -1;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(previous_since_ + options_.previous_sa_grace - now);
     return static_cast<int>(std::max<std::chrono::milliseconds::rep>(left.count() + 1, 1));
 }
 
-bool RxPipeline::drain_udp() {
+bool EspRxPipeline::drain_udp() {
     for (;;) {
         Result<std::size_t> got = udp_.recv_batch(batch_, sources_.get());
         if (!got) {
@@ -120,7 +112,7 @@ bool RxPipeline::drain_udp() {
 
 // Opens every datagram in place, keeps the inner packets for the tun at the
 // front of the batch and writes them (coalesced) with one call.
-bool RxPipeline::open_and_deliver() {
+bool EspRxPipeline::open_and_deliver() {
     const std::size_t n = batch_.size();
     std::size_t kept = 0, authentic = 0, probe_replies = 0;
     std::uint64_t udp_bytes = 0, inner_bytes = 0;
@@ -174,7 +166,7 @@ bool RxPipeline::open_and_deliver() {
         return false;
     }
     bump(counters.tun_writes, *writes);
-    mirror(counters.drop_tun_write, tun_.counters().write_errors);
+    mirror(counters.drop_tun_write, tun_since_.write_errors(tun_.counters()));
     return true;
 }
 

@@ -1,4 +1,4 @@
-// The DTLS tx pipeline: tun -> (TSO split) -> type byte -> DTLS records -> sendmmsg / UDP GSO.
+// The DTLS tx pipeline: IP packets from the tun's reader -> type byte -> DTLS records -> sendmmsg / UDP GSO.
 #include <poll.h>
 
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "protocols/anyconnect/dtls_framing.h"
-#include "src/datapath/dtls_pipeline.h"
+#include "src/datapath/dtls/dtls_pipeline.h"
 #include "src/datapath/too_big.h"
 #include "src/io/offload.h"
 
@@ -14,15 +14,6 @@ namespace espvpn::datapath {
 
 namespace {
 constexpr std::size_t kControlSlots = 20;  // DPD echoes (16 queued) + request + keepalive
-
-io::PacketBatchShape inner_shape(const DtlsDatapathOptions& o, std::size_t max_inner) {
-    io::PacketBatchShape s;
-    s.slots = o.tx_batch + kControlSlots;
-    s.capacity = std::max({max_inner, o.tun_mtu, std::size_t{1500}});
-    s.headroom = 16;  // the type byte goes in front, in place
-    s.tailroom = 0;
-    return s;
-}
 
 io::PacketBatchShape control_shape(const io::DtlsChannel& ch) {
     io::PacketBatchShape s;
@@ -46,21 +37,15 @@ io::PacketBatchShape record_shape(const DtlsDatapathOptions& o, const io::DtlsCh
 DtlsTxPipeline::DtlsTxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
                                const DtlsDatapathOptions& options)
     : tun_(tun), udp_(udp), channel_(channel), options_(options), max_inner_(channel.tunnel_mtu()),
-      in_(inner_shape(options, channel.tunnel_mtu())), ctrl_(control_shape(channel)),
+      ctrl_(control_shape(channel)),
       out_(record_shape(options, channel)), too_big_(options.icmp_too_big_per_second) {}
 
 void DtlsTxPipeline::run() {
-    // Session mode: only the control channel is watched (fd -1 is ignored by poll).
-    pollfd fds[2] = {{options_.read_tun ? tun_->fd() : -1, POLLIN, 0}, {control.fd(), POLLIN, 0}};
+    // Data comes through send() from the tun's reader; this thread sends control packets.
     for (;;) {
         handle_control();
         if (control.stop.load(std::memory_order_acquire)) return;
-        if (options_.read_tun && !drain_tun()) return;
-        if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
-            failure.set(std::string("poll: ") + std::strerror(errno));
-            return;
-        }
-        if (fds[1].revents & POLLIN) control.drain();
+        if (!wait_for_work(control, -1, -1, failure)) return;
     }
 }
 
@@ -95,28 +80,6 @@ void DtlsTxPipeline::handle_control() {
     if (keepalive) bump(counters.keepalives_sent);
     (void)seal_and_send(ctrl_);
     ctrl_.clear();
-}
-
-bool DtlsTxPipeline::drain_tun() {
-    for (;;) {
-        in_.clear();
-        Result<std::size_t> got = tun_->read_packets(in_);
-        if (!got) {
-            failure.set(got.error().message);
-            return false;
-        }
-        const io::TunCounters& t = tun_->counters();  // the read-side fields are this thread's
-        mirror(counters.tun_reads, t.reads);
-        mirror(counters.tun_super_packets, t.super_packets);
-        mirror(counters.drop_split, t.split_drop_total());
-        if (in_.size() == 0) return true;
-        (void)send_packets(in_);  // failures are counted; the tun path has no CSTP to fall back to here
-        in_.clear();
-        if (control.pending()) {
-            handle_control();
-            if (control.stop.load(std::memory_order_acquire)) return true;
-        }
-    }
 }
 
 Status DtlsTxPipeline::send_packets(io::PacketBatch& batch) {

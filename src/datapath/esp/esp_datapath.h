@@ -1,11 +1,11 @@
-// Datapath: the ESP tunnel's two packet pipelines, one thread each.
+// EspDatapath: the ESP tunnel's two packet pipelines, one thread each.
 //
 //   tx (send.cpp):    tun read (TSO split) -> ESP seal in place -> sendmmsg / UDP GSO
 //   rx (receive.cpp): recvmmsg / UDP GRO -> ESP open in place (replay after ICV)
 //                     -> probe replies taken out -> GRO coalesce -> tun write
 //
 // Usage (the session, on its control thread):
-//   auto dp = Datapath::start(tun, udp, options, {std::move(out_sa), std::move(in_sa)});
+//   auto dp = EspDatapath::start(tun, udp, options, {std::move(out_sa), std::move(in_sa)});
 //                                                            // threads run with the SAs from the first packet
 //   dp->send_probe();                                        // GP ESP probe, sealed by the tx thread
 //   if (dp->liveness().last_probe_reply ...)                 // ESP works / DPD
@@ -53,7 +53,7 @@ struct ProbeTarget {
     std::span<const std::uint8_t> gateway_address() const { return {gateway, address_size}; }
 };
 
-struct DatapathOptions {
+struct EspDatapathOptions {
     // Largest inner packet sent (the tunnel MTU). Larger ones are dropped and
     // answered with ICMP frag-needed / packet-too-big (see too_big.h).
     std::size_t max_inner_size = 1400;
@@ -73,32 +73,32 @@ struct DatapathOptions {
 };
 
 // When the rx pipeline last saw signs of life (steady clock; epoch = never).
-struct Liveness {
+struct EspLiveness {
     std::chrono::steady_clock::time_point last_rx;           // any authentic ESP packet
     std::chrono::steady_clock::time_point last_probe_reply;  // a GP probe reply
 };
 
 // The SAs a datapath starts with: taken by each thread before it reads its
 // first packet, so nothing read from the tun is dropped for want of an SA.
-struct InitialSas {
+struct EspInitialSas {
     std::optional<EspOutboundSa> outbound;
     std::optional<EspInboundSa> inbound;
 };
 
-class TxPipeline;
-class RxPipeline;
-struct RxToTx;
+class EspTxPipeline;
+class EspRxPipeline;
+struct EspRxToTx;
 
-class Datapath {
+class EspDatapath {
 public:
-    // Starts both threads. tun and udp must outlive the Datapath and must not be
+    // Starts both threads. tun and udp must outlive the EspDatapath and must not be
     // used by anyone else while it runs (TunDevice/UdpSocket are not thread-safe;
     // tx only reads the tun and sends, rx only receives and writes the tun).
-    static Result<std::unique_ptr<Datapath>> start(io::TunDevice& tun, io::UdpSocket& udp,
-                                                   const DatapathOptions& options, InitialSas sas = {});
-    ~Datapath();
-    Datapath(const Datapath&) = delete;
-    Datapath& operator=(const Datapath&) = delete;
+    static Result<std::unique_ptr<EspDatapath>> start(io::TunDevice& tun, io::UdpSocket& udp,
+                                                   const EspDatapathOptions& options, EspInitialSas sas = {});
+    ~EspDatapath();
+    EspDatapath(const EspDatapath&) = delete;
+    EspDatapath& operator=(const EspDatapath&) = delete;
 
     // Stops and joins both threads (idempotent). Queued SAs are freed.
     void stop();
@@ -117,17 +117,15 @@ public:
     void send_probe();
 
     DatapathStats stats() const;
-    Liveness liveness() const;
+    EspLiveness liveness() const;
     // Empty while both threads run; the reason when one stopped on an error.
     std::optional<std::string> failure() const;
 
 private:
-    Datapath();
-    std::unique_ptr<RxToTx> rx_to_tx_;
-    std::unique_ptr<TxPipeline> tx_;
-    std::unique_ptr<RxPipeline> rx_;
-    PipelineThreads threads_;  // after the pipelines: joined before they are destroyed
-    bool stopped_ = false;
+    EspDatapath();
+    bool install_outbound_after(EspOutboundSa sa, std::optional<std::uint32_t> peer_spi);
+    std::unique_ptr<EspRxToTx> rx_to_tx_;
+    PipelinePair<EspTxPipeline, EspRxPipeline> pipes_;
 };
 
 }  // namespace espvpn::datapath

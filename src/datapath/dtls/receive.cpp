@@ -1,11 +1,11 @@
-// The DTLS rx pipeline: recvmmsg / UDP GRO -> DTLS open -> type byte -> GRO coalesce -> tun write.
+// The DTLS rx pipeline: recvmmsg / UDP GRO -> DTLS open -> type byte -> data to the tun's owner (deliver).
 #include <poll.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "protocols/anyconnect/dtls_framing.h"
-#include "src/datapath/dtls_pipeline.h"
+#include "src/datapath/dtls/dtls_pipeline.h"
 #include "src/io/offload.h"
 
 namespace espvpn::datapath {
@@ -46,22 +46,17 @@ std::atomic<std::uint64_t>* drop_counter(DtlsRxCounters& c, anyconnect::DtlsReco
 }
 }  // namespace
 
-DtlsRxPipeline::DtlsRxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
+DtlsRxPipeline::DtlsRxPipeline(io::UdpSocket& udp, io::DtlsChannel& channel,
                                const DtlsDatapathOptions& options, DtlsTxPipeline& tx)
-    : tun_(tun), deliver_(options.deliver), udp_(udp), channel_(channel), tx_(tx), in_(datagram_shape(options)),
+    : deliver_(options.deliver), udp_(udp), channel_(channel), tx_(tx), in_(datagram_shape(options)),
       out_(plaintext_shape(options)) {}
 
 void DtlsRxPipeline::run() {
-    pollfd fds[2] = {{udp_.fd(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
     for (;;) {
         control.begin_handling();
         if (control.stop.load(std::memory_order_acquire)) return;
         if (!drain_udp()) return;
-        if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
-            failure.set(std::string("poll: ") + std::strerror(errno));
-            return;
-        }
-        if (fds[1].revents & POLLIN) control.drain();
+        if (!wait_for_work(control, udp_.fd(), -1, failure)) return;
     }
 }
 
@@ -147,17 +142,7 @@ bool DtlsRxPipeline::deliver() {
     if (kept == 0) return true;
     bump(counters.inner_packets, kept);
     bump(counters.inner_bytes, bytes);
-    if (deliver_) {
-        deliver_(out_);
-        return true;
-    }
-    Result<std::size_t> writes = tun_->write_packets(out_);
-    if (!writes) {
-        failure.set(writes.error().message);
-        return false;
-    }
-    bump(counters.tun_writes, *writes);
-    mirror(counters.drop_tun_write, tun_->counters().write_errors);
+    deliver_(out_);
     return true;
 }
 

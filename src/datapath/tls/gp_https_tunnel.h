@@ -2,10 +2,12 @@
 // pipelines, one thread each, on one TLS session (GnuTLS allows one sending and
 // one receiving thread per session):
 //
-//   send:    tun read (TSO split) -> 16-byte GP frame header + packet appended to
-//            one preallocated buffer -> TLS records of up to 16 KiB
-//   receive: TLS records -> GpFrameDecoder -> packets copied into a batch
-//            -> GRO coalesce -> tun write
+//   tls-tx: tun read (TSO split) -> 16-byte GP frame header in the slot's
+//           headroom -> one TLS record per frame, gathered, one send()
+//   tls-rx: TLS records -> GpFrameDecoder -> packets copied into a batch
+//           -> GRO coalesce -> tun write
+// Both halves are shared with AnyConnect's CSTP (tls_framed.h): the protocols
+// differ in their frame header and control frames (GP: the keepalive).
 //
 // Usage (the session, on its control thread, once "START_TUNNEL" was read):
 //   auto dp = HttpsDatapath::start(tun, std::move(tls), options);
@@ -26,24 +28,19 @@
 #include <thread>
 
 #include "crypto/result.h"
-#include "src/datapath/pipeline_threads.h"
 #include "src/datapath/datapath_stats.h"
+#include "src/datapath/pipeline_threads.h"
+#include "src/datapath/tls/tls_framed.h"
+#include "src/io/tls_record_batcher.h"
 #include "src/io/tls_stream.h"
 #include "src/io/tun_device.h"
 
 namespace espvpn::datapath {
 
-struct HttpsDatapathOptions {
-    // Largest inner packet sent (the tunnel MTU); larger ones are dropped and counted.
-    std::size_t max_inner_size = 1400;
-    std::size_t tun_mtu = 0;            // the tun's MTU if larger (slots must hold what it reads)
-    std::size_t tx_batch = 128;         // packets per tun read batch
-    std::size_t rx_batch = 64;          // packets per tun write batch
+struct HttpsDatapathOptions : TlsFramedOptions {
     // Largest incoming frame payload; a larger one is a fatal stream error (OC
     // reads with max(16384, MTU)).
     std::size_t max_frame_payload = 16384;
-    // The TCP send buffer full for this long: the connection is dead.
-    std::chrono::milliseconds write_stall_limit{20000};
 };
 
 class HttpsSender;
@@ -79,10 +76,8 @@ private:
     HttpsDatapath();
     std::unique_ptr<io::TlsStream> tls_;
     std::unique_ptr<HttpsCounters> counters_;
-    std::unique_ptr<HttpsSender> tx_;
-    std::unique_ptr<HttpsReceiver> rx_;
-    PipelineThreads threads_;  // after the pipelines: joined before they are destroyed
-    bool stopped_ = false;
+    std::unique_ptr<io::TlsRecordBatcher> batcher_;
+    PipelinePair<HttpsSender, HttpsReceiver> pipes_;
 };
 
 }  // namespace espvpn::datapath

@@ -1,13 +1,12 @@
 // The tx pipeline: tun -> (TSO split) -> ESP seal in place -> sendmmsg / UDP GSO.
 #include <poll.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "protocols/esp/gp_probe.h"
-#include "src/datapath/pipeline.h"
+#include "src/datapath/esp/esp_pipeline.h"
 #include "src/datapath/too_big.h"
 #include "src/io/offload.h"
 #include "src/log/logger.h"
@@ -17,7 +16,7 @@ namespace espvpn::datapath {
 namespace {
 constexpr unsigned kMaxProbesPerWake = 4;
 
-io::PacketBatchShape tx_shape(const DatapathOptions& o) {
+io::PacketBatchShape tx_shape(const EspDatapathOptions& o) {
     io::PacketBatchShape s;
     s.slots = o.tx_batch;
     s.capacity = std::max({o.max_inner_size, o.tun_mtu, kGpProbeMaxSize});
@@ -27,36 +26,29 @@ io::PacketBatchShape tx_shape(const DatapathOptions& o) {
 }
 }  // namespace
 
-TxPipeline::TxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const DatapathOptions& options, RxToTx& from_rx)
+EspTxPipeline::EspTxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& from_rx)
     : tun_(tun), udp_(udp), options_(options), from_rx_(from_rx), batch_(tx_shape(options)),
-      too_big_(options.icmp_too_big_per_second) {}
+      too_big_(options.icmp_too_big_per_second), tun_since_(&tun) {}
 
-void TxPipeline::run() {
-    // Named, so that top -H and perf show what each thread (and core) is busy with.
-    (void)::pthread_setname_np(::pthread_self(), "esp-tx");
-    pollfd fds[2] = {{tun_.fd(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
+void EspTxPipeline::run() {
     for (;;) {
         handle_control();
         if (control.stop.load(std::memory_order_acquire)) return;
         if (!drain_tun()) return;
         // A deferred SA switch may be due by its timeout even when nothing is sent.
         const int timeout = deferred_ ? 100 : -1;
-        if (::poll(fds, 2, timeout) < 0 && errno != EINTR) {
-            failure.set(std::string("poll: ") + std::strerror(errno));
-            return;
-        }
-        if (fds[1].revents & POLLIN) control.drain();
+        if (!wait_for_work(control, tun_.fd(), timeout, failure)) return;
     }
 }
 
-void TxPipeline::handle_control() {
+void EspTxPipeline::handle_control() {
     const bool asked = control.begin_handling();
     take_updates(Clock::now());
     if (asked) send_probes();
 }
 
 // Between batches: new SAs from the control plane, a new peer from rx, a due deferred switch.
-void TxPipeline::take_updates(Clock::time_point now) {
+void EspTxPipeline::take_updates(Clock::time_point now) {
     while (std::unique_ptr<OutboundUpdate> u = sa_updates.take()) {
         if (u->peer_spi && sa_) {
             deferred_ = std::move(u);
@@ -77,19 +69,19 @@ void TxPipeline::take_updates(Clock::time_point now) {
     }
 }
 
-void TxPipeline::activate(EspOutboundSa sa) {
+void EspTxPipeline::activate(EspOutboundSa sa) {
     sa_.emplace(std::move(sa));
     bump(counters.sa_installs);
     publish_sa_state();
 }
 
-void TxPipeline::publish_sa_state() {
+void EspTxPipeline::publish_sa_state() {
     counters.spi.store(sa_ ? sa_->spi() : 0, std::memory_order_relaxed);
     counters.next_sequence.store(sa_ ? sa_->next_sequence() : 0, std::memory_order_relaxed);
     counters.needs_rekey.store(sa_ && sa_->needs_rekey(), std::memory_order_relaxed);
 }
 
-bool TxPipeline::drain_tun() {
+bool EspTxPipeline::drain_tun() {
     for (;;) {
         Result<std::size_t> got = tun_.read_packets(batch_);
         if (!got) {
@@ -97,9 +89,9 @@ bool TxPipeline::drain_tun() {
             return false;
         }
         const io::TunCounters& t = tun_.counters();  // the read-side fields are this thread's
-        mirror(counters.tun_reads, t.reads);
-        mirror(counters.tun_super_packets, t.super_packets);
-        mirror(counters.drop_split, t.split_drop_total());
+        mirror(counters.tun_reads, tun_since_.reads(t));
+        mirror(counters.tun_super_packets, tun_since_.super_packets(t));
+        mirror(counters.drop_split, tun_since_.split_drops(t));
         if (batch_.size() == 0) return true;
         seal_and_send(false);
         batch_.clear();
@@ -110,7 +102,7 @@ bool TxPipeline::drain_tun() {
     }
 }
 
-void TxPipeline::seal_and_send(bool probes) {
+void EspTxPipeline::seal_and_send(bool probes) {
     const std::size_t n = batch_.size();
     std::size_t kept = 0;
     std::uint64_t inner_bytes = 0, esp_bytes = 0;
@@ -170,12 +162,12 @@ void TxPipeline::seal_and_send(bool probes) {
 
 // One sendmmsg per batch normally; when the socket is full, wait for room and
 // send the rest (back-pressure to the tun) rather than drop at once.
-void TxPipeline::send_all() {
+void EspTxPipeline::send_all() {
     (void)send_with_back_pressure(udp_, batch_, control, counters);
     mirror_send_counters(udp_.counters(), counters);  // the send-side fields are this thread's
 }
 
-void TxPipeline::send_probes() {
+void EspTxPipeline::send_probes() {
     const std::uint32_t wanted = probe_requests.load(std::memory_order_acquire);
     if (!options_.probe.enabled() || !sa_ || wanted == probes_done_) {
         probes_done_ = wanted;

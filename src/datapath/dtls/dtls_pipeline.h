@@ -1,4 +1,4 @@
-// Internals of the DTLS pipelines (dtls_send.cpp, dtls_receive.cpp) and the
+// Internals of the DTLS pipelines (dtls/send.cpp, dtls/receive.cpp) and the
 // DtlsDatapath that owns them. Not for use outside src/datapath/.
 #pragma once
 
@@ -9,27 +9,14 @@
 #include <vector>
 
 #include "src/datapath/datapath_stats.h"
-#include "src/datapath/dtls_datapath.h"
+#include "src/datapath/dtls/dtls_datapath.h"
 #include "src/datapath/handover_queue.h"
-#include "src/datapath/pipeline.h"
+#include "src/datapath/pipeline_threads.h"
+#include "src/datapath/udp_send.h"
 #include "src/datapath/too_big.h"
 #include "src/io/packet_batch.h"
 
 namespace espvpn::datapath {
-
-struct DtlsTxCounters {
-#define ESPVPN_FIELD(name) std::atomic<std::uint64_t> name{0};
-    ESPVPN_DTLS_TX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    DtlsTxStats snapshot() const;
-};
-
-struct DtlsRxCounters {
-#define ESPVPN_FIELD(name) std::atomic<std::uint64_t> name{0};
-    ESPVPN_DTLS_RX_COUNTERS(ESPVPN_FIELD)
-#undef ESPVPN_FIELD
-    DtlsRxStats snapshot() const;
-};
 
 // A DPD request's payload, to be echoed by the tx thread (rare: allocation is fine).
 struct DpdEcho {
@@ -41,7 +28,7 @@ public:
     DtlsTxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
                    const DtlsDatapathOptions& options);
     void run();
-    // Frames and sends a batch of IP packets (the tx thread's, or the caller's in session mode).
+    // Frames and sends a batch of IP packets (the caller's: the tun's reader).
     Status send_packets(io::PacketBatch& batch);
 
     ControlChannel control;
@@ -53,7 +40,6 @@ public:
 
 private:
     void handle_control();
-    bool drain_tun();
     void frame(io::PacketBatch& batch);
     io::SendStatus seal_and_send(const io::PacketBatch& plain);
 
@@ -62,7 +48,6 @@ private:
     io::DtlsChannel& channel_;
     DtlsDatapathOptions options_;
     std::size_t max_inner_;
-    io::PacketBatch in_;    // inner packets from the tun, type byte prepended in place
     io::PacketBatch ctrl_;  // control packets
     std::mutex seal_mutex_; // one sealer at a time (session mode: send() and control)
     io::PacketBatch out_;   // DTLS records (guarded by seal_mutex_)
@@ -73,7 +58,7 @@ private:
 
 class DtlsRxPipeline {
 public:
-    DtlsRxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
+    DtlsRxPipeline(io::UdpSocket& udp, io::DtlsChannel& channel,
                    const DtlsDatapathOptions& options, DtlsTxPipeline& tx);
     void run();
 
@@ -90,7 +75,6 @@ private:
     bool open_and_deliver();
     bool deliver();
 
-    io::TunDevice* tun_;
     std::function<void(io::PacketBatch&)> deliver_;
     io::UdpSocket& udp_;
     io::DtlsChannel& channel_;
