@@ -11,6 +11,7 @@ Prints one RESULT line per input: outcome, seconds, peak RSS. Exit 0/1.
 """
 
 import os
+import signal
 import re
 import resource
 import subprocess
@@ -34,9 +35,15 @@ def run(url, args, stdin="secret\n", timeout=40, ca=True):
     """espvpn --dry-run; returns (returncode, stdout, stderr, seconds, peak RSS in MiB)."""
     cmd = [ESPVPN, "--protocol=gp", *(["--cafile", CA] if ca else []), "--dry-run", "--http-timeout",
            str(HTTP_TIMEOUT), "-u", "alice", "--passwd-on-stdin", *args, url]
+    # Peak RSS through GNU time: a child's ru_maxrss starts from its parent's RSS at exec
+    # (Linux keeps the old mm's high-water mark), so measured from here it would include
+    # this Python process's own memory.
+    rss_file = tempfile.NamedTemporaryFile(prefix="espvpn-rss-", delete=False)
+    rss_file.close()
+    cmd = ["/usr/bin/time", "-q", "-f", "%M", "-o", rss_file.name, *cmd]
     start = time.monotonic()
     with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err)
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True)
         proc.stdin.write(stdin.encode())
         proc.stdin.close()
         deadline = start + timeout
@@ -45,7 +52,7 @@ def run(url, args, stdin="secret\n", timeout=40, ca=True):
             if pid:
                 break
             if time.monotonic() > deadline:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)  # time and espvpn
                 os.wait4(proc.pid, 0)
                 raise Failure(f"espvpn still running after {timeout} s: {' '.join(cmd)}")
             time.sleep(0.02)
@@ -55,7 +62,10 @@ def run(url, args, stdin="secret\n", timeout=40, ca=True):
         out.seek(0)
         stdout = out.read().decode(errors="replace")
     took = time.monotonic() - start
-    rss_mb = usage.ru_maxrss / 1024
+    with open(rss_file.name) as f:
+        rss_lines = f.read().split()
+    os.unlink(rss_file.name)
+    rss_mb = int(rss_lines[-1]) / 1024 if rss_lines and rss_lines[-1].isdigit() else 0.0
     if proc.returncode < 0 or proc.returncode > 2:
         sys.stdout.write(stderr[-3000:])
         raise Failure(f"espvpn died: exit {proc.returncode} ({' '.join(cmd)})")
