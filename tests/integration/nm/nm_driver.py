@@ -426,7 +426,7 @@ def scenario_ac_errors(bus):
 
     wrong_pin = dict(ac_dialog_secrets(auth), gwcert="pin-sha256:" + base64.b64encode(bytes(32)).decode())
     log = expect_failure(p, ac_data(), wrong_pin, FAILURE_CONNECT_FAILED, "a wrong gwcert pin")
-    if "does not match the pinned key" not in log:
+    if "--servercert fingerprint(s) matches the server certificate" not in log:
         fail("the log does not name the pin mismatch:\n" + log[-1500:])
     # The cookie went to nobody: ocserv still takes it (espvpn alone, no NM, as a check).
     r = subprocess.run(["ip", "netns", "exec", args.netns, args.espvpn, "--protocol=anyconnect", "--servercert",
