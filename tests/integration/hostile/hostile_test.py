@@ -13,7 +13,6 @@ Prints one RESULT line per input: outcome, seconds, peak RSS. Exit 0/1.
 import os
 import signal
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -46,17 +45,12 @@ def run(url, args, stdin="secret\n", timeout=40, ca=True):
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True)
         proc.stdin.write(stdin.encode())
         proc.stdin.close()
-        deadline = start + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                os.killpg(proc.pid, signal.SIGKILL)  # time and espvpn
-                os.wait4(proc.pid, 0)
-                raise Failure(f"espvpn still running after {timeout} s: {' '.join(cmd)}")
-            time.sleep(0.02)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # time and espvpn
+            proc.wait()
+            raise Failure(f"espvpn still running after {timeout} s: {' '.join(cmd)}")
         err.seek(0)
         stderr = err.read().decode(errors="replace")
         out.seek(0)
@@ -65,7 +59,9 @@ def run(url, args, stdin="secret\n", timeout=40, ca=True):
     with open(rss_file.name) as f:
         rss_lines = f.read().split()
     os.unlink(rss_file.name)
-    rss_mb = int(rss_lines[-1]) / 1024 if rss_lines and rss_lines[-1].isdigit() else 0.0
+    if not rss_lines or not rss_lines[-1].isdigit():
+        raise Failure(f"GNU time gave no peak RSS for: {' '.join(cmd)}")
+    rss_mb = int(rss_lines[-1]) / 1024
     if proc.returncode < 0 or proc.returncode > 2:
         sys.stdout.write(stderr[-3000:])
         raise Failure(f"espvpn died: exit {proc.returncode} ({' '.join(cmd)})")
