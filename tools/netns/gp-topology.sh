@@ -82,6 +82,21 @@ stats_until() {
   return 1
 }
 
+# sigint_exit PID: SIGINT to PID (a child of this shell); sets exit_ms, how long it took to
+# be gone (polled every 20 ms, for 3 s at most), and rc, its exit status once it has exited
+# (awaited for 60 s more, then SIGKILL: rc 137).
+sigint_exit() {
+  local t0 t1 i
+  t0=$(date +%s%N)
+  kill -INT "$1"
+  for ((i = 0; i < 150; i++)); do kill -0 "$1" 2>/dev/null || break; sleep 0.02; done
+  t1=$(date +%s%N)
+  exit_ms=$(((t1 - t0) / 1000000))
+  timeout 60 tail --pid="$1" -f /dev/null || kill -KILL "$1" 2>/dev/null || true
+  rc=0
+  wait "$1" || rc=$?
+}
+
 # What getconfig routes through the tunnel; a driver may replace it (e.g. with --full-tunnel).
 fake_routes=(--route 10.202.0.0/24 --route6 fd00:202::/64)
 

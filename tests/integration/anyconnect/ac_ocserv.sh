@@ -697,13 +697,7 @@ blackhole_sigint)
   wait_for "$work/bh.log" "reconnect attempt 1 (outage" 10 || fail "no reconnect attempt after the TLS drop"
   sleep 1  # well inside the attempt's TCP connect (10 s limit)
   grep -q "reconnect attempt 1 failed\|reconnected" "$work/bh.log" && fail "the attempt ended before the SIGINT"
-  t0=$(date +%s%N)
-  kill -INT "$client_pid"
-  for ((i = 0; i < 150; i++)); do kill -0 "$client_pid" 2>/dev/null || break; sleep 0.02; done
-  t1=$(date +%s%N)
-  for ((i = 0; i < 600; i++)); do kill -0 "$client_pid" 2>/dev/null || break; sleep 0.05; done
-  rc=0; wait "$client_pid" || rc=$?
-  exit_ms=$(((t1 - t0) / 1000000))
+  sigint_exit "$client_pid"
   echo "SIGINT during a blackholed reconnect attempt: exit $rc after $exit_ms ms ($(grep -o 'cancelled in [0-9]* ms' "$work/bh.log" || echo 'no cancel logged'))"
   ((exit_ms < 3000)) || fail "espvpn took $exit_ms ms to exit after SIGINT (limit 3000)"
   [[ $rc -eq 0 ]] || fail "exit $rc after SIGINT, expected 0"

@@ -14,7 +14,6 @@ arguments and environment; they must be openconnect's (auth.c run_csd_script).
   no_wrapper: the same server without --csd-wrapper: exit 1, the error names
               --csd-wrapper, no cookie printed
 """
-import http.server
 import json
 import os
 import ssl
@@ -22,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+
+from ac_xml_peer import XmlHandler, tls_server
 
 TICKET, TOKEN = "TICKET-7c1e", "TOKEN-93ab"
 HOST_SCAN = f"""<?xml version="1.0" encoding="UTF-8"?>
@@ -44,22 +45,7 @@ DONE = """<?xml version="1.0" encoding="UTF-8"?>
 seen = {"init": 0, "wait_with_token": 0, "wait_without_token": 0, "auth": 0}
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def reply(self, body, cookie=None):
-        data = body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/xml")
-        self.send_header("Content-Length", str(len(data)))
-        if cookie:
-            self.send_header("Set-Cookie", cookie)
-        self.end_headers()
-        self.wfile.write(data)
-
+class Handler(XmlHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
         if self.path == "/auth" and "<password>secret</password>" in body:
@@ -80,10 +66,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 def main():
     espvpn, certs, mode = sys.argv[1:4]
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(os.path.join(certs, "server.pem"), os.path.join(certs, "server-key.pem"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    server = tls_server(Handler, certs)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     work = tempfile.mkdtemp(prefix="csd-test.")

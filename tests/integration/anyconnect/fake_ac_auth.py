@@ -22,16 +22,16 @@ import argparse
 import base64
 import hashlib
 import hmac
-import http.server
 import json
 import os
 import secrets
-import ssl
 import struct
 import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
+
+from ac_xml_peer import XmlHandler, tls_server
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", ".."))
 HEAD = '<?xml version="1.0" encoding="UTF-8"?>\n<config-auth client="vpn" type="%s" aggregate-auth-version="2">'
@@ -57,21 +57,9 @@ def totp_ok(key_b32, got):
     return False
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def reply(self, body, cookie=None):
-        data = body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/xml")
-        self.send_header("Content-Length", str(len(data)))
-        if cookie:
-            self.send_header("Set-Cookie", f"webvpn={cookie}; Secure")
-        self.end_headers()
-        self.wfile.write(data)
+class Handler(XmlHandler):
+    def success(self):
+        return self.reply(SUCCESS, f"webvpn={secrets.token_hex(16)}; Secure")
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
@@ -89,13 +77,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if "username" not in fields:  # the challenge's answer, as <password> (an <answer> element is not Cisco's)
             code = fields.get("password", "")
             ok = (cfg.totp_key and totp_ok(cfg.totp_key, code)) or (cfg.code and code == cfg.code)
-            return self.reply(SUCCESS, secrets.token_hex(16)) if ok else self.reply(MAIN_FORM % "Login failed.")
+            return self.success() if ok else self.reply(MAIN_FORM % "Login failed.")
         if fields.get("username") != "alice" or fields.get("password") != "secret":
             return self.reply(MAIN_FORM % "Login failed.")
         if fields.get("method") == "sms":
             return self.reply(CHALLENGE_FORM)
         if fields.get("method") in ("push", "phone"):
-            return self.reply(SUCCESS, secrets.token_hex(16))
+            return self.success()
         return self.reply(MAIN_FORM % "Login failed.")
 
 
@@ -109,11 +97,8 @@ def main():
     p.add_argument("--max-runtime", type=float, default=60)
     cfg = p.parse_args()
     host, port = cfg.listen.rsplit(":", 1)
-    srv = http.server.ThreadingHTTPServer((host, int(port)), Handler)
+    srv = tls_server(Handler, os.path.join(REPO, "certs"), host, int(port))
     srv.cfg, srv.lock, srv.record = cfg, threading.Lock(), []
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(os.path.join(REPO, "certs/server.pem"), os.path.join(REPO, "certs/server-key.pem"))
-    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     with open(cfg.record, "w") as f:
         json.dump([], f)
     with open(cfg.ready_file + ".tmp", "w") as f:

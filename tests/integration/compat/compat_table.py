@@ -200,17 +200,6 @@ def udp_packets(port):
     return int(m.group(1)) if m else 0
 
 
-_udp_deadline = {}
-
-
-def end_udp(connected_flag):
-    """15 s from the first call for this run (thread-local by the calling thread)."""
-    key = threading.get_ident()
-    if key not in _udp_deadline:
-        _udp_deadline[key] = time.monotonic() + 15
-    return _udp_deadline[key]
-
-
 def substitute(args, values):
     return [values.get(a, a) for a in args]
 
@@ -265,7 +254,6 @@ def run(client, proto, mode, opt_args, extra):
         except BrokenPipeError:  # it exited at once (a refused option)
             pass
         end = time.monotonic() + 40
-        _udp_deadline.pop(threading.get_ident(), None)
         connected = False
         while time.monotonic() < end and p.poll() is None:
             if any(n.endswith(".connect") for n in os.listdir(record)):
@@ -275,7 +263,8 @@ def run(client, proto, mode, opt_args, extra):
         # Rows about UDP: wait (bounded) for ESP/DTLS to reach the server. openconnect settles DTLS
         # before its connect script runs; espvpn starts it beside the tunnel.
         udp_seen = False
-        while extra.get("udp") and connected and time.monotonic() < end_udp(connected) and p.poll() is None:
+        udp_end = time.monotonic() + 15
+        while extra.get("udp") and connected and time.monotonic() < udp_end and p.poll() is None:
             if udp_packets(udp_port) > udp0:
                 udp_seen = True
                 break

@@ -46,10 +46,7 @@ table)
   : >"$work/tinyproxy.log"; chmod 666 "$work/tinyproxy.log"
   ip netns exec "$nsg" tinyproxy -d -c "$work/tinyproxy.conf" >"$work/tinyproxy.out" 2>&1 &
   pids+=($!)
-  for ((i = 0; i < 100; i++)); do
-    ip netns exec "$nsg" ss -ltn "sport = :8888" | grep -q LISTEN && break
-    sleep 0.1
-  done
+  wait_listening "$nsg" tcp 8888 10 || fail "tinyproxy did not start"
   # What UDP reaches the servers (ESP to the esp-gateway, DTLS to ocserv): counted per row.
   ip netns exec "$nsg" nft -f - <<EOF
 table inet compat {

@@ -105,6 +105,12 @@ children_of() { cat /proc/"$1"/task/*/children 2>/dev/null | xargs; }
 tun_dev() { ip -n "$nsc" -o link show type tun 2>/dev/null | awk -F': ' '{print $2}' | head -1; }
 no_tun() { [[ -z $(tun_dev) ]]; }
 gone() { ! kill -0 "$1" 2>/dev/null; }
+# reported_mtu PID: the first MTU that espvpn PID logged (GP: "ESP ... MTU N" or "HTTPS tunnel
+# up ..., MTU N"; AnyConnect: "CSTP connected ..., MTU N"), relayed into NM's log by the service.
+reported_mtu() {
+  sed -n "/started espvpn (pid $1)/,\$p" "$work/nm.log" | grep -o "INTERNAL_IP4_MTU=[0-9]*\|MTU [0-9]*" | head -1 |
+    grep -o '[0-9]*$' || true
+}
 vpn_state() { nmc -g GENERAL.STATE connection show "$1" 2>/dev/null || true; }
 
 add_profile() {  # NAME DATA SECRETS
@@ -142,12 +148,15 @@ up_and_check() {  # NAME [up: already activated by the caller]
   grep -q "^10\.202\.0\.0/24 " <<<"$r4" || fail "no 10.202.0.0/24 route on $tun:\n$r4"
   grep -q "^fd00:202::/64 " <<<"$r6" || fail "no fd00:202::/64 route on $tun:\n$r6"
   ! grep -q "^default" <<<"$r4" || fail "a default route on $tun (split tunnel):\n$r4"
-  # The MTU NM set is the one espvpn reported at connect (its log in NM's).
+  # The MTU NM set is the one this espvpn reported at connect (its log in NM's, from its
+  # "started espvpn (pid N)" line on: the service relays it asynchronously, so awaited).
   local mtu want_mtu
   mtu=$(ip -n "$nsc" -o link show dev "$tun" | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
-  want_mtu=$(grep -o "INTERNAL_IP4_MTU=[0-9]*\|MTU [0-9]*" "$work/nm.log" | tail -1 | grep -o '[0-9]*$' || true)
+  nm_wait 10 "espvpn ($vpn_pid) to report its MTU" eval '[[ -n $(reported_mtu "$vpn_pid") ]]' ||
+    fail "espvpn ($vpn_pid) reported no MTU in NM's log"
+  want_mtu=$(reported_mtu "$vpn_pid")
   [[ $mtu -ge 1280 && $mtu -le 1500 ]] || fail "$tun mtu $mtu"
-  [[ -z $want_mtu || $mtu == "$want_mtu" ]] || fail "$tun mtu $mtu, espvpn reported $want_mtu"
+  [[ $mtu == "$want_mtu" ]] || fail "$tun mtu $mtu, espvpn reported $want_mtu"
   # The secret never in argv.
   ! tr '\0' ' ' <"/proc/$vpn_pid/cmdline" | grep -qF -- "$password" || fail "the password is in espvpn's argv"
   local p

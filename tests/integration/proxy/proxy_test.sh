@@ -23,13 +23,8 @@
 #                password in the log; openconnect 9.01 the same
 #   anyconnect:  tinyproxy before ocserv: --protocol=anyconnect through the proxy (CSTP),
 #                DTLS directly to ocserv, ping; openconnect 9.01 --authenticate with the proxy
-set -euo pipefail
-[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
-mode=$1 espvpn=$2 gw_bin=$3
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
-work=$(mktemp -d /tmp/proxy-test.XXXXXX)
-pids=()
+# shellcheck source=../gp_test_head.sh
+. "$(dirname "$0")/../gp_test_head.sh" proxy-test "$@"
 case $mode in
 http | http_auth | anyconnect) command -v tinyproxy >/dev/null || { echo "SKIP: tinyproxy not installed"; exit 77; } ;;
 socks5 | socks5_auth) command -v danted >/dev/null || { echo "SKIP: dante-server not installed"; exit 77; } ;;
@@ -39,18 +34,7 @@ if [[ $mode == anyconnect ]]; then
   # shellcheck source=../anyconnect/ocserv_env.sh
   . "$repo/tests/integration/anyconnect/ocserv_env.sh"
   trap ocserv_cleanup EXIT
-else
-  # shellcheck source=../../../tools/netns/gp-topology.sh
-  . "$repo/tools/netns/gp-topology.sh"
-  trap topo_cleanup EXIT
 fi
-trap 'exit 130' INT TERM
-fail() {
-  echo "FAIL: $*"
-  local f
-  for f in "$work"/*.out "$work"/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -25 "$f"; }; done
-  exit 1
-}
 topo_up
 url=https://$gw_ip:4443/
 proxy_port=8888 socks_port=1080
@@ -77,7 +61,7 @@ tinyproxy_up() {  # [BasicAuth user pass]
   : >"$work/tinyproxy.log"; chmod 666 "$work/tinyproxy.log"; chmod 755 "$work"
   ip netns exec "$nsg" tinyproxy -d -c "$work/tinyproxy.conf" >"$work/tinyproxy.out" 2>&1 &
   pids+=($!)
-  listening $proxy_port || fail "tinyproxy did not start"
+  wait_listening "$nsg" tcp $proxy_port 10 || fail "tinyproxy did not start"
 }
 
 danted_up() {  # none | username
@@ -103,16 +87,7 @@ danted_up() {  # none | username
     ip netns exec "$nsg" danted -f "$work/danted.conf" >"$work/danted.out" 2>&1 &
   fi
   pids+=($!)
-  listening $socks_port || fail "danted did not start"
-}
-
-listening() {
-  local i
-  for ((i = 0; i < 100; i++)); do
-    ip netns exec "$nsg" ss -ltn "sport = :$1" 2>/dev/null | grep -q LISTEN && return 0
-    sleep 0.1
-  done
-  return 1
+  wait_listening "$nsg" tcp $socks_port 10 || fail "danted did not start"
 }
 
 # client NAME BIN ARGS...: runs to completion in the client namespace, password on stdin;

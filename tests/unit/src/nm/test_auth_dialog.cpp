@@ -5,20 +5,10 @@
 #include <algorithm>
 
 #include "src/nm/auth_dialog.h"
+#include "tests/unit/src/nm/vpn_settings_fixture.h"
 
 using namespace espvpn;
 using namespace espvpn::nm;
-
-namespace {
-
-VpnSettings settings(std::map<std::string, std::string> data, std::map<std::string, std::string> secrets) {
-    VpnSettings s;
-    s.data = std::move(data);
-    for (auto& [k, v] : secrets) s.secrets[k] = Secret::from_string(v);
-    return s;
-}
-
-}  // namespace
 
 TEST_CASE("auth dialog: the password is asked unless a cookie is there or it is not required") {
     auto none = secrets_to_ask(settings({{"gateway", "https://vpn/"}}, {}), false);

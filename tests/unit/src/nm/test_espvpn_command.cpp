@@ -3,18 +3,12 @@
 #include <algorithm>
 
 #include "src/nm/espvpn_command.h"
+#include "tests/unit/src/nm/vpn_settings_fixture.h"
 
 using namespace espvpn;
 using namespace espvpn::nm;
 
 namespace {
-
-VpnSettings settings(std::map<std::string, std::string> data, std::map<std::string, std::string> secrets) {
-    VpnSettings s;
-    s.data = std::move(data);
-    for (auto& [k, v] : secrets) s.secrets[k] = Secret::from_string(v);
-    return s;
-}
 
 EspvpnCommand build(const VpnSettings& s, int verbosity = 0) {
     auto cmd = espvpn_command("/usr/sbin/espvpn", "'/usr/lib/nm-espvpn-service' --helper", s, verbosity);
