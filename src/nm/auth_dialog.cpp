@@ -1,16 +1,11 @@
 #include "src/nm/auth_dialog.h"
 
-#include <glib.h>
-
 #include <cstdlib>
 #include <cstring>
 
+#include "src/nm/libnm.h"
+
 namespace espvpn::nm {
-namespace {
-
-constexpr unsigned kFlagNotRequired = 0x4;  // NM_SETTING_SECRET_FLAG_NOT_REQUIRED
-
-}  // namespace
 
 unsigned secret_flags(const VpnSettings& settings, const std::string& key) {
     auto it = settings.data.find(key + "-flags");
@@ -23,7 +18,7 @@ unsigned secret_flags(const VpnSettings& settings, const std::string& key) {
 
 std::vector<AskedSecret> secrets_to_ask(const VpnSettings& settings, bool reprompt) {
     std::vector<AskedSecret> asked;
-    if (secret_flags(settings, "password") & kFlagNotRequired) return asked;
+    if (secret_flags(settings, "password") & NM_SETTING_SECRET_FLAG_NOT_REQUIRED) return asked;
     if (!reprompt && has_secret(settings, "cookie")) return asked;
     asked.push_back({"password", "Password", reprompt || !has_secret(settings, "password")});
     return asked;
@@ -58,7 +53,8 @@ std::string external_ui_reply(const std::string& connection_name, const VpnSetti
 }
 
 Result<std::map<std::string, Secret>> secrets_from_authenticate(std::string_view output) {
-    // NAME='value' lines (espvpn and openconnect quote without escapes; values hold no ').
+    // NAME='value' lines, shell-quoted (a ' inside a value is written '\''): g_shell_unquote
+    // is the inverse.
     std::map<std::string, std::string> values;
     std::size_t pos = 0;
     while (pos < output.size()) {
@@ -68,9 +64,16 @@ Result<std::map<std::string, Secret>> secrets_from_authenticate(std::string_view
         pos = end + 1;
         const std::size_t eq = line.find('=');
         if (eq == std::string_view::npos) continue;
-        std::string_view value = line.substr(eq + 1);
-        if (value.size() >= 2 && value.front() == '\'' && value.back() == '\'') value = value.substr(1, value.size() - 2);
-        values[std::string(line.substr(0, eq))] = std::string(value);
+        std::string quoted(line.substr(eq + 1));
+        gchar* value = g_shell_unquote(quoted.c_str(), nullptr);
+        explicit_bzero(quoted.data(), quoted.size());
+        if (!value) {
+            for (auto& [name, v] : values) explicit_bzero(v.data(), v.size());
+            return make_error("espvpn --authenticate printed a line that is not NAME='value'");
+        }
+        values[std::string(line.substr(0, eq))] = value;
+        explicit_bzero(value, std::strlen(value));
+        g_free(value);
     }
     std::map<std::string, Secret> out;
     auto cookie = values.find("COOKIE");

@@ -74,6 +74,11 @@ TEST_CASE("auth dialog: espvpn --authenticate output becomes the service's secre
     REQUIRE(ip);
     CHECK(ip->count("resolve") == 0);
     CHECK(ip->count("gwcert") == 0);
+    // A ' inside a value, as espvpn's shell quoting writes it.
+    auto quote = secrets_from_authenticate("COOKIE='user=o'\\''brien&x=1'\n");
+    REQUIRE(quote);
+    CHECK(quote->at("cookie").reveal_text() == "user=o'brien&x=1");
+    CHECK_FALSE(secrets_from_authenticate("COOKIE='unterminated\n"));
     CHECK_FALSE(secrets_from_authenticate("HOST='10.0.0.1'\n"));
     CHECK_FALSE(secrets_from_authenticate(""));
 }
