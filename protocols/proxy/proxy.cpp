@@ -8,6 +8,7 @@
 #include <charconv>
 
 #include "protocols/http/form.h"
+#include "protocols/http/response_parser.h"
 #include "protocols/http/secret_buffer.h"
 
 namespace espvpn::proxy {
@@ -181,48 +182,21 @@ Secret build_connect_request(const ProxySpec& spec, std::string_view host, std::
 }
 
 Result<std::optional<ConnectReply>> parse_connect_reply(std::span<const std::uint8_t> received) {
-    std::string_view text(reinterpret_cast<const char*>(received.data()), received.size());
-    auto end = text.find("\r\n\r\n");
-    std::size_t end_len = 4;
-    if (end == std::string_view::npos) {
-        end = text.find("\n\n");
-        end_len = 2;
-    }
-    if (end == std::string_view::npos) {
-        if (text.size() > kMaxReplyHeader)
-            return make_error("the proxy's reply header is longer than " + std::to_string(kMaxReplyHeader) + " bytes");
-        if (text.size() >= 5 && text.substr(0, 5) != "HTTP/")
-            return make_error("the proxy did not answer with HTTP");
+    http::ParserLimits limits;
+    limits.max_header_bytes = kMaxReplyHeader;
+    http::ResponseParser parser(limits);
+    parser.begin("CONNECT");
+    auto used = parser.feed(received);
+    if (!used) return make_error("the proxy's reply: " + used.error().message);
+    if (!parser.head_complete()) {
+        // Say so before a line ends: a server that is not a proxy may never send one.
+        const std::string_view text(reinterpret_cast<const char*>(received.data()), received.size());
+        if (text.size() >= 5 && text.substr(0, 5) != "HTTP/") return make_error("the proxy did not answer with HTTP");
         return std::optional<ConnectReply>{};
     }
-    ConnectReply reply;
-    reply.header_size = end + end_len;
-    std::string_view head = text.substr(0, end);
-    auto line_end = head.find('\n');
-    std::string_view status_line = head.substr(0, line_end);
-    if (!status_line.empty() && status_line.back() == '\r') status_line.remove_suffix(1);
-    // "HTTP/1.x SSS reason"
-    if (status_line.size() < 12 || status_line.substr(0, 5) != "HTTP/" || status_line[8] != ' ')
-        return make_error("the proxy's reply does not start with an HTTP status line");
-    int status = 0;
-    auto [p, ec] = std::from_chars(status_line.data() + 9, status_line.data() + 12, status);
-    if (ec != std::errc() || p != status_line.data() + 12 || status < 100)
-        return make_error("the proxy's reply has no valid status code");
-    reply.status = status;
-    if (status_line.size() > 13) reply.reason = std::string(status_line.substr(13));
-    std::string_view rest = line_end == std::string_view::npos ? std::string_view() : head.substr(line_end + 1);
-    while (!rest.empty()) {
-        auto nl = rest.find('\n');
-        std::string_view line = rest.substr(0, nl);
-        rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        auto colon = line.find(':');
-        if (colon == std::string_view::npos) continue;
-        if (lower(line.substr(0, colon)) != "proxy-authenticate") continue;
-        auto value = line.substr(colon + 1);
-        value.remove_prefix(std::min(value.find_first_not_of(" \t"), value.size()));
-        reply.authenticate.emplace_back(value);
-    }
+    const http::Response& head = parser.head();
+    ConnectReply reply{head.status, head.reason, {}, *used};
+    for (std::string_view value : head.headers.get_all("Proxy-Authenticate")) reply.authenticate.emplace_back(value);
     return std::optional<ConnectReply>(std::move(reply));
 }
 
