@@ -23,6 +23,21 @@ std::string lower(std::string_view s) {
     return out;
 }
 
+// The items of a `separators`-separated list, lower-cased, blanks trimmed, empty ones dropped.
+std::vector<std::string> list_items(std::string_view list, std::string_view separators) {
+    std::vector<std::string> items;
+    std::size_t pos = 0;
+    while (pos <= list.size()) {
+        auto end = std::min(list.find_first_of(separators, pos), list.size());
+        std::string item = lower(list.substr(pos, end - pos));
+        pos = end + 1;
+        item.erase(0, item.find_first_not_of(" \t"));
+        item.erase(item.find_last_not_of(" \t") + 1);
+        if (!item.empty()) items.push_back(std::move(item));
+    }
+    return items;
+}
+
 bool is_ip_literal(const std::string& host) {
     unsigned char buf[16];
     return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
@@ -116,13 +131,7 @@ Result<ProxySpec> parse_proxy_url(std::string_view text) {
 
 bool bypasses_proxy(std::string_view host_in, std::string_view no_proxy) {
     const std::string host = lower(host_in);
-    std::size_t pos = 0;
-    while (pos <= no_proxy.size()) {
-        auto end = no_proxy.find_first_of(", \t", pos);
-        if (end == std::string_view::npos) end = no_proxy.size();
-        std::string entry = lower(no_proxy.substr(pos, end - pos));
-        pos = end + 1;
-        if (entry.empty()) continue;
+    for (std::string entry : list_items(no_proxy, ", \t")) {
         if (entry == "*") return true;
         if (entry.front() == '[') {  // [v6]:port or [v6]
             entry = entry.substr(1, entry.find(']') - 1);
@@ -143,15 +152,7 @@ bool bypasses_proxy(std::string_view host_in, std::string_view no_proxy) {
 Result<ProxyAuthMethods> parse_proxy_auth(std::string_view text) {
     ProxyAuthMethods m;
     m.basic = false;
-    std::size_t pos = 0;
-    while (pos <= text.size()) {
-        auto end = text.find(',', pos);
-        if (end == std::string_view::npos) end = text.size();
-        std::string name = lower(text.substr(pos, end - pos));
-        pos = end + 1;
-        name.erase(0, name.find_first_not_of(" \t"));
-        name.erase(name.find_last_not_of(" \t") + 1);
-        if (name.empty()) continue;
+    for (const std::string& name : list_items(text, ",")) {
         if (name == "basic") m.basic = true;
         else if (name == "digest" || name == "ntlm" || name == "gssapi" || name == "negotiate")
             m.unsupported.push_back(name);
