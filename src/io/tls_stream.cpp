@@ -378,17 +378,7 @@ int TlsStream::verify_peer() {
         return -1;
     }
     peer_pin_ = fp->pin();
-    // The certificate's MD5, which the CSD host scan reports (openconnect's -certhash).
-    unsigned char md5[16];
-    std::size_t md5_size = sizeof md5;
-    peer_cert_md5_.clear();
-    if (gnutls_fingerprint(GNUTLS_DIG_MD5, &certs[0], md5, &md5_size) == 0) {
-        static const char* kHex = "0123456789abcdef";
-        for (std::size_t i = 0; i < md5_size; ++i) {
-            peer_cert_md5_ += kHex[md5[i] >> 4];
-            peer_cert_md5_ += kHex[md5[i] & 15];
-        }
-    }
+    peer_cert_md5_ = fp->cert_md5_hex;
     if (const auto& pins = credentials_->config().server_pins; !pins.empty()) {
         if (credentials_->pin_matches(*fp)) {
             LOG_DEBUG << "server certificate of " << endpoint() << " accepted by its --servercert fingerprint";
