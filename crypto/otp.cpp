@@ -3,12 +3,27 @@
 #include <nettle/hmac.h>
 
 #include <cctype>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace espvpn {
 
 namespace {
+
+// One HMAC over Nettle's per-hash functions; the context is zeroed afterwards.
+template <class Ctx>
+std::size_t hmac_once(void (*set_key)(Ctx*, std::size_t, const std::uint8_t*),
+                        void (*update)(Ctx*, std::size_t, const std::uint8_t*),
+                        void (*digest)(Ctx*, std::size_t, std::uint8_t*), std::size_t digest_size,
+                        std::span<const std::uint8_t> key, std::span<const std::uint8_t> msg, std::uint8_t* out) {
+    Ctx ctx;
+    set_key(&ctx, key.size(), key.data());
+    update(&ctx, msg.size(), msg.data());
+    digest(&ctx, digest_size, out);
+    secure_zero(&ctx, sizeof ctx);
+    return digest_size;
+}
 
 // HMAC(key, 8-byte big-endian counter) into `out` (64 bytes of room); its length.
 std::size_t hmac_counter(const Secret& key, OtpHash hash, std::uint64_t counter, std::uint8_t* out) {
@@ -19,30 +34,14 @@ std::size_t hmac_counter(const Secret& key, OtpHash hash, std::uint64_t counter,
     }
     const auto k = key.reveal();
     switch (hash) {
-        case OtpHash::sha1: {
-            hmac_sha1_ctx ctx;
-            hmac_sha1_set_key(&ctx, k.size(), k.data());
-            hmac_sha1_update(&ctx, sizeof msg, msg);
-            hmac_sha1_digest(&ctx, SHA1_DIGEST_SIZE, out);
-            secure_zero(&ctx, sizeof ctx);
-            return SHA1_DIGEST_SIZE;
-        }
-        case OtpHash::sha256: {
-            hmac_sha256_ctx ctx;
-            hmac_sha256_set_key(&ctx, k.size(), k.data());
-            hmac_sha256_update(&ctx, sizeof msg, msg);
-            hmac_sha256_digest(&ctx, SHA256_DIGEST_SIZE, out);
-            secure_zero(&ctx, sizeof ctx);
-            return SHA256_DIGEST_SIZE;
-        }
-        case OtpHash::sha512: {
-            hmac_sha512_ctx ctx;
-            hmac_sha512_set_key(&ctx, k.size(), k.data());
-            hmac_sha512_update(&ctx, sizeof msg, msg);
-            hmac_sha512_digest(&ctx, SHA512_DIGEST_SIZE, out);
-            secure_zero(&ctx, sizeof ctx);
-            return SHA512_DIGEST_SIZE;
-        }
+        case OtpHash::sha1:
+            return hmac_once(hmac_sha1_set_key, hmac_sha1_update, hmac_sha1_digest, SHA1_DIGEST_SIZE, k, msg, out);
+        case OtpHash::sha256:
+            return hmac_once(hmac_sha256_set_key, hmac_sha256_update, hmac_sha256_digest, SHA256_DIGEST_SIZE, k,
+                             msg, out);
+        case OtpHash::sha512:
+            return hmac_once(hmac_sha512_set_key, hmac_sha512_update, hmac_sha512_digest, SHA512_DIGEST_SIZE, k,
+                             msg, out);
     }
     return 0;
 }

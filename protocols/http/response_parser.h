@@ -41,6 +41,13 @@ public:
     Status finish_eof();
 
     bool done() const { return state_ == State::done; }
+    // The final status line and its header fields have arrived (the body may not
+    // have): enough for a caller that reads only the head, as after a refused CONNECT.
+    bool head_complete() const {
+        return state_ != State::status_line && state_ != State::header_lines && state_ != State::failed;
+    }
+    // The response so far: status and headers once head_complete(), the body once done().
+    const Response& head() const { return response_; }
     // Whether any byte of the response arrived (a reused connection that died
     // before this point may be retried).
     bool started() const { return started_; }

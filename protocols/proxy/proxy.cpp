@@ -8,6 +8,7 @@
 #include <charconv>
 
 #include "protocols/http/form.h"
+#include "protocols/http/response_parser.h"
 #include "protocols/http/secret_buffer.h"
 
 namespace espvpn::proxy {
@@ -20,6 +21,21 @@ std::string lower(std::string_view s) {
     std::string out(s);
     for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return out;
+}
+
+// The items of a `separators`-separated list, lower-cased, blanks trimmed, empty ones dropped.
+std::vector<std::string> list_items(std::string_view list, std::string_view separators) {
+    std::vector<std::string> items;
+    std::size_t pos = 0;
+    while (pos <= list.size()) {
+        auto end = std::min(list.find_first_of(separators, pos), list.size());
+        std::string item = lower(list.substr(pos, end - pos));
+        pos = end + 1;
+        item.erase(0, item.find_first_not_of(" \t"));
+        item.erase(item.find_last_not_of(" \t") + 1);
+        if (!item.empty()) items.push_back(std::move(item));
+    }
+    return items;
 }
 
 bool is_ip_literal(const std::string& host) {
@@ -115,13 +131,7 @@ Result<ProxySpec> parse_proxy_url(std::string_view text) {
 
 bool bypasses_proxy(std::string_view host_in, std::string_view no_proxy) {
     const std::string host = lower(host_in);
-    std::size_t pos = 0;
-    while (pos <= no_proxy.size()) {
-        auto end = no_proxy.find_first_of(", \t", pos);
-        if (end == std::string_view::npos) end = no_proxy.size();
-        std::string entry = lower(no_proxy.substr(pos, end - pos));
-        pos = end + 1;
-        if (entry.empty()) continue;
+    for (std::string entry : list_items(no_proxy, ", \t")) {
         if (entry == "*") return true;
         if (entry.front() == '[') {  // [v6]:port or [v6]
             entry = entry.substr(1, entry.find(']') - 1);
@@ -142,15 +152,7 @@ bool bypasses_proxy(std::string_view host_in, std::string_view no_proxy) {
 Result<ProxyAuthMethods> parse_proxy_auth(std::string_view text) {
     ProxyAuthMethods m;
     m.basic = false;
-    std::size_t pos = 0;
-    while (pos <= text.size()) {
-        auto end = text.find(',', pos);
-        if (end == std::string_view::npos) end = text.size();
-        std::string name = lower(text.substr(pos, end - pos));
-        pos = end + 1;
-        name.erase(0, name.find_first_not_of(" \t"));
-        name.erase(name.find_last_not_of(" \t") + 1);
-        if (name.empty()) continue;
+    for (const std::string& name : list_items(text, ",")) {
         if (name == "basic") m.basic = true;
         else if (name == "digest" || name == "ntlm" || name == "gssapi" || name == "negotiate")
             m.unsupported.push_back(name);
@@ -181,48 +183,21 @@ Secret build_connect_request(const ProxySpec& spec, std::string_view host, std::
 }
 
 Result<std::optional<ConnectReply>> parse_connect_reply(std::span<const std::uint8_t> received) {
-    std::string_view text(reinterpret_cast<const char*>(received.data()), received.size());
-    auto end = text.find("\r\n\r\n");
-    std::size_t end_len = 4;
-    if (end == std::string_view::npos) {
-        end = text.find("\n\n");
-        end_len = 2;
-    }
-    if (end == std::string_view::npos) {
-        if (text.size() > kMaxReplyHeader)
-            return make_error("the proxy's reply header is longer than " + std::to_string(kMaxReplyHeader) + " bytes");
-        if (text.size() >= 5 && text.substr(0, 5) != "HTTP/")
-            return make_error("the proxy did not answer with HTTP");
+    http::ParserLimits limits;
+    limits.max_header_bytes = kMaxReplyHeader;
+    http::ResponseParser parser(limits);
+    parser.begin("CONNECT");
+    auto used = parser.feed(received);
+    if (!used) return make_error("the proxy's reply: " + used.error().message);
+    if (!parser.head_complete()) {
+        // Say so before a line ends: a server that is not a proxy may never send one.
+        const std::string_view text(reinterpret_cast<const char*>(received.data()), received.size());
+        if (text.size() >= 5 && text.substr(0, 5) != "HTTP/") return make_error("the proxy did not answer with HTTP");
         return std::optional<ConnectReply>{};
     }
-    ConnectReply reply;
-    reply.header_size = end + end_len;
-    std::string_view head = text.substr(0, end);
-    auto line_end = head.find('\n');
-    std::string_view status_line = head.substr(0, line_end);
-    if (!status_line.empty() && status_line.back() == '\r') status_line.remove_suffix(1);
-    // "HTTP/1.x SSS reason"
-    if (status_line.size() < 12 || status_line.substr(0, 5) != "HTTP/" || status_line[8] != ' ')
-        return make_error("the proxy's reply does not start with an HTTP status line");
-    int status = 0;
-    auto [p, ec] = std::from_chars(status_line.data() + 9, status_line.data() + 12, status);
-    if (ec != std::errc() || p != status_line.data() + 12 || status < 100)
-        return make_error("the proxy's reply has no valid status code");
-    reply.status = status;
-    if (status_line.size() > 13) reply.reason = std::string(status_line.substr(13));
-    std::string_view rest = line_end == std::string_view::npos ? std::string_view() : head.substr(line_end + 1);
-    while (!rest.empty()) {
-        auto nl = rest.find('\n');
-        std::string_view line = rest.substr(0, nl);
-        rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        auto colon = line.find(':');
-        if (colon == std::string_view::npos) continue;
-        if (lower(line.substr(0, colon)) != "proxy-authenticate") continue;
-        auto value = line.substr(colon + 1);
-        value.remove_prefix(std::min(value.find_first_not_of(" \t"), value.size()));
-        reply.authenticate.emplace_back(value);
-    }
+    const http::Response& head = parser.head();
+    ConnectReply reply{head.status, head.reason, {}, *used};
+    for (std::string_view value : head.headers.get_all("Proxy-Authenticate")) reply.authenticate.emplace_back(value);
     return std::optional<ConnectReply>(std::move(reply));
 }
 

@@ -59,11 +59,12 @@ struct ConnectReply {
     int status = 0;
     std::string reason;
     std::vector<std::string> authenticate;  // Proxy-Authenticate values (scheme first)
-    std::size_t header_size = 0;            // bytes of the reply up to and including the blank line
+    std::size_t header_size = 0;            // bytes read: for a 2xx, up to and including the blank line
 };
 
-// Reads the proxy's reply to CONNECT: nullopt while the blank line that ends the
-// header has not arrived; an error for a malformed or oversized (> 16 KiB) header.
+// Reads the proxy's reply to CONNECT (through http::ResponseParser): nullopt while the
+// blank line that ends the header has not arrived; an error for a malformed or
+// oversized (> 16 KiB) header.
 Result<std::optional<ConnectReply>> parse_connect_reply(std::span<const std::uint8_t> received);
 
 // ---- SOCKS5 ----

@@ -65,16 +65,14 @@ public:
 
 private:
     Status wait(short events, const char* what) {
-        pollfd p[2] = {{fd_, events, 0}, {cancel_fd_, POLLIN, 0}};
-        while (true) {
-            auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-            int n = poll(p, 2, static_cast<int>(std::max<long long>(left, 0)));
-            if (n > 0 && (p[1].revents & POLLIN))
+        switch (wait_fd(fd_, events, cancel_fd_, deadline_)) {
+            case FdWait::ready: return {};
+            case FdWait::cancelled:
                 return make_error(std::string(kCancelledMessage) + " (" + what + " proxy " + name_ + ")");
-            if (n > 0) return {};
-            if (n == 0) return make_error(std::string("timed out ") + what + " proxy " + name_);
-            if (errno != EINTR) return make_error(std::string("poll failed: ") + std::strerror(errno));
+            case FdWait::timed_out: return make_error(std::string("timed out ") + what + " proxy " + name_);
+            case FdWait::poll_failed: break;
         }
+        return make_error(std::string("poll failed: ") + std::strerror(errno));
     }
 
     int fd_;

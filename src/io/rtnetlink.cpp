@@ -140,22 +140,19 @@ Status RtNetlink::transact(void* request, std::size_t length, const char* what,
     return make_error(std::string(what) + ": no netlink acknowledgement");
 }
 
-Status RtNetlink::set_mtu(int ifindex, unsigned mtu) {
+Status RtNetlink::set_link_u32(int ifindex, std::uint16_t attr, std::uint32_t value, const std::string& what) {
     ifinfomsg info{};
     info.ifi_family = AF_UNSPEC;
     info.ifi_index = ifindex;
     Request r(RTM_NEWLINK, 0, &info, sizeof info);
-    r.attr_u32(IFLA_MTU, mtu);
-    return transact(r.buf, r.hdr()->nlmsg_len, ("set MTU " + std::to_string(mtu)).c_str());
+    r.attr_u32(attr, value);
+    return transact(r.buf, r.hdr()->nlmsg_len, (what + " " + std::to_string(value)).c_str());
 }
 
+Status RtNetlink::set_mtu(int ifindex, unsigned mtu) { return set_link_u32(ifindex, IFLA_MTU, mtu, "set MTU"); }
+
 Status RtNetlink::set_tx_queue_len(int ifindex, unsigned packets) {
-    ifinfomsg info{};
-    info.ifi_family = AF_UNSPEC;
-    info.ifi_index = ifindex;
-    Request r(RTM_NEWLINK, 0, &info, sizeof info);
-    r.attr_u32(IFLA_TXQLEN, packets);
-    return transact(r.buf, r.hdr()->nlmsg_len, ("set txqueuelen " + std::to_string(packets)).c_str());
+    return set_link_u32(ifindex, IFLA_TXQLEN, packets, "set txqueuelen");
 }
 
 Status RtNetlink::set_up(int ifindex, bool up) {

@@ -65,6 +65,8 @@ private:
     // Sends a request and waits for its ACK; `on_reply` (if any) sees the other replies to it.
     Status transact(void* request, std::size_t length, const char* what,
                     const std::function<void(const nlmsghdr&)>& on_reply = {}, int* error = nullptr);
+    // RTM_NEWLINK setting one u32 link attribute (IFLA_MTU, IFLA_TXQLEN).
+    Status set_link_u32(int ifindex, std::uint16_t attr, std::uint32_t value, const std::string& what);
     int fd_ = -1;
     std::uint32_t seq_ = 1;
 };

@@ -63,6 +63,8 @@ Result<ServerFingerprints> fingerprints_of(const gnutls_datum_t& der) {
     fp.sha256_hex = hex_of(s256, sizeof s256);
     fp.sha1_hex = hex_of(s1, sizeof s1);
     fp.cert_sha1_hex = hex_of(c1, sizeof c1);
+    unsigned char md5[16];
+    if (gnutls_hash_fast(GNUTLS_DIG_MD5, der.data, der.size, md5) >= 0) fp.cert_md5_hex = hex_of(md5, sizeof md5);
     return fp;
 }
 

@@ -20,6 +20,8 @@ struct ServerFingerprints {
     std::string sha256_hex;     // lower-case hex
     std::string sha1_hex;       // lower-case hex
     std::string cert_sha1_hex;  // lower-case hex
+    std::string cert_md5_hex;   // lower-case hex, "" where MD5 is unavailable; not a pin (the CSD
+                                // host scan reports it, openconnect's -certhash)
     std::string pin() const { return "pin-sha256:" + pin_sha256; }
     // "pin-sha256:..., sha256:..., sha1:..., <cert SHA-1>" for an error a user can paste from.
     std::string all_forms() const;

@@ -173,6 +173,17 @@ Result<std::shared_ptr<const TlsCredentials>> TlsCredentials::load(const TlsClie
     return std::shared_ptr<const TlsCredentials>(std::move(self));
 }
 
+FdWait wait_fd(int fd, short events, int cancel_fd, Deadline deadline) {
+    pollfd p[2] = {{fd, events, 0}, {cancel_fd, POLLIN, 0}};
+    while (true) {
+        int n = poll(p, 2, static_cast<int>(ms_left(deadline)));
+        if (n > 0 && (p[1].revents & POLLIN)) return FdWait::cancelled;
+        if (n > 0) return FdWait::ready;
+        if (n == 0) return FdWait::timed_out;
+        if (errno != EINTR) return FdWait::poll_failed;
+    }
+}
+
 bool TlsCredentials::pin_matches(const ServerFingerprints& fp) const {
     return std::any_of(pins_.begin(), pins_.end(), [&](const ServerCertPin& p) { return p.matches(fp); });
 }
@@ -201,17 +212,14 @@ Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
             err = errno;
             if (err == EINPROGRESS) {
-                pollfd p[2] = {{fd, POLLOUT, 0}, {cancel_fd, POLLIN, 0}};
-                int n;
-                do n = poll(p, 2, static_cast<int>(timeout.count()));
-                while (n < 0 && errno == EINTR);
-                if (n > 0 && (p[1].revents & POLLIN)) {
+                const FdWait w = wait_fd(fd, POLLOUT, cancel_fd, std::chrono::steady_clock::now() + timeout);
+                if (w == FdWait::cancelled) {
                     ::close(fd);
                     return make_error(std::string(kCancelledMessage) + " (connecting to " + where + ")");
                 }
                 socklen_t len = sizeof err;
-                if (n == 0) err = ETIMEDOUT;
-                else if (n < 0) err = errno;
+                if (w == FdWait::timed_out) err = ETIMEDOUT;
+                else if (w == FdWait::poll_failed) err = errno;
                 else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
             }
         }
@@ -307,17 +315,16 @@ Deadline TlsStream::effective(std::optional<Deadline> deadline) const {
 }
 
 Status TlsStream::wait(bool for_write, Deadline deadline, const char* what) {
-    pollfd p[2] = {{fd_, static_cast<short>(for_write ? POLLOUT : POLLIN), 0}, {cancel_fd_, POLLIN, 0}};
-    while (true) {
-        int n = poll(p, 2, static_cast<int>(ms_left(deadline)));
-        if (n > 0 && (p[1].revents & POLLIN))
+    switch (wait_fd(fd_, for_write ? POLLOUT : POLLIN, cancel_fd_, deadline)) {
+        case FdWait::ready: return {};
+        case FdWait::cancelled:
             return make_error(std::string(kCancelledMessage) + " (" + what + " " + endpoint() + ")");
-        if (n > 0) return {};
-        if (n == 0)
+        case FdWait::timed_out:
             return make_error("timed out " + std::string(what) + " " + endpoint() + " (limit " +
                               std::to_string(credentials_->config().io_timeout.count()) + " ms)");
-        if (errno != EINTR) return make_error(std::string("poll failed: ") + std::strerror(errno));
+        case FdWait::poll_failed: break;
     }
+    return make_error(std::string("poll failed: ") + std::strerror(errno));
 }
 
 Status TlsStream::handshake(Deadline deadline) {
@@ -371,17 +378,7 @@ int TlsStream::verify_peer() {
         return -1;
     }
     peer_pin_ = fp->pin();
-    // The certificate's MD5, which the CSD host scan reports (openconnect's -certhash).
-    unsigned char md5[16];
-    std::size_t md5_size = sizeof md5;
-    peer_cert_md5_.clear();
-    if (gnutls_fingerprint(GNUTLS_DIG_MD5, &certs[0], md5, &md5_size) == 0) {
-        static const char* kHex = "0123456789abcdef";
-        for (std::size_t i = 0; i < md5_size; ++i) {
-            peer_cert_md5_ += kHex[md5[i] >> 4];
-            peer_cert_md5_ += kHex[md5[i] & 15];
-        }
-    }
+    peer_cert_md5_ = fp->cert_md5_hex;
     if (const auto& pins = credentials_->config().server_pins; !pins.empty()) {
         if (credentials_->pin_matches(*fp)) {
             LOG_DEBUG << "server certificate of " << endpoint() << " accepted by its --servercert fingerprint";

@@ -153,4 +153,10 @@ Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono
 // The message of an attempt ended through its cancel fd.
 inline constexpr const char* kCancelledMessage = "connection attempt cancelled";
 
+// One bounded, cancellable wait on a socket (every connect, TLS and proxy wait goes
+// through it): until `fd` has one of `events`, `cancel_fd` (if >= 0) turns readable,
+// or `deadline` passes. EINTR is retried; poll_failed leaves the reason in errno.
+enum class FdWait { ready, cancelled, timed_out, poll_failed };
+FdWait wait_fd(int fd, short events, int cancel_fd, Deadline deadline);
+
 }  // namespace espvpn::io
