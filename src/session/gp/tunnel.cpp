@@ -122,7 +122,7 @@ public:
         : setup_(setup), o_(options), links_(links), timers_(options.force_dpd_s) {}
 
     Result<Prepared> prepare() override;
-    Result<std::optional<TunnelEnd>> start(TunnelHost& host) override;
+    Result<std::optional<LinkEvent>> start(TunnelHost& host) override;
     std::string peer() const override { return "the gateway"; }
     std::string attempt_text() const override { return "new configuration with the same cookie"; }
     datapath::StatsView stats_view() override {
@@ -201,7 +201,6 @@ private:
     int mtu_ = 0;
     datapath::EspDatapathOptions esp_options_;
     bool esp_possible_ = false;   // ESP allowed, keys offered, a socket open
-    std::optional<LinkEvent> pending_up_;
 
     mutable std::mutex mu_;       // the datapath pointers, against the stats reporter thread
     Transport transport_ = Transport::none;
@@ -471,11 +470,6 @@ std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempti
 }
 
 std::vector<LinkEvent> GpDriver::step(Clock::time_point now, const SessionControl& control) {
-    if (pending_up_) {
-        LinkEvent up = std::move(*pending_up_);
-        pending_up_.reset();
-        return {up};
-    }
     const bool attempting = control.attempt_in_flight();
     if (transport_ == Transport::esp) return step_esp(now, attempting);
     if (transport_ == Transport::https) return step_https(now, attempting);
@@ -660,7 +654,7 @@ Result<SessionDriver::Prepared> GpDriver::prepare() {
     return Prepared{HostPlan{setup_.config, mtu_}};
 }
 
-Result<std::optional<TunnelEnd>> GpDriver::start(TunnelHost& host) {
+Result<std::optional<LinkEvent>> GpDriver::start(TunnelHost& host) {
     tun_ = &host.tun();
     const GpEspSetup* esp = first_esp_;
     if (esp) {
@@ -674,11 +668,9 @@ Result<std::optional<TunnelEnd>> GpDriver::start(TunnelHost& host) {
                  << ", in=" << hex32(sas->inbound.spi()) << " out=" << hex32(sas->outbound.spi()) << ", MTU " << mtu_;
         if (Status s = start_esp({std::move(sas->outbound), std::move(sas->inbound)}, false); !s) return s.error();
         rekey_at_ = next_rekey(Clock::now());
-        if (connected_) {
-            LOG_WARN << "no gw-address to probe: ESP assumed up";
-            pending_up_ = LinkEvent::up("over ESP");
-        }
-        return std::optional<TunnelEnd>{};
+        if (!connected_) return std::optional<LinkEvent>{};  // step_esp reports the probe's answer
+        LOG_WARN << "no gw-address to probe: ESP assumed up";
+        return std::optional<LinkEvent>{LinkEvent::up("over ESP")};
     }
     LOG_INFO << "using the HTTPS tunnel: " << (!o_.no_dtls ? "the gateway offers no ESP keys" : "--no-dtls (no ESP)");
     bool rejected = false;
@@ -686,11 +678,10 @@ Result<std::optional<TunnelEnd>> GpDriver::start(TunnelHost& host) {
     if (!tls) {
         if (!rejected) return tls.error();
         LOG_ERROR << tls.error().message;
-        return std::optional<TunnelEnd>{TunnelEnd::cookie_rejected};
+        return std::optional<LinkEvent>{LinkEvent::ended(TunnelEnd::cookie_rejected, tls.error().message)};
     }
     if (Status s = start_https(std::move(*tls)); !s) return s.error();
-    pending_up_ = LinkEvent::up("over the HTTPS tunnel");
-    return std::optional<TunnelEnd>{};
+    return std::optional<LinkEvent>{LinkEvent::up("over the HTTPS tunnel")};
 }
 
 }  // namespace
