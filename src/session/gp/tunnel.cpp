@@ -137,7 +137,7 @@ public:
         stop_https();
     }
     void logout() override {
-        if (transport_ == Transport::none) {
+        if (transport() == Transport::none) {
             LOG_WARN << "no connection to the gateway: logout not sent (the gateway ends the session after its "
                         "cookie timeout)";
         } else if (links_.logout) {
@@ -188,6 +188,8 @@ private:
         if (links_.forget_connections) links_.forget_connections();
     }
     datapath::DatapathStats stats() const;
+    // What carries the traffic: at most one datapath runs (the prober is not one).
+    Transport transport() const { return esp_ ? Transport::esp : https_ ? Transport::https : Transport::none; }
 
     const GpTunnelSetup& setup_;
     const TunnelOptions& o_;
@@ -203,7 +205,6 @@ private:
     bool esp_possible_ = false;   // ESP allowed, keys offered, a socket open
 
     mutable std::mutex mu_;       // the datapath pointers, against the stats reporter thread
-    Transport transport_ = Transport::none;
     std::uint64_t switches_ = 0;
     std::unique_ptr<datapath::EspDatapath> esp_;
     std::unique_ptr<datapath::HttpsDatapath> https_;
@@ -255,7 +256,7 @@ datapath::DatapathStats GpDriver::stats() const {
     datapath::DatapathStats s;
     if (esp_) s = esp_->stats();
     if (https_) s.https = https_->stats();
-    s.transport = transport_;
+    s.transport = transport();
     s.transport_switches = switches_;
     return s;
 }
@@ -266,7 +267,6 @@ Status GpDriver::start_esp(datapath::EspInitialSas sas, bool probe_answered) {
     if (!dp) return dp.error();
     std::lock_guard lock(mu_);
     esp_ = std::move(*dp);
-    transport_ = Transport::esp;
     connected_ = probe_answered || !esp_options_.probe.enabled();
     probing_since_ = connected_at_ = now;
     last_probe_ = {};
@@ -279,7 +279,6 @@ void GpDriver::stop_esp() {
     LOG_INFO << "ESP statistics:\n" << esp_->stats().to_text();
     std::lock_guard lock(mu_);
     esp_.reset();
-    transport_ = Transport::none;
 }
 
 Result<std::unique_ptr<io::TlsStream>> GpDriver::connect_https(bool& cookie_rejected) const {
@@ -310,7 +309,6 @@ Status GpDriver::start_https(std::unique_ptr<io::TlsStream> tls) {
     {
         std::lock_guard lock(mu_);
         https_ = std::move(*dp);
-        transport_ = Transport::https;
     }
     https_since_ = now;
     last_keepalive_ = {};
@@ -330,7 +328,6 @@ void GpDriver::stop_https() {
     LOG_INFO << "HTTPS tunnel statistics:\n" << s.to_text();
     std::lock_guard lock(mu_);
     https_.reset();
-    transport_ = Transport::none;
 }
 
 LinkEvent GpDriver::switch_to_https(const std::string& reason) {
@@ -471,8 +468,8 @@ std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempti
 
 std::vector<LinkEvent> GpDriver::step(Clock::time_point now, const SessionControl& control) {
     const bool attempting = control.attempt_in_flight();
-    if (transport_ == Transport::esp) return step_esp(now, attempting);
-    if (transport_ == Transport::https) return step_https(now, attempting);
+    if (esp_) return step_esp(now, attempting);
+    if (https_) return step_https(now, attempting);
     return {};  // no link: the core makes the attempts
 }
 
@@ -488,7 +485,7 @@ std::unique_ptr<LinkAttempt> GpDriver::begin_attempt(AttemptPurpose purpose) {
         case AttemptPurpose::fallback: work_ = Work::https; break;
         case AttemptPurpose::renew:
         case AttemptPurpose::rekey:
-            if (transport_ == Transport::esp && purpose == AttemptPurpose::rekey) LOG_INFO << "rekey: fetching new ESP keys";
+            if (esp_ && purpose == AttemptPurpose::rekey) LOG_INFO << "rekey: fetching new ESP keys";
             work_ = Work::config;
             break;
     }
@@ -585,9 +582,9 @@ AttemptResult GpDriver::finish_attempt(AttemptPurpose purpose, bool in_outage, c
         r.why = "no configuration";
         return r;
     }
-    if (in_outage || transport_ == Transport::none) return reconnect(std::move(*fetched_));
+    if (in_outage || transport() == Transport::none) return reconnect(std::move(*fetched_));
     Result<GpTunnelSetup>& fresh = *fetched_;
-    if (transport_ == Transport::https) {
+    if (https_) {
         if (!fresh) {
             r.why = "new configuration refused: " + fresh.error().message;
             return r;
