@@ -48,11 +48,11 @@ std::function<Status(ClientOptions&, const char*)> no_op(const char* option, con
     };
 }
 
-// An openconnect option espvpn does not do: an error saying what it does instead.
-std::function<Status(ClientOptions&, const char*)> refused(const char* option, const char* instead) {
-    return [option, instead](ClientOptions&, const char*) -> Status {
-        return make_error(std::string("--") + option + " is not supported: " + instead);
-    };
+// An openconnect option espvpn does not do: accepted by the parser (not listed in
+// --help), its use an error saying why or what espvpn does instead.
+OptionSpec refused(const char* name, char short_name, Arg arg, const char* group, const char* instead) {
+    return {name, short_name, arg, group, nullptr,
+            [name, instead](ClientOptions&, const char*) -> Status { return unsupported(name, instead); }};
 }
 
 #define SET_STRING(field) [](ClientOptions& o, const char* v) -> Status { o.field = v; return {}; }
@@ -285,38 +285,36 @@ const std::vector<OptionSpec>& option_table() {
              std::string m = v;
              if (m == "none") return no_op("compression=none", "espvpn never compresses")(o, v);
              if (m == "stateless" || m == "all")
-                 return refused("compression", "espvpn does not compress tunnel traffic (it runs as "
-                                               "--compression=none); drop the option")(o, v);
+                 return unsupported("compression", "espvpn does not compress tunnel traffic (it runs as "
+                                                   "--compression=none); drop the option");
              return make_error("--compression: expected none, stateless or all, got '" + m + "'");
          }},
-        {"deflate", 'd', Arg::none, "Tunnel control", nullptr,
-         refused("deflate", "espvpn does not compress tunnel traffic (it runs as -D/--no-deflate)")},
-        {"passtos", 0, Arg::none, "Internet connectivity", nullptr,
-         refused("passtos", "espvpn sends ESP/DTLS packets with TOS/TCLASS 0, never the inner packet's")},
-        {"allow-insecure-crypto", 0, Arg::none, "Server bugs", nullptr,
-         refused("allow-insecure-crypto", "espvpn has no 3DES, RC4 or SHA-1-signature support; the server must "
-                                          "offer TLS 1.2+ with modern ciphers")},
-        {"http-auth", 0, Arg::required, "Authentication", nullptr,
-         refused("http-auth", "espvpn does not answer HTTP 401 authentication from the VPN server (form logins only)")},
-        {"force-trojan", 0, Arg::required, "Trojan binary (CSD) execution", nullptr,
-         refused("force-trojan", "espvpn runs the HIP check once per login, not periodically")},
-        {"external-browser", 0, Arg::required, "Authentication", nullptr,
-         refused("external-browser", "no SSO in an external browser yet: log in with a SAML helper and pass "
-                                     "the cookie (--cookie-on-stdin), see espvpn(8)")},
-        {"mca-certificate", 0, Arg::required, "Authentication", nullptr,
-         refused("mca-certificate", "no Cisco multiple-certificate authentication yet; -c/--certificate only")},
-        {"mca-key", 0, Arg::required, "Authentication", nullptr,
-         refused("mca-key", "no Cisco multiple-certificate authentication yet; -c/-k only")},
-        {"mca-key-password", 0, Arg::required, "Authentication", nullptr,
-         refused("mca-key-password", "no Cisco multiple-certificate authentication yet; -p/--key-password only")},
-        {"juniper", 0, Arg::none, "Set VPN protocol", nullptr,
-         refused("juniper", "espvpn speaks --protocol=gp and --protocol=anyconnect only")},
+        refused("deflate", 'd', Arg::none, "Tunnel control",
+                "espvpn does not compress tunnel traffic (it runs as -D/--no-deflate)"),
+        refused("passtos", 0, Arg::none, "Internet connectivity",
+                "espvpn sends ESP/DTLS packets with TOS/TCLASS 0, never the inner packet's"),
+        refused("allow-insecure-crypto", 0, Arg::none, "Server bugs",
+                "espvpn has no 3DES, RC4 or SHA-1-signature support; the server must offer TLS 1.2+ with modern "
+                "ciphers"),
+        refused("http-auth", 0, Arg::required, "Authentication",
+                "espvpn does not answer HTTP 401 authentication from the VPN server (form logins only)"),
+        refused("force-trojan", 0, Arg::required, "Trojan binary (CSD) execution",
+                "espvpn runs the HIP check once per login, not periodically"),
+        refused("external-browser", 0, Arg::required, "Authentication",
+                "no SSO in an external browser yet: log in with a SAML helper and pass the cookie "
+                "(--cookie-on-stdin), see espvpn(8)"),
+        refused("mca-certificate", 0, Arg::required, "Authentication",
+                "no Cisco multiple-certificate authentication yet; -c/--certificate only"),
+        refused("mca-key", 0, Arg::required, "Authentication",
+                "no Cisco multiple-certificate authentication yet; -c/-k only"),
+        refused("mca-key-password", 0, Arg::required, "Authentication",
+                "no Cisco multiple-certificate authentication yet; -p/--key-password only"),
+        refused("juniper", 0, Arg::none, "Set VPN protocol",
+                "espvpn speaks --protocol=gp and --protocol=anyconnect only"),
 
         // Recognised openconnect options espvpn does not implement: a clear error, never silence.
-        {"script-tun", 'S', Arg::none, "VPN configuration script", nullptr,
-         [](ClientOptions&, const char*) -> Status { return unsupported("script-tun", "a tun device is required"); }},
-        {"xmlconfig", 'x', Arg::required, "Tunnel control", nullptr,
-         [](ClientOptions&, const char*) -> Status { return unsupported("xmlconfig", "no Cisco XML profiles"); }},
+        refused("script-tun", 'S', Arg::none, "VPN configuration script", "a tun device is required"),
+        refused("xmlconfig", 'x', Arg::required, "Tunnel control", "no Cisco XML profiles"),
     };
     return table;
 }

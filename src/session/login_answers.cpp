@@ -1,18 +1,11 @@
 #include "src/session/login_answers.h"
 
-#include <cctype>
-
+#include "protocols/http/message.h"
 #include "src/log/logger.h"
 
 namespace espvpn::session {
 
 namespace {
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
 
 std::string labels_of(const LoginField& f) {
     std::string out;
@@ -34,14 +27,13 @@ Result<FormEntry> parse_form_entry(std::string_view text) {
 }
 
 Result<const LoginField::Choice*> match_choice(const LoginField& field, std::string_view answer) {
-    const std::string want = lower(answer);
     const LoginField::Choice* prefix = nullptr;
     int prefixes = 0;
-    if (!want.empty()) {
+    if (!answer.empty()) {
         for (const auto& c : field.choices) {
-            std::string label = lower(c.label);
-            if (label == want) return &c;
-            if (label.rfind(want, 0) == 0) {
+            const std::string_view label = c.label;
+            if (http::iequals(label, answer)) return &c;
+            if (http::iequals(label.substr(0, answer.size()), answer)) {
                 prefix = &c;
                 ++prefixes;
             }

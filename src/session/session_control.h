@@ -100,8 +100,6 @@ public:
     AttemptPurpose attempt_purpose() const { return attempt_ ? attempt_->purpose : AttemptPurpose::reconnect; }
     const std::string& attempt_why() const { return attempt_why_; }
     bool in_outage() const { return outage_.active(); }
-    bool ever_up() const { return ever_up_; }
-    const Outage& outage() const { return outage_; }
 
 private:
     struct Attempt {

@@ -47,7 +47,9 @@ public:
         }
     }
 
-    TunnelEnd run(SignalWatch& signals) {
+    // `first`: the first link's `up`, when start() had it at once.
+    TunnelEnd run(SignalWatch& signals, const std::optional<LinkEvent>& first) {
+        if (first) apply(*first);
         while (!end_) {
             // A new link is made on its own thread: signals are served meanwhile, and its end wakes us.
             pollfd p[2] = {{signals.fd(), POLLIN, 0}, {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0}};
@@ -108,7 +110,7 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     SessionLoop loop(d, o, host);
     auto started = d.start(host);
     if (!started) return started.error();
-    if (*started) return **started;
+    if (*started && (*started)->kind == LinkEvent::Kind::ended) return (*started)->end;
     if (o.after_setup) {
         if (Status s = o.after_setup(); !s) return s.error();
     }
@@ -117,7 +119,7 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     auto reporter = datapath::StatsReporter::start(d.stats_view(), report);
     if (!reporter) return reporter.error();
 
-    const TunnelEnd end = loop.run(signals);
+    const TunnelEnd end = loop.run(signals, *started);
     if (end == TunnelEnd::user_logout) d.logout();
     // The reporter's last write (--stats-json) while the links still hold their counters.
     reporter->reset();

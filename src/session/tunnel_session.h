@@ -87,9 +87,10 @@ public:
     // Before the host (AnyConnect: the first CONNECT). An Error before any traffic, or an
     // end instead of a plan (a refused cookie, a dry run that logged out).
     virtual Result<Prepared> prepare() = 0;
-    // The host is up: the first link starts carrying (its `up` may come from a later step).
-    // An error ends the session; a refused cookie is an end.
-    virtual Result<std::optional<TunnelEnd>> start(TunnelHost& host) = 0;
+    // The host is up: the first link starts. It returns the link's `up` when it carries data
+    // at once (else a later step reports it), or an `ended` (a refused cookie); nullopt:
+    // not up yet. An error ends the session.
+    virtual Result<std::optional<LinkEvent>> start(TunnelHost& host) = 0;
     // "peer" for messages, and what a reconnect attempt does.
     virtual std::string peer() const = 0;
     virtual std::string attempt_text() const = 0;

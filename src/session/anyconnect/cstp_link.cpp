@@ -108,15 +108,15 @@ std::unique_ptr<AcDataChannel> CstpLink::renew_channel(int mtu) {
     return old;
 }
 
-std::optional<std::pair<AcTunnelEnd, std::string>> CstpLink::ended() const {
+std::optional<std::pair<TunnelEnd, std::string>> CstpLink::ended() const {
     auto e = pump_ ? pump_->ended() : std::nullopt;
     if (!e) return std::nullopt;
     switch (e->first) {
-        case datapath::CstpEnd::server_disconnect: return std::make_pair(AcTunnelEnd::server_disconnect, e->second);
-        case datapath::CstpEnd::connection_lost: return std::make_pair(AcTunnelEnd::connection_lost, e->second);
+        case datapath::CstpEnd::server_disconnect: return std::make_pair(TunnelEnd::server_disconnect, e->second);
+        case datapath::CstpEnd::connection_lost: return std::make_pair(TunnelEnd::connection_lost, e->second);
         case datapath::CstpEnd::error: break;
     }
-    return std::make_pair(AcTunnelEnd::error, e->second);
+    return std::make_pair(TunnelEnd::error, e->second);
 }
 
 void CstpLink::logout() {

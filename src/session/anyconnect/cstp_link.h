@@ -89,7 +89,7 @@ public:
 
     datapath::CstpPump* pump() { return pump_.get(); }
     // Set once the pump ended (server BYE, EOF, error); says why.
-    std::optional<std::pair<AcTunnelEnd, std::string>> ended() const;
+    std::optional<std::pair<TunnelEnd, std::string>> ended() const;
     AcDataChannel* channel() const { return channel_.get(); }
     datapath::TlsTunnelStats cstp_stats() const { return pump_ ? pump_->stats() : stopped_cstp_; }
 

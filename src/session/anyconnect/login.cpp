@@ -3,7 +3,7 @@
 #include "protocols/anyconnect/csd.h"
 #include "protocols/xml/escape.h"
 #include "src/log/logger.h"
-#include "src/session/gp/hip_report_program.h"
+#include "src/session/csd_program.h"
 
 namespace espvpn::session {
 

@@ -141,7 +141,7 @@ public:
         : https_(https), auth_(auth), o_(o), dtls_factory_(dtls_factory) {}
 
     Result<Prepared> prepare() override;
-    Result<std::optional<TunnelEnd>> start(TunnelHost& host) override;
+    Result<std::optional<LinkEvent>> start(TunnelHost& host) override;
     std::string peer() const override { return "the server"; }
     std::string attempt_text() const override { return "new TLS connection, CONNECT with the same cookie"; }
     datapath::StatsView stats_view() override;
@@ -190,7 +190,6 @@ private:
     std::unique_ptr<CstpLink> first_;  // connected by prepare(), started by start()
     TunnelHost* host_ = nullptr;
     int tun_mtu_ = 0;
-    bool report_up_ = false;      // the first link's `up` is due
 
     mutable std::mutex link_mutex_;  // link_ swaps vs. the stats reporter
     std::unique_ptr<CstpLink> link_;
@@ -375,10 +374,6 @@ int AcDriver::dpd_s() const {
 
 std::vector<LinkEvent> AcDriver::step(Clock::time_point now, const SessionControl& control) {
     if (!link_) return {};  // an outage: the core makes the attempts
-    if (report_up_) {
-        report_up_ = false;
-        return {LinkEvent::up("to " + link_->tls().endpoint())};
-    }
     const bool attempting = control.attempt_in_flight();
     CstpLink& link = *link_;
     CstpPump& pump = *link.pump();
@@ -528,7 +523,7 @@ Result<SessionDriver::Prepared> AcDriver::prepare() {
     return Prepared{HostPlan{std::move(*config), tun_mtu_}};
 }
 
-Result<std::optional<TunnelEnd>> AcDriver::start(TunnelHost& host) {
+Result<std::optional<LinkEvent>> AcDriver::start(TunnelHost& host) {
     host_ = &host;
     // From now on a reconnect asks for the same addresses (X-CSTP-Address).
     settings_.previous_ipv4 = first_reply_.ipv4_address;
@@ -537,8 +532,7 @@ Result<std::optional<TunnelEnd>> AcDriver::start(TunnelHost& host) {
     start_link(std::move(first_));
     LOG_INFO << "tunnel up on " << host_->tun().name() << " (data over CSTP"
              << (link_->channel() ? "; DTLS handshake started)" : ")");
-    report_up_ = true;
-    return std::optional<TunnelEnd>{};
+    return std::optional<LinkEvent>{LinkEvent::up("to " + link_->tls().endpoint())};
 }
 
 datapath::StatsView AcDriver::stats_view() {

@@ -96,9 +96,6 @@ public:
 using AcDtlsFactory =
     std::function<Result<std::unique_ptr<AcDataChannel>>(const AcDtlsContext& context, AcPacketSink& sink)>;
 
-// The CSTP pump's name for the session's end reasons.
-using AcTunnelEnd = TunnelEnd;
-
 // The tunnel configuration for the host from a CONNECT reply.
 Result<TunnelConfig> map_ac_tunnel_config(const anyconnect::AcCstpConfig& reply, const std::string& peer_address);
 

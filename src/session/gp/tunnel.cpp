@@ -122,7 +122,7 @@ public:
         : setup_(setup), o_(options), links_(links), timers_(options.force_dpd_s) {}
 
     Result<Prepared> prepare() override;
-    Result<std::optional<TunnelEnd>> start(TunnelHost& host) override;
+    Result<std::optional<LinkEvent>> start(TunnelHost& host) override;
     std::string peer() const override { return "the gateway"; }
     std::string attempt_text() const override { return "new configuration with the same cookie"; }
     datapath::StatsView stats_view() override {
@@ -137,7 +137,7 @@ public:
         stop_https();
     }
     void logout() override {
-        if (transport_ == Transport::none) {
+        if (transport() == Transport::none) {
             LOG_WARN << "no connection to the gateway: logout not sent (the gateway ends the session after its "
                         "cookie timeout)";
         } else if (links_.logout) {
@@ -188,6 +188,8 @@ private:
         if (links_.forget_connections) links_.forget_connections();
     }
     datapath::DatapathStats stats() const;
+    // What carries the traffic: at most one datapath runs (the prober is not one).
+    Transport transport() const { return esp_ ? Transport::esp : https_ ? Transport::https : Transport::none; }
 
     const GpTunnelSetup& setup_;
     const TunnelOptions& o_;
@@ -201,10 +203,8 @@ private:
     int mtu_ = 0;
     datapath::EspDatapathOptions esp_options_;
     bool esp_possible_ = false;   // ESP allowed, keys offered, a socket open
-    std::optional<LinkEvent> pending_up_;
 
     mutable std::mutex mu_;       // the datapath pointers, against the stats reporter thread
-    Transport transport_ = Transport::none;
     std::uint64_t switches_ = 0;
     std::unique_ptr<datapath::EspDatapath> esp_;
     std::unique_ptr<datapath::HttpsDatapath> https_;
@@ -256,7 +256,7 @@ datapath::DatapathStats GpDriver::stats() const {
     datapath::DatapathStats s;
     if (esp_) s = esp_->stats();
     if (https_) s.https = https_->stats();
-    s.transport = transport_;
+    s.transport = transport();
     s.transport_switches = switches_;
     return s;
 }
@@ -267,7 +267,6 @@ Status GpDriver::start_esp(datapath::EspInitialSas sas, bool probe_answered) {
     if (!dp) return dp.error();
     std::lock_guard lock(mu_);
     esp_ = std::move(*dp);
-    transport_ = Transport::esp;
     connected_ = probe_answered || !esp_options_.probe.enabled();
     probing_since_ = connected_at_ = now;
     last_probe_ = {};
@@ -280,7 +279,6 @@ void GpDriver::stop_esp() {
     LOG_INFO << "ESP statistics:\n" << esp_->stats().to_text();
     std::lock_guard lock(mu_);
     esp_.reset();
-    transport_ = Transport::none;
 }
 
 Result<std::unique_ptr<io::TlsStream>> GpDriver::connect_https(bool& cookie_rejected) const {
@@ -311,7 +309,6 @@ Status GpDriver::start_https(std::unique_ptr<io::TlsStream> tls) {
     {
         std::lock_guard lock(mu_);
         https_ = std::move(*dp);
-        transport_ = Transport::https;
     }
     https_since_ = now;
     last_keepalive_ = {};
@@ -331,7 +328,6 @@ void GpDriver::stop_https() {
     LOG_INFO << "HTTPS tunnel statistics:\n" << s.to_text();
     std::lock_guard lock(mu_);
     https_.reset();
-    transport_ = Transport::none;
 }
 
 LinkEvent GpDriver::switch_to_https(const std::string& reason) {
@@ -471,14 +467,9 @@ std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempti
 }
 
 std::vector<LinkEvent> GpDriver::step(Clock::time_point now, const SessionControl& control) {
-    if (pending_up_) {
-        LinkEvent up = std::move(*pending_up_);
-        pending_up_.reset();
-        return {up};
-    }
     const bool attempting = control.attempt_in_flight();
-    if (transport_ == Transport::esp) return step_esp(now, attempting);
-    if (transport_ == Transport::https) return step_https(now, attempting);
+    if (esp_) return step_esp(now, attempting);
+    if (https_) return step_https(now, attempting);
     return {};  // no link: the core makes the attempts
 }
 
@@ -494,7 +485,7 @@ std::unique_ptr<LinkAttempt> GpDriver::begin_attempt(AttemptPurpose purpose) {
         case AttemptPurpose::fallback: work_ = Work::https; break;
         case AttemptPurpose::renew:
         case AttemptPurpose::rekey:
-            if (transport_ == Transport::esp && purpose == AttemptPurpose::rekey) LOG_INFO << "rekey: fetching new ESP keys";
+            if (esp_ && purpose == AttemptPurpose::rekey) LOG_INFO << "rekey: fetching new ESP keys";
             work_ = Work::config;
             break;
     }
@@ -591,9 +582,9 @@ AttemptResult GpDriver::finish_attempt(AttemptPurpose purpose, bool in_outage, c
         r.why = "no configuration";
         return r;
     }
-    if (in_outage || transport_ == Transport::none) return reconnect(std::move(*fetched_));
+    if (in_outage || transport() == Transport::none) return reconnect(std::move(*fetched_));
     Result<GpTunnelSetup>& fresh = *fetched_;
-    if (transport_ == Transport::https) {
+    if (https_) {
         if (!fresh) {
             r.why = "new configuration refused: " + fresh.error().message;
             return r;
@@ -660,7 +651,7 @@ Result<SessionDriver::Prepared> GpDriver::prepare() {
     return Prepared{HostPlan{setup_.config, mtu_}};
 }
 
-Result<std::optional<TunnelEnd>> GpDriver::start(TunnelHost& host) {
+Result<std::optional<LinkEvent>> GpDriver::start(TunnelHost& host) {
     tun_ = &host.tun();
     const GpEspSetup* esp = first_esp_;
     if (esp) {
@@ -674,11 +665,9 @@ Result<std::optional<TunnelEnd>> GpDriver::start(TunnelHost& host) {
                  << ", in=" << hex32(sas->inbound.spi()) << " out=" << hex32(sas->outbound.spi()) << ", MTU " << mtu_;
         if (Status s = start_esp({std::move(sas->outbound), std::move(sas->inbound)}, false); !s) return s.error();
         rekey_at_ = next_rekey(Clock::now());
-        if (connected_) {
-            LOG_WARN << "no gw-address to probe: ESP assumed up";
-            pending_up_ = LinkEvent::up("over ESP");
-        }
-        return std::optional<TunnelEnd>{};
+        if (!connected_) return std::optional<LinkEvent>{};  // step_esp reports the probe's answer
+        LOG_WARN << "no gw-address to probe: ESP assumed up";
+        return std::optional<LinkEvent>{LinkEvent::up("over ESP")};
     }
     LOG_INFO << "using the HTTPS tunnel: " << (!o_.no_dtls ? "the gateway offers no ESP keys" : "--no-dtls (no ESP)");
     bool rejected = false;
@@ -686,11 +675,10 @@ Result<std::optional<TunnelEnd>> GpDriver::start(TunnelHost& host) {
     if (!tls) {
         if (!rejected) return tls.error();
         LOG_ERROR << tls.error().message;
-        return std::optional<TunnelEnd>{TunnelEnd::cookie_rejected};
+        return std::optional<LinkEvent>{LinkEvent::ended(TunnelEnd::cookie_rejected, tls.error().message)};
     }
     if (Status s = start_https(std::move(*tls)); !s) return s.error();
-    pending_up_ = LinkEvent::up("over the HTTPS tunnel");
-    return std::optional<TunnelEnd>{};
+    return std::optional<LinkEvent>{LinkEvent::up("over the HTTPS tunnel")};
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 
 #include "protocols/gp/hip.h"
 #include "src/io/udp_socket.h"
-#include "src/session/gp/hip_report_program.h"
+#include "src/session/csd_program.h"
 #include "src/log/logger.h"
 
 namespace espvpn::session {

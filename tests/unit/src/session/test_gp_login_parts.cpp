@@ -8,7 +8,7 @@
 #include "src/session/gp/login.h"
 #include "src/session/gp/transport.h"
 #include "src/session/gp/tunnel_setup.h"
-#include "src/session/gp/hip_report_program.h"
+#include "src/session/csd_program.h"
 
 using namespace espvpn;
 using namespace espvpn::session;

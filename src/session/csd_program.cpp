@@ -1,4 +1,4 @@
-#include "src/session/gp/hip_report_program.h"
+#include "src/session/csd_program.h"
 
 #include <fcntl.h>
 #include <grp.h>

@@ -1,7 +1,8 @@
-// Runs a user's HIP report program (--csd-wrapper, openconnect's contract:
-// hipreport.sh --cookie C --client-ip IP [--client-ipv6 IP6] --md5 M
-// --client-os OS, APP_VERSION in the environment) and returns what it printed.
-// Bounded in time and output size; the cookie passed carries no authcookie.
+// Runs the user's --csd-wrapper program for either protocol and returns what it
+// printed: GlobalProtect's HIP report (openconnect's hipreport.sh contract:
+// --cookie C --client-ip IP [--client-ipv6 IP6] --md5 M --client-os OS,
+// APP_VERSION in the environment; gp/tunnel_setup.cpp) and AnyConnect's CSD host
+// scan (anyconnect/login.cpp). Bounded in time and output size.
 #pragma once
 
 #include <chrono>
