@@ -46,7 +46,6 @@ private:
     io::TunDevice* tun_;
     io::UdpSocket& udp_;
     io::DtlsChannel& channel_;
-    DtlsDatapathOptions options_;
     std::size_t max_inner_;
     io::PacketBatch ctrl_;  // control packets
     std::mutex seal_mutex_; // one sealer at a time (session mode: send() and control)
