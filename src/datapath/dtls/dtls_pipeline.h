@@ -64,8 +64,8 @@ public:
     ControlChannel control;
     DtlsRxCounters counters;
     PipelineFailure failure;
-    std::atomic<Clock::rep> last_rx{0};
-    std::atomic<Clock::rep> last_dpd_response{0};
+    Timestamp last_rx;
+    Timestamp last_dpd_response;
     std::atomic<bool> peer_disconnected{false};
     std::atomic<bool> peer_closed{false};
 

@@ -76,8 +76,8 @@ public:
     HandoverQueue<EspInboundSa> sa_updates;
     EspRxCounters counters;
     PipelineFailure failure;
-    std::atomic<Clock::rep> last_rx{0};
-    std::atomic<Clock::rep> last_probe_reply{0};
+    Timestamp last_rx;
+    Timestamp last_probe_reply;
 
 private:
     void handle_control();

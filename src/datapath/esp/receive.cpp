@@ -148,11 +148,11 @@ bool EspRxPipeline::open_and_deliver() {
     bump(counters.udp_bytes, udp_bytes);
     if (authentic) {
         bump(counters.esp_ok, authentic);
-        const Clock::rep now = Clock::now().time_since_epoch().count();
-        last_rx.store(now, std::memory_order_relaxed);
+        const Clock::time_point now = Clock::now();
+        last_rx.set(now);
         if (probe_replies) {
             bump(counters.probe_replies, probe_replies);
-            last_probe_reply.store(now, std::memory_order_relaxed);
+            last_probe_reply.set(now);
         }
         if (to_tx_.last_authentic_spi.load(std::memory_order_relaxed) != last_spi)
             to_tx_.last_authentic_spi.store(last_spi, std::memory_order_relaxed);
