@@ -1,6 +1,5 @@
 #include "src/datapath/dtls/dtls_datapath.h"
 
-
 #include "src/datapath/dtls/dtls_pipeline.h"
 
 namespace espvpn::datapath {

@@ -48,7 +48,7 @@ private:
     io::DtlsChannel& channel_;
     std::size_t max_inner_;
     io::PacketBatch ctrl_;  // control packets
-    std::mutex seal_mutex_; // one sealer at a time (session mode: send() and control)
+    std::mutex seal_mutex_; // one sealer at a time: send() (the tun's reader) and this thread's control packets
     io::PacketBatch out_;   // DTLS records (guarded by seal_mutex_)
     std::uint32_t dpd_done_ = 0;
     std::uint32_t keepalives_done_ = 0;

@@ -1,12 +1,6 @@
 // The DTLS rx pipeline: recvmmsg / UDP GRO -> DTLS open -> type byte -> data to the tun's owner (deliver).
-#include <poll.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include "protocols/anyconnect/dtls_framing.h"
 #include "src/datapath/dtls/dtls_pipeline.h"
-#include "src/io/offload.h"
 
 namespace espvpn::datapath {
 

@@ -1,14 +1,9 @@
 // The DTLS tx pipeline: IP packets from the tun's reader -> type byte -> DTLS records -> sendmmsg / UDP GSO.
-#include <poll.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "protocols/anyconnect/dtls_framing.h"
 #include "src/datapath/dtls/dtls_pipeline.h"
 #include "src/datapath/too_big.h"
-#include "src/io/offload.h"
 
 namespace espvpn::datapath {
 

@@ -1,5 +1,5 @@
 // Internals of the ESP pipelines (send.cpp, receive.cpp) and the EspDatapath that
-// owns them, and the UDP send helpers ESP and DTLS share. Not for use outside src/datapath/.
+// owns them. Not for use outside src/datapath/.
 #pragma once
 
 #include <atomic>

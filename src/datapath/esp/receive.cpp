@@ -1,12 +1,9 @@
 // The rx pipeline: recvmmsg / UDP GRO -> ESP open in place -> GRO coalesce -> tun write.
-#include <poll.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "protocols/esp/gp_probe.h"
 #include "src/datapath/esp/esp_pipeline.h"
-#include "src/io/offload.h"
 
 namespace espvpn::datapath {
 
