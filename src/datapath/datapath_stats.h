@@ -102,7 +102,7 @@ namespace espvpn::datapath {
 
 // IP packets -> DTLS -> UDP (AnyConnect; the tun is read by the CSTP pump: its tx_tun_reads)
 #define ESPVPN_DTLS_TX_COUNTERS(X)                                                        \
-    X(inner_packets)        /* inner packets after splitting */                           \
+    X(inner_packets)        /* IP packets handed to send() */                             \
     X(inner_bytes)                                                                        \
     X(records)              /* DTLS records sealed (data and control) */                  \
     X(record_bytes)         /* UDP payload bytes sealed */                                \

@@ -19,6 +19,17 @@ namespace espvpn::datapath {
 
 using Clock = std::chrono::steady_clock;
 
+// When something last happened on a pipeline thread (its one writer), for any
+// thread to read: a relaxed atomic, no lock. The epoch means never.
+class Timestamp {
+public:
+    void set(Clock::time_point t) { rep_.store(t.time_since_epoch().count(), std::memory_order_relaxed); }
+    Clock::time_point get() const { return Clock::time_point(Clock::duration(rep_.load(std::memory_order_relaxed))); }
+
+private:
+    std::atomic<Clock::rep> rep_{0};
+};
+
 // How the control plane reaches one pipeline thread: an eventfd that wakes it
 // from poll(), and a flag it checks between batches so a busy thread needs no
 // syscall to notice.

@@ -1,6 +1,5 @@
 #include "src/datapath/dtls/dtls_datapath.h"
 
-
 #include "src/datapath/dtls/dtls_pipeline.h"
 
 namespace espvpn::datapath {
@@ -63,10 +62,9 @@ DtlsDatapathStats DtlsDatapath::stats() const {
 }
 
 DtlsLiveness DtlsDatapath::liveness() const {
-    using D = Clock::duration;
     DtlsLiveness l;
-    l.last_rx = Clock::time_point(D(pipes_.rx->last_rx.load(std::memory_order_relaxed)));
-    l.last_dpd_response = Clock::time_point(D(pipes_.rx->last_dpd_response.load(std::memory_order_relaxed)));
+    l.last_rx = pipes_.rx->last_rx.get();
+    l.last_dpd_response = pipes_.rx->last_dpd_response.get();
     l.peer_disconnected = pipes_.rx->peer_disconnected.load(std::memory_order_relaxed);
     l.peer_closed = pipes_.rx->peer_closed.load(std::memory_order_relaxed);
     return l;

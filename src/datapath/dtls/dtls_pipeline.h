@@ -46,10 +46,9 @@ private:
     io::TunDevice* tun_;
     io::UdpSocket& udp_;
     io::DtlsChannel& channel_;
-    DtlsDatapathOptions options_;
     std::size_t max_inner_;
     io::PacketBatch ctrl_;  // control packets
-    std::mutex seal_mutex_; // one sealer at a time (session mode: send() and control)
+    std::mutex seal_mutex_; // one sealer at a time: send() (the tun's reader) and this thread's control packets
     io::PacketBatch out_;   // DTLS records (guarded by seal_mutex_)
     std::uint32_t dpd_done_ = 0;
     std::uint32_t keepalives_done_ = 0;
@@ -65,8 +64,8 @@ public:
     ControlChannel control;
     DtlsRxCounters counters;
     PipelineFailure failure;
-    std::atomic<Clock::rep> last_rx{0};
-    std::atomic<Clock::rep> last_dpd_response{0};
+    Timestamp last_rx;
+    Timestamp last_dpd_response;
     std::atomic<bool> peer_disconnected{false};
     std::atomic<bool> peer_closed{false};
 

@@ -1,12 +1,6 @@
 // The DTLS rx pipeline: recvmmsg / UDP GRO -> DTLS open -> type byte -> data to the tun's owner (deliver).
-#include <poll.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include "protocols/anyconnect/dtls_framing.h"
 #include "src/datapath/dtls/dtls_pipeline.h"
-#include "src/io/offload.h"
 
 namespace espvpn::datapath {
 
@@ -91,7 +85,7 @@ bool DtlsRxPipeline::open_and_deliver() {
         if (opened->peer_closed) peer_closed.store(true, std::memory_order_relaxed);
         if (opened->records) {
             bump(counters.records, opened->records);
-            last_rx.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+            last_rx.set(Clock::now());
             if (!deliver()) return false;
         }
         if (!opened->more) return true;
@@ -125,7 +119,7 @@ bool DtlsRxPipeline::deliver() {
                 break;
             case DtlsRecordKind::dpd_response:
                 bump(counters.dpd_responses);
-                last_dpd_response.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+                last_dpd_response.set(Clock::now());
                 break;
             case DtlsRecordKind::keepalive: bump(counters.keepalives); break;
             case DtlsRecordKind::disconnect:

@@ -1,14 +1,9 @@
 // The DTLS tx pipeline: IP packets from the tun's reader -> type byte -> DTLS records -> sendmmsg / UDP GSO.
-#include <poll.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "protocols/anyconnect/dtls_framing.h"
 #include "src/datapath/dtls/dtls_pipeline.h"
 #include "src/datapath/too_big.h"
-#include "src/io/offload.h"
 
 namespace espvpn::datapath {
 
@@ -36,8 +31,7 @@ io::PacketBatchShape record_shape(const DtlsDatapathOptions& o, const io::DtlsCh
 
 DtlsTxPipeline::DtlsTxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
                                const DtlsDatapathOptions& options)
-    : tun_(tun), udp_(udp), channel_(channel), options_(options), max_inner_(channel.tunnel_mtu()),
-      ctrl_(control_shape(channel)),
+    : tun_(tun), udp_(udp), channel_(channel), max_inner_(channel.tunnel_mtu()), ctrl_(control_shape(channel)),
       out_(record_shape(options, channel)), too_big_(options.icmp_too_big_per_second) {}
 
 void DtlsTxPipeline::run() {

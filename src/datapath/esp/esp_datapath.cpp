@@ -89,11 +89,7 @@ DatapathStats EspDatapath::stats() const {
 }
 
 EspLiveness EspDatapath::liveness() const {
-    using D = Clock::duration;
-    EspLiveness l;
-    l.last_rx = Clock::time_point(D(pipes_.rx->last_rx.load(std::memory_order_relaxed)));
-    l.last_probe_reply = Clock::time_point(D(pipes_.rx->last_probe_reply.load(std::memory_order_relaxed)));
-    return l;
+    return {pipes_.rx->last_rx.get(), pipes_.rx->last_probe_reply.get()};
 }
 
 std::optional<std::string> EspDatapath::failure() const { return pipes_.failure(); }

@@ -1,5 +1,5 @@
 // Internals of the ESP pipelines (send.cpp, receive.cpp) and the EspDatapath that
-// owns them, and the UDP send helpers ESP and DTLS share. Not for use outside src/datapath/.
+// owns them. Not for use outside src/datapath/.
 #pragma once
 
 #include <atomic>
@@ -76,8 +76,8 @@ public:
     HandoverQueue<EspInboundSa> sa_updates;
     EspRxCounters counters;
     PipelineFailure failure;
-    std::atomic<Clock::rep> last_rx{0};
-    std::atomic<Clock::rep> last_probe_reply{0};
+    Timestamp last_rx;
+    Timestamp last_probe_reply;
 
 private:
     void handle_control();

@@ -1,12 +1,9 @@
 // The rx pipeline: recvmmsg / UDP GRO -> ESP open in place -> GRO coalesce -> tun write.
-#include <poll.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "protocols/esp/gp_probe.h"
 #include "src/datapath/esp/esp_pipeline.h"
-#include "src/io/offload.h"
 
 namespace espvpn::datapath {
 
@@ -148,11 +145,11 @@ bool EspRxPipeline::open_and_deliver() {
     bump(counters.udp_bytes, udp_bytes);
     if (authentic) {
         bump(counters.esp_ok, authentic);
-        const Clock::rep now = Clock::now().time_since_epoch().count();
-        last_rx.store(now, std::memory_order_relaxed);
+        const Clock::time_point now = Clock::now();
+        last_rx.set(now);
         if (probe_replies) {
             bump(counters.probe_replies, probe_replies);
-            last_probe_reply.store(now, std::memory_order_relaxed);
+            last_probe_reply.set(now);
         }
         if (to_tx_.last_authentic_spi.load(std::memory_order_relaxed) != last_spi)
             to_tx_.last_authentic_spi.store(last_spi, std::memory_order_relaxed);

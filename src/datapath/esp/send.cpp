@@ -1,15 +1,9 @@
 // The tx pipeline: tun -> (TSO split) -> ESP seal in place -> sendmmsg / UDP GSO.
-#include <poll.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "protocols/esp/gp_probe.h"
 #include "src/datapath/esp/esp_pipeline.h"
 #include "src/datapath/too_big.h"
-#include "src/io/offload.h"
-#include "src/log/logger.h"
 
 namespace espvpn::datapath {
 

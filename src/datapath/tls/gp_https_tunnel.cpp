@@ -13,10 +13,6 @@
 
 namespace espvpn::datapath {
 
-namespace {
-std::int64_t now_rep() { return Clock::now().time_since_epoch().count(); }
-}  // namespace
-
 // tun -> GP frames -> TLS. Owns the sending half of the TLS session.
 class HttpsSender {
 public:
@@ -104,7 +100,7 @@ public:
 
     ControlChannel control;
     PipelineFailure failure;
-    std::atomic<Clock::rep> last_rx{0};
+    Timestamp last_rx;
 
 private:
     bool delivered(Status st) {
@@ -161,7 +157,7 @@ private:
                 break;
             }
         }
-        if (frames || keepalives) last_rx.store(now_rep(), std::memory_order_relaxed);
+        if (frames || keepalives) last_rx.set(Clock::now());
         bump(counters_.rx_frames, frames);
         bump(counters_.rx_keepalives, keepalives);
         if (not_ip) bump(counters_.drop_rx_not_ip, not_ip);
@@ -224,7 +220,7 @@ void HttpsDatapath::send_keepalive() { pipes_.ask_tx(pipes_.tx->keepalive_reques
 HttpsStats HttpsDatapath::stats() const { return counters_->snapshot(); }
 
 std::chrono::steady_clock::time_point HttpsDatapath::last_rx() const {
-    return Clock::time_point(Clock::duration(pipes_.rx->last_rx.load(std::memory_order_relaxed)));
+    return pipes_.rx->last_rx.get();
 }
 
 std::optional<std::string> HttpsDatapath::failure() const { return pipes_.failure("", ""); }

@@ -75,8 +75,7 @@ TEST_CASE("HTTPS pipeline: tun packets leave as GP frames, frames from the gatew
         // One record per frame, as openconnect expects from a gateway (and sends itself).
         CHECK(tls.frames() == tls.records());
         tls.send(gp::kKeepaliveFrame);
-        for (int i = 0; i < 200 && dp->stats().rx_keepalives == 0; ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        eventually([&] { return dp->stats().rx_keepalives != 0; });
         HttpsStats s = dp->stats();
         CHECK(s.rx_keepalives == 1);
         CHECK(s.tx_keepalives == 1);
@@ -90,7 +89,7 @@ TEST_CASE("HTTPS pipeline: tun packets leave as GP frames, frames from the gatew
         Bytes bad = frame(udp_to_tun_address(7777, "x"));
         bad[0] = 0x00;
         tls.send(bad);
-        for (int i = 0; i < 200 && !dp->failure(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        eventually([&] { return dp->failure().has_value(); });
         REQUIRE(dp->failure());
         CHECK(dp->failure()->find("magic") != std::string::npos);
         dp->stop();
@@ -106,7 +105,7 @@ TEST_CASE("HTTPS pipeline: the gateway closing the connection is reported, and s
         REQUIRE(started);
         std::unique_ptr<HttpsDatapath> dp = std::move(*started);
         tls.close_server();
-        for (int i = 0; i < 200 && !dp->failure(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        eventually([&] { return dp->failure().has_value(); });
         REQUIRE(dp->failure());
         CHECK_MESSAGE(dp->failure()->find("closed") != std::string::npos, *dp->failure());
         dp->stop();
