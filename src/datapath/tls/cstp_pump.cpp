@@ -28,7 +28,8 @@ CstpPump::CstpPump(gnutls_session_t session, int fd, io::TunDevice& tun, int mtu
     : session_(session), fd_(fd), tun_fd_(tun.fd()), batcher_(session_, fd),
       tx_(tun, session_, batcher_, tx_control_, counters_, cstp_options(mtu), anyconnect::kCstpHeaderSize),
       rx_(tun, session_, counters_, cstp_options(mtu), &tun_write_mutex_) {
-    last_rx_ns_ = last_tx_ns_ = now_ns();
+    stamp(last_rx_ns_);
+    stamp(last_tx_ns_);
 }
 
 CstpPump::~CstpPump() { stop(); }
@@ -74,7 +75,7 @@ void CstpPump::finish(CstpEnd end, std::string reason) {
 
 bool CstpPump::sent(Status st) {
     if (st) {
-        last_tx_ns_ = now_ns();
+        stamp(last_tx_ns_);
         return true;
     }
     if (!stopping()) finish(CstpEnd::connection_lost, "sending on the TLS connection failed: " + st.error().message);
@@ -175,7 +176,7 @@ bool CstpPump::server_quiet() const {
     const std::int64_t t = now_ns();
     const std::int64_t asked = dpd_request_ns_;
     const bool answer_due = asked > dpd_response_ns_ && t - asked < kDpdAnswerDueNs;
-    return !answer_due && t - last_rx_ns_ >= TlsRehandshake::kQuietNs;
+    return !answer_due && t - last_rx_ns() >= TlsRehandshake::kQuietNs;
 }
 
 // tx thread: hands the session to the rx thread until the rehandshake is over.
@@ -215,7 +216,7 @@ bool CstpPump::serve_rehandshake() {
         tx_control_.notify();
         return false;
     }
-    last_rx_ns_ = now_ns();
+    stamp(last_rx_ns_);
     pollfd w{-1, 0, 0};
     while (!rx_control_.stop.load(std::memory_order_acquire) && rehandshake_state() == Rehandshake::done)
         ::poll(&w, 0, 5);
@@ -315,7 +316,7 @@ void CstpPump::rx_run() {
                        std::string("the TLS connection failed: ") + gnutls_strerror(static_cast<int>(n)));
             break;
         }
-        last_rx_ns_ = now_ns();
+        stamp(last_rx_ns_);
         if (!consume(rx_.record(static_cast<std::size_t>(n)))) break;
     }
     flush_rx();

@@ -93,8 +93,8 @@ public:
     bool logout_sent() const { return logout_sent_; }
 
     // now_ns() of the last record received / sent.
-    std::int64_t last_rx_ns() const { return last_rx_ns_; }
-    std::int64_t last_tx_ns() const { return last_tx_ns_; }
+    std::int64_t last_rx_ns() const { return last_rx_ns_.load(std::memory_order_relaxed); }
+    std::int64_t last_tx_ns() const { return last_tx_ns_.load(std::memory_order_relaxed); }
     // Set once the receive side ended (server BYE, EOF, error); says why.
     std::optional<std::pair<CstpEnd, std::string>> ended() const;
 
@@ -145,7 +145,10 @@ private:
     std::atomic<bool> logout_in_progress_{false};
     std::atomic<PacketCarrier*> channel_{nullptr};
     std::atomic<std::int64_t> dpd_request_ns_{0}, dpd_response_ns_{0};
+    // Stamped per record sent/received: relaxed stores (a time value, read for DPD and the
+    // rehandshake's quiet check; nothing else is ordered by it).
     std::atomic<std::int64_t> last_rx_ns_{0}, last_tx_ns_{0};
+    static void stamp(std::atomic<std::int64_t>& at) { at.store(now_ns(), std::memory_order_relaxed); }
     std::mutex dpd_mutex_;
     std::uint8_t dpd_payload_[1600] = {};
     std::size_t dpd_payload_len_ = 0;
