@@ -22,6 +22,7 @@
 
 #include "src/nm/auth_dialog.h"
 #include "src/nm/libnm.h"
+#include "src/nm/write_all.h"
 
 extern char** environ;
 
@@ -33,6 +34,7 @@ namespace {
 
 using espvpn::Secret;
 using espvpn::nm::VpnSettings;
+using espvpn::nm::write_all;
 
 constexpr const char* kService = "org.freedesktop.NetworkManager.espvpn";
 
@@ -48,16 +50,6 @@ void usage(FILE* out) {
                  "                             [-t HINT]... [--espvpn PATH]\n"
                  "  Run by NetworkManager's clients (nmcli, GNOME Shell, nm-applet) to get the secrets\n"
                  "  of an espvpn VPN connection; the profile comes on stdin.\n");
-}
-
-bool write_all(int fd, std::string_view bytes) {
-    while (!bytes.empty()) {
-        ssize_t n = write(fd, bytes.data(), bytes.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        bytes.remove_prefix(static_cast<std::size_t>(n));
-    }
-    return true;
 }
 
 VpnSettings settings_from(GHashTable* data, GHashTable* secrets) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "src/nm/espvpn_command.h"
+#include "src/nm/write_all.h"
 
 namespace espvpn::nm {
 namespace {
@@ -78,16 +79,6 @@ VpnSettings settings_of(NMSettingVpn* vpn) {
             static_cast<VpnSettings*>(out)->secrets[key] = Secret::from_string(value ? value : "");
         }, &s);
     return s;
-}
-
-bool write_all(int fd, std::string_view bytes) {
-    while (!bytes.empty()) {
-        ssize_t n = write(fd, bytes.data(), bytes.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        bytes.remove_prefix(static_cast<std::size_t>(n));
-    }
-    return true;
 }
 
 void relay_lines(PluginState& st, bool flush) {
