@@ -52,7 +52,7 @@
 #include "src/io/https_client.h"
 #include "src/io/packet_batch.h"
 #include "src/session/anyconnect/login.h"
-#include "src/session/tunnel_config.h"
+#include "protocols/tunnel/tunnel_config.h"
 #include "src/session/tunnel_host.h"
 #include "src/session/tunnel_session.h"
 

@@ -13,7 +13,7 @@
 #include "protocols/gp/session_cookie.h"
 #include "protocols/gp/tunnel_config.h"
 #include "src/session/gp/transport.h"
-#include "src/session/tunnel_config.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::session {
 
