@@ -96,9 +96,6 @@ public:
 using AcDtlsFactory =
     std::function<Result<std::unique_ptr<AcDataChannel>>(const AcDtlsContext& context, AcPacketSink& sink)>;
 
-// The tunnel configuration for the host from a CONNECT reply.
-Result<TunnelConfig> map_ac_tunnel_config(const anyconnect::AcCstpConfig& reply, const std::string& peer_address);
-
 // Runs the tunnel over `https`'s kept connection to auth.server (a new one if
 // none), through the session core (tunnel_session.h), until it ends. Errors
 // before the tunnel is up are returned as Error, except a rejected cookie.
