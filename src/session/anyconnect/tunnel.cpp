@@ -395,22 +395,25 @@ std::vector<LinkEvent> AcDriver::step(Clock::time_point now, const SessionContro
         if (e->first != TunnelEnd::connection_lost) return {LinkEvent::ended(e->first, e->second)};
         return {LinkEvent::lost(e->second)};
     }
+    if (rh != RH::idle) return {};  // no DPD into a renegotiation's way, no verdict while it runs
     const int dpd = dpd_s();
-    const std::int64_t dpd_ns = std::int64_t{dpd} * 1000000000;
-    const std::int64_t keepalive_ns = std::int64_t{link.reply().keepalive_s} * 1000000000;
-    const std::int64_t t = now_ns();
-    const std::int64_t quiet = t - pump.last_rx_ns();
-    const bool rehandshaking = rh != RH::idle;
-    if (!rehandshaking && dpd_ns > 0 && quiet > 2 * dpd_ns) {
-        return {LinkEvent::lost("nothing received for " + std::to_string(quiet / 1000000000) + " s (DPD " +
-                                std::to_string(dpd) + " s)")};
+    // The pump stamps its start as its first receive and send: the timer starts at "never".
+    if (!link.dpd) link.dpd.emplace(DpdSettings{std::chrono::seconds(dpd), std::chrono::seconds(link.reply().keepalive_s)},
+                                    Clock::time_point{});
+    auto stamp = [](std::int64_t ns) { return Clock::time_point{std::chrono::nanoseconds(ns)}; };
+    const Clock::time_point t = stamp(now_ns());
+    link.dpd->on_receive(stamp(pump.last_rx_ns()));
+    link.dpd->on_send(stamp(pump.last_tx_ns()));
+    switch (link.dpd->poll(t)) {
+        case DpdAction::peer_dead: {
+            const auto quiet = std::chrono::duration_cast<std::chrono::seconds>(t - link.dpd->last_receive()).count();
+            return {LinkEvent::lost("nothing received for " + std::to_string(quiet) + " s (DPD " + std::to_string(dpd) +
+                                    " s)")};
+        }
+        case DpdAction::send_dpd_request: pump.request_dpd(); break;
+        case DpdAction::send_keepalive: pump.request_keepalive(); break;
+        case DpdAction::none: break;
     }
-    if (rehandshaking) return {};
-    if (dpd_ns > 0 && quiet > dpd_ns && t - link.last_dpd_sent > dpd_ns / 2) {
-        pump.request_dpd();
-        link.last_dpd_sent = t;
-    }
-    if (keepalive_ns > 0 && t - pump.last_tx_ns() > keepalive_ns) pump.request_keepalive();
     if (now >= link.rekey_at && !attempting) {
         link.rekey_at = Clock::time_point::max();
         if (link.reply().rekey == anyconnect::AcRekeyMethod::ssl) {

@@ -35,7 +35,7 @@
 #include <string>
 #include <thread>
 
-#include "protocols/anyconnect/dtls_dpd.h"
+#include "protocols/tunnel/dpd_timer.h"
 #include "src/datapath/dtls/dtls_datapath.h"
 #include "src/io/dtls_channel.h"
 #include "src/io/tls_stream.h"
@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     // DPD as the session would run it: one request now, then by the timer.
-    anyconnect::DpdTimer dpd({std::chrono::seconds(1), std::chrono::seconds(1)}, Clock::now());
+    DpdTimer dpd({std::chrono::seconds(1), std::chrono::seconds(1)}, Clock::now());
     dp->send_dpd_request();
     dp->send_keepalive();
     const Clock::time_point end = Clock::now() + std::chrono::seconds(seconds);
@@ -264,10 +264,10 @@ int main(int argc, char** argv) {
         const datapath::DtlsLiveness l = dp->liveness();
         if (l.last_rx.time_since_epoch().count()) dpd.on_receive(l.last_rx);
         switch (dpd.poll(Clock::now())) {
-            case anyconnect::DpdAction::send_dpd_request: dp->send_dpd_request(); break;
-            case anyconnect::DpdAction::send_keepalive: dp->send_keepalive(); break;
-            case anyconnect::DpdAction::peer_dead: dead = true; break;
-            case anyconnect::DpdAction::none: break;
+            case DpdAction::send_dpd_request: dp->send_dpd_request(); break;
+            case DpdAction::send_keepalive: dp->send_keepalive(); break;
+            case DpdAction::peer_dead: dead = true; break;
+            case DpdAction::none: break;
         }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // last answers in flight
