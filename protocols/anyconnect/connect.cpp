@@ -81,11 +81,6 @@ AcRekeyMethod known_rekey_method(std::string_view text) {
 }
 }  // namespace
 
-int requested_tunnel_mtu(int base_mtu, bool outer_ipv6) {
-    // DTLS overhead (1 type + 13 header + 20 MAC + 32 IV + 16 padding), UDP, IP.
-    return base_mtu - 82 - 8 - (outer_ipv6 ? 40 : 20);
-}
-
 Result<Secret> build_connect_request(const AcConnectSettings& s, const Secret& webvpn) {
     http::Request r;
     r.method = "CONNECT";

@@ -42,9 +42,6 @@ struct AcConnectSettings {
     std::string previous_ipv6;
 };
 
-// The X-CSTP-MTU openconnect asks for with a given base MTU (doc 7.1).
-int requested_tunnel_mtu(int base_mtu, bool outer_ipv6);
-
 // The CONNECT request; the Cookie carries only `webvpn`. Error for a header
 // value with a line break.
 Result<Secret> build_connect_request(const AcConnectSettings& settings, const Secret& webvpn);

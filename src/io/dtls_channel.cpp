@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "protocols/anyconnect/dtls_framing.h"
+#include "protocols/tunnel/tunnel_mtu.h"
 #include "src/io/tls_stream.h"
 
 namespace espvpn::io {

@@ -8,6 +8,7 @@
 #include "protocols/esp/esp_sa.h"
 #include "protocols/gp/https_tunnel.h"
 #include "protocols/tunnel/dpd_timer.h"
+#include "protocols/tunnel/tunnel_mtu.h"
 #include "src/datapath/esp/esp_datapath.h"
 #include "src/datapath/tls/gp_https_tunnel.h"
 #include "src/io/tun_device.h"
@@ -18,30 +19,6 @@
 namespace espvpn::session {
 
 using Clock = std::chrono::steady_clock;
-
-int esp_tunnel_mtu(int base_mtu, bool outer_ipv6, std::size_t iv_size, std::size_t icv_size) {
-    int m = base_mtu > 0 ? base_mtu : 1406;
-    if (m < 1280) m = 1280;
-    m -= 8 + (outer_ipv6 ? 40 : 20);                         // UDP + outer IP
-    m -= static_cast<int>(kEspSpiSeqSize + icv_size + iv_size);  // ESP header, IV, ICV
-    m &= ~15;                                                // whole cipher blocks
-    return m - 2;                                            // pad length + next header
-}
-
-int https_tunnel_mtu(int base_mtu, bool outer_ipv6) {
-    int m = base_mtu > 0 ? base_mtu : 1406;
-    if (m < 1280) m = 1280;
-    // Outer IP + TCP with timestamps, a TLS record (header + AEAD tag), the GP frame header.
-    return m - (outer_ipv6 ? 40 : 20) - 32 - (5 + 16) - static_cast<int>(gp::kFrameHeaderSize);
-}
-
-int gp_tun_mtu(const GpMtuInputs& in) {
-    if (in.option_mtu > 0) return in.option_mtu;
-    if (in.gateway_mtu > 0) return in.gateway_mtu;
-    const bool outer_v6 = in.gateway_address.find(':') != std::string::npos;
-    return in.esp ? esp_tunnel_mtu(in.base_mtu, outer_v6, in.esp_iv_size, in.esp_icv_size)
-                  : https_tunnel_mtu(in.base_mtu, outer_v6);
-}
 
 Status start_https_tunnel(io::TlsStream& tls, const gp::GpSessionCookie& cookie, const std::string& path,
                           bool* cookie_rejected) {
@@ -641,7 +618,7 @@ Result<SessionDriver::Prepared> GpDriver::prepare() {
     }
     // The outer family is the gateway's also without ESP: an HTTPS-only tunnel over IPv6
     // was sized for IPv4 (20 bytes too large) when it was taken from the ESP peer.
-    mtu_ = gp_tun_mtu({o_.mtu, setup_.config.mtu, o_.base_mtu, setup_.config.gateway_address,
+    mtu_ = gp::gp_tun_mtu({o_.mtu, setup_.config.mtu, o_.base_mtu, setup_.config.gateway_address,
                        suite_ ? suite_->iv_size() : 0, suite_ ? suite_->icv_size() : 0, suite_.has_value()});
     return Prepared{HostPlan{setup_.config, mtu_}};
 }
