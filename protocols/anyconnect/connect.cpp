@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "crypto/hex.h"
 #include "protocols/http/secret_buffer.h"
 
 namespace espvpn::anyconnect {
@@ -43,16 +44,6 @@ Result<std::array<std::uint8_t, 32>> parse_hex32(std::string_view name, std::str
         return make_error(std::string(name) + " is not 64 hex digits");
     std::array<std::uint8_t, 32> out{};
     std::copy(bytes->reveal().begin(), bytes->reveal().end(), out.begin());
-    return out;
-}
-
-std::string hex(std::span<const std::uint8_t> bytes) {
-    static const char digits[] = "0123456789abcdef";
-    std::string out;
-    for (auto b : bytes) {
-        out += digits[b >> 4];
-        out += digits[b & 15];
-    }
     return out;
 }
 
@@ -98,7 +89,7 @@ Result<Secret> build_connect_request(const AcConnectSettings& s, const Secret& w
     if (s.ipv6) r.headers.add("X-CSTP-Full-IPv6-Capability", "true");
     if (s.dtls) {
         if (s.dtls->master_secret.size() != 48) return make_error("the DTLS master secret must be 48 bytes");
-        r.headers.add("X-DTLS-Master-Secret", hex(s.dtls->master_secret.reveal()));
+        r.headers.add("X-DTLS-Master-Secret", hex_encode(s.dtls->master_secret.reveal()));
         r.headers.add("X-DTLS-CipherSuite", s.dtls->cipher_suites);
         if (!s.dtls->dtls12_cipher_suites.empty()) r.headers.add("X-DTLS12-CipherSuite", s.dtls->dtls12_cipher_suites);
     }

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <optional>
 
+#include "crypto/hex.h"
 #include "crypto/esp_transform.h"
 #include "protocols/esp/esp_sa.h"
 #include "protocols/gp/https_tunnel.h"
@@ -64,12 +65,6 @@ Result<SaPair> build_sas(const gp::GpIpsecConfig& sa) {
 Result<SaPair> fresh_sas(const GpTunnelSetup& fresh, const char* no_keys) {
     if (!fresh.esp) return make_error(no_keys);
     return build_sas(fresh.esp->sa);
-}
-
-std::string hex32(std::uint32_t v) {
-    char buf[16];
-    snprintf(buf, sizeof buf, "0x%08x", v);
-    return buf;
 }
 
 using datapath::Transport;

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <variant>
 
+#include "crypto/hex.h"
 #include "protocols/gp/hip.h"
 #include "src/io/udp_socket.h"
 #include "src/session/csd_program.h"
@@ -155,11 +156,8 @@ std::string describe_tunnel_setup(const GpTunnelSetup& s) {
     o << "exclude routes: " << list(c.split_exclude) << "\n";
     if (s.esp) {
         const auto& e = *s.esp;
-        char spi[2][16];
-        std::snprintf(spi[0], sizeof spi[0], "0x%08x", e.sa.c2s.spi);
-        std::snprintf(spi[1], sizeof spi[1], "0x%08x", e.sa.s2c.spi);
         o << "ESP: " << e.sa.enc_algo << (e.sa.hmac_algo.empty() ? "" : "+" + e.sa.hmac_algo) << " to "
-          << io::endpoint_text(e.peer_address, e.udp_port) << ", SPI out " << spi[0] << " in " << spi[1]
+          << io::endpoint_text(e.peer_address, e.udp_port) << ", SPI out " << hex32(e.sa.c2s.spi) << " in " << hex32(e.sa.s2c.spi)
           << ", probe " << (e.probe_ipv4.empty() ? "-" : e.probe_ipv4)
           << (e.rekey_after_s ? ", rekey after " + std::to_string(e.rekey_after_s) + " s" : "") << "\n";
     } else {

@@ -35,6 +35,7 @@
 #include <string>
 #include <thread>
 
+#include "crypto/hex.h"
 #include "protocols/tunnel/dpd_timer.h"
 #include "src/datapath/dtls/dtls_datapath.h"
 #include "src/io/dtls_channel.h"
@@ -156,7 +157,7 @@ int main(int argc, char** argv) {
                           "\r\nUser-Agent: Open AnyConnect VPN Agent v9.01\r\nCookie: webvpn=" + cookie +
                           "\r\nX-CSTP-Version: 1\r\nX-CSTP-Hostname: dtlstest\r\nX-CSTP-Base-MTU: 1500\r\n"
                           "X-CSTP-MTU: 1400\r\nX-CSTP-Address-Type: IPv4\r\nX-DTLS-Master-Secret: " +
-                          io::hex_encode(master.reveal()) + "\r\nX-DTLS-CipherSuite: " +
+                          hex_encode(master.reveal()) + "\r\nX-DTLS-CipherSuite: " +
                           (psk_mode ? "PSK-NEGOTIATE:" + io::dtls_legacy_suite_offer(false)
                            : mode == "legacy-cbc" ? std::string("AES256-SHA:AES128-SHA")
                                                   : io::dtls_legacy_suite_offer(false)) +
@@ -200,7 +201,7 @@ int main(int argc, char** argv) {
         options.mode = std::move(psk);
     } else if (mode == "legacy") {
         master = must(io::make_dtls_master_secret(), "master secret");
-        const std::string req = "LEGACY " + io::hex_encode(master.reveal()) + "\n";
+        const std::string req = "LEGACY " + hex_encode(master.reveal()) + "\n";
         must(tls->write_all({reinterpret_cast<const std::uint8_t*>(req.data()), req.size()}), "TLS write");
         const std::string reply = read_line(*tls);
         io::DtlsLegacyMode legacy;
