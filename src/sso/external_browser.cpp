@@ -326,6 +326,8 @@ Result<session::SsoResult> ExternalBrowser::run(const session::SsoStart& start, 
         if (auto st = start_as_user(*user, program, target); !st) {
             LOG_WARN << st.error().message << "; open the page yourself";
             launch = false;
+        } else {
+            LOG_INFO << "if no browser window opens, open " << target;
         }
     }
     if (!launch) {
