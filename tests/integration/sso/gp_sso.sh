@@ -14,7 +14,8 @@
 #             (REDIRECT): one IdP sign-in (the portal's cookie replayed at the gateway), ESP up,
 #             ping through the tunnel, SIGINT: logout; no SAML cookie or callback URL in -vvv
 #   gateway:  --usergroup gateway, REDIRECT: --authenticate, the gateway takes the cookie
-#   timeout:  the user never signs in: --sso-timeout 4 ends the login, naming the option
+#   timeout:  the user never signs in: --sso-timeout 4 ends the login, naming the option;
+#             SIGINT while waiting ends it too (exit 1), the callback socket removed
 #   password: a wrong password first (the IdP shows its form again, espvpn keeps waiting),
 #             then the right one: logged in
 #   forged:   a callback when no login waits (refused), garbage while one waits (refused, it
@@ -35,9 +36,16 @@ useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nolo
 useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$other"
 uid=$(id -u "$user") other_uid=$(id -u "$other")
 chmod 755 "$work"  # the user's browser program reads its config and writes its log here
-cleanup() {
+# driver_stop: the browser program and its Chromium (by PID), gone within 15 s.
+driver_stop() {
   local p
   for p in $(cat "$work"/driver.pid 2>/dev/null); do kill -TERM "$p" 2>/dev/null || true; done
+  for p in $(cat "$work"/driver.pid 2>/dev/null); do
+    timeout 15 tail --pid="$p" -f /dev/null || kill -KILL "$p" 2>/dev/null || true
+  done
+}
+cleanup() {
+  driver_stop
   topo_cleanup
   userdel "$user" 2>/dev/null || true
   userdel "$other" 2>/dev/null || true
@@ -51,6 +59,7 @@ fake_routes=(--route 10.202.0.0/24 --route6 fd00:202::/64)
 
 # driver_config PASSWORDS... : the browser program's config (one password per sign-in form).
 driver_config() {
+  driver_stop
   local pw; pw=$(printf '"%s",' "$@"); pw="[${pw%,}]"
   cat >"$work/driver.json" <<JSON
 {"user": "alice", "passwords": $pw, "log": "$work/driver.log", "pidfile": "$work/driver.pid",
@@ -129,6 +138,14 @@ timeout)
   grep -q "not finished within 4 s (--sso-timeout)" "$work/espvpn.log" || fail "the timeout error does not name --sso-timeout"
   ((SECONDS - t0 < 40)) || fail "the timeout took $((SECONDS - t0)) s"
   grep -q "sign-in form shown" "$work/driver.log" || fail "the browser never showed the IdP form"
+  # Ctrl-C while waiting: a prompt, clean end.
+  driver_config
+  run_espvpn --authenticate --usergroup gateway "https://$gw_outer:4443/"
+  wait_for "$work/driver.log" "sign-in form shown" 40 || fail "the browser never showed the IdP form"
+  sigint_exit "$client_pid"
+  [[ $rc -eq 1 ]] || fail "espvpn exited $rc, not 1, on SIGINT during the single sign-on"
+  grep -q "single sign-on at .* cancelled (SIGINT)" "$work/espvpn.log" || fail "no cancel message"
+  [[ ! -e /run/espvpn-sso/$uid/sso-callback ]] || fail "the callback socket was left behind"
   ;;
 password)
   gateway_up none --gw-saml REDIRECT "${idp[@]}" || fail "fake gateway did not start"
