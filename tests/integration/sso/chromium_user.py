@@ -15,7 +15,8 @@ the user stops: a login never finished), resolver_rules (--host-resolver-rules),
 desktop (the desktop entry whose Exec line handles the URL), espvpn (the program to
 run for the entry's espvpn, as it is not installed), callback_out (a file to write
 the URL to, for tests that hand it over themselves; then the handler is not run
-unless desktop is also given), log (this program's log), chromium_log (Chromium's stderr), pidfile (gets "OWN_PID CHROMIUM_PID"),
+unless desktop is also given), log (this program's log), chromium_log (Chromium's stderr), pidfile (gets "OWN_PID CHROMIUM_PID"), tmp (where
+Chromium's profile and HOME go),
 deadline (seconds, default 60).
 """
 import json
@@ -101,8 +102,9 @@ def hand_over(url):
 
 
 deadline = time.monotonic() + float(cfg.get("deadline", 60))
-profile = tempfile.mkdtemp(prefix="espvpn-sso-chromium-")
-home = tempfile.mkdtemp(prefix="espvpn-sso-home-")
+# Under the test's own directory (tmp) when given, so the test removes whatever is left.
+profile = tempfile.mkdtemp(prefix="espvpn-sso-chromium-", dir=cfg.get("tmp"))
+home = tempfile.mkdtemp(prefix="espvpn-sso-home-", dir=cfg.get("tmp"))
 import fcntl
 
 

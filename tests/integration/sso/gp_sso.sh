@@ -36,6 +36,7 @@ useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nolo
 useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$other"
 uid=$(id -u "$user") other_uid=$(id -u "$other")
 chmod 755 "$work"  # the user's browser program reads its config and writes its log here
+mkdir "$work/user-tmp"; chown "$user" "$work/user-tmp"  # its Chromium profile (removed with $work)
 # driver_stop: the browser program and its Chromium (by PID), gone within 15 s.
 driver_stop() {
   local p
@@ -47,8 +48,12 @@ driver_stop() {
 cleanup() {
   driver_stop
   topo_cleanup
-  userdel "$user" 2>/dev/null || true
-  userdel "$other" 2>/dev/null || true
+  # userdel refuses a user with a process still running (a Chromium child on its way out).
+  local u i
+  for u in "$user" "$other"; do
+    for ((i = 0; i < 50; i++)); do userdel "$u" 2>/dev/null && break; sleep 0.1; done
+    getent passwd "$u" >/dev/null && userdel -f "$u" 2>/dev/null || true
+  done
   rm -rf "/run/espvpn-sso/$uid" "/run/espvpn-sso/$other_uid"
 }
 trap cleanup EXIT
@@ -65,7 +70,7 @@ driver_config() {
 {"user": "alice", "passwords": $pw, "log": "$work/driver.log", "pidfile": "$work/driver.pid",
  "resolver_rules": "MAP idp-a.test $gw_ip, MAP idp-b.test $gw_ip",
  "desktop": "${handler:-$desktop}", "espvpn": "$espvpn", "callback_out": "$work/callback.url",
- "deadline": ${driver_deadline:-40}}
+ "tmp": "$work/user-tmp", "deadline": ${driver_deadline:-40}}
 JSON
   : >"$work/driver.log"; : >"$work/callback.url"; : >"$work/driver.pid"
   chmod 644 "$work/driver.json"; chown "$user" "$work/driver.log" "$work/callback.url" "$work/driver.pid"
