@@ -60,7 +60,21 @@ class Cdp:
                 if "error" in m:
                     raise RuntimeError("%s: %s" % (method, m["error"]))
                 return m.get("result", {})
-            self.events.append(m)
+            if not self.pass_through(m, session):
+                self.events.append(m)
+
+    def pass_through(self, m, session):
+        """A paused response that is not the callback goes on at once, even while a command
+        waits for its answer (that answer may wait for the page's navigation)."""
+        if m.get("method") != "Fetch.requestPaused":
+            return False
+        p = m["params"]
+        headers = {h["name"].lower(): h["value"] for h in p.get("responseHeaders") or []}
+        if headers.get("location", "").startswith("globalprotectcallback:"):
+            return False
+        log("response %s %s" % (p.get("responseStatusCode"), p["request"]["url"].split("?")[0]))
+        self.send("Fetch.continueRequest", {"requestId": p["requestId"]}, session=session, wait=False)
+        return True
 
     def read(self, until):
         while b"\0" not in self.buf:
@@ -159,6 +173,10 @@ try:
     while not done:
         m = cdp.event(deadline)
         method, p = m.get("method"), m.get("params", {})
+        if cdp.pass_through(m, sid):
+            continue
+        if method == "Network.loadingFailed":
+            log("request failed: %s" % p.get("errorText"))
         if method == "Fetch.requestPaused":
             headers = {h["name"].lower(): h["value"] for h in p.get("responseHeaders") or []}
             loc = headers.get("location", "")

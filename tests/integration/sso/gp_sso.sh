@@ -14,6 +14,8 @@
 #             (REDIRECT): one IdP sign-in (the portal's cookie replayed at the gateway), ESP up,
 #             ping through the tunnel, SIGINT: logout; no SAML cookie or callback URL in -vvv
 #   gateway:  --usergroup gateway, REDIRECT: --authenticate, the gateway takes the cookie
+#   replay:   portal and gateway SAML, no portal cookie: the portal's prelogin-cookie replayed
+#             at the gateway (one sign-in, no gateway prelogin)
 #   timeout:  the user never signs in: --sso-timeout 4 ends the login, naming the option;
 #             SIGINT while waiting ends it too (exit 1), the callback socket removed
 #   password: a wrong password first (the IdP shows its form again, espvpn keeps waiting),
@@ -70,10 +72,10 @@ driver_config() {
 {"user": "alice", "passwords": $pw, "log": "$work/driver.log", "pidfile": "$work/driver.pid",
  "resolver_rules": "MAP idp-a.test $gw_ip, MAP idp-b.test $gw_ip",
  "desktop": "${handler:-$desktop}", "espvpn": "$espvpn", "callback_out": "$work/callback.url",
- "tmp": "$work/user-tmp", "deadline": ${driver_deadline:-40}}
+ "tmp": "$work/user-tmp", "chromium_log": "$work/chromium.log", "deadline": ${driver_deadline:-40}}
 JSON
-  : >"$work/driver.log"; : >"$work/callback.url"; : >"$work/driver.pid"
-  chmod 644 "$work/driver.json"; chown "$user" "$work/driver.log" "$work/callback.url" "$work/driver.pid"
+  : >"$work/driver.log"; : >"$work/callback.url"; : >"$work/driver.pid"; : >"$work/chromium.log"
+  chmod 644 "$work/driver.json"; chown "$user" "$work/driver.log" "$work/callback.url" "$work/driver.pid" "$work/chromium.log"
 }
 
 # run_espvpn ARGS...: espvpn as root with SUDO_UID of the test user, in the client namespace, -vvv.
@@ -131,6 +133,19 @@ gateway)
   [[ $rc -eq 0 ]] || fail "espvpn --authenticate exited $rc"
   grep -q "^COOKIE=" "$work/espvpn.out" || fail "no COOKIE= line"
   [[ $(json "$work/fake-stats.json" 'd["login_via"]') == "{'saml': 1}" ]] || fail "the gateway did not log in by SAML"
+  no_secrets
+  ;;
+replay)
+  # No portal cookie: the portal's SAML user + prelogin-cookie are replayed at the gateway.
+  gateway_up none --portal-saml REDIRECT --gw-saml REDIRECT "${idp[@]}" || fail "fake gateway did not start"
+  driver_config secret
+  run_espvpn --authenticate "https://$gw_outer:4443/"
+  finish "$client_pid"
+  [[ $rc -eq 0 ]] || fail "espvpn --authenticate exited $rc"
+  [[ $(json "$work/fake-stats.json" 'd.get("idp_logins_ok", 0)') -eq 1 ]] || fail "not exactly one IdP sign-in"
+  [[ $(json "$work/fake-stats.json" 'd["login_via"]') == "{'saml': 1}" ]] || fail "the gateway did not take the replayed cookie"
+  [[ $(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/prelogin.esp", 0)') -eq 0 ]] \
+    || fail "a gateway prelogin was needed"
   no_secrets
   ;;
 timeout)
