@@ -25,6 +25,7 @@
 #             well-formed callback with a made-up cookie: the gateway refuses it (exit 2)
 #   peer:     another local user cannot reach the socket's directory; with the directory and
 #             socket opened to all (as a careless admin might) the peer check still refuses it
+#   xdg:      neither option, a display: xdg-open (a stand-in in PATH) as the user, DISPLAY passed
 #   paste:    no display, no --external-browser: espvpn prints the IdP URL and no browser
 #             starts; the callback pasted on stdin logs in
 # shellcheck source=../gp_test_head.sh
@@ -226,6 +227,32 @@ peer)
   as_user "$user" "$espvpn" --sso-callback "$(cat "$work/callback.url")" || fail "the user's own callback was refused"
   finish "$client_pid"
   [[ $rc -eq 0 ]] || fail "espvpn --authenticate exited $rc"
+  no_secrets
+  ;;
+xdg)
+  # Neither option, a display: the default is the user's browser through xdg-open, run as the
+  # user with the session's DISPLAY (a stand-in xdg-open first in PATH opens chromium_user.py).
+  gateway_up none --gw-saml REDIRECT "${idp[@]}" || fail "fake gateway did not start"
+  driver_config secret
+  mkdir -p "$work/bin"
+  cat >"$work/bin/xdg-open" <<SH
+#!/bin/sh
+{ env; echo "UID_IS=\$(id -u)"; } >$work/xdg-env
+exec $here/chromium_user.py $work/driver.json "\$1"
+SH
+  chmod 755 "$work/bin" "$work/bin/xdg-open"; : >"$work/xdg-env"; chown "$user" "$work/xdg-env"
+  rm -f "$work/espvpn.out" "$work/espvpn.log"
+  ip netns exec "$nsc" env PATH="$work/bin:$PATH" DISPLAY=:77 SUDO_UID="$uid" SUDO_USER="$user" \
+    "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" -vvv --sso-timeout 45 --authenticate --usergroup gateway \
+    "https://$gw_outer:4443/" </dev/null >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  finish "$client_pid"
+  [[ $rc -eq 0 ]] || fail "espvpn --authenticate exited $rc with the default browser"
+  grep -q "opening the identity provider in xdg-open as $user" "$work/espvpn.log" || fail "xdg-open not used as $user"
+  grep -qx "DISPLAY=:77" "$work/xdg-env" || fail "the session's DISPLAY did not reach the browser"
+  grep -qx "HOME=/nonexistent" "$work/xdg-env" || fail "the browser did not get the user's HOME"
+  grep -qx "USER=$user" "$work/xdg-env" || fail "the browser did not run with the user's name"
+  grep -qx "UID_IS=$uid" "$work/xdg-env" || fail "the browser did not run as the user (uid $uid)"
   no_secrets
   ;;
 paste)
