@@ -170,8 +170,22 @@ try:
     cdp.send("Page.navigate", {"url": url}, session=sid, wait=False)  # its answer waits for the paused request
     passwords = list(cfg.get("passwords", []))
     done = False
+    reloads = 0
+    submitted = False  # a sign-in was submitted and no page has answered it yet
     while not done:
-        m = cdp.event(deadline)
+        try:
+            m = cdp.event(min(deadline, time.monotonic() + 10))
+        except TimeoutError:
+            # Seen rarely under load: Chromium aborts its TLS handshakes to the ACS and then
+            # goes quiet. The user presses reload (a POST result page posts again), twice at most.
+            if time.monotonic() >= deadline:
+                raise
+            if not submitted or reloads >= 2:
+                continue
+            reloads += 1
+            log("nothing for 10 s: reload %d" % reloads)
+            cdp.send("Page.reload", {"ignoreCache": True}, session=sid, wait=False)
+            continue
         method, p = m.get("method"), m.get("params", {})
         if cdp.pass_through(m, sid):
             continue
@@ -197,6 +211,7 @@ try:
             msg = res.get("result", {}).get("value", "")
             if not msg:
                 continue
+            submitted = False
             log("sign-in form shown: %s" % msg)
             if not passwords:
                 log("no password left: the user walks away")
@@ -207,6 +222,7 @@ try:
                          session=sid)
                 cdp.send("Input.insertText", {"text": text}, session=sid)
             cdp.send("Runtime.evaluate", {"expression": "document.getElementById('go').click()"}, session=sid)
+            submitted = True
             log("typed the user name and a password, clicked Sign in")
 except (TimeoutError, EOFError, RuntimeError, OSError, StopIteration) as e:
     log("stopped: %s" % e)
