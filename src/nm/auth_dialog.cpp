@@ -20,6 +20,7 @@ std::vector<AskedSecret> secrets_to_ask(const VpnSettings& settings, bool reprom
     std::vector<AskedSecret> asked;
     if (secret_flags(settings, "password") & NM_SETTING_SECRET_FLAG_NOT_REQUIRED) return asked;
     if (!reprompt && has_secret(settings, "cookie")) return asked;
+    if (is_sso_profile(settings) && !has_secret(settings, "password")) return asked;  // the browser logs in
     asked.push_back({"password", "Password", reprompt || !has_secret(settings, "password")});
     return asked;
 }

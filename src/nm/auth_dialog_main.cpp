@@ -64,8 +64,9 @@ VpnSettings settings_from(GHashTable* data, GHashTable* secrets) {
     return s;
 }
 
-// Runs espvpn --authenticate: stdin = the password line, or the terminal; stderr
-// (espvpn's prompts and progress) = the terminal when there is one, else ours.
+// Runs espvpn --authenticate: stdin = the password line, or the terminal, or (a
+// single sign-on with no terminal) /dev/null; stderr (espvpn's prompts and
+// progress) = the terminal when there is one, else ours.
 // Returns espvpn's exit status (-1: could not run it); its stdout in *output.
 int run_authenticate(const std::vector<std::string>& args, const Secret* password, int tty, Secret* output) {
     int out_pipe[2], in_pipe[2] = {-1, -1};
@@ -73,7 +74,9 @@ int run_authenticate(const std::vector<std::string>& args, const Secret* passwor
     if (password && pipe2(in_pipe, O_CLOEXEC) != 0) return -1;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, password ? in_pipe[0] : tty, 0);
+    if (password) posix_spawn_file_actions_adddup2(&fa, in_pipe[0], 0);
+    else if (tty >= 0) posix_spawn_file_actions_adddup2(&fa, tty, 0);
+    else posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
     if (tty >= 0) posix_spawn_file_actions_adddup2(&fa, tty, 2);
     std::vector<char*> argv;
@@ -145,9 +148,10 @@ int classic(const Options& o, const VpnSettings& settings) {
                                                       !o.reprompt)
         password = &it->second;
     int tty = -1;
+    const bool sso = espvpn::nm::is_sso_profile(settings);
     if (!password) {
         if (o.interactive) tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
-        if (tty < 0) {
+        if (tty < 0 && !sso) {  // a single sign-on needs no terminal: the browser asks
             std::fprintf(stderr,
                          "nm-espvpn-auth-dialog: no password for '%s' and no terminal to ask on (a desktop asks "
                          "through --external-ui-mode)\n",
@@ -155,7 +159,7 @@ int classic(const Options& o, const VpnSettings& settings) {
             return 1;
         }
     }
-    auto args = espvpn::nm::espvpn_authenticate_command(o.espvpn, settings, password != nullptr);
+    auto args = espvpn::nm::espvpn_authenticate_command(o.espvpn, settings, password != nullptr, tty >= 0);
     if (!args) {
         std::fprintf(stderr, "nm-espvpn-auth-dialog: %s\n", args.error().message.c_str());
         return 1;

@@ -47,7 +47,9 @@ constexpr const char* kOtherKeys[] = {"gateway", "protocol", "servercert", "cafi
 // login happened there; the service gets the cookie): not passed on, not "unknown".
 constexpr const char* kAuthDialogKeys[] = {"authtype",          "key_pass",           "pem_passphrase_fsid",
                                            "prevent_invalid_cert", "enable_csd_trojan", "csd_wrapper",
-                                           "stoken_source",     "stoken_string"};
+                                           "stoken_source",     "stoken_string",
+                                           // single sign-on: the dialog's login (espvpn_authenticate_command)
+                                           "external-browser", "sso-browser", "sso-timeout"};
 
 bool has_prefix(const std::string& s, std::string_view prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
@@ -66,6 +68,10 @@ bool known_key(const std::string& key) {
 }  // namespace
 
 bool has_secret(const VpnSettings& settings, const std::string& key) { return secret_value(settings, key) != nullptr; }
+
+bool is_sso_profile(const VpnSettings& settings) {
+    return data_value(settings, "external-browser") || data_value(settings, "sso-browser");
+}
 
 bool has_login_secret(const VpnSettings& settings) {
     return secret_value(settings, "cookie") || secret_value(settings, "password");
@@ -128,6 +134,11 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
     } else if (const Secret* password = secret_value(s, "password")) {
         argv.push_back("--passwd-on-stdin");
         cmd.stdin_line = password->clone();
+    } else if (is_sso_profile(s)) {
+        return make_error("the connection signs in through a browser (single sign-on) and no login cookie came "
+                          "with it: connect it from a desktop whose agent runs nm-espvpn-auth-dialog in its "
+                          "classic protocol (nm-applet), or log in with `espvpn --authenticate` and store the "
+                          "cookie (docs/SSO.md)");
     } else {
         return make_error("the connection has neither a 'cookie' nor a 'password' secret");
     }
@@ -144,11 +155,16 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
 }
 
 Result<std::vector<std::string>> espvpn_authenticate_command(const std::string& binary, const VpnSettings& s,
-                                                             bool password_on_stdin) {
+                                                             bool password_on_stdin, bool interactive) {
     std::vector<std::string> argv{binary};
     auto gateway = add_profile_options(s, argv, false);
     if (!gateway) return gateway.error();
+    if (const std::string* v = data_value(s, "external-browser"))
+        argv.push_back(is_yes(*v) ? std::string("--external-browser") : "--external-browser=" + *v);
+    if (const std::string* v = data_value(s, "sso-browser")) argv.push_back("--sso-browser=" + *v);
+    if (const std::string* v = data_value(s, "sso-timeout")) argv.push_back("--sso-timeout=" + *v);
     if (password_on_stdin) argv.push_back("--passwd-on-stdin");
+    else if (!interactive) argv.push_back("--non-inter");
     argv.push_back("--authenticate");
     argv.push_back(*gateway);
     return argv;

@@ -32,6 +32,11 @@ bool has_login_secret(const VpnSettings& settings);
 // Whether vpn.secrets item `key` is present and not empty.
 bool has_secret(const VpnSettings& settings, const std::string& key);
 
+// A single sign-on profile: vpn.data "external-browser" ("yes" or a program) or
+// "sso-browser" (a command) is set. Its login happens in a browser the auth dialog's
+// espvpn --authenticate opens as the desktop user (docs/SSO.md); no password is asked.
+bool is_sso_profile(const VpnSettings& settings);
+
 // binary: the espvpn program; script_command: the vpnc-script command line that
 // reports the configuration back (our helper); verbosity: number of -v.
 Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::string& script_command,
@@ -41,7 +46,10 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
 // own gateway and trust, not the secrets a previous login returned), the password on
 // stdin when password_on_stdin (else espvpn asks on its terminal: password, OTP
 // rounds, group). Its output becomes the connection's secrets (auth_dialog.h).
+// A single sign-on profile adds --external-browser[=PROGRAM] / --sso-browser=COMMAND /
+// --sso-timeout=SECONDS; with no terminal (interactive false) --non-inter too, so
+// nothing waits on a prompt nobody sees.
 Result<std::vector<std::string>> espvpn_authenticate_command(const std::string& binary, const VpnSettings& settings,
-                                                             bool password_on_stdin);
+                                                             bool password_on_stdin, bool interactive = true);
 
 }  // namespace espvpn::nm

@@ -9,7 +9,7 @@
 # that user; the program hands the callback to espvpn as xdg-open would, by the Exec line of
 # the built desktop entry (espvpn --sso-callback %u) over the per-user socket.
 #
-#   gp_sso.sh MODE ESPVPN GATEWAY_BIN DESKTOP_FILE
+#   gp_sso.sh MODE ESPVPN GATEWAY_BIN DESKTOP_FILE [AUTH_DIALOG]
 #   tunnel:   portal SAML (POST: espvpn saves the IdP form for the browser) and gateway SAML
 #             (REDIRECT): one IdP sign-in (the portal's cookie replayed at the gateway), ESP up,
 #             ping through the tunnel, SIGINT: logout; no SAML cookie or callback URL in -vvv
@@ -28,9 +28,13 @@
 #   xdg:      neither option, a display: xdg-open (a stand-in in PATH) as the user, DISPLAY passed
 #   paste:    no display, no --external-browser: espvpn prints the IdP URL and no browser
 #             starts; the callback pasted on stdin logs in
+#   nm_dialog: NetworkManager's auth dialog (classic protocol, as nm-applet runs it: the
+#             profile on stdin, no terminal) for a profile with external-browser=PROGRAM: it
+#             runs espvpn --authenticate, the browser signs in, the dialog answers cookie and
+#             gateway; the cookie logs in to the gateway (a connect with --cookie-on-stdin)
 # shellcheck source=../gp_test_head.sh
 . "$(dirname "$0")/../gp_test_head.sh" gp-sso "$1" "$2" "$3"
-desktop=$(realpath "$4") espvpn=$(realpath "$espvpn")
+desktop=$(realpath "$4") espvpn=$(realpath "$espvpn") dialog=${5:-}
 [[ -x /usr/bin/chromium ]] || { echo "SKIP: no /usr/bin/chromium"; exit 77; }
 command -v useradd >/dev/null || { echo "SKIP: no useradd"; exit 77; }
 
@@ -280,6 +284,38 @@ paste)
   [[ $rc -eq 0 ]] || fail "espvpn --authenticate exited $rc with the pasted callback"
   grep -q "that line is not usable" "$work/espvpn.log" || fail "the bad pasted line was not refused"
   grep -q "^COOKIE=" "$work/espvpn.out" || fail "no COOKIE= line"
+  no_secrets
+  ;;
+nm_dialog)
+  [[ -x $dialog ]] || fail "nm_dialog needs the auth dialog binary as the 5th argument"
+  gateway_up aes-128-gcm --gw-saml REDIRECT "${idp[@]}" || fail "fake gateway did not start"
+  driver_config secret
+  url="https://$gw_outer:4443/"
+  request=$(printf 'DATA_KEY=%s\nDATA_VAL=%s\n\n' gateway "$url" protocol gp usergroup gateway \
+    cafile "$repo/certs/ca.pem" external-browser "$here/chromium_user.py $work/driver.json" sso-timeout 45
+    printf 'DONE\n')
+  # setsid: no controlling terminal, as under nm-applet; the user's session as in run_espvpn.
+  reply=$(printf '%s\nQUIT\n' "$request" | ip netns exec "$nsc" env -u DISPLAY -u WAYLAND_DISPLAY \
+    SUDO_UID="$uid" SUDO_USER="$user" setsid -w timeout 90 "$dialog" -u "$(cat /proc/sys/kernel/random/uuid)" \
+    -n sso -s org.freedesktop.NetworkManager.espvpn -i --espvpn "$espvpn" 2>"$work/espvpn.log") ||
+    fail "the dialog failed: $(tail -5 "$work/espvpn.log")"
+  : >"$work/espvpn.out"
+  declare -A got=()
+  while IFS= read -r k && [[ -n $k ]] && IFS= read -r v; do got[$k]=$v; done <<<"$reply"
+  [[ -n ${got[cookie]:-} ]] || fail "the dialog's reply has no cookie (keys: ${!got[*]})"
+  [[ ${got[gateway]:-} == https://* ]] || fail "the dialog's reply has no gateway: '${got[gateway]:-}'"
+  [[ $(json "$work/fake-stats.json" 'd["login_via"]') == "{'saml': 1}" ]] || fail "the gateway did not log in by SAML"
+  grep -q "handler exit 0" "$work/driver.log" || fail "the desktop entry's handler did not succeed"
+  # The service's side: the cookie alone brings the tunnel up (as nm-espvpn-service runs espvpn).
+  printf '%s\n' "${got[cookie]}" >"$work/cookie"
+  ip netns exec "$nsc" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" --cookie-on-stdin --non-inter \
+    -vvv "${got[gateway]}" <"$work/cookie" >>"$work/espvpn.out" 2>"$work/connect.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_for "$work/connect.log" "ESP connected" 60 "$client_pid" || fail "the dialog's cookie did not bring ESP up"
+  ip netns exec "$nsc" ping -c 2 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping $lan_ip through the tunnel"
+  sigint_exit "$client_pid"
+  rm -f "$work/cookie"
+  cat "$work/connect.log" >>"$work/espvpn.log"
   no_secrets
   ;;
 *) fail "unknown mode $mode" ;;

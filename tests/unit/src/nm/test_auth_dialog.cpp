@@ -108,3 +108,33 @@ TEST_CASE("auth dialog: espvpn --authenticate gets the profile's options, never 
     CHECK(std::find(tty->begin(), tty->end(), "--passwd-on-stdin") == tty->end());
     CHECK_FALSE(espvpn_authenticate_command("/usr/sbin/espvpn", settings({{"protocol", "gp"}}, {}), true));
 }
+
+TEST_CASE("auth dialog: a single sign-on profile logs in through the browser, asking nothing") {
+    auto s = settings({{"gateway", "https://vpn/"}, {"protocol", "gp"}, {"external-browser", "yes"},
+                       {"sso-timeout", "120"}},
+                      {});
+    CHECK(is_sso_profile(s));
+    CHECK(secrets_to_ask(s, false).empty());
+    CHECK(secrets_to_ask(s, true).empty());
+    // A stored password still counts (an IdP form espvpn fills is not SSO): asked with -r.
+    CHECK(secrets_to_ask(settings({{"sso-browser", "chromium"}}, {{"password", "x"}}), true).size() == 1);
+
+    auto argv = espvpn_authenticate_command("/usr/sbin/espvpn", s, false, false);
+    REQUIRE(argv);
+    const std::vector<std::string> want{"/usr/sbin/espvpn", "--protocol=gp",   "--external-browser",
+                                        "--sso-timeout=120", "--non-inter",    "--authenticate",
+                                        "https://vpn/"};
+    CHECK(*argv == want);
+    auto program = espvpn_authenticate_command(
+        "/usr/sbin/espvpn", settings({{"gateway", "https://vpn/"}, {"external-browser", "/usr/bin/firefox"}}, {}),
+        false, true);
+    REQUIRE(program);
+    CHECK(std::find(program->begin(), program->end(), "--external-browser=/usr/bin/firefox") != program->end());
+    CHECK(std::find(program->begin(), program->end(), "--non-inter") == program->end());  // a terminal: it may ask
+    auto driven = espvpn_authenticate_command(
+        "/usr/sbin/espvpn", settings({{"gateway", "https://vpn/"}, {"sso-browser", "chromium --headless=new"}}, {}),
+        false, false);
+    REQUIRE(driven);
+    CHECK(std::find(driven->begin(), driven->end(), "--sso-browser=chromium --headless=new") != driven->end());
+    CHECK_FALSE(is_sso_profile(settings({{"gateway", "https://vpn/"}}, {})));
+}

@@ -105,3 +105,15 @@ TEST_CASE("espvpn command: which secrets count as a login") {
     CHECK(has_login_secret(settings({}, {{"password", "p"}})));
     CHECK_FALSE(has_login_secret(settings({}, {{"password", ""}, {"gwcert", "pin-sha256:x"}})));
 }
+
+TEST_CASE("espvpn command: a single sign-on profile connects with the dialog's cookie, or says why it cannot") {
+    auto sso = settings({{"gateway", "https://vpn/"}, {"protocol", "gp"}, {"external-browser", "yes"},
+                         {"sso-timeout", "60"}},
+                        {{"cookie", "authcookie=abc&portal=x&user=alice"}});
+    EspvpnCommand c = build(sso);
+    CHECK(c.ignored_keys.empty());  // the browser keys are the dialog's, not unknown
+    for (const auto& a : c.argv) CHECK(a.find("browser") == std::string::npos);  // the service never opens one
+    auto none = espvpn_command("/usr/sbin/espvpn", "x", settings({{"gateway", "https://vpn/"}, {"sso-browser", "c"}}, {}), 0);
+    REQUIRE_FALSE(none);
+    CHECK(none.error().message.find("single sign-on") != std::string::npos);
+}
