@@ -44,12 +44,15 @@ DEBIAN_FRONTEND=noninteractive dpkg -i /espvpn.deb >/tmp/dpkg.out 2>&1 || { cat 
 echo "ok: dpkg -i: $(dpkg-query -W -f='${Package} ${Version}, depends ${Depends}' espvpn)"
 for f in /usr/sbin/espvpn /usr/share/man/man8/espvpn.8.gz /usr/share/bash-completion/completions/espvpn \
   /usr/lib/NetworkManager/nm-espvpn-service /usr/lib/NetworkManager/nm-espvpn-auth-dialog \
-  /usr/lib/NetworkManager/VPN/nm-espvpn-service.name /usr/share/dbus-1/system.d/nm-espvpn-service.conf; do
+  /usr/lib/NetworkManager/VPN/nm-espvpn-service.name /usr/share/dbus-1/system.d/nm-espvpn-service.conf \
+  /usr/share/applications/espvpn-sso-callback.desktop; do
   dpkg -S "$f" >/dev/null || { echo "FAIL: the package does not own $f"; exit 1; }
 done
 grep -q "^program=/usr/lib/NetworkManager/nm-espvpn-service$" /usr/lib/NetworkManager/VPN/nm-espvpn-service.name ||
   { echo "FAIL: the .name file's program is not the installed service"; exit 1; }
-echo "ok: $(/usr/sbin/espvpn --version | head -1); the package owns espvpn, its man page, completion, the plugin, its .name file and D-Bus policy"
+grep -qx "Exec=/usr/sbin/espvpn --sso-callback %u" /usr/share/applications/espvpn-sso-callback.desktop ||
+  { echo "FAIL: the SSO callback desktop entry does not run the installed espvpn"; exit 1; }
+echo "ok: $(/usr/sbin/espvpn --version | head -1); the package owns espvpn, its man page, completion, the plugin, its .name file, D-Bus policy and SSO callback desktop entry"
 "$here/real_nm.sh" gp /usr/lib/NetworkManager/nm-espvpn-service /usr/sbin/espvpn "$gw_bin" \
   /usr/lib/NetworkManager/VPN/nm-espvpn-service.name
 CHROOT
