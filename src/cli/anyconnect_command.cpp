@@ -12,6 +12,7 @@
 #include "src/session/anyconnect/dtls_link.h"
 #include "src/session/anyconnect/login.h"
 #include "src/session/anyconnect/tunnel.h"
+#include "src/sso/devtools_browser.h"
 
 namespace espvpn::cli {
 
@@ -75,6 +76,12 @@ std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     if (!options.certificate.empty()) settings.client_certificate = https.credentials()->client_subject();
     settings.form_entries = inputs.form_entries;
     settings.token = inputs.token;
+    // The browser for a single sign-on: only the driven one on this branch (the external
+    // browser, the default on a desktop, comes with src/sso/external_browser.h).
+    std::unique_ptr<session::SsoBrowser> browser;
+    if (!options.sso_browser.empty())
+        browser = sso::make_driven_browser({options.sso_browser, std::chrono::seconds(options.sso_timeout_s)});
+    settings.sso_browser = browser.get();
     session::AcLogin login(https, std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");

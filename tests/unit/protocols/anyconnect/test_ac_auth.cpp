@@ -198,3 +198,59 @@ TEST_CASE("client certificate requests: Cisco's XML element, ocserv's 401") {
     CHECK(client_certificate_error("vpn.test", std::string()).find("refused the client certificate (") !=
           std::string::npos);
 }
+
+TEST_CASE("single sign-on: capabilities only for the flows a browser can finish, the sso-v2 form, <sso-token>") {
+    AcClientInfo client;
+    client.group_access = "https://vpn.example.com/";
+    // No browser configured: no <capabilities> at all (a server seeing one may insist on SSO).
+    CHECK(build_init_request(client).find("capabilities") == std::string::npos);
+    client.sso_v2 = true;
+    CHECK(build_init_request(client).find(
+              "<capabilities><auth-method>single-sign-on-v2</auth-method></capabilities>") != std::string::npos);
+    client.sso_v2 = false;
+    client.sso_external = true;
+    CHECK(build_init_request(client).find("<capabilities><auth-method>single-sign-on-external-browser</auth-method>"
+                                          "</capabilities>") != std::string::npos);
+    client.sso_external = false;
+
+    // As an ASA sends it (the URLs' & as &#x26;), the group list beside the sso input.
+    const std::string form = R"(<?xml version="1.0" encoding="UTF-8"?>
+<config-auth client="vpn" type="auth-request" aggregate-auth-version="2">
+<opaque is-for="sg"><tunnel-group>SAML</tunnel-group><auth-method>single-sign-on-v2</auth-method></opaque>
+<auth id="main"><title>Login</title><message>Please complete the authentication process in the AnyConnect Login window.</message>
+<sso-v2-login>https://vpn.example.com/+CSCOE+/saml/sp/login?tgname=SAML&#x26;acsamlcap=v2</sso-v2-login>
+<sso-v2-login-final>https://vpn.example.com/+CSCOE+/saml_ac_login.html</sso-v2-login-final>
+<sso-v2-logout>https://vpn.example.com/+CSCOE+/saml/sp/logout</sso-v2-logout>
+<sso-v2-token-cookie-name>acSamlv2Token</sso-v2-token-cookie-name>
+<sso-v2-error-cookie-name>acSamlv2Error</sso-v2-error-cookie-name>
+<form><input type="sso" name="sso-token"></input>
+<select name="group_list" label="GROUP:"><option>SAML</option></select></form></auth></config-auth>)";
+    AcAuthReply r = must_parse(form);
+    REQUIRE(r.sso);
+    CHECK(r.sso->login == "https://vpn.example.com/+CSCOE+/saml/sp/login?tgname=SAML&acsamlcap=v2");
+    CHECK(r.sso->login_final == "https://vpn.example.com/+CSCOE+/saml_ac_login.html");
+    CHECK(r.sso->logout == "https://vpn.example.com/+CSCOE+/saml/sp/logout");
+    CHECK(r.sso->token_cookie == "acSamlv2Token");
+    CHECK(r.sso->error_cookie == "acSamlv2Error");
+    CHECK_FALSE(r.sso->external());
+    REQUIRE(r.field("sso-token"));
+    CHECK(r.field("sso-token")->kind == AcFormField::Kind::sso);
+    CHECK(r.group_list());
+
+    std::string external = form;
+    external.replace(external.find("<form>"), 6, "<sso-v2-browser-mode>external</sso-v2-browser-mode><form>");
+    CHECK(must_parse(external).sso->external());
+    std::string no_cookie = form;
+    const std::string cookie_element = "<sso-v2-token-cookie-name>acSamlv2Token</sso-v2-token-cookie-name>";
+    no_cookie.erase(no_cookie.find(cookie_element), cookie_element.size());
+    CHECK(error_of(no_cookie).find("sso-v2-token-cookie-name") != std::string::npos);
+    CHECK_FALSE(must_parse(fixture("ocserv_username_form.xml")).sso);
+
+    // The token goes back as <sso-token> inside <auth>, the opaque echoed.
+    std::vector<AcFieldValue> fields;
+    fields.push_back({"sso-token", Secret::from_string("TOKEN123")});
+    Secret reply = build_auth_reply(client, fields, "SAML", r.opaque);
+    CHECK(reply.reveal_text().find("<auth><sso-token>TOKEN123</sso-token></auth><group-select>SAML</group-select>") !=
+          std::string_view::npos);
+    CHECK(reply.reveal_text().find("<tunnel-group>SAML</tunnel-group>") != std::string_view::npos);
+}

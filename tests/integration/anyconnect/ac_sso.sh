@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# AnyConnect single sign-on (sso-v2, issue 19) end to end: espvpn --authenticate against
+# fake_ac_sso.py (an AnyConnect server and its identity provider on loopback, two host names),
+# the login done in a real headless Chromium that espvpn starts and drives (--sso-browser).
+# The IdP's page builds its form with JavaScript; its own script types the user name and password
+# (--autofill, the test's stand-in for the user), so the browser stays a real browser.
+# Chromium runs as the test's user with --no-sandbox (as root its sandbox refuses to start).
+#
+#   ac_sso.sh MODE ESPVPN_BIN
+#   ok              capabilities = single-sign-on-v2 only; the token posted back as <sso-token>; the printed
+#                   cookie is accepted by the server's session check; -vvv shows neither token nor cookie
+#   no_browser      no --sso-browser: no <capabilities> sent, a clear error naming --sso-browser, one request
+#   wrong_password  the IdP refuses the password: espvpn keeps waiting (the browser open), then the
+#                   --sso-timeout error; no crash, nothing posted to the server
+#   idp_error       the IdP sets the sso-v2-error-cookie-name cookie: its reason reported, exit 1
+set -euo pipefail
+mode=$1 espvpn=$2
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+command -v chromium >/dev/null || { echo "SKIP: chromium not installed"; exit 77; }
+work=$(mktemp -d /tmp/ac-sso.XXXXXX)
+mkdir "$work/tmp"
+server_pid=""
+cleanup() {
+  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL $mode: $*"
+  for f in "$work"/out "$work"/log "$work"/record.json; do [[ -f $f ]] && { echo "--- $f"; tail -40 "$f"; }; done
+  exit 1
+}
+server_args=()
+case $mode in
+ok | no_browser) server_args=(--autofill "alice:correct horse") ;;
+wrong_password) server_args=(--autofill "alice:wrong") ;;
+idp_error) server_args=(--autofill "alice:correct horse" --idp-error "Access denied by policy") ;;
+*) fail "unknown mode" ;;
+esac
+python3 "$here/fake_ac_sso.py" --ready-file "$work/ready" --record "$work/record.json" --max-runtime 90 \
+  "${server_args[@]}" &
+server_pid=$!
+for ((i = 0; i < 100; i++)); do [[ -f $work/ready ]] && break; sleep 0.1; done
+[[ -f $work/ready ]] || fail "fake_ac_sso.py did not start"
+port=$(python3 -c "import json;print(json.load(open('$work/ready'))['port'])")
+url=https://vpn.espvpn.test:$port/
+browser="chromium --headless=new --no-sandbox --disable-gpu --ignore-certificate-errors \
+--host-resolver-rules='MAP *.espvpn.test 127.0.0.1, MAP * ~NOTFOUND'"
+rec() { python3 -c "import json;r=json.load(open('$work/record.json'));print($1)"; }
+
+# espvpn RC ARGS...: --authenticate at -vvv with the test CA, must exit RC (bounded by timeout 60).
+run() {
+  local want=$1; shift
+  rc=0
+  TMPDIR=$work/tmp timeout 60 "$espvpn" --protocol=anyconnect --authenticate -vvv --cafile "$repo/certs/ca.pem" \
+    --resolve vpn.espvpn.test:127.0.0.1 "$@" "$url" </dev/null >"$work/out" 2>"$work/log" || rc=$?
+  [[ $rc -eq $want ]] || fail "espvpn exit $rc, expected $want"
+}
+no_leftovers() {
+  for ((i = 0; i < 50; i++)); do
+    [[ -z $(pgrep -f -- "--user-data-dir=$work/tmp/espvpn-sso-" || true) ]] && break
+    sleep 0.1
+  done
+  [[ -z $(pgrep -f -- "--user-data-dir=$work/tmp/espvpn-sso-" || true) ]] || fail "browser processes remain"
+  [[ -z $(ls -A "$work/tmp") ]] || fail "the browser profile remains"
+}
+
+case $mode in
+ok)
+  run 0 --sso-browser="$browser"
+  [[ $(rec "r['init'][0]['capabilities']") == "['single-sign-on-v2']" ]] || fail "capabilities sent: $(rec "r['init']")"
+  [[ $(rec "r['idp_attempts']") == "[{'user': 'alice', 'ok': True, 'proof': True}]" ]] || fail "IdP attempts"
+  [[ $(rec "r['auth_replies']") == "[{'token_ok': True, 'opaque_ok': True}]" ]] || fail "the token was not posted back"
+  token=$(rec "r['tokens'][0]")
+  webvpn=$(rec "r['webvpn'][0]")
+  grep -qx "COOKIE='webvpn=$webvpn'" "$work/out" || fail "the printed cookie is not the one issued"
+  # The server accepts the printed cookie (an ocserv-independent tunnel needs a CSTP server; this is the verdict).
+  check=$(curl -s --max-time 10 --cacert "$repo/certs/ca.pem" --resolve "vpn.espvpn.test:$port:127.0.0.1" \
+    -b "webvpn=$webvpn" "https://vpn.espvpn.test:$port/+CSCOE+/session")
+  [[ $check == "session ok" ]] || fail "the server refused the cookie: $check"
+  bad=$(curl -s --max-time 10 --cacert "$repo/certs/ca.pem" --resolve "vpn.espvpn.test:$port:127.0.0.1" \
+    -b "webvpn=${webvpn}x" "https://vpn.espvpn.test:$port/+CSCOE+/session")
+  [[ $bad == "no session" ]] || fail "the session check accepts any cookie"
+  for s in "$token" "$webvpn"; do
+    if grep -qF -- "$s" "$work/log"; then fail "a secret is in the -vvv log"; fi
+  done
+  if grep -qF -- "$token" "$work/out"; then fail "the SSO token is on stdout"; fi
+  grep -q "single sign-on for vpn.espvpn.test in the browser" "$work/log" || fail "no SSO log line"
+  ;;
+no_browser)
+  run 1
+  grep -q "wants a single sign-on in a browser (single-sign-on-v2), and no browser flow is configured: give --sso-browser" \
+    "$work/log" || fail "no clear error"
+  [[ $(rec "r['init'][0]['has_capabilities']") == False ]] || fail "capabilities were advertised without a browser"
+  [[ $(rec "len(r['init'])") == 1 && $(rec "len(r.get('auth_replies', []))") == 0 ]] ||
+    fail "more requests after the SSO form"
+  ;;
+wrong_password)
+  run 1 --sso-browser="$browser" --sso-timeout=8
+  grep -q "the login in the browser did not finish within 8 s (--sso-timeout)" "$work/log" || fail "no timeout error"
+  [[ $(rec "r['idp_attempts']") == "[{'user': 'alice', 'ok': False, 'proof': True}]" ]] || fail "IdP attempts"
+  [[ $(rec "len(r.get('auth_replies', []))") == 0 ]] || fail "something was posted back"
+  ;;
+idp_error)
+  run 1 --sso-browser="$browser"
+  grep -q 'the identity provider refused the login (cookie acSamlv2Error: "Access%20denied%20by%20policy")' \
+    "$work/log" || fail "the IdP's error is not reported"
+  [[ $(rec "len(r.get('auth_replies', []))") == 0 ]] || fail "something was posted back"
+  ;;
+esac
+no_leftovers
+echo "PASS $mode"
