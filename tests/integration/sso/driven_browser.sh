@@ -13,6 +13,7 @@
 #   callback     a page whose script goes to globalprotectcallback:<base64>
 #   timeout      a login that never ends: a clear timeout error within the bound
 #   killed       the browser killed mid-login: "the browser was closed before the login finished", no hang
+#   sigint       Ctrl-C (SIGINT to espvpn's side) mid-login: "interrupted", the browser closed
 # Every mode: the probe's trace log holds no proof cookie, no browser process and no profile dir remain.
 set -euo pipefail
 mode=$1 probe=$2
@@ -90,7 +91,7 @@ timeout)
   grep -q "^error: the login in the browser did not finish within 3 s (--sso-timeout)" "$work/out" ||
     fail "no timeout error"
   ;;
-killed)
+killed | sigint)
   probe --url "$gp/never" --gp --timeout 60
   # The browser is up once its process names our profile; then its main process (the probe's child) dies.
   main=""
@@ -100,10 +101,17 @@ killed)
     sleep 0.1
   done
   [[ -n $main ]] || fail "the browser did not start"
-  kill -9 "$main"
-  finish 20
-  [[ $rc -eq 1 ]] || fail "exit $rc, expected 1"
-  grep -q "^error: the browser was closed before the login finished" "$work/out" || fail "no closed-browser error"
+  if [[ $mode == killed ]]; then
+    kill -9 "$main"
+    finish 20
+    [[ $rc -eq 1 ]] || fail "exit $rc, expected 1"
+    grep -q "^error: the browser was closed before the login finished" "$work/out" || fail "no closed-browser error"
+  else
+    kill -INT "$probe_pid"
+    finish 20
+    [[ $rc -eq 1 ]] || fail "exit $rc, expected 1"
+    grep -q "^error: the login was interrupted (Interrupt)" "$work/out" || fail "no interrupted error"
+  fi
   ;;
 *) fail "unknown mode" ;;
 esac
