@@ -13,6 +13,12 @@
 #   wrong_password  the IdP refuses the password: espvpn keeps waiting (the browser open), then the
 #                   --sso-timeout error; no crash, nothing posted to the server
 #   idp_error       the IdP sets the sso-v2-error-cookie-name cookie: its reason reported, exit 1
+#   external        the form's sso-v2-browser-mode is external: AcLogin (ac_sso_login_probe, a test double for
+#                   the external browser) advertises single-sign-on-external-browser only, hands it the
+#                   sso-v2-login URL and loopback port 29786, posts its token back, gets the cookie
+#   external_driven the same form with only --sso-browser: a clear error (the driven browser cannot see the
+#                   loopback redirect), single-sign-on-v2 advertised, nothing posted
+#   (ac_sso.sh external PROBE: ESPVPN_BIN is then the probe)
 set -euo pipefail
 mode=$1 espvpn=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,6 +42,10 @@ case $mode in
 ok | no_browser) server_args=(--autofill "alice:correct horse") ;;
 wrong_password) server_args=(--autofill "alice:wrong") ;;
 idp_error) server_args=(--autofill "alice:correct horse" --idp-error "Access denied by policy") ;;
+external | external_driven)
+  ext_token=$(python3 -c 'import secrets;print(secrets.token_hex(16))')
+  server_args=(--external-token "$ext_token")
+  ;;
 *) fail "unknown mode" ;;
 esac
 python3 "$here/fake_ac_sso.py" --ready-file "$work/ready" --record "$work/record.json" --max-runtime 90 \
@@ -106,6 +116,26 @@ idp_error)
   run 1 --sso-browser="$browser"
   grep -q 'the identity provider refused the login (cookie acSamlv2Error: "Access%20denied%20by%20policy")' \
     "$work/log" || fail "the IdP's error is not reported"
+  [[ $(rec "len(r.get('auth_replies', []))") == 0 ]] || fail "something was posted back"
+  ;;
+external)
+  rc=0
+  timeout 30 "$espvpn" "$url" --cafile "$repo/certs/ca.pem" --resolve vpn.espvpn.test:127.0.0.1 \
+    --token "$ext_token" >"$work/out" 2>"$work/log" || rc=$?
+  [[ $rc -eq 0 ]] || fail "probe exit $rc"
+  [[ $(rec "r['init'][0]['capabilities']") == "['single-sign-on-external-browser']" ]] ||
+    fail "capabilities sent: $(rec "r['init']")"
+  grep -qxF "asked url=https://vpn.espvpn.test:$port/+CSCOE+/saml/sp/login?tgname=saml&acsamlcap=v2 loopback_port=29786 final_url=" \
+    "$work/out" || fail "the browser was not asked for the external flow"
+  [[ $(rec "r['auth_replies']") == "[{'token_ok': True, 'opaque_ok': True}]" ]] || fail "the token was not posted back"
+  grep -qx "webvpn=$(rec "r['webvpn'][0]")" "$work/out" || fail "not the issued cookie"
+  if grep -qF -- "$ext_token" "$work/log"; then fail "the token is in the log (--dump-http-traffic, trace)"; fi
+  ;;
+external_driven)
+  run 1 --sso-browser="$browser"
+  grep -q "wants a single sign-on in a browser (single-sign-on-external-browser), and the configured browser cannot finish it: give --external-browser" \
+    "$work/log" || fail "no clear error"
+  [[ $(rec "r['init'][0]['capabilities']") == "['single-sign-on-v2']" ]] || fail "capabilities sent: $(rec "r['init']")"
   [[ $(rec "len(r.get('auth_replies', []))") == 0 ]] || fail "something was posted back"
   ;;
 esac

@@ -22,6 +22,10 @@ One TLS port, two host names (the test maps both to 127.0.0.1: espvpn by --resol
     POST /idp/login       -> right user/password and proof: a page whose JavaScript posts the
                             SAMLResponse to the ACS; wrong: the form again, "Wrong password"
 
+--external-token T: the form says <sso-v2-browser-mode>external</sso-v2-browser-mode> (the flow whose
+token comes back through http://localhost:29786/api/sso/...), and T is the token the server accepts (the
+test's stand-in browser returns it).
+
 --autofill USER:PASS: the test's stand-in for the user's typing. The IdP page's own script types
 these into the fields and submits, once (not after a failure, so a wrong password leaves the page
 waiting). Product code has no test hook; the browser stays a real browser running real JavaScript.
@@ -47,8 +51,9 @@ USER, PASSWORD = "alice", "correct horse"
 HEAD = '<?xml version="1.0" encoding="UTF-8"?>\n<config-auth client="vpn" type="%s" aggregate-auth-version="2">'
 
 
-def sso_form(base, error=""):
+def sso_form(base, error="", external=False):
     err = f"<error>{html.escape(error)}</error>" if error else ""
+    mode = "<sso-v2-browser-mode>external</sso-v2-browser-mode>" if external else ""
     return (HEAD % "auth-request") + f"""<opaque is-for="sg"><tunnel-group>saml</tunnel-group>
 <auth-method>single-sign-on-v2</auth-method><config-hash>1</config-hash></opaque>
 <auth id="main"><title>Login</title>
@@ -57,7 +62,7 @@ def sso_form(base, error=""):
 <sso-v2-login-final>{base}/+CSCOE+/saml_ac_login.html</sso-v2-login-final>
 <sso-v2-logout>{base}/+CSCOE+/saml/sp/logout</sso-v2-logout>
 <sso-v2-token-cookie-name>acSamlv2Token</sso-v2-token-cookie-name>
-<sso-v2-error-cookie-name>acSamlv2Error</sso-v2-error-cookie-name>
+<sso-v2-error-cookie-name>acSamlv2Error</sso-v2-error-cookie-name>{mode}
 <form><input type="sso" name="sso-token"></input></form></auth></config-auth>"""
 
 
@@ -204,13 +209,13 @@ class Handler(XmlHandler):
         if doc.get("type") == "init":
             caps = [m.text for m in doc.findall("capabilities/auth-method")]
             self.note("init", {"capabilities": caps, "has_capabilities": doc.find("capabilities") is not None})
-            return self.reply(sso_form(self.base(VPN)))
+            return self.reply(sso_form(self.base(VPN), external=bool(self.server.cfg.external_token)))
         token = (doc.findtext("auth/sso-token") or "").strip()
         opaque_ok = doc.findtext("opaque/tunnel-group") == "saml"
         ok = token in st["tokens"] and opaque_ok
         self.note("auth_replies", {"token_ok": ok, "opaque_ok": opaque_ok})
         if not ok:
-            return self.reply(sso_form(self.base(VPN), "Invalid SSO token"))
+            return self.reply(sso_form(self.base(VPN), "Invalid SSO token", bool(self.server.cfg.external_token)))
         st["tokens"].discard(token)
         webvpn = secrets.token_hex(20)
         st["webvpn"].add(webvpn)
@@ -225,12 +230,15 @@ def main():
     p.add_argument("--record", required=True)
     p.add_argument("--autofill")
     p.add_argument("--idp-error")
+    p.add_argument("--external-token")
     p.add_argument("--max-runtime", type=float, default=120)
     cfg = p.parse_args()
     host, port = cfg.listen.rsplit(":", 1)
     srv = tls_server(Handler, os.path.join(REPO, "certs"), host, int(port))
     srv.cfg, srv.lock, srv.record = cfg, threading.Lock(), {}
     srv.state = {"requests": set(), "assertions": set(), "tickets": set(), "tokens": set(), "webvpn": set()}
+    if cfg.external_token:
+        srv.state["tokens"].add(cfg.external_token)
     with open(cfg.record, "w") as f:
         json.dump({}, f)
     with open(cfg.ready_file + ".tmp", "w") as f:
