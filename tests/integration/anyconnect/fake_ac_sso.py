@@ -141,6 +141,7 @@ class Handler(XmlHandler):
             req = q.get("req", "")
             if req not in st["requests"]:
                 return self.send(400, "unknown SAML request")
+            self.note("idp_pages", {"failed": bool(q.get("failed"))})
             auto = self.server.cfg.autofill
             autofill = json.dumps(auto.split(":", 1)) if auto and not q.get("failed") else "null"
             return self.send(200, IDP_PAGE % {"msg": "Wrong password." if q.get("failed") else "",
