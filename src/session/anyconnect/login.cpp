@@ -1,6 +1,7 @@
 #include "src/session/anyconnect/login.h"
 
 #include "protocols/anyconnect/csd.h"
+#include "protocols/anyconnect/strap.h"
 #include "protocols/xml/escape.h"
 #include "src/log/logger.h"
 #include "src/session/csd_program.h"
@@ -53,6 +54,11 @@ http::Request AcLogin::request(const char* method, const std::string& target) co
     req.headers.add("User-Agent", s_.user_agent);
     req.headers.add("X-Transcend-Version", "1");
     req.headers.add("X-Aggregate-Auth", "1");
+    if (strap_) {
+        const std::string pub = strap_->public_key_base64();
+        req.headers.add(std::string(anyconnect::kStrapPubkeyHeader), pub);
+        req.headers.add(std::string(anyconnect::kStrapDhPubkeyHeader), pub);
+    }
     return req;
 }
 
@@ -176,6 +182,12 @@ Result<Secret> AcLogin::single_sign_on(const anyconnect::AcSsoRequest& sso) {
     if (!result) return make_error("single sign-on: " + result.error().message);
     if (result->kind != SsoResult::Kind::token || result->token.empty())
         return make_error("single sign-on: the browser returned no token");
+    if (external && strap_) {
+        // The loopback redirect's token is encrypted to our STRAP key when the server speaks STRAP.
+        auto opened = anyconnect::open_strap_token(*strap_, result->token.reveal_text());
+        if (!opened) return make_error("single sign-on: " + opened.error().message);
+        if (*opened) return std::move(**opened);
+    }
     return std::move(result->token);
 }
 
@@ -207,6 +219,11 @@ Result<AcAuthenticated> AcLogin::run() {
     s_.client.group_access = s_.server.to_string();
     s_.client.sso_v2 = s_.sso_browser && s_.sso_browser->sees_responses();
     s_.client.sso_external = s_.sso_browser && s_.sso_browser->sees_callbacks();
+    if (s_.client.sso_external) {
+        auto key = crypto::EciesP256Key::generate();
+        if (!key) return make_error("the STRAP key for single sign-on: " + key.error().message);
+        strap_ = std::move(*key);
+    }
     std::string target = s_.server.target;
     auto reply = post(target, Secret::from_string(anyconnect::build_init_request(s_.client)),
                       anyconnect::build_init_request(s_.client));

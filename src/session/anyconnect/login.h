@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "crypto/ecies_p256.h"
 #include "crypto/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/auth.h"
@@ -75,6 +76,9 @@ private:
     bool retry_form_ = false;      // the form being answered follows a failed attempt
     std::string group_;          // chosen group_list value
     Secret sso_token_;           // the browser's token, for the form being answered
+    // With the external-browser flow advertised: the key the server encrypts its token to
+    // (STRAP), sent on every request of the login.
+    std::optional<crypto::EciesP256Key> strap_;
 };
 
 }  // namespace espvpn::session

@@ -14,8 +14,10 @@
 #                   (SIGINT), which ends it cleanly; no crash, nothing posted to the server
 #   idp_error       the IdP sets the sso-v2-error-cookie-name cookie: its reason reported, exit 1
 #   external        the form's sso-v2-browser-mode is external: AcLogin (ac_sso_login_probe, a test double for
-#                   the external browser) advertises single-sign-on-external-browser only, hands it the
-#                   sso-v2-login URL and loopback port 29786, posts its token back, gets the cookie
+#                   the external browser) advertises single-sign-on-external-browser only with a STRAP key
+#                   on every request, hands it the sso-v2-login URL and loopback port 29786, opens the
+#                   token the server encrypted to that key (what the loopback request carries), posts it
+#                   back, gets the cookie
 #   external_driven the same form with only --sso-browser: a clear error (the driven browser cannot see the
 #                   loopback redirect), single-sign-on-v2 advertised, nothing posted
 #   (ac_sso.sh external PROBE: ESPVPN_BIN is then the probe)
@@ -46,7 +48,7 @@ wrong_password) server_args=(--autofill "alice:wrong") ;;
 idp_error) server_args=(--autofill "alice:correct horse" --idp-error "Access denied by policy") ;;
 external | external_driven)
   ext_token=$(python3 -c 'import secrets;print(secrets.token_hex(16))')
-  server_args=(--external-token "$ext_token")
+  server_args=(--external-token "$ext_token" --blob-file "$work/blob")
   ;;
 *) fail "unknown mode" ;;
 esac
@@ -142,7 +144,7 @@ idp_error)
 external)
   rc=0
   timeout 30 "$espvpn" "$url" --cafile "$repo/certs/ca.pem" --resolve vpn.espvpn.test:127.0.0.1 \
-    --token "$ext_token" >"$work/out" 2>"$work/log" || rc=$?
+    --token-file "$work/blob" >"$work/out" 2>"$work/log" || rc=$?
   [[ $rc -eq 0 ]] || fail "probe exit $rc"
   [[ $(rec "r['init'][0]['capabilities']") == "['single-sign-on-external-browser']" ]] ||
     fail "capabilities sent: $(rec "r['init']")"
@@ -150,6 +152,10 @@ external)
     "$work/out" || fail "the browser was not asked for the external flow"
   [[ $(rec "r['auth_replies']") == "[{'token_ok': True, 'opaque_ok': True}]" ]] || fail "the token was not posted back"
   grep -qx "webvpn=$(rec "r['webvpn'][0]")" "$work/out" || fail "not the issued cookie"
+  # STRAP: one key on every request (both headers), the token came back encrypted to it.
+  [[ $(rec "len(set(r['strap_keys']))") == 1 && $(rec "r['strap_keys'][0].startswith('MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE')") == True ]] ||
+    fail "STRAP keys sent: $(rec "r['strap_keys']")"
+  grep -q "^/api/sso/" "$work/blob" || fail "no STRAP blob was made"
   if grep -qF -- "$ext_token" "$work/log"; then fail "the token is in the log (--dump-http-traffic, trace)"; fi
   ;;
 external_driven)

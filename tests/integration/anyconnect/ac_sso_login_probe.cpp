@@ -2,10 +2,14 @@
 // external browser (src/sso/external_browser comes from another branch): the double sees
 // callbacks only, records what the login asked of it and answers with --token, as the loopback
 // listener would after the identity provider's redirect. For ac_sso.sh's external modes.
-//   ac_sso_login_probe URL --cafile F --resolve HOST:IP --token T
+//   ac_sso_login_probe URL --cafile F --resolve HOST:IP (--token T | --token-file F)
+// --token-file: the token is that file's content once it exists (the server writes it, STRAP).
 // Prints "asked url=<SsoStart.url> loopback_port=<n> final_url=<...>" and "webvpn=<cookie>";
 // "error: ..." and exit 1 when the login fails.
+#include <chrono>
+#include <fstream>
 #include <iostream>
+#include <thread>
 #include <string>
 
 #include "protocols/http/url.h"
@@ -19,12 +23,20 @@ namespace {
 
 class ExternalDouble final : public session::SsoBrowser {
 public:
-    explicit ExternalDouble(std::string token) : token_(std::move(token)) {}
+    ExternalDouble(std::string token, std::string token_file) : token_(std::move(token)), file_(std::move(token_file)) {}
     Result<session::SsoResult> run(const session::SsoStart& start, const session::SsoFinish& finish) override {
         std::cout << "asked url=" << start.url << " loopback_port=" << finish.loopback_port
                   << " final_url=" << finish.final_url << std::endl;
         session::SsoResult r;
         r.kind = session::SsoResult::Kind::token;
+        if (!file_.empty()) {
+            for (int i = 0; i < 100 && token_.empty(); ++i) {  // bounded: 10 s
+                std::ifstream in(file_);
+                std::getline(in, token_);
+                if (token_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            }
+            if (token_.empty()) return make_error("the test double found no token in " + file_);
+        }
         r.token = Secret::from_string(token_);
         return r;
     }
@@ -32,7 +44,7 @@ public:
     bool sees_callbacks() const override { return true; }
 
 private:
-    std::string token_;
+    std::string token_, file_;
 };
 
 class NoPrompts final : public session::LoginPrompter {
@@ -47,12 +59,13 @@ public:
 int main(int argc, char** argv) {
     if (argc < 2) return 2;
     io::HttpsClientConfig config;
-    std::string token;
+    std::string token, token_file;
     for (int i = 2; i + 1 < argc; i += 2) {
         std::string a = argv[i], v = argv[i + 1];
         if (a == "--cafile") config.tls.ca_file = v;
         else if (a == "--resolve") config.tls.resolve[v.substr(0, v.find(':'))] = v.substr(v.find(':') + 1);
         else if (a == "--token") token = v;
+        else if (a == "--token-file") token_file = v;
         else return 2;
     }
     log::Config lc;
@@ -65,7 +78,7 @@ int main(int argc, char** argv) {
         std::cout << "error: " << https.error().message << std::endl;
         return 1;
     }
-    ExternalDouble browser(token);
+    ExternalDouble browser(token, token_file);
     NoPrompts prompter;
     session::AcLoginSettings s;
     s.server = *url;

@@ -24,7 +24,9 @@ One TLS port, two host names (the test maps both to 127.0.0.1: espvpn by --resol
 
 --external-token T: the form says <sso-v2-browser-mode>external</sso-v2-browser-mode> (the flow whose
 token comes back through http://localhost:29786/api/sso/...), and T is the token the server accepts (the
-test's stand-in browser returns it).
+test's stand-in browser returns it). With --blob-file F and the client's X-AnyConnect-STRAP-Pubkey in init,
+F gets the loopback target "/api/sso/<T encrypted to that key>?return=..." (STRAP), which the stand-in
+browser hands back instead.
 
 --autofill USER:PASS: the test's stand-in for the user's typing. The IdP page's own script types
 these into the fields and submits, once (not after a failure, so a wrong password leaves the page
@@ -92,6 +94,32 @@ POST_TO_ACS = """<!DOCTYPE html><html><body><p>Signing you in...</p>
 <form id="f" method="POST" action="%(acs)s"><input type="hidden" name="SAMLResponse" value="%(resp)s">
 <input type="hidden" name="RelayState" value="%(relay)s"></form>
 <script>document.getElementById('f').submit();</script></body></html>"""
+
+
+def write_strap_blob(path, client_key_b64, token, base):
+    """What the IdP's last redirect would carry to http://localhost:29786/api/sso/...: the token
+    encrypted to the client's STRAP key (ECDH P-256, HKDF-SHA256 "AC_ECIES", AES-256-GCM, 12-byte
+    tag), by pyca/cryptography, written as the loopback request's target."""
+    import base64
+    import struct
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    client = serialization.load_der_public_key(base64.b64decode(client_key_b64))
+    eph = ec.generate_private_key(ec.SECP256R1())
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"AC_ECIES").derive(eph.exchange(ec.ECDH(), client))
+    iv = os.urandom(12)
+    enc = Cipher(algorithms.AES(key), modes.GCM(iv)).encryptor()
+    ct = enc.update(token.encode()) + enc.finalize()
+    spki = eph.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    blob = b"\x00\x01" + b"".join(struct.pack(">HH", t, len(v)) + v
+                                  for t, v in ((1, spki), (2, enc.tag[:12]), (3, ct), (4, iv)))
+    target = "/api/sso/" + urllib.parse.quote(base64.b64encode(blob).decode(), safe="") + \
+        "?return=" + urllib.parse.quote(base + "/+CSCOE+/saml_ac_login.html", safe="")
+    with open(path + ".tmp", "w") as f:
+        f.write(target)
+    os.rename(path + ".tmp", path)
 
 
 class Handler(XmlHandler):
@@ -207,9 +235,13 @@ class Handler(XmlHandler):
             doc = ET.fromstring(raw)
         except ET.ParseError:
             return self.send(400, "not XML")
+        strap = self.headers.get("X-AnyConnect-STRAP-Pubkey")
+        self.note("strap_keys", strap if strap == self.headers.get("X-AnyConnect-STRAP-DH-Pubkey") else "mismatch")
         if doc.get("type") == "init":
             caps = [m.text for m in doc.findall("capabilities/auth-method")]
             self.note("init", {"capabilities": caps, "has_capabilities": doc.find("capabilities") is not None})
+            if self.server.cfg.blob_file and strap:
+                write_strap_blob(self.server.cfg.blob_file, strap, self.server.cfg.external_token, self.base(VPN))
             return self.reply(sso_form(self.base(VPN), external=bool(self.server.cfg.external_token)))
         token = (doc.findtext("auth/sso-token") or "").strip()
         opaque_ok = doc.findtext("opaque/tunnel-group") == "saml"
@@ -232,6 +264,7 @@ def main():
     p.add_argument("--autofill")
     p.add_argument("--idp-error")
     p.add_argument("--external-token")
+    p.add_argument("--blob-file")
     p.add_argument("--max-runtime", type=float, default=120)
     cfg = p.parse_args()
     host, port = cfg.listen.rsplit(":", 1)

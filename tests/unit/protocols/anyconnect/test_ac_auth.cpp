@@ -6,6 +6,7 @@
 
 #include "protocols/anyconnect/auth.h"
 #include "protocols/anyconnect/session_cookie.h"
+#include "protocols/anyconnect/strap.h"
 
 using namespace espvpn;
 using namespace espvpn::anyconnect;
@@ -253,4 +254,42 @@ TEST_CASE("single sign-on: capabilities only for the flows a browser can finish,
     CHECK(reply.reveal_text().find("<auth><sso-token>TOKEN123</sso-token></auth><group-select>SAML</group-select>") !=
           std::string_view::npos);
     CHECK(reply.reveal_text().find("<tunnel-group>SAML</tunnel-group>") != std::string_view::npos);
+}
+
+TEST_CASE("STRAP: the external-browser token encrypted to the client's key (vector from Python cryptography)") {
+    // Client scalar 1f2e3d...1718; the blob made by pyca/cryptography: server key 0a1b2c...0e0f10, ECDH,
+    // HKDF-SHA256(no salt, "AC_ECIES"), AES-256-GCM, IV 00..0b, tag cut to 12 bytes, token
+    // "A1b2C3d4E5f6TOKEN" (tests/unit/protocols/anyconnect/strap_vector.py writes it again).
+    const std::uint8_t scalar[32] = {0x1f, 0x2e, 0x3d, 0x4c, 0x5b, 0x6a, 0x79, 0x88, 0x01, 0x02, 0x03,
+                                     0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e,
+                                     0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18};
+    auto key = crypto::EciesP256Key::from_scalar(scalar);
+    REQUIRE(key.ok());
+    CHECK(key->public_key_base64() ==
+          "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAElFuvv+Sbv/5cM9Sc0IPadc6AWq8fKoLPsBDgloFjWCpA9/aSoyUGniLMD+BMDmgyL0RZ5FEG1UMl7iO4xmvRhA==");
+    const std::string blob =
+        "AAEAAQBbMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEiOpbKcrS47MFbNcjl1rTwfyXdSp52SRlIcqCpn3Uoo4BYXXOwkK1d4yRjCXo3o2KFS0I6l"
+        "wqIu4zvMIuWaDwPgACAAyqVT2b7YX1FKAcbj8AAwAR+6uESy3QTZg6hq0mHKIfGkMABAAMAAECAwQFBgcICQoL";
+    auto opened = open_strap_token(*key, blob);
+    REQUIRE(opened.ok());
+    REQUIRE(opened->has_value());
+    CHECK((*opened)->reveal_text() == "A1b2C3d4E5f6TOKEN");
+    // As the loopback request carries it: the path, percent-encoded, with ?return=.
+    std::string path = "/api/sso/";
+    for (char c : blob) path += c == '+' ? std::string("%2B") : c == '/' ? std::string("%2F") : std::string(1, c);
+    auto from_path = open_strap_token(*key, path + "?return=https%3A%2F%2Fvpn.example.com%2F");
+    REQUIRE(from_path.ok());
+    CHECK((*from_path)->reveal_text() == "A1b2C3d4E5f6TOKEN");
+    // Another client's key, a changed byte: refused. A plain token: not a blob (std::nullopt).
+    auto other = crypto::EciesP256Key::generate();
+    REQUIRE(other.ok());
+    CHECK(open_strap_token(*other, blob).error().message.find("GCM tag mismatch") != std::string::npos);
+    std::string bad = blob;
+    bad[bad.size() - 30] = bad[bad.size() - 30] == 'A' ? 'B' : 'A';
+    CHECK_FALSE(open_strap_token(*key, bad).ok());
+    auto plain = open_strap_token(*key, "0123456789abcdef0123456789abcdef");
+    REQUIRE(plain.ok());
+    CHECK_FALSE(plain->has_value());
+    CHECK(other->public_key_base64() != key->public_key_base64());
+    CHECK(other->public_key_base64().rfind("MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE", 0) == 0);
 }
