@@ -177,6 +177,7 @@ public:
     ~BrowserProcess() { stop(std::chrono::milliseconds(0)); }
 
     Status start(const std::vector<std::string>& command, const BrowserUser& user) {
+        user_ = user;
         auto program = find_program(command.front());
         if (!program) return make_error("--sso-browser: no program \"" + command.front() + "\" found in PATH");
         const char* tmpdir = std::getenv("TMPDIR");
@@ -325,17 +326,46 @@ public:
         if (out_ >= 0) ::close(out_);
         out_ = -1;
         if (!profile_.empty()) {
-            std::error_code ec;
-            std::filesystem::remove_all(profile_, ec);
-            if (ec) LOG_WARN << "could not remove the browser profile " << profile_ << ": " << ec.message();
+            remove_profile();
             profile_.clear();
         }
     }
 
 private:
+    // The tree belongs to the browser's user: it is removed as that user, so root never
+    // walks a tree that user could change under it (a symlink swapped in for a directory).
+    void remove_profile() {
+        if (!user_.switch_user) {
+            std::error_code ec;
+            std::filesystem::remove_all(profile_, ec);
+            if (ec) LOG_WARN << "could not remove the browser profile " << profile_ << ": " << ec.message();
+            return;
+        }
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            if (::setgroups(0, nullptr) != 0 || ::setgid(user_.gid) != 0 || ::setuid(user_.uid) != 0) ::_exit(126);
+            std::error_code ec;
+            bool ok = true;
+            for (const auto& entry : std::filesystem::directory_iterator(profile_, ec)) {
+                std::error_code e;
+                std::filesystem::remove_all(entry.path(), e);
+                ok = ok && !e;
+            }
+            ::_exit(ok && !ec ? 0 : 1);
+        }
+        int st = 0;
+        if (pid < 0 || ::waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            LOG_WARN << "could not remove the browser profile " << profile_;
+            return;
+        }
+        // The top directory is in $TMPDIR, which the user may not write: removed here.
+        if (::rmdir(profile_.c_str()) != 0) LOG_WARN << "could not remove the browser profile " << profile_;
+    }
+
     pid_t pid_ = -1;
     int in_ = -1, out_ = -1;
     std::string profile_;
+    BrowserUser user_;
 };
 
 // One DevTools conversation over the pipe: commands with ids, replies matched to

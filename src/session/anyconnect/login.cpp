@@ -273,7 +273,10 @@ Result<AcAuthenticated> AcLogin::run() {
             continue;
         }
         if (reply->sso) {
-            // Once per form: a new one (after an IdP failure the server may send it again) asks again.
+            // A token the server refused is not worth another round in the browser.
+            if (!sso_token_.empty() && login_failed)
+                return make_error("the server " + s_.server.host + " refused the single sign-on token (" +
+                                  (reply->error.empty() ? reply->message : reply->error) + ")");
             auto token = single_sign_on(*reply->sso);
             if (!token) return token.error();
             sso_token_ = std::move(*token);

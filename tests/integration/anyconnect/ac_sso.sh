@@ -20,7 +20,9 @@
 #                   back, gets the cookie
 #   external_driven the same form with only --sso-browser: a clear error (the driven browser cannot see the
 #                   loopback redirect), single-sign-on-v2 advertised, nothing posted
-#   (ac_sso.sh external PROBE: ESPVPN_BIN is then the probe)
+#   external_refused the stand-in browser returns a token the server refuses: one auth-reply, then a clear
+#                   error with the server's reason (no second round in the browser)
+#   (ac_sso.sh external PROBE, external_refused PROBE: ESPVPN_BIN is then the probe)
 set -euo pipefail
 mode=$1 espvpn=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,7 +48,7 @@ case $mode in
 ok | no_browser) server_args=(--autofill "alice:correct horse") ;;
 wrong_password) server_args=(--autofill "alice:wrong") ;;
 idp_error) server_args=(--autofill "alice:correct horse" --idp-error "Access denied by policy") ;;
-external | external_driven)
+external | external_driven | external_refused)
   ext_token=$(python3 -c 'import secrets;print(secrets.token_hex(16))')
   server_args=(--external-token "$ext_token" --blob-file "$work/blob")
   ;;
@@ -157,6 +159,16 @@ external)
     fail "STRAP keys sent: $(rec "r['strap_keys']")"
   grep -q "^/api/sso/" "$work/blob" || fail "no STRAP blob was made"
   if grep -qF -- "$ext_token" "$work/log"; then fail "the token is in the log (--dump-http-traffic, trace)"; fi
+  ;;
+external_refused)
+  rc=0
+  timeout 30 "$espvpn" "$url" --cafile "$repo/certs/ca.pem" --resolve vpn.espvpn.test:127.0.0.1 \
+    --token "not${ext_token}" >"$work/out" 2>"$work/log" || rc=$?
+  [[ $rc -eq 1 ]] || fail "probe exit $rc, expected 1"
+  grep -q "^error: the server vpn.espvpn.test refused the single sign-on token (Invalid SSO token)" "$work/out" ||
+    fail "no clear error"
+  [[ $(rec "r['auth_replies']") == "[{'token_ok': False, 'opaque_ok': True}]" ]] || fail "auth replies: $(rec "r['auth_replies']")"
+  [[ $(grep -c "^asked " "$work/out") == 1 ]] || fail "the browser was asked more than once"
   ;;
 external_driven)
   run 1 --sso-browser="$browser"

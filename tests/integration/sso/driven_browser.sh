@@ -14,6 +14,8 @@
 #   timeout      a login that never ends: a clear timeout error within the bound
 #   killed       the browser killed mid-login: "the browser was closed before the login finished", no hang
 #   sigint       Ctrl-C (SIGINT to espvpn's side) mid-login: "interrupted", the browser closed
+#   as_user      root with SUDO_UID of a throw-away user (useradd here, removed after): the browser runs
+#                as that user (its processes, its profile dir), never as root; SIGINT cleans up
 # Every mode: the probe's trace log holds no proof cookie, no browser process and no profile dir remain.
 set -euo pipefail
 mode=$1 probe=$2
@@ -23,9 +25,11 @@ work=$(mktemp -d /tmp/sso-driven.XXXXXX)
 mkdir "$work/tmp"
 server_pid=""
 probe_pid=""
+test_user=""
 cleanup() {
   [[ -n $probe_pid ]] && kill "$probe_pid" 2>/dev/null || true
   [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
+  [[ -n $test_user ]] && userdel "$test_user" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -43,6 +47,17 @@ port=$(python3 -c "import json;print(json.load(open('$work/ready'))['port'])")
 gp=https://gp.espvpn.test:$port
 browser="chromium --headless=new --no-sandbox --disable-gpu --ignore-certificate-errors \
 --host-resolver-rules='MAP *.espvpn.test 127.0.0.1, MAP * ~NOTFOUND'"
+
+if [[ $mode == as_user ]]; then
+  [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (useradd)"; exit 77; }
+  test_user=esso$$
+  mkdir "$work/home"
+  chmod 711 "$work" "$work/tmp"
+  useradd -M -d "$work/home" -s /usr/sbin/nologin "$test_user" || fail "useradd"
+  chown "$test_user" "$work/home"
+  export SUDO_UID SUDO_USER=$test_user
+  SUDO_UID=$(id -u "$test_user")
+fi
 
 # probe ARGS...: runs the probe in the background with TMPDIR=$work/tmp (its profile dir goes there).
 probe() {
@@ -91,7 +106,7 @@ timeout)
   grep -q "^error: the login in the browser did not finish within 3 s (--sso-timeout)" "$work/out" ||
     fail "no timeout error"
   ;;
-killed | sigint)
+killed | sigint | as_user)
   probe --url "$gp/never" --gp --timeout 60
   # The browser is up once its process names our profile; then its main process (the probe's child) dies.
   main=""
@@ -101,6 +116,14 @@ killed | sigint)
     sleep 0.1
   done
   [[ -n $main ]] || fail "the browser did not start"
+  if [[ $mode == as_user ]]; then
+    [[ $(ps -o uid= -p "$main" | tr -d ' ') == "$SUDO_UID" ]] || fail "the browser runs as uid $(ps -o uid= -p "$main")"
+    for p in $(browser_procs); do
+      [[ $(ps -o uid= -p "$p" | tr -d ' ') != 0 ]] || fail "a browser process runs as root"
+    done
+    [[ $(stat -c %U "$work"/tmp/espvpn-sso-*) == "$test_user" ]] || fail "the profile is not the user's"
+    grep -q "started the browser /usr/bin/chromium (pid [0-9]*) as $test_user" "$work/log" || fail "no log line"
+  fi
   if [[ $mode == killed ]]; then
     kill -9 "$main"
     finish 20
