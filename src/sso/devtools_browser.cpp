@@ -516,7 +516,8 @@ private:
     Status attach(const std::string& target_id);
     Status handle(const json& event);
     void on_url(const std::string& session, const std::string& url, const std::string& request_id);
-    void on_response(const std::string& session, const std::string& request_id, const json& response);
+    void on_response(const std::string& session, const std::string& request_id, const json& response,
+                     bool document);
     Status check_cookies();
     Status fetch_body(const std::string& request_id);
 
@@ -563,7 +564,12 @@ Status DrivenLogin::attach(const std::string& target_id) {
     LOG_DEBUG << "DevTools: watching a page of the browser";
     if (!navigated_) {
         navigated_ = true;
-        if (auto e = call("Page.navigate", {{"url", start_url_}}, session); !e) return e.error();
+        auto nav = call("Page.navigate", {{"url", start_url_}}, session);
+        if (!nav) return nav.error();
+        // The page shows the browser's error too; the login may still go on (a redirect to
+        // globalprotectcallback: ends the navigation "aborted"), so this is only said.
+        if (std::string err = nav->value("errorText", std::string()); !err.empty())
+            LOG_WARN << "the browser could not open the login page: " << err;
     }
     return {};
 }
@@ -585,7 +591,8 @@ void DrivenLogin::on_url(const std::string& session, const std::string& url, con
     (void)request_id;
 }
 
-void DrivenLogin::on_response(const std::string& session, const std::string& request_id, const json& response) {
+void DrivenLogin::on_response(const std::string& session, const std::string& request_id, const json& response,
+                              bool document) {
     if (!response.is_object()) return;
     const std::string url = response.value("url", std::string());
     HeaderList headers = header_list(response.value("headers", json::object()));
@@ -605,8 +612,8 @@ void DrivenLogin::on_response(const std::string& session, const std::string& req
             return;
         }
     }
-    // The result may be in the body (often inside an HTML comment): read it once loaded.
-    if (!request_id.empty()) bodies_[request_id] = AcsCandidate{session, url, std::move(headers)};
+    // The result may be in a page's body (often inside an HTML comment): read it once loaded.
+    if (!request_id.empty() && document) bodies_[request_id] = AcsCandidate{session, url, std::move(headers)};
 }
 
 Status DrivenLogin::fetch_body(const std::string& request_id) {
@@ -676,13 +683,17 @@ Status DrivenLogin::handle(const json& e) {
         if (info.value("type", std::string()) == "page") return attach(info.value("targetId", std::string()));
     } else if (method == "Network.requestWillBeSent") {
         const std::string id = params.value("requestId", std::string());
-        if (params.contains("redirectResponse")) on_response(session, "", params["redirectResponse"]);
+        if (params.contains("redirectResponse")) on_response(session, "", params["redirectResponse"], true);
         if (result_) return {};
         on_url(session, params.value("request", json::object()).value("url", std::string()), id);
     } else if (method == "Network.responseReceived") {
         const json response = params.value("response", json::object());
         on_url(session, response.value("url", std::string()), params.value("requestId", std::string()));
-        if (!result_) on_response(session, params.value("requestId", std::string()), response);
+        // Pages (and what their scripts fetch), not images or style sheets.
+        const std::string type = params.value("type", std::string());
+        if (!result_)
+            on_response(session, params.value("requestId", std::string()), response,
+                        type == "Document" || type == "XHR" || type == "Fetch");
     } else if (method == "Network.loadingFinished") {
         return fetch_body(params.value("requestId", std::string()));
     } else if (method == "Network.loadingFailed") {
