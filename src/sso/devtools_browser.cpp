@@ -278,6 +278,7 @@ public:
         in_ = to_browser[1];
         out_ = from_browser[0];
         ::fcntl(out_, F_SETFL, O_NONBLOCK);
+        ::fcntl(in_, F_SETFL, O_NONBLOCK);
         int err = 0;
         ssize_t n;
         do n = ::read(exec_status[0], &err, sizeof err);
@@ -390,7 +391,7 @@ public:
         const int id = ++last_id_;
         json msg = {{"id", id}, {"method", method}, {"params", std::move(params)}};
         if (!session.empty()) msg["sessionId"] = session;
-        if (!write_all(msg.dump() + '\0')) return Closed{};
+        if (auto w = write_all(msg.dump() + '\0', deadline); !std::holds_alternative<json>(w)) return w;
         for (;;) {
             Next n = read_message(deadline);
             if (!std::holds_alternative<json>(n)) return n;
@@ -423,26 +424,41 @@ public:
     // Asks the browser to close (no reply is awaited).
     void send_close() {
         json msg = {{"id", ++last_id_}, {"method", "Browser.close"}, {"params", json::object()}};
-        write_all(msg.dump() + '\0');
+        write_all(msg.dump() + '\0', Clock::now() + std::chrono::seconds(1));
     }
 
 private:
-    bool write_all(const std::string& data) {
-        if (browser_.in() < 0) return false;
+    // Non-blocking, bounded by the deadline and ended by Ctrl-C: a browser that stops reading
+    // cannot hang the login. json{} when all was written.
+    Next write_all(const std::string& data, Clock::time_point deadline) {
+        if (browser_.in() < 0) return Closed{};
         std::size_t off = 0;
         while (off < data.size()) {
             ssize_t n = ::write(browser_.in(), data.data() + off, data.size() - off);
+            if (n > 0) {
+                off += static_cast<std::size_t>(n);
+                continue;
+            }
             if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) return false;  // EPIPE: the browser is gone (SIGPIPE is blocked and drained)
-            off += static_cast<std::size_t>(n);
+            if (n < 0 && errno != EAGAIN) return Closed{};  // EPIPE: the browser is gone (SIGPIPE blocked, drained)
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+            if (left <= 0) return Timeout{};
+            pollfd fds[2] = {{browser_.in(), POLLOUT, 0}, {signals_.fd(), POLLIN, 0}};
+            if (::poll(fds, 2, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR)
+                return Failed{errno_text("poll")};
+            if (fds[1].revents & POLLIN)
+                if (int sig = signals_.next_quit()) return Interrupted{sig};
+            if (fds[0].revents & (POLLERR | POLLHUP)) return Closed{};
         }
-        return true;
+        return json::object();
     }
 
     Next read_message(Clock::time_point deadline) {
         for (;;) {
             if (auto nul = buffer_.find('\0'); nul != std::string::npos) {
                 json m = json::parse(std::string_view(buffer_).substr(0, nul), nullptr, false);
+                // The text held cookies or a page: not left behind in freed memory.
+                std::fill(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(nul + 1), '\0');
                 buffer_.erase(0, nul + 1);
                 if (m.is_discarded() || !m.is_object()) return Failed{"the browser sent a DevTools message that is not JSON"};
                 return m;
