@@ -78,10 +78,9 @@ std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     settings.token = inputs.token;
     // The browser for a single sign-on: only the driven one on this branch (the external
     // browser, the default on a desktop, comes with src/sso/external_browser.h).
-    std::unique_ptr<session::SsoBrowser> browser;
     if (!options.sso_browser.empty())
-        browser = sso::make_driven_browser({options.sso_browser, std::chrono::seconds(options.sso_timeout_s)});
-    settings.sso_browser = browser.get();
+        settings.sso_browser =
+            sso::make_driven_browser({options.sso_browser, std::chrono::seconds(options.sso_timeout_s)});
     session::AcLogin login(https, std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");

@@ -150,7 +150,7 @@ Result<std::vector<AcFieldValue>> AcLogin::answer(const AcAuthReply& form, std::
 }
 
 Result<Secret> AcLogin::single_sign_on(const anyconnect::AcSsoRequest& sso) {
-    SsoBrowser* browser = s_.sso_browser;
+    SsoBrowser* browser = s_.sso_browser.get();
     const bool external = sso.external();
     if (!browser || (external ? !browser->sees_callbacks() : !browser->sees_responses())) {
         std::string have = !browser ? std::string("no browser flow is configured")

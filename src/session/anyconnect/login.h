@@ -40,7 +40,7 @@ struct AcLoginSettings {
     std::shared_ptr<SoftToken> token;
     // The browser a single sign-on (sso-v2-login) is handed to; nullptr: none configured,
     // so no SSO capability is advertised and a server demanding it is a clear error.
-    SsoBrowser* sso_browser = nullptr;
+    std::shared_ptr<SsoBrowser> sso_browser;
 };
 
 struct AcAuthenticated {

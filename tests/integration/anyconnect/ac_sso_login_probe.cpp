@@ -78,13 +78,13 @@ int main(int argc, char** argv) {
         std::cout << "error: " << https.error().message << std::endl;
         return 1;
     }
-    ExternalDouble browser(token, token_file);
+    auto browser = std::make_shared<ExternalDouble>(token, token_file);
     NoPrompts prompter;
     session::AcLoginSettings s;
     s.server = *url;
     s.user_agent = "Open AnyConnect VPN Agent v9.01-3";
     s.dump_traffic = true;
-    s.sso_browser = &browser;
+    s.sso_browser = browser;
     session::AcLogin login(*https, std::move(s), prompter);
     auto done = login.run();
     if (!done) {
