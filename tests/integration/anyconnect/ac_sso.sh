@@ -8,7 +8,8 @@
 #
 #   ac_sso.sh MODE ESPVPN_BIN
 #   ok              capabilities = single-sign-on-v2 only; the token posted back as <sso-token>; the printed
-#                   cookie is accepted by the server's session check; -vvv shows neither token nor cookie
+#                   cookie is accepted by the server's session check; -vvv --dump-http-traffic shows neither
+#                   token nor cookie
 #   no_browser      no --sso-browser: no <capabilities> sent, a clear error naming --sso-browser, one request
 #   wrong_password  the IdP refuses the password: espvpn keeps waiting (the browser open) until Ctrl-C
 #                   (SIGINT), which ends it cleanly; no crash, nothing posted to the server
@@ -84,7 +85,7 @@ no_leftovers() {
 
 case $mode in
 ok)
-  run 0 --sso-browser="$browser"
+  run 0 --sso-browser="$browser" --dump-http-traffic
   [[ $(rec "r['init'][0]['capabilities']") == "['single-sign-on-v2']" ]] || fail "capabilities sent: $(rec "r['init']")"
   [[ $(rec "r['idp_attempts']") == "[{'user': 'alice', 'ok': True, 'proof': True}]" ]] || fail "IdP attempts"
   [[ $(rec "r['auth_replies']") == "[{'token_ok': True, 'opaque_ok': True}]" ]] || fail "the token was not posted back"
