@@ -421,6 +421,9 @@ public:
         }
     }
 
+    // Whether the browser ever spoke the DevTools protocol.
+    bool heard() const { return heard_; }
+
     // Asks the browser to close (no reply is awaited).
     void send_close() {
         json msg = {{"id", ++last_id_}, {"method", "Browser.close"}, {"params", json::object()}};
@@ -461,6 +464,7 @@ private:
                 std::fill(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(nul + 1), '\0');
                 buffer_.erase(0, nul + 1);
                 if (m.is_discarded() || !m.is_object()) return Failed{"the browser sent a DevTools message that is not JSON"};
+                heard_ = true;
                 return m;
             }
             if (buffer_.size() > kMaxMessage) return Failed{"the browser sent a DevTools message over 64 MiB"};
@@ -488,6 +492,7 @@ private:
     std::deque<json> events_;
     int last_id_ = 0;
     bool eof_ = false;
+    bool heard_ = false;
 };
 
 std::string host_of(std::string_view url) {
@@ -552,6 +557,9 @@ private:
 Error DrivenLogin::stopped(const DevTools::Next& n) const {
     // The caller words the timeout: it knows the configured --sso-timeout.
     if (std::holds_alternative<DevTools::Timeout>(n)) return make_error("the login in the browser did not finish in time");
+    if (std::holds_alternative<DevTools::Closed>(n) && !dt_.heard())
+        return make_error("the browser exited without answering on the DevTools pipe (--sso-browser wants Chromium or "
+                          "Chrome, which take --remote-debugging-pipe)");
     if (std::holds_alternative<DevTools::Closed>(n)) return make_error("the browser was closed before the login finished");
     if (const auto* i = std::get_if<DevTools::Interrupted>(&n))
         return make_error(std::string("the login was interrupted (") + ::strsignal(i->signal) + ")");

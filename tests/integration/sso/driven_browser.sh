@@ -14,6 +14,7 @@
 #   timeout      a login that never ends: a clear timeout error within the bound
 #   killed       the browser killed mid-login: "the browser was closed before the login finished", no hang
 #   sigint       Ctrl-C (SIGINT to espvpn's side) mid-login: "interrupted", the browser closed
+#   not_chromium --sso-browser=/bin/true and a program that does not exist: clear errors at once
 #   as_user      root with SUDO_UID of a throw-away user (useradd here, removed after): the browser runs
 #                as that user (its processes, its profile dir), never as root; SIGINT cleans up
 # Every mode: the probe's trace log holds no proof cookie, no browser process and no profile dir remain.
@@ -135,6 +136,14 @@ killed | sigint | as_user)
     [[ $rc -eq 1 ]] || fail "exit $rc, expected 1"
     grep -q "^error: the login was interrupted (Interrupt)" "$work/out" || fail "no interrupted error"
   fi
+  ;;
+not_chromium)
+  TMPDIR=$work/tmp timeout 20 "$probe" --browser "/bin/true --flag" --url "$gp/never" --gp >"$work/out" 2>"$work/log" &&
+    fail "/bin/true accepted"
+  grep -q "^error: the browser exited without answering on the DevTools pipe" "$work/out" || fail "no clear error"
+  TMPDIR=$work/tmp timeout 20 "$probe" --browser "no-such-browser-$$" --url "$gp/never" --gp >"$work/out" 2>"$work/log" &&
+    fail "a missing program accepted"
+  grep -q "^error: --sso-browser: no program \"no-such-browser-$$\" found in PATH" "$work/out" || fail "no clear error"
   ;;
 *) fail "unknown mode" ;;
 esac
