@@ -26,7 +26,8 @@ One TLS port, two host names (the test maps both to 127.0.0.1: espvpn by --resol
 token comes back through http://localhost:29786/api/sso/...), and T is the token the server accepts (the
 test's stand-in browser returns it). With --blob-file F and the client's X-AnyConnect-STRAP-Pubkey in init,
 F gets the loopback target "/api/sso/<T encrypted to that key>?return=..." (STRAP), which the stand-in
-browser hands back instead.
+browser hands back instead. --loopback-redirect: the external mode end to end: the ACS sends the browser
+to http://localhost:29786/api/sso/<token, STRAP-encrypted when init carried a key>?return=<final URL>.
 
 --autofill USER:PASS: the test's stand-in for the user's typing. The IdP page's own script types
 these into the fields and submits, once (not after a failure, so a wrong password leaves the page
@@ -96,7 +97,7 @@ POST_TO_ACS = """<!DOCTYPE html><html><body><p>Signing you in...</p>
 <script>document.getElementById('f').submit();</script></body></html>"""
 
 
-def write_strap_blob(path, client_key_b64, token, base):
+def strap_target(client_key_b64, token, base):
     """What the IdP's last redirect would carry to http://localhost:29786/api/sso/...: the token
     encrypted to the client's STRAP key (ECDH P-256, HKDF-SHA256 "AC_ECIES", AES-256-GCM, 12-byte
     tag), by pyca/cryptography, written as the loopback request's target."""
@@ -115,10 +116,13 @@ def write_strap_blob(path, client_key_b64, token, base):
     spki = eph.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     blob = b"\x00\x01" + b"".join(struct.pack(">HH", t, len(v)) + v
                                   for t, v in ((1, spki), (2, enc.tag[:12]), (3, ct), (4, iv)))
-    target = "/api/sso/" + urllib.parse.quote(base64.b64encode(blob).decode(), safe="") + \
+    return "/api/sso/" + urllib.parse.quote(base64.b64encode(blob).decode(), safe="") + \
         "?return=" + urllib.parse.quote(base + "/+CSCOE+/saml_ac_login.html", safe="")
+
+
+def write_strap_blob(path, client_key_b64, token, base):
     with open(path + ".tmp", "w") as f:
-        f.write(target)
+        f.write(strap_target(client_key_b64, token, base))
     os.rename(path + ".tmp", path)
 
 
@@ -225,6 +229,16 @@ class Handler(XmlHandler):
             if f.get("SAMLResponse", "") not in st["assertions"]:
                 return self.send(403, "bad assertion")
             st["assertions"].discard(f["SAMLResponse"])
+            if self.server.cfg.loopback_redirect:
+                # The external flow: the browser goes to the client's loopback listener with the token,
+                # encrypted to the client's STRAP key when it sent one.
+                token = secrets.token_hex(24)
+                st["tokens"].add(token)
+                self.note("tokens", token)
+                key = st.get("strap_key")
+                target = strap_target(key, token, self.base(VPN)) if key else f"/api/sso/{token}"
+                self.note("loopback_redirects", {"strap": bool(key)})
+                return self.send(302, headers=[("Location", "http://localhost:29786" + target)])
             ticket = secrets.token_hex(8)
             st["tickets"].add(ticket)
             return self.send(302, headers=[("Location", f"/+CSCOE+/saml_ac_login.html?ticket={ticket}")])
@@ -240,15 +254,19 @@ class Handler(XmlHandler):
         if doc.get("type") == "init":
             caps = [m.text for m in doc.findall("capabilities/auth-method")]
             self.note("init", {"capabilities": caps, "has_capabilities": doc.find("capabilities") is not None})
+            if strap:
+                st["strap_key"] = strap
             if self.server.cfg.blob_file and strap:
                 write_strap_blob(self.server.cfg.blob_file, strap, self.server.cfg.external_token, self.base(VPN))
-            return self.reply(sso_form(self.base(VPN), external=bool(self.server.cfg.external_token)))
+            return self.reply(sso_form(self.base(VPN), external=bool(self.server.cfg.external_token or
+                                                                     self.server.cfg.loopback_redirect)))
         token = (doc.findtext("auth/sso-token") or "").strip()
         opaque_ok = doc.findtext("opaque/tunnel-group") == "saml"
         ok = token in st["tokens"] and opaque_ok
         self.note("auth_replies", {"token_ok": ok, "opaque_ok": opaque_ok})
         if not ok:
-            return self.reply(sso_form(self.base(VPN), "Invalid SSO token", bool(self.server.cfg.external_token)))
+            return self.reply(sso_form(self.base(VPN), "Invalid SSO token",
+                                       bool(self.server.cfg.external_token or self.server.cfg.loopback_redirect)))
         st["tokens"].discard(token)
         webvpn = secrets.token_hex(20)
         st["webvpn"].add(webvpn)
@@ -265,6 +283,7 @@ def main():
     p.add_argument("--idp-error")
     p.add_argument("--external-token")
     p.add_argument("--blob-file")
+    p.add_argument("--loopback-redirect", action="store_true")
     p.add_argument("--max-runtime", type=float, default=120)
     cfg = p.parse_args()
     host, port = cfg.listen.rsplit(":", 1)
