@@ -23,6 +23,10 @@
 #                   loopback redirect), single-sign-on-v2 advertised, nothing posted
 #   external_refused the stand-in browser returns a token the server refuses: one auth-reply, then a clear
 #                   error with the server's reason (no second round in the browser)
+#   external_real   the external mode end to end: espvpn's external browser (--external-browser=PROGRAM, a
+#                   wrapper starting headless Chromium; skipped while espvpn has no such option) opens the
+#                   IdP, the ACS sends Chromium to localhost:29786/api/sso/<STRAP-encrypted token>, espvpn's
+#                   loopback listener takes it, espvpn opens it, the printed cookie is accepted
 #   (ac_sso.sh external PROBE, external_refused PROBE: ESPVPN_BIN is then the probe)
 set -euo pipefail
 mode=$1 espvpn=$2
@@ -35,6 +39,9 @@ server_pid=""
 espvpn_pid=""
 cleanup() {
   [[ -n $espvpn_pid ]] && kill "$espvpn_pid" 2>/dev/null || true
+  # The detached external browser (external_real): killed, then gone before its profile is removed.
+  pkill -KILL -f -- "--user-data-dir=$work/ext-profile" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do pgrep -f -- "--user-data-dir=$work/ext-profile" >/dev/null || break; sleep 0.1; done
   [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -49,6 +56,10 @@ case $mode in
 ok | no_browser) server_args=(--autofill "alice:correct horse") ;;
 wrong_password) server_args=(--autofill "alice:wrong") ;;
 idp_error) server_args=(--autofill "alice:correct horse" --idp-error "Access denied by policy") ;;
+external_real)
+  "$espvpn" --help 2>&1 | grep -q -- "--external-browser" || { echo "SKIP: no --external-browser in this espvpn"; exit 77; }
+  server_args=(--loopback-redirect --autofill "alice:correct horse")
+  ;;
 external | external_driven | external_refused)
   ext_token=$(python3 -c 'import secrets;print(secrets.token_hex(16))')
   server_args=(--external-token "$ext_token" --blob-file "$work/blob")
@@ -64,6 +75,13 @@ port=$(python3 -c "import json;print(json.load(open('$work/ready'))['port'])")
 url=https://vpn.espvpn.test:$port/
 browser="chromium --headless=new --no-sandbox --disable-gpu --ignore-certificate-errors \
 --host-resolver-rules='MAP *.espvpn.test 127.0.0.1, MAP * ~NOTFOUND'"
+# The external browser is the user's own, detached from espvpn: a wrapper with a profile of ours, killed at the end.
+cat >"$work/browser.sh" <<EOF
+#!/bin/sh
+exec chromium --headless=new --no-sandbox --disable-gpu --ignore-certificate-errors --user-data-dir=$work/ext-profile \
+  --host-resolver-rules="MAP *.espvpn.test 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE localhost" "\$@"
+EOF
+chmod +x "$work/browser.sh"
 rec() { python3 -c "import json;r=json.load(open('$work/record.json'));print($1)"; }
 
 # espvpn RC ARGS...: --authenticate at -vvv with the test CA, must exit RC (bounded by timeout 60).
@@ -170,6 +188,21 @@ external_refused)
     fail "no clear error"
   [[ $(rec "r['auth_replies']") == "[{'token_ok': False, 'opaque_ok': True}]" ]] || fail "auth replies: $(rec "r['auth_replies']")"
   [[ $(grep -c "^asked " "$work/out") == 1 ]] || fail "the browser was asked more than once"
+  ;;
+external_real)
+  run 0 --external-browser="$work/browser.sh"
+  [[ $(rec "r['init'][0]['capabilities']") == "['single-sign-on-external-browser']" ]] ||
+    fail "capabilities sent: $(rec "r['init']")"
+  [[ $(rec "r['loopback_redirects']") == "[{'strap': True}]" ]] || fail "no STRAP redirect: $(rec "r.get('loopback_redirects')")"
+  [[ $(rec "r['auth_replies']") == "[{'token_ok': True, 'opaque_ok': True}]" ]] || fail "the token was not posted back"
+  webvpn=$(rec "r['webvpn'][0]")
+  grep -qx "COOKIE='webvpn=$webvpn'" "$work/out" || fail "the printed cookie is not the one issued"
+  check=$(curl -s --max-time 10 --cacert "$repo/certs/ca.pem" --resolve "vpn.espvpn.test:$port:127.0.0.1" \
+    -b "webvpn=$webvpn" "https://vpn.espvpn.test:$port/+CSCOE+/session")
+  [[ $check == "session ok" ]] || fail "the server refused the cookie: $check"
+  for s in "$(rec "r['tokens'][0]")" "$webvpn"; do
+    if grep -qF -- "$s" "$work/log"; then fail "a secret is in the -vvv log"; fi
+  done
   ;;
 external_driven)
   run 1 --sso-browser="$browser"
