@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "crypto/hex.h"
 namespace espvpn {
 
 namespace {
@@ -201,7 +202,6 @@ Secret format_otp_secret(const OtpSecret& secret) {
     out.reserve(16 + 2 * secret.key.size() + 24);
     if (secret.hash == OtpHash::sha256) out += "sha256:";
     else if (secret.hash == OtpHash::sha512) out += "sha512:";
-    static const char kHex[] = "0123456789abcdef";
     switch (secret.format) {
         case OtpSecret::Format::base32: {
             out += "base32:";
@@ -210,10 +210,7 @@ Secret format_otp_secret(const OtpSecret& secret) {
         }
         case OtpSecret::Format::hex:
             out += "0x";
-            for (std::uint8_t b : secret.key.reveal()) {
-                out += kHex[b >> 4];
-                out += kHex[b & 15];
-            }
+            append_hex(out, secret.key.reveal());  // `out` has room reserved: no copy left unzeroed
             break;
         case OtpSecret::Format::raw: out += secret.key.reveal_text(); break;
     }

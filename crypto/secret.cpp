@@ -3,6 +3,8 @@
 #include <cstring>
 #include <ostream>
 
+#include "crypto/hex.h"
+
 namespace espvpn {
 
 void secure_zero(void* p, std::size_t n) {
@@ -20,20 +22,13 @@ Secret Secret::from_string(std::string_view text) {
         reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
 
-static int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 Result<Secret> Secret::from_hex(std::string_view hex) {
     if (hex.size() >= 2 && hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X')) hex.remove_prefix(2);
     if (hex.size() % 2 != 0) return make_error("hex key has an odd number of digits");
     Secret out(hex.size() / 2);
     for (std::size_t i = 0; i < out.size(); ++i) {
-        int hi = hex_value(hex[2 * i]);
-        int lo = hex_value(hex[2 * i + 1]);
+        int hi = hex_digit_value(hex[2 * i]);
+        int lo = hex_digit_value(hex[2 * i + 1]);
         // The error names the position, never the content.
         if (hi < 0 || lo < 0)
             return make_error("hex key has a non-hex character at position " +

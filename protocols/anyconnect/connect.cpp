@@ -1,9 +1,8 @@
 #include "protocols/anyconnect/connect.h"
 
-#include <arpa/inet.h>
-
 #include <charconv>
 
+#include "crypto/hex.h"
 #include "protocols/http/secret_buffer.h"
 
 namespace espvpn::anyconnect {
@@ -23,35 +22,20 @@ Result<int> parse_seconds(std::string_view name, std::string_view value) {
     return v;
 }
 
-bool valid_ip(std::string_view text, bool v6) {
-    std::string s(text);
-    std::uint8_t buf[16];
-    return inet_pton(v6 ? AF_INET6 : AF_INET, s.c_str(), buf) == 1;
-}
-
 Result<std::string> parse_ip(std::string_view name, std::string_view value, bool v6) {
-    if (!valid_ip(value, v6))
+    bool is_v6 = false;
+    auto ip = normalise_ip(value, &is_v6);
+    if (!ip || is_v6 != v6)
         return make_error(std::string(name) + ": \"" + std::string(value) + "\" is not an IPv" + (v6 ? "6" : "4") +
                           " address");
-    return std::string(value);
+    return ip;
 }
 
-// "addr/len" or "addr/dotted-mask" (IPv4 only), family given by the header name or a ':'.
-Result<AcRoute> parse_route(std::string_view name, std::string_view value) {
-    bool v6 = value.find(':') != std::string_view::npos;
-    auto slash = value.find('/');
-    std::string_view addr = value.substr(0, slash);
-    if (!valid_ip(addr, v6))
-        return make_error(std::string(name) + ": \"" + std::string(value) + "\" is not a network");
-    if (slash != std::string_view::npos) {
-        std::string_view mask = value.substr(slash + 1);
-        int len = -1;
-        auto [p, ec] = std::from_chars(mask.data(), mask.data() + mask.size(), len);
-        bool numeric = ec == std::errc() && p == mask.data() + mask.size();
-        if (numeric ? (len < 0 || len > (v6 ? 128 : 32)) : (v6 || !valid_ip(mask, false)))
-            return make_error(std::string(name) + ": \"" + std::string(value) + "\" has a bad prefix/netmask");
-    }
-    return AcRoute{std::string(value), v6};
+// "addr/len" or "addr/dotted-mask" (IPv4 only), either family.
+Result<IpPrefix> parse_route(std::string_view name, std::string_view value) {
+    auto p = IpPrefix::parse(value);
+    if (!p) return make_error(std::string(name) + ": " + p.error().message);
+    return p;
 }
 
 Result<std::array<std::uint8_t, 32>> parse_hex32(std::string_view name, std::string_view value) {
@@ -60,16 +44,6 @@ Result<std::array<std::uint8_t, 32>> parse_hex32(std::string_view name, std::str
         return make_error(std::string(name) + " is not 64 hex digits");
     std::array<std::uint8_t, 32> out{};
     std::copy(bytes->reveal().begin(), bytes->reveal().end(), out.begin());
-    return out;
-}
-
-std::string hex(std::span<const std::uint8_t> bytes) {
-    static const char digits[] = "0123456789abcdef";
-    std::string out;
-    for (auto b : bytes) {
-        out += digits[b >> 4];
-        out += digits[b & 15];
-    }
     return out;
 }
 
@@ -98,11 +72,6 @@ AcRekeyMethod known_rekey_method(std::string_view text) {
 }
 }  // namespace
 
-int requested_tunnel_mtu(int base_mtu, bool outer_ipv6) {
-    // DTLS overhead (1 type + 13 header + 20 MAC + 32 IV + 16 padding), UDP, IP.
-    return base_mtu - 82 - 8 - (outer_ipv6 ? 40 : 20);
-}
-
 Result<Secret> build_connect_request(const AcConnectSettings& s, const Secret& webvpn) {
     http::Request r;
     r.method = "CONNECT";
@@ -120,7 +89,7 @@ Result<Secret> build_connect_request(const AcConnectSettings& s, const Secret& w
     if (s.ipv6) r.headers.add("X-CSTP-Full-IPv6-Capability", "true");
     if (s.dtls) {
         if (s.dtls->master_secret.size() != 48) return make_error("the DTLS master secret must be 48 bytes");
-        r.headers.add("X-DTLS-Master-Secret", hex(s.dtls->master_secret.reveal()));
+        r.headers.add("X-DTLS-Master-Secret", hex_encode(s.dtls->master_secret.reveal()));
         r.headers.add("X-DTLS-CipherSuite", s.dtls->cipher_suites);
         if (!s.dtls->dtls12_cipher_suites.empty()) r.headers.add("X-DTLS12-CipherSuite", s.dtls->dtls12_cipher_suites);
     }
@@ -140,6 +109,7 @@ Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConne
         return make_error(msg);
     }
     AcCstpConfig c;
+    TunnelConfig& t = c.tunnel;
     int dtls_mtu = 0, cstp_mtu = 0, dns4 = 0, dns6 = 0;
     std::optional<AcDtlsParams> dtls;
     bool have_id = false;
@@ -154,7 +124,7 @@ Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConne
         const auto& name = field.first;
         const auto& value = field.second;
         const std::string_view n = name;
-        if (starts_with_ci(n, "X-CSTP-")) c.cstp_options.emplace_back(name, value);
+        if (starts_with_ci(n, "X-CSTP-")) t.protocol_options.emplace_back(name, value);
         auto is = [&](std::string_view h) { return http::iequals(n, h); };
         auto seconds = [&](int& out) -> Status {
             auto v = parse_seconds(n, value);
@@ -167,7 +137,7 @@ Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConne
             bool v6 = value.find(':') != std::string::npos;
             auto ip = parse_ip(n, value, v6);
             if (!ip) return ip.error();
-            (v6 ? c.ipv6_address : c.ipv4_address) = *ip;
+            (v6 ? t.ip6_address : t.ip4_address) = *ip;
         } else if (is("X-CSTP-Netmask")) {
             if (value.find(':') != std::string::npos) {
                 // IPv6 "net/prefix" for a v6 address given in X-CSTP-Address
@@ -177,11 +147,11 @@ Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConne
                     std::from_chars(value.data() + slash + 1, value.data() + value.size(), len).ec != std::errc() ||
                     len < 1 || len > 128)
                     return make_error("X-CSTP-Netmask: \"" + value + "\" is not an IPv6 prefix");
-                c.ipv6_prefix = len;
+                t.ip6_prefix = len;
             } else {
                 auto ip = parse_ip(n, value, false);
                 if (!ip) return ip.error();
-                c.ipv4_netmask = *ip;
+                t.ip4_netmask = *ip;
             }
         } else if (is("X-CSTP-Address-IP6")) {
             auto slash = value.find('/');
@@ -192,39 +162,39 @@ Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConne
                 (std::from_chars(value.data() + slash + 1, value.data() + value.size(), len).ec != std::errc() ||
                  len < 1 || len > 128))
                 return make_error("X-CSTP-Address-IP6: \"" + value + "\" has a bad prefix length");
-            c.ipv6_address = *ip;
-            c.ipv6_prefix = len;
+            t.ip6_address = *ip;
+            t.ip6_prefix = len;
         } else if (is("X-CSTP-DNS") || is("X-CSTP-DNS-IP6")) {
             bool v6 = value.find(':') != std::string::npos;
             auto ip = parse_ip(n, value, v6);
             if (!ip) return ip.error();
-            if ((v6 ? dns6 : dns4)++ < 3) c.dns.push_back(*ip);
+            if ((v6 ? dns6 : dns4)++ < 3) t.dns.push_back(*ip);
         } else if (is("X-CSTP-NBNS")) {
             auto ip = parse_ip(n, value, false);
             if (!ip) return ip.error();
-            if (c.nbns.size() < 3) c.nbns.push_back(*ip);
+            if (t.nbns.size() < 3) t.nbns.push_back(*ip);
         } else if (is("X-CSTP-Default-Domain")) {
-            c.default_domain = value;
+            t.default_domain = value;
         } else if (is("X-CSTP-Split-DNS")) {
-            c.split_dns.push_back(value);
+            t.split_dns.push_back(value);
         } else if (is("X-CSTP-Split-Include") || is("X-CSTP-Split-Include-IP6")) {
             auto r = parse_route(n, value);
             if (!r) return r.error();
-            c.split_include.push_back(*r);
+            t.split_include.push_back(*r);
         } else if (is("X-CSTP-Split-Exclude") || is("X-CSTP-Split-Exclude-IP6")) {
             auto r = parse_route(n, value);
             if (!r) return r.error();
-            c.split_exclude.push_back(*r);
+            t.split_exclude.push_back(*r);
         } else if (is("X-CSTP-Banner")) {
-            c.banner = value;
+            t.banner = value;
         } else if (is("X-CSTP-MSIE-Proxy-Pac-URL")) {
-            c.proxy_pac = value;
+            t.proxy_pac = value;
         } else if (is("X-CSTP-DPD")) {
             st = seconds(c.dpd_s);
         } else if (is("X-CSTP-Keepalive")) {
             st = seconds(c.keepalive_s);
         } else if (is("X-CSTP-Idle-Timeout")) {
-            st = seconds(c.idle_timeout_s);
+            st = seconds(t.idle_timeout_s);
         } else if (is("X-CSTP-Session-Timeout") || is("X-CSTP-Session-Timeout-Remaining") ||
                    is("X-CSTP-Lease-Duration")) {
             int v = 0;
@@ -278,10 +248,10 @@ Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConne
     }
     if (!c.content_encoding.empty())
         return make_error("the server chose CSTP compression \"" + c.content_encoding + "\", which espvpn did not offer");
-    if (c.ipv4_address.empty() && c.ipv6_address.empty()) return make_error("the server gave no tunnel address");
+    if (t.ip4_address.empty() && t.ip6_address.empty()) return make_error("the server gave no tunnel address");
     if (cstp_mtu <= 0 && dtls_mtu <= 0) return make_error("the server gave no MTU (X-CSTP-MTU)");
     c.cstp_mtu = cstp_mtu > 0 ? cstp_mtu : dtls_mtu;
-    c.mtu = std::max(cstp_mtu, dtls_mtu);
+    t.mtu = std::max(cstp_mtu, dtls_mtu);
     for (int t : session_timeouts)
         if (c.session_timeout_s == 0 || t < c.session_timeout_s) c.session_timeout_s = t;
     if (dtls) {

@@ -14,6 +14,7 @@
 #include "crypto/result.h"
 #include "crypto/secret.h"
 #include "protocols/http/message.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::anyconnect {
 
@@ -41,18 +42,9 @@ struct AcConnectSettings {
     std::string previous_ipv6;
 };
 
-// The X-CSTP-MTU openconnect asks for with a given base MTU (doc 7.1).
-int requested_tunnel_mtu(int base_mtu, bool outer_ipv6);
-
 // The CONNECT request; the Cookie carries only `webvpn`. Error for a header
 // value with a line break.
 Result<Secret> build_connect_request(const AcConnectSettings& settings, const Secret& webvpn);
-
-// A route as the server sends it: "10.1.0.0/255.255.0.0", "10.1.0.0/16", "fd00::/64".
-struct AcRoute {
-    std::string text;
-    bool ipv6 = false;
-};
 
 // X-CSTP-Rekey-Method / X-DTLS-Rekey-Method (doc 6).
 enum class AcRekeyMethod { none, ssl, new_tunnel };
@@ -79,24 +71,15 @@ struct AcDtlsParams {
 
 // What "200 CONNECTED" told us. Values are checked at parse time.
 struct AcCstpConfig {
-    std::string ipv4_address;    // "" when none
-    std::string ipv4_netmask;    // dotted, "" when none
-    std::string ipv6_address;    // "" when none
-    int ipv6_prefix = 128;
-    int mtu = 0;                 // tunnel MTU: max(X-CSTP-MTU, X-DTLS-MTU)
+    // The protocol-independent part: X-CSTP-Address/-Netmask/-Address-IP6 (canonical text),
+    // the tunnel MTU max(X-CSTP-MTU, X-DTLS-MTU), DNS (both families, server order, at most 3
+    // per family), NBNS, domains, split routes, banner, proxy PAC, idle timeout, and every
+    // X-CSTP-* header in order as protocol_options. gateway_address is the caller's.
+    TunnelConfig tunnel;
     int cstp_mtu = 0;            // X-CSTP-MTU alone (the MTU while data runs over CSTP)
     int base_mtu = 0;            // X-CSTP-Base-MTU, 0 when absent
-    std::vector<std::string> dns;   // both families, server order, at most 3 per family
-    std::vector<std::string> nbns;
-    std::string default_domain;
-    std::vector<std::string> split_dns;
-    std::vector<AcRoute> split_include;
-    std::vector<AcRoute> split_exclude;
-    std::string banner;
-    std::string proxy_pac;
     int dpd_s = 0;               // 0: none
     int keepalive_s = 0;
-    int idle_timeout_s = 0;      // 0: none
     int session_timeout_s = 0;   // smallest non-zero of the session timeouts, 0: none
     int rekey_s = 0;
     std::string rekey_method;    // "ssl", "new-tunnel", "none", ""
@@ -104,7 +87,6 @@ struct AcCstpConfig {
     std::string content_encoding;  // must be empty: compression is not negotiated
     std::optional<AcDtlsParams> dtls;  // absent: the server offers no usable DTLS
     std::string dtls_unusable;        // why DTLS parameters were dropped, if some came
-    std::vector<std::pair<std::string, std::string>> cstp_options;  // every X-CSTP-* header, in order
 };
 
 // The reply's status: 401 → cookie rejected; anything but 200 is an error.

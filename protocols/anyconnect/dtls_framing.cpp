@@ -52,9 +52,4 @@ std::size_t write_dtls_packet(DtlsPacketType type, std::span<const std::uint8_t>
     return total;
 }
 
-std::size_t dtls_link_mtu(std::size_t base_mtu, bool ipv6_outer) {
-    const std::size_t headers = (ipv6_outer ? 40 : 20) + 8;
-    return base_mtu > headers ? base_mtu - headers : 0;
-}
-
 }  // namespace espvpn::anyconnect

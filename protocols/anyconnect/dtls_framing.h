@@ -58,15 +58,4 @@ DtlsRecord parse_dtls_record(std::span<const std::uint8_t> record);
 std::size_t write_dtls_packet(DtlsPacketType type, std::span<const std::uint8_t> payload,
                               std::span<std::uint8_t> out);
 
-// The link MTU to give the DTLS library: the server's X-CSTP-Base-MTU minus
-// the outer IP and UDP headers (OC's PSK-mode rule). 0 when base_mtu is too
-// small to carry anything.
-std::size_t dtls_link_mtu(std::size_t base_mtu, bool ipv6_outer);
-
-// The tunnel MTU left for IP packets once the DTLS library says how much
-// plaintext a record may carry: one byte less, for the type header.
-inline std::size_t dtls_tunnel_mtu(std::size_t record_payload_mtu) {
-    return record_payload_mtu > kDtlsPacketHeaderSize ? record_payload_mtu - kDtlsPacketHeaderSize : 0;
-}
-
 }  // namespace espvpn::anyconnect

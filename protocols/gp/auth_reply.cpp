@@ -4,6 +4,8 @@
 #include <cctype>
 #include <optional>
 
+#include "crypto/hex.h"
+
 namespace espvpn::gp {
 
 namespace {
@@ -42,10 +44,9 @@ std::optional<unsigned> parse_hex(std::string_view digits) {
     if (digits.empty() || digits.size() > 6) return std::nullopt;
     unsigned v = 0;
     for (char c : digits) {
-        if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
-        v = v * 16 + static_cast<unsigned>(std::isdigit(static_cast<unsigned char>(c))
-                                               ? c - '0'
-                                               : std::tolower(static_cast<unsigned char>(c)) - 'a' + 10);
+        const int d = hex_digit_value(c);
+        if (d < 0) return std::nullopt;
+        v = v * 16 + static_cast<unsigned>(d);
     }
     return v;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "crypto/hex.h"
 #include "protocols/xml/escape.h"
 
 namespace espvpn::gp {
@@ -60,13 +61,7 @@ std::string hip_report_md5(const GpSessionCookie& cookie) {
     md5_update(&ctx, input.size(), reinterpret_cast<const std::uint8_t*>(input.data()));
     std::uint8_t digest[MD5_DIGEST_SIZE];
     md5_digest(&ctx, sizeof digest, digest);
-    static const char hex[] = "0123456789abcdef";
-    std::string out;
-    for (std::uint8_t b : digest) {
-        out += hex[b >> 4];
-        out += hex[b & 15];
-    }
-    return out;
+    return hex_encode(digest);
 }
 
 Result<bool> parse_hip_check(const xml::Document& doc) {

@@ -1,7 +1,5 @@
 #include "protocols/gp/tunnel_config.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <charconv>
 
@@ -18,18 +16,10 @@ std::string err_field(std::string_view field, std::string_view what) {
 
 // Canonical text of an address of the given family, or nullopt.
 std::optional<std::string> canonical(std::string_view text, bool ipv6) {
-    std::string s(text);
-    unsigned char buf[16];
-    if (inet_pton(ipv6 ? AF_INET6 : AF_INET, s.c_str(), buf) != 1) return std::nullopt;
-    char out[INET6_ADDRSTRLEN];
-    if (!inet_ntop(ipv6 ? AF_INET6 : AF_INET, buf, out, sizeof out)) return std::nullopt;
-    return std::string(out);
-}
-
-std::optional<std::string> canonical_any(std::string_view text, bool* ipv6) {
-    if (auto v = canonical(text, false)) { *ipv6 = false; return v; }
-    if (auto v = canonical(text, true)) { *ipv6 = true; return v; }
-    return std::nullopt;
+    bool v6 = false;
+    auto a = normalise_ip(text, &v6);
+    if (!a || v6 != ipv6) return std::nullopt;
+    return std::move(*a);
 }
 
 std::optional<unsigned long> parse_uint(std::string_view s, int base = 10) {
@@ -48,49 +38,48 @@ Result<unsigned> seconds(xml::Node r, std::string_view name) {
     return static_cast<unsigned>(*n);
 }
 
-Result<GpPrefix> parse_prefix(std::string_view text, std::string_view field) {
-    std::size_t slash = text.find('/');
-    std::string_view addr = text.substr(0, slash);
-    GpPrefix p;
-    auto a = canonical_any(addr, &p.ipv6);
-    if (!a) return make_error(err_field(field, "has an invalid address \"" + std::string(text) + "\""));
-    p.address = *a;
-    const unsigned max = p.ipv6 ? 128 : 32;
-    p.prefix_len = max;
-    if (slash != std::string_view::npos) {
-        std::string_view len = text.substr(slash + 1);
-        auto n = parse_uint(len);
-        if (!n || *n > max) {
-            // Some servers write "10.0.0.0/255.0.0.0".
-            bool v6 = false;
-            auto mask = canonical_any(len, &v6);
-            if (!mask || v6 || p.ipv6)
-                return make_error(err_field(field, "has an invalid prefix length in \"" + std::string(text) + "\""));
-            in_addr m{};
-            inet_pton(AF_INET, mask->c_str(), &m);
-            std::uint32_t bits = ntohl(m.s_addr);
-            if (bits & (~bits >> 1))
-                return make_error(err_field(field, "has a non-contiguous netmask in \"" + std::string(text) + "\""));
-            unsigned count = 0;
-            while (bits & 0x80000000u) { ++count; bits <<= 1; }
-            n = count;
-        }
-        p.prefix_len = static_cast<unsigned>(*n);
-    }
-    return p;
-}
-
-Status parse_routes(xml::Node r, std::string_view name, std::vector<GpPrefix>& out) {
+Status parse_routes(xml::Node r, std::string_view name, std::vector<IpPrefix>& out) {
     for (xml::Node m : r.child(name).children("member")) {
         std::string t = m.text();
         if (t.empty()) continue;
-        auto p = parse_prefix(t, name);
-        if (!p) return p.error();
+        auto p = IpPrefix::parse(t);  // "10.0.0.0/8", "10.0.0.0/255.0.0.0", "10.0.0.53", "fd00::/64"
+        if (!p) return make_error(err_field(name, p.error().message));
         if (out.size() >= kMaxRoutes)
             return make_error("gateway config: more than " + std::to_string(kMaxRoutes) + " routes");
-        out.push_back(std::move(*p));
+        out.push_back(*p);
     }
     return {};
+}
+
+// CISCO_CSTP_OPTIONS as openconnect 9.01 fills it for GlobalProtect: one NAME=value line per
+// item of the getconfig, in the usual element order, newest first (it prepends).
+std::vector<std::pair<std::string, std::string>> cstp_options(const TunnelConfig& c,
+                                                              const std::vector<IpPrefix>& include,
+                                                              const std::vector<IpPrefix>& exclude,
+                                                              const std::string& quarantine) {
+    std::vector<std::pair<std::string, std::string>> opts;
+    auto v6 = [](const std::string& a) { return a.find(':') != std::string::npos; };
+    if (!c.ip4_address.empty()) opts.emplace_back("ipaddr", c.ip4_address);
+    if (!c.ip4_netmask.empty()) opts.emplace_back("netmask", c.ip4_netmask);
+    for (const auto& d : c.dns)
+        if (!v6(d)) opts.emplace_back("DNS", d);
+    for (const auto& w : c.nbns) opts.emplace_back("WINS", w);
+    if (!c.default_domain.empty()) opts.emplace_back("search", c.default_domain);
+    for (const auto& r : include)
+        if (!r.v6 && r.length != 0) opts.emplace_back("split-include", r.to_string());
+    for (const auto& r : exclude)
+        if (!r.v6) opts.emplace_back("split-exclude", r.to_string());
+    if (!c.ip6_address.empty()) opts.emplace_back("ipaddr6", c.ip6_address);
+    for (const auto& d : c.dns)
+        if (v6(d)) opts.emplace_back("DNS", d);
+    // openconnect 9.01 lists <access-routes-v6> as split-exclude (and excludes them); they are includes.
+    for (const auto& r : include)
+        if (r.v6 && r.length != 0) opts.emplace_back("split-include", r.to_string());
+    for (const auto& r : exclude)
+        if (r.v6) opts.emplace_back("split-exclude", r.to_string());
+    std::reverse(opts.begin(), opts.end());
+    if (!quarantine.empty() && quarantine != "no") opts.emplace_back("quarantine", quarantine);
+    return opts;
 }
 
 Result<GpEspDirection> parse_sa(xml::Node ipsec, std::string_view dir, std::size_t enc_len,
@@ -188,31 +177,28 @@ Result<GpTunnelConfig> parse_tunnel_config(const xml::Document& doc) {
     if (auto st = doc.expect_root("response"); !st) return st.error();
     xml::Node r = doc.root();
     GpTunnelConfig c;
+    TunnelConfig& t = c.tunnel;
 
     std::string ip = r.child_text_or_empty("ip-address");
     auto ip4 = canonical(ip, false);
     if (!ip4) return make_error(ip.empty() ? "gateway config: missing element <response/ip-address>"
                                            : err_field("ip-address", "is not an IPv4 address: \"" + ip + "\""));
-    c.ip_address = *ip4;
+    t.ip4_address = *ip4;
 
     if (auto nm = r.child_text("netmask"); nm && !nm->empty()) {
         auto m = canonical(*nm, false);
         if (!m) return make_error(err_field("netmask", "is not an IPv4 netmask: \"" + *nm + "\""));
-        in_addr a{};
-        inet_pton(AF_INET, m->c_str(), &a);
-        std::uint32_t bits = ntohl(a.s_addr);
-        if (bits & (~bits >> 1))
-            return make_error(err_field("netmask", "is not contiguous: \"" + *nm + "\""));
-        c.netmask = *m;
+        if (!netmask_length(*m)) return make_error(err_field("netmask", "is not contiguous: \"" + *nm + "\""));
+        t.ip4_netmask = *m;
     }
     if (auto v6 = r.child_text("ip-address-v6"); v6 && !v6->empty()) {
         auto a = canonical(*v6, true);
         if (!a) return make_error(err_field("ip-address-v6", "is not an IPv6 address: \"" + *v6 + "\""));
-        c.ip_address_v6 = *a;
+        t.ip6_address = *a;
         if (auto nm6 = r.child_text("netmask-v6"); nm6 && !nm6->empty()) {
             auto n = parse_uint(*nm6);
             if (!n || *n > 128) return make_error(err_field("netmask-v6", "is not a prefix length: \"" + *nm6 + "\""));
-            c.prefix_len_v6 = static_cast<unsigned>(*n);
+            if (*n) t.ip6_prefix = static_cast<int>(*n);
         }
     }
 
@@ -220,42 +206,44 @@ Result<GpTunnelConfig> parse_tunnel_config(const xml::Document& doc) {
         auto n = parse_uint(*mtu);
         if (!n || (*n != 0 && (*n < 576 || *n > 9000)))
             return make_error(err_field("mtu", "is \"" + *mtu + "\", expected 0 or 576..9000"));
-        c.mtu = static_cast<unsigned>(*n);
+        t.mtu = static_cast<int>(*n);  // 0 = not given: the data path computes it
     }
 
     for (std::string_view list : {"dns", "dns-v6"}) {
         for (xml::Node m : r.child(list).children("member")) {
-            std::string t = m.text();
-            if (t.empty()) continue;
-            bool v6 = false;
-            auto a = canonical_any(t, &v6);
-            if (!a) return make_error(err_field(std::string(list) + "/member", "is not an IP address: \"" + t + "\""));
-            if (c.dns.size() < kMaxDns && std::find(c.dns.begin(), c.dns.end(), *a) == c.dns.end())
-                c.dns.push_back(*a);
+            std::string text = m.text();
+            if (text.empty()) continue;
+            auto a = normalise_ip(text);
+            if (!a) return make_error(err_field(std::string(list) + "/member", "is not an IP address: \"" + text + "\""));
+            if (t.dns.size() < kMaxDns && std::find(t.dns.begin(), t.dns.end(), *a) == t.dns.end())
+                t.dns.push_back(*a);
         }
     }
     for (xml::Node m : r.child("wins").children("member")) {
-        std::string t = m.text();
-        if (t.empty()) continue;
-        auto a = canonical(t, false);
-        if (!a) return make_error(err_field("wins/member", "is not an IPv4 address: \"" + t + "\""));
-        if (c.wins.size() < kMaxDns) c.wins.push_back(*a);
+        std::string text = m.text();
+        if (text.empty()) continue;
+        auto a = canonical(text, false);
+        if (!a) return make_error(err_field("wins/member", "is not an IPv4 address: \"" + text + "\""));
+        if (t.nbns.size() < kMaxDns) t.nbns.push_back(*a);
     }
+    std::size_t domains = 0;
     for (xml::Node m : r.child("dns-suffix").children("member")) {
-        std::string t = m.text();
-        if (t.empty()) continue;
-        if (t.size() > 253 || t.find_first_of(" \t\r\n;,\"'\\") != std::string::npos)
-            return make_error(err_field("dns-suffix/member", "is not a domain name: \"" + t.substr(0, 64) + "\""));
-        if (c.search_domains.size() < 64) c.search_domains.push_back(t);
+        std::string text = m.text();
+        if (text.empty()) continue;
+        if (text.size() > 253 || text.find_first_of(" \t\r\n;,\"'\\") != std::string::npos)
+            return make_error(err_field("dns-suffix/member", "is not a domain name: \"" + text.substr(0, 64) + "\""));
+        if (domains++ < 64) t.default_domain += (t.default_domain.empty() ? "" : " ") + text;
     }
 
+    std::vector<IpPrefix> include, exclude;
     for (std::string_view list : {"access-routes", "access-routes-v6"})
-        if (auto st = parse_routes(r, list, c.include_routes); !st) return st.error();
+        if (auto st = parse_routes(r, list, include); !st) return st.error();
     for (std::string_view list : {"exclude-access-routes", "exclude-access-routes-v6"})
-        if (auto st = parse_routes(r, list, c.exclude_routes); !st) return st.error();
-    c.default_route = c.include_routes.empty() ||
-                      std::any_of(c.include_routes.begin(), c.include_routes.end(),
-                                  [](const GpPrefix& p) { return p.prefix_len == 0; });
+        if (auto st = parse_routes(r, list, exclude); !st) return st.error();
+    c.default_route = include.empty() ||
+                      std::any_of(include.begin(), include.end(), [](const IpPrefix& p) { return p.length == 0; });
+    if (!c.default_route) t.split_include = include;  // empty: everything through the tunnel
+    t.split_exclude = exclude;
 
     if (auto gw = r.child_text("gw-address"); gw && !gw->empty()) {
         auto a = canonical(*gw, false);
@@ -273,14 +261,17 @@ Result<GpTunnelConfig> parse_tunnel_config(const xml::Document& doc) {
             return make_error(err_field("ssl-tunnel-url", "is not an absolute path: \"" + *url + "\""));
         c.ssl_tunnel_url = *url;
     }
+    unsigned idle = 0;
     for (auto [name, field] : {std::pair{"timeout", &c.timeout}, std::pair{"lifetime", &c.lifetime},
-                               std::pair{"disconnect-on-idle", &c.disconnect_on_idle},
+                               std::pair{"disconnect-on-idle", &idle},
                                std::pair{"hip-report-interval", &c.hip_report_interval}}) {
         auto v = seconds(r, name);
         if (!v) return v.error();
         *field = *v;
     }
+    t.idle_timeout_s = static_cast<int>(idle);
     c.quarantine = r.child_text_or_empty("quarantine");
+    t.protocol_options = cstp_options(t, include, exclude, c.quarantine);
 
     if (xml::Node ipsec = r.child("ipsec")) {
         auto i = parse_ipsec(ipsec);

@@ -12,17 +12,9 @@
 
 #include "crypto/secret.h"
 #include "protocols/gp/auth_reply.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::gp {
-
-// An address or network in canonical text form (inet_ntop), with its family.
-struct GpPrefix {
-    std::string address;
-    unsigned prefix_len = 32;
-    bool ipv6 = false;
-    std::string str() const { return address + "/" + std::to_string(prefix_len); }
-    bool operator==(const GpPrefix&) const = default;
-};
 
 struct GpEspDirection {
     std::uint32_t spi = 0;
@@ -40,16 +32,13 @@ struct GpIpsecConfig {
 };
 
 struct GpTunnelConfig {
-    std::string ip_address;  // IPv4 inside the tunnel
-    std::string netmask;     // "" when absent
-    std::string ip_address_v6;
-    unsigned prefix_len_v6 = 0;  // 0 when netmask-v6 is absent
-    unsigned mtu = 0;            // 0 = not given; compute it (doc 10.9)
-    std::vector<std::string> dns;  // v4 and v6, deduplicated, at most 3
-    std::vector<std::string> wins;
-    std::vector<std::string> search_domains;
-    std::vector<GpPrefix> include_routes;  // v4 and v6
-    std::vector<GpPrefix> exclude_routes;
+    // The protocol-independent part, filled by the parser: addresses (canonical text), netmask,
+    // MTU (0 = not given; compute it, doc 10.9), DNS (v4 and v6, deduplicated, at most 3), WINS
+    // as nbns, <dns-suffix> joined by spaces into default_domain, routes (split_include empty
+    // when a default route is among them or none is given), disconnect-on-idle, and
+    // CISCO_CSTP_OPTIONS as openconnect fills it for GP. gateway_address and
+    // direct_udp_address are the caller's: where it reached the gateway.
+    TunnelConfig tunnel;
     bool default_route = false;  // an include route is 0.0.0.0/0 or ::/0, or none given
     std::string gw_address;      // ESP probe destination ("" if absent or 0.0.0.0)
     std::string gw_address_v6;
@@ -57,7 +46,6 @@ struct GpTunnelConfig {
     std::string ssl_tunnel_url = "/ssl-tunnel-connect.sslvpn";
     unsigned timeout = 0;             // ESP key / tunnel lifetime, s (0 = not given)
     unsigned lifetime = 0;            // authcookie lifetime, s
-    unsigned disconnect_on_idle = 0;  // s
     unsigned hip_report_interval = 0;  // s; some gateways send it here, most only in the portal
     std::string quarantine;           // "no" normally
     std::optional<GpIpsecConfig> ipsec;  // absent: ESP impossible, use HTTPS

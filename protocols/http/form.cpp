@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "crypto/hex.h"
+
 namespace espvpn::http {
 
 static bool unreserved(unsigned char c) {
@@ -10,14 +12,12 @@ static bool unreserved(unsigned char c) {
 }
 
 static void encode_into(std::string& out, std::string_view text) {
-    static const char hex[] = "0123456789abcdef";
     for (unsigned char c : text) {
         if (unreserved(c)) {
             out += static_cast<char>(c);
         } else {
             out += '%';
-            out += hex[c >> 4];
-            out += hex[c & 15];
+            append_hex(out, std::uint8_t{c});
         }
     }
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "crypto/hex.h"
+
 namespace espvpn::http {
 
 namespace {
@@ -16,7 +18,6 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 // printable ASCII as \xNN, so a hostile reply cannot write control sequences to the
 // user's terminal or log through our errors.
 std::string quoted(std::string_view bytes, std::size_t max) {
-    static constexpr char kHex[] = "0123456789abcdef";
     std::string out = "\"";
     for (char c : bytes.substr(0, max)) {
         const auto u = static_cast<unsigned char>(c);
@@ -24,8 +25,7 @@ std::string quoted(std::string_view bytes, std::size_t max) {
             out += c;
         } else {
             out += "\\x";
-            out += kHex[u >> 4];
-            out += kHex[u & 15];
+            append_hex(out, std::uint8_t{u});
         }
     }
     out += bytes.size() > max ? "\"..." : "\"";

@@ -12,7 +12,7 @@
 #include "src/session/anyconnect/dtls_link.h"
 #include "src/session/anyconnect/login.h"
 #include "src/session/anyconnect/tunnel.h"
-#include "src/sso/devtools_browser.h"
+#include "src/cli/sso_settings.h"
 
 namespace espvpn::cli {
 
@@ -76,11 +76,8 @@ std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     if (!options.certificate.empty()) settings.client_certificate = https.credentials()->client_subject();
     settings.form_entries = inputs.form_entries;
     settings.token = inputs.token;
-    // The browser for a single sign-on: only the driven one on this branch (the external
-    // browser, the default on a desktop, comes with src/sso/external_browser.h).
-    if (!options.sso_browser.empty())
-        settings.sso_browser =
-            sso::make_driven_browser({options.sso_browser, std::chrono::seconds(options.sso_timeout_s)});
+    // --sso-browser, --external-browser, or the external flow by default (src/cli/sso_settings.h).
+    settings.sso_browser = sso_browser(options);
     session::AcLogin login(https, std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");

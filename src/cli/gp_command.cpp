@@ -8,6 +8,7 @@
 #include "src/cli/exit_codes.h"
 #include "src/cli/tunnel_command.h"
 #include "src/cli/https_settings.h"
+#include "src/cli/sso_settings.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/io/https_client.h"
 #include "src/log/logger.h"
@@ -115,6 +116,7 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     settings.client_certificate = !options.certificate.empty();
     settings.form_entries = inputs.form_entries;
     settings.token = inputs.token;
+    settings.sso = sso_browser(options);
     session::GpLogin login(*transport_, std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");

@@ -10,6 +10,7 @@
 #include "src/cli/options.h"
 #include "src/cli/self_check.h"
 #include "src/log/logger.h"
+#include "src/sso/callback_socket.h"
 
 int main(int argc, char** argv) {
     using namespace espvpn;
@@ -35,6 +36,13 @@ int main(int argc, char** argv) {
         case cli::Action::version: cli::print_version(std::cout); return cli::kExitOk;
         case cli::Action::self_check:
             return cli::run_self_check(std::cout) ? cli::kExitOk : cli::kExitError;
+        case cli::Action::sso_callback:
+            // The globalprotectcallback: handler (data/espvpn-sso-callback.desktop).
+            if (auto st = sso::send_callback(options.sso_callback.reveal_text()); !st) {
+                std::cerr << "espvpn: " << st.error().message << "\n";
+                return cli::kExitError;
+            }
+            return cli::kExitOk;
         default: break;
     }
     if (auto st = cli::prepare_compat_options(options); !st) {

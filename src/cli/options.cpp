@@ -14,7 +14,7 @@
 namespace espvpn::cli {
 namespace {
 
-enum class Arg { none, required };
+enum class Arg { none, required, optional };  // optional: only as --name=VALUE
 
 struct OptionSpec {
     const char* name;
@@ -123,8 +123,6 @@ const std::vector<OptionSpec>& option_table() {
              o.sso_browser = v;
              return {};
          }},
-        {"sso-timeout", 0, Arg::required, "Authentication", "give up a single sign-on after SECONDS (300)",
-         SET_INT(sso_timeout_s, "sso-timeout", 1, 86400)},
         {"form-entry", 'F', Arg::required, "Authentication", "pre-fill form field: FORM:OPT=VALUE",
          [](ClientOptions& o, const char* v) -> Status {
              std::string e = v;
@@ -137,6 +135,22 @@ const std::vector<OptionSpec>& option_table() {
          [](ClientOptions& o, const char* v) -> Status { o.cookie = Secret::from_string(v); return {}; }},
         {"cookie-on-stdin", 0, Arg::none, "Authentication (two-phase)", "read the cookie from standard input",
          SET_FLAG(cookie_on_stdin)},
+        {"external-browser", 0, Arg::optional, "Authentication",
+         "single sign-on in the user's browser: xdg-open, or PROGRAM given the URL (docs/SSO.md)",
+         [](ClientOptions& o, const char* v) -> Status {
+             o.external_browser = true;
+             o.external_program = v;
+             return {};
+         }},
+        {"sso-timeout", 0, Arg::required, "Authentication", "give up a single sign-on after SECONDS (300)",
+         SET_INT(sso_timeout_s, "sso-timeout", 1, 86400)},
+        {"sso-callback", 0, Arg::required, "Authentication",
+         "hand a globalprotectcallback: URL to the espvpn login waiting for it (the scheme handler)",
+         [](ClientOptions& o, const char* v) -> Status {
+             o.action = Action::sso_callback;
+             o.sso_callback = Secret::from_string(v);
+             return {};
+         }},
         {"authenticate", 0, Arg::none, "Authentication (two-phase)",
          "log in, print COOKIE/HOST/CONNECT_URL/FINGERPRINT/RESOLVE, exit",
          [](ClientOptions& o, const char*) -> Status { o.action = Action::authenticate; return {}; }},
@@ -310,9 +324,6 @@ const std::vector<OptionSpec>& option_table() {
                 "espvpn does not answer HTTP 401 authentication from the VPN server (form logins only)"),
         refused("force-trojan", 0, Arg::required, "Trojan binary (CSD) execution",
                 "espvpn runs the HIP check once per login, not periodically"),
-        refused("external-browser", 0, Arg::required, "Authentication",
-                "no SSO in an external browser yet: log in with a SAML helper and pass the cookie "
-                "(--cookie-on-stdin), see espvpn(8)"),
         refused("mca-certificate", 0, Arg::required, "Authentication",
                 "no Cisco multiple-certificate authentication yet; -c/--certificate only"),
         refused("mca-key", 0, Arg::required, "Authentication",
@@ -380,7 +391,7 @@ void scrub_secrets(int argc, char** argv) {
     auto wipe = [](char* s) { std::memset(s, 0, std::strlen(s)); };
     for (int i = 1; i < argc; ++i) {
         char* a = argv[i];
-        for (const char* opt : {"--cookie", "--key-password", "--token-secret"}) {
+        for (const char* opt : {"--cookie", "--key-password", "--token-secret", "--sso-callback"}) {
             std::size_t n = std::strlen(opt);
             if (std::strncmp(a, opt, n) == 0 && a[n] == '=') wipe(a + n + 1);
             else if (std::strcmp(a, opt) == 0 && i + 1 < argc) wipe(argv[i + 1]);
@@ -419,7 +430,10 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
     std::string shorts = ":";
     for (std::size_t i = 0; i < table.size(); ++i) {
         const auto& spec = table[i];
-        longs.push_back({spec.name, spec.arg == Arg::required ? required_argument : no_argument,
+        longs.push_back({spec.name,
+                         spec.arg == Arg::required   ? required_argument
+                         : spec.arg == Arg::optional ? optional_argument
+                                                     : no_argument,
                          nullptr, static_cast<int>(1000 + i)});
         if (spec.short_name) {
             shorts += spec.short_name;
@@ -498,7 +512,7 @@ const char* metavar(std::string_view name) {
         {"setuid", "USER"}, {"stats-json", "FILE"}, {"user", "NAME"}, {"authgroup", "GROUP"},
         {"usergroup", "GROUP"}, {"form-entry", "FORM:OPT=VALUE"}, {"cookie", "COOKIE"},
         {"os", "OS"}, {"token-mode", "MODE"}, {"token-secret", "SECRET"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"gateway-select", "HOW"},
-        {"sso-browser", "COMMAND"}, {"sso-timeout", "SECONDS"},
+        {"sso-browser", "COMMAND"},
         {"useragent", "STRING"}, {"version-string", "STRING"}, {"local-hostname", "NAME"}, {"http-timeout", "SECONDS"},
         {"servercert", "PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
         {"sslkey", "KEY"}, {"key-password", "PASS"}, {"script", "CMD"}, {"interface", "IFNAME"},
@@ -506,6 +520,7 @@ const char* metavar(std::string_view name) {
         {"esp-retry-interval", "SECONDS"}, {"mtu", "MTU"}, {"base-mtu", "MTU"}, {"queue-len", "N"},
         {"proxy", "URL"}, {"proxy-auth", "METHODS"}, {"dtls-ciphers", "LIST"}, {"dtls12-ciphers", "LIST"},
         {"gnutls-debug", "LEVEL"}, {"cert-expire-warning", "DAYS"},
+        {"external-browser", "PROGRAM"}, {"sso-timeout", "SECONDS"}, {"sso-callback", "URL"},
     };
     for (const auto& [n, m] : names)
         if (name == n) return m;
@@ -545,6 +560,7 @@ std::string usage_text() {
             left += spec.short_name ? std::string("-") + spec.short_name + ", " : "    ";
             left += std::string("--") + spec.name;
             if (spec.arg == Arg::required) left += std::string("=") + metavar(spec.name);
+            if (spec.arg == Arg::optional) left += std::string("[=") + metavar(spec.name) + "]";
             out << left;
             if (left.size() < 32) out << std::string(32 - left.size(), ' ');
             else out << "\n" << std::string(32, ' ');

@@ -21,6 +21,7 @@ enum class Action {
     help,
     version,
     self_check,
+    sso_callback,   // --sso-callback URL: hand a globalprotectcallback: URL to the waiting login
 };
 
 struct ClientOptions {
@@ -44,9 +45,13 @@ struct ClientOptions {
     std::string csd_user;
     bool gateway_by_latency = false;  // --gateway-select=latency (espvpn extension)
     std::string sso_browser;  // --sso-browser=COMMAND: the driven browser ("" = none)
-    int sso_timeout_s = 300;  // --sso-timeout
     std::string token_mode;   // --token-mode: "totp" or "hotp" ("" = none)
     Secret token_secret;      // --token-secret (scrubbed from argv): the key or @FILE
+    // Single sign-on (docs/SSO.md)
+    bool external_browser = false;    // --external-browser[=PROGRAM] given
+    std::string external_program;     // its PROGRAM ("" = xdg-open)
+    int sso_timeout_s = 300;          // --sso-timeout
+    Secret sso_callback;              // --sso-callback URL (scrubbed from argv)
 
     // Server and client certificates
     std::vector<std::string> servercert;  // pins; given → system trust is off

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "crypto/hex.h"
+
 namespace espvpn::datapath {
 
 EspTxStats EspTxCounters::snapshot() const {
@@ -32,22 +34,14 @@ const char* transport_name(Transport t) {
 
 std::uint64_t DatapathStats::drops() const { return drops_of(tx) + drops_of(rx) + drops_of(https); }
 
-namespace {
-std::string hex_spi(std::uint32_t spi) {
-    char text[16];
-    std::snprintf(text, sizeof text, "0x%08x", spi);
-    return text;
-}
-}  // namespace
-
 std::string DatapathStats::to_json() const {
     std::string o = "{\"transport\": \"" + std::string(transport_name(transport)) +
                     "\", \"transport_switches\": " + std::to_string(transport_switches) + ", \"tx\": {";
     append_json_members(o, static_cast<const EspTxCounts&>(tx));
-    o += ", \"spi\": \"" + hex_spi(tx.spi) + "\", \"next_sequence\": " + std::to_string(tx.next_sequence) +
+    o += ", \"spi\": \"" + hex32(tx.spi) + "\", \"next_sequence\": " + std::to_string(tx.next_sequence) +
          ", \"needs_rekey\": " + (tx.needs_rekey ? "true" : "false") + "}, \"rx\": {";
     append_json_members(o, static_cast<const EspRxCounts&>(rx));
-    o += ", \"spi\": \"" + hex_spi(rx.spi) + "\", \"previous_spi\": \"" + hex_spi(rx.previous_spi) +
+    o += ", \"spi\": \"" + hex32(rx.spi) + "\", \"previous_spi\": \"" + hex32(rx.previous_spi) +
          "\"}, \"https\": {";
     append_json_members(o, https);
     return o + "}}";
@@ -62,9 +56,9 @@ std::string DatapathStats::to_text() const {
     if (https_used)
         o += "transport=" + std::string(transport_name(transport)) + " switches=" + std::to_string(transport_switches) +
              "\n";
-    o += "tx spi=" + hex_spi(tx.spi) + " seq=" + std::to_string(tx.next_sequence);
+    o += "tx spi=" + hex32(tx.spi) + " seq=" + std::to_string(tx.next_sequence);
     append_nonzero_text(o, static_cast<const EspTxCounts&>(tx));
-    o += "\nrx spi=" + hex_spi(rx.spi) + " previous=" + hex_spi(rx.previous_spi);
+    o += "\nrx spi=" + hex32(rx.spi) + " previous=" + hex32(rx.previous_spi);
     append_nonzero_text(o, static_cast<const EspRxCounts&>(rx));
     if (!https_used) return o;
     o += "\nhttps";

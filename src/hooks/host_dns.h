@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "crypto/result.h"
-#include "src/session/tunnel_config.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::hooks {
 

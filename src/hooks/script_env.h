@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/session/tunnel_config.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::hooks {
 

@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "crypto/hex.h"
 #include "protocols/anyconnect/dtls_framing.h"
+#include "protocols/tunnel/tunnel_mtu.h"
 #include "src/io/tls_stream.h"
 
 namespace espvpn::io {
@@ -85,17 +87,6 @@ std::string dtls_legacy_suite_offer(bool dtls12_header) {
         list += s.name;
     }
     return list;
-}
-
-std::string hex_encode(std::span<const std::uint8_t> bytes) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(bytes.size() * 2);
-    for (std::uint8_t b : bytes) {
-        out += kDigits[b >> 4];
-        out += kDigits[b & 15];
-    }
-    return out;
 }
 
 Result<std::vector<std::uint8_t>> parse_dtls_session_id(std::string_view hex, std::string_view header) {

@@ -80,7 +80,6 @@ std::string dtls_legacy_suite_offer(bool dtls12_header);
 Result<std::vector<std::uint8_t>> parse_dtls_session_id(std::string_view hex, std::string_view header);
 // A fresh random X-DTLS-Master-Secret (the header value is its hex).
 Result<Secret> make_dtls_master_secret();
-std::string hex_encode(std::span<const std::uint8_t> bytes);
 
 struct DtlsPskMode {
     Secret psk;                            // export_dtls_psk of the CSTP session

@@ -6,21 +6,13 @@
 
 #include <cctype>
 
+#include "crypto/hex.h"
+
 namespace espvpn::io {
 
 namespace {
 
 constexpr std::size_t kMinMatch = 4;  // openconnect's minimum
-
-std::string hex_of(const unsigned char* p, std::size_t n) {
-    static const char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (std::size_t i = 0; i < n; ++i) {
-        out += kHex[p[i] >> 4];
-        out += kHex[p[i] & 15];
-    }
-    return out;
-}
 
 std::string base64_of(const unsigned char* p, std::size_t n) {
     gnutls_datum_t in{const_cast<unsigned char*>(p), static_cast<unsigned>(n)};
@@ -60,11 +52,11 @@ Result<ServerFingerprints> fingerprints_of(const gnutls_datum_t& der) {
     if (rc < 0) return make_error(std::string("cannot read the server certificate's public key: ") + gnutls_strerror(rc));
     ServerFingerprints fp;
     fp.pin_sha256 = base64_of(s256, sizeof s256);
-    fp.sha256_hex = hex_of(s256, sizeof s256);
-    fp.sha1_hex = hex_of(s1, sizeof s1);
-    fp.cert_sha1_hex = hex_of(c1, sizeof c1);
+    fp.sha256_hex = hex_encode({s256, sizeof s256});
+    fp.sha1_hex = hex_encode({s1, sizeof s1});
+    fp.cert_sha1_hex = hex_encode({c1, sizeof c1});
     unsigned char md5[16];
-    if (gnutls_hash_fast(GNUTLS_DIG_MD5, der.data, der.size, md5) >= 0) fp.cert_md5_hex = hex_of(md5, sizeof md5);
+    if (gnutls_hash_fast(GNUTLS_DIG_MD5, der.data, der.size, md5) >= 0) fp.cert_md5_hex = hex_encode({md5, sizeof md5});
     return fp;
 }
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "src/session/tunnel_config.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::session {
 

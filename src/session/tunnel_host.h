@@ -16,7 +16,7 @@
 #include "src/hooks/script_env.h"
 #include "src/hooks/script_runner.h"
 #include "src/io/tun_device.h"
-#include "src/session/tunnel_config.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::session {
 

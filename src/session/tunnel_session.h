@@ -19,7 +19,7 @@
 #include "src/datapath/stats_reporter.h"
 #include "src/session/link_attempt.h"
 #include "src/session/session_control.h"
-#include "src/session/tunnel_config.h"
+#include "protocols/tunnel/tunnel_config.h"
 #include "src/session/tunnel_host.h"
 
 namespace espvpn::session {

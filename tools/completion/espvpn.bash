@@ -20,9 +20,9 @@ _espvpn() {
     --reconnect-timeout --force-dpd --esp-retry-interval --mtu -m --base-mtu --queue-len -Q
     --proxy -P --proxy-auth --no-proxy --libproxy --pfs --dtls-ciphers --dtls12-ciphers --gnutls-debug
     --cert-expire-warning -e --key-password-from-fsid --no-xmlpost --no-deflate -D --compression --deflate -d
-    --passtos --allow-insecure-crypto --http-auth --force-trojan --external-browser --mca-certificate --mca-key
+    --passtos --allow-insecure-crypto --http-auth --force-trojan --external-browser --sso-timeout --sso-callback --mca-certificate --mca-key
     --mca-key-password --juniper
-    --script-tun -S --token-mode --token-secret --xmlconfig -x --sso-browser --sso-timeout"
+    --script-tun -S --token-mode --token-secret --xmlconfig -x --sso-browser"
   # options:end
 
   # --name=value: bash splits at '=' when it is in COMP_WORDBREAKS (the default).
@@ -53,7 +53,7 @@ _espvpn() {
     --local-hostname|--http-timeout|--servercert|--resolve|--key-password|-p|--dtls-local-port|\
     --reconnect-timeout|--force-dpd|--esp-retry-interval|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-mode|\
     --dtls-ciphers|--dtls12-ciphers|--gnutls-debug|--cert-expire-warning|-e|--http-auth|--force-trojan|\
-    --external-browser|--mca-key-password|--token-secret|--sso-timeout)
+    --external-browser|--sso-timeout|--sso-callback|--mca-key-password|--token-secret)
       return ;;
   esac
   if [[ $cur == -* ]]; then

@@ -10,7 +10,7 @@
 // Usage (the session, on its control thread, after DtlsChannel::handshake()):
 //   auto dp = DtlsDatapath::start(tun, udp, *channel, options);  // options.deliver: where data goes
 //   dp->send(batch);                                    // the tun reader's thread: IP packets out
-//   anyconnect::DpdTimer dpd(settings, now);           // protocols/anyconnect/dtls_dpd.h
+//   DpdTimer dpd(settings, now);                        // protocols/tunnel/dpd_timer.h
 //   loop: dpd.on_receive(dp->liveness().last_rx); switch (dpd.poll(now)) {
 //           send_dpd_request -> dp->send_dpd_request(); send_keepalive -> dp->send_keepalive();
 //           peer_dead -> dp->stop(), fall back to CSTP, new DtlsChannel }

@@ -17,6 +17,7 @@
 #include "crypto/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/connect.h"
+#include "protocols/tunnel/dpd_timer.h"
 #include "src/io/packet_batch.h"
 #include "src/io/tls_stream.h"
 #include "src/io/tun_device.h"
@@ -94,7 +95,7 @@ public:
     datapath::TlsTunnelStats cstp_stats() const { return pump_ ? pump_->stats() : stopped_cstp_; }
 
     // Control-thread state of this connection.
-    std::int64_t last_dpd_sent = 0;
+    std::optional<DpdTimer> dpd;  // DPD and keepalive, from the pump's stamps (set at the first step)
     std::chrono::steady_clock::time_point rekey_at = std::chrono::steady_clock::time_point::max();
     bool fallback_started = false;  // a failed rehandshake's new connection is being made
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <thread>
 
-#include "protocols/anyconnect/dtls_dpd.h"
+#include "protocols/tunnel/dpd_timer.h"
 #include "src/io/dtls_channel.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
@@ -262,10 +262,10 @@ private:
         }
         LOG_INFO << "data over DTLS";
         const auto& p = context_.params;
-        anyconnect::DpdSettings ds;
+        DpdSettings ds;
         ds.dpd = std::chrono::seconds(options_.force_dpd_s > 0 ? options_.force_dpd_s : p.dpd_s);
         ds.keepalive = std::chrono::seconds(p.keepalive_s);
-        anyconnect::DpdTimer dpd(ds, Clock::now());
+        DpdTimer dpd(ds, Clock::now());
         // DTLS rekey (doc 6): ocserv offers "ssl" (a rehandshake of this session); a new
         // handshake with the same PSK/App-ID renews the keys just as well and is the
         // path a DTLS failure takes anyway. Data rides CSTP for the handshake's duration.
@@ -277,7 +277,7 @@ private:
             if (::poll(&pfd, 1, kSuperviseStepMs) > 0) drain_wake(pfd);
             if (stopping_) break;
             const datapath::DtlsLiveness l = dp->liveness();
-            if (l.last_rx.time_since_epoch().count() != 0) dpd.on_receive(l.last_rx);
+            dpd.on_receive(l.last_rx);  // "never" (the epoch) is older than any start: ignored
             if (send_failed_) {
                 end.reason = "sending failed (UDP refused or unreachable)";
                 break;
@@ -292,10 +292,10 @@ private:
             }
             bool dead = false;
             switch (dpd.poll(Clock::now())) {
-                case anyconnect::DpdAction::send_dpd_request: dp->send_dpd_request(); break;
-                case anyconnect::DpdAction::send_keepalive: dp->send_keepalive(); break;
-                case anyconnect::DpdAction::peer_dead: dead = true; break;
-                case anyconnect::DpdAction::none: break;
+                case DpdAction::send_dpd_request: dp->send_dpd_request(); break;
+                case DpdAction::send_keepalive: dp->send_keepalive(); break;
+                case DpdAction::peer_dead: dead = true; break;
+                case DpdAction::none: break;
             }
             if (dead) {
                 end.reason = "no DTLS packet for 2 x DPD (" + std::to_string(ds.dpd.count()) + " s)";

@@ -5,7 +5,7 @@
 // thread, so CSTP carries the traffic meanwhile), then a DtlsDatapath in
 // session mode (the CSTP tx thread keeps reading the tun and hands batches to
 // send(); received packets go to the tunnel's sink), DPD/keepalive on DTLS by
-// anyconnect::DpdTimer. When DTLS dies (2 x DPD silent, a send error, a
+// DpdTimer (protocols/tunnel/dpd_timer.h). When DTLS dies (2 x DPD silent, a send error, a
 // datapath failure) data falls back to CSTP and a new handshake starts at once;
 // a failed handshake is retried `retry` after the previous attempt began (OC:
 // 60 s). PSK mode when the server chose PSK-NEGOTIATE, else legacy resumption;

@@ -6,41 +6,13 @@
 #include <algorithm>
 
 #include "protocols/anyconnect/cstp.h"
+#include "protocols/tunnel/tunnel_mtu.h"
 #include "src/log/logger.h"
 #include "src/session/anyconnect/cstp_link.h"
 
 namespace espvpn::session {
 
 using Clock = std::chrono::steady_clock;
-
-Result<TunnelConfig> map_ac_tunnel_config(const anyconnect::AcCstpConfig& r, const std::string& peer_address) {
-    TunnelConfig c;
-    c.gateway_address = peer_address;
-    c.ip4_address = r.ipv4_address;
-    c.ip4_netmask = r.ipv4_netmask;
-    c.ip6_address = r.ipv6_address;
-    c.ip6_prefix = r.ipv6_prefix;
-    c.mtu = r.mtu;
-    c.dns = r.dns;
-    c.nbns = r.nbns;
-    c.default_domain = r.default_domain;
-    c.split_dns = r.split_dns;
-    c.banner = r.banner;
-    c.proxy_pac = r.proxy_pac;
-    c.idle_timeout_s = r.idle_timeout_s;
-    for (const auto& route : r.split_include) {
-        auto p = IpPrefix::parse(route.text);
-        if (!p) return make_error("split-include " + route.text + ": " + p.error().message);
-        c.split_include.push_back(*p);
-    }
-    for (const auto& route : r.split_exclude) {
-        auto p = IpPrefix::parse(route.text);
-        if (!p) return make_error("split-exclude " + route.text + ": " + p.error().message);
-        c.split_exclude.push_back(*p);
-    }
-    c.protocol_options = r.cstp_options;
-    return c;
-}
 
 namespace {
 
@@ -306,11 +278,11 @@ AttemptResult AcDriver::finish_attempt(AttemptPurpose, bool in_outage, const std
 }
 
 Status AcDriver::adopt_config(const anyconnect::AcCstpConfig& r) {
-    if (r.ipv4_address != first_reply_.ipv4_address || r.ipv4_netmask != first_reply_.ipv4_netmask ||
-        r.ipv6_address != first_reply_.ipv6_address) {
+    const TunnelConfig &now = r.tunnel, &was = first_reply_.tunnel;
+    if (now.ip4_address != was.ip4_address || now.ip4_netmask != was.ip4_netmask || now.ip6_address != was.ip6_address) {
         // One tun configuration per run (routes, DNS and scripts were set up for it).
-        return make_error("the server assigned other addresses on the new connection (" + r.ipv4_address + " " +
-                          r.ipv6_address + ", was " + first_reply_.ipv4_address + " " + first_reply_.ipv6_address +
+        return make_error("the server assigned other addresses on the new connection (" + now.ip4_address + " " +
+                          now.ip6_address + ", was " + was.ip4_address + " " + was.ip6_address +
                           "); ending: start espvpn again for the new configuration");
     }
     const int mtu = o_.mtu > 0 ? o_.mtu : r.cstp_mtu;
@@ -424,22 +396,25 @@ std::vector<LinkEvent> AcDriver::step(Clock::time_point now, const SessionContro
         if (e->first != TunnelEnd::connection_lost) return {LinkEvent::ended(e->first, e->second)};
         return {LinkEvent::lost(e->second)};
     }
+    if (rh != RH::idle) return {};  // no DPD into a renegotiation's way, no verdict while it runs
     const int dpd = dpd_s();
-    const std::int64_t dpd_ns = std::int64_t{dpd} * 1000000000;
-    const std::int64_t keepalive_ns = std::int64_t{link.reply().keepalive_s} * 1000000000;
-    const std::int64_t t = now_ns();
-    const std::int64_t quiet = t - pump.last_rx_ns();
-    const bool rehandshaking = rh != RH::idle;
-    if (!rehandshaking && dpd_ns > 0 && quiet > 2 * dpd_ns) {
-        return {LinkEvent::lost("nothing received for " + std::to_string(quiet / 1000000000) + " s (DPD " +
-                                std::to_string(dpd) + " s)")};
+    // The pump stamps its start as its first receive and send: the timer starts at "never".
+    if (!link.dpd) link.dpd.emplace(DpdSettings{std::chrono::seconds(dpd), std::chrono::seconds(link.reply().keepalive_s)},
+                                    Clock::time_point{});
+    auto stamp = [](std::int64_t ns) { return Clock::time_point{std::chrono::nanoseconds(ns)}; };
+    const Clock::time_point t = stamp(now_ns());
+    link.dpd->on_receive(stamp(pump.last_rx_ns()));
+    link.dpd->on_send(stamp(pump.last_tx_ns()));
+    switch (link.dpd->poll(t)) {
+        case DpdAction::peer_dead: {
+            const auto quiet = std::chrono::duration_cast<std::chrono::seconds>(t - link.dpd->last_receive()).count();
+            return {LinkEvent::lost("nothing received for " + std::to_string(quiet) + " s (DPD " + std::to_string(dpd) +
+                                    " s)")};
+        }
+        case DpdAction::send_dpd_request: pump.request_dpd(); break;
+        case DpdAction::send_keepalive: pump.request_keepalive(); break;
+        case DpdAction::none: break;
     }
-    if (rehandshaking) return {};
-    if (dpd_ns > 0 && quiet > dpd_ns && t - link.last_dpd_sent > dpd_ns / 2) {
-        pump.request_dpd();
-        link.last_dpd_sent = t;
-    }
-    if (keepalive_ns > 0 && t - pump.last_tx_ns() > keepalive_ns) pump.request_keepalive();
     if (now >= link.rekey_at && !attempting) {
         link.rekey_at = Clock::time_point::max();
         if (link.reply().rekey == anyconnect::AcRekeyMethod::ssl) {
@@ -491,13 +466,13 @@ Result<SessionDriver::Prepared> AcDriver::prepare() {
     CstpLink& link = **first;
     first_reply_ = link.reply();
     const anyconnect::AcCstpConfig& reply = first_reply_;
-    auto config = map_ac_tunnel_config(reply, peer_address_);
-    if (!config) return config.error();
-    if (dtls_peer_address_ != peer_address_) config->direct_udp_address = dtls_peer_address_;
+    TunnelConfig config = reply.tunnel;  // the reply parser filled it; where we reached the server is ours
+    config.gateway_address = peer_address_;
+    if (dtls_peer_address_ != peer_address_) config.direct_udp_address = dtls_peer_address_;
     tun_mtu_ = o_.mtu > 0 ? o_.mtu : reply.cstp_mtu;
     LOG_INFO << "CSTP connected to " << link.tls().endpoint() << " (" << link.tls().description() << "): address "
-             << (reply.ipv4_address.empty() ? reply.ipv6_address : reply.ipv4_address)
-             << (reply.ipv6_address.empty() || reply.ipv4_address.empty() ? "" : " and " + reply.ipv6_address)
+             << (config.ip4_address.empty() ? config.ip6_address : config.ip4_address)
+             << (config.ip6_address.empty() || config.ip4_address.empty() ? "" : " and " + config.ip6_address)
              << ", MTU " << tun_mtu_ << ", DPD " << reply.dpd_s << " s, keepalive " << reply.keepalive_s << " s";
     if (reply.rekey_s > 0 || !reply.rekey_method.empty()) {
         LOG_INFO << "rekey: " << (reply.rekey_method.empty() ? "(no method)" : reply.rekey_method) << " every "
@@ -510,7 +485,7 @@ Result<SessionDriver::Prepared> AcDriver::prepare() {
         LOG_INFO << "DTLS offered: " << reply.dtls->cipher_suite << " on UDP port " << reply.dtls->port;
     else if (settings_.dtls)
         LOG_INFO << "no DTLS" << (reply.dtls_unusable.empty() ? "" : " (" + reply.dtls_unusable + ")");
-    if (!reply.banner.empty()) LOG_INFO << "banner: " << reply.banner;
+    if (!config.banner.empty()) LOG_INFO << "banner: " << config.banner;
 
     if (o_.dry_run) {
         LOG_INFO << "dry run: not opening the tun; logging out";
@@ -520,14 +495,14 @@ Result<SessionDriver::Prepared> AcDriver::prepare() {
         return Prepared{TunnelEnd::user_logout};
     }
     first_ = std::move(*first);
-    return Prepared{HostPlan{std::move(*config), tun_mtu_}};
+    return Prepared{HostPlan{std::move(config), tun_mtu_}};
 }
 
 Result<std::optional<LinkEvent>> AcDriver::start(TunnelHost& host) {
     host_ = &host;
     // From now on a reconnect asks for the same addresses (X-CSTP-Address).
-    settings_.previous_ipv4 = first_reply_.ipv4_address;
-    settings_.previous_ipv6 = first_reply_.ipv6_address;
+    settings_.previous_ipv4 = first_reply_.tunnel.ip4_address;
+    settings_.previous_ipv6 = first_reply_.tunnel.ip6_address;
     if (auto request = anyconnect::build_connect_request(settings_, auth_.webvpn)) request_ = std::move(*request);
     start_link(std::move(first_));
     LOG_INFO << "tunnel up on " << host_->tun().name() << " (data over CSTP"

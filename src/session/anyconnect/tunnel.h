@@ -52,7 +52,7 @@
 #include "src/io/https_client.h"
 #include "src/io/packet_batch.h"
 #include "src/session/anyconnect/login.h"
-#include "src/session/tunnel_config.h"
+#include "protocols/tunnel/tunnel_config.h"
 #include "src/session/tunnel_host.h"
 #include "src/session/tunnel_session.h"
 
@@ -95,9 +95,6 @@ public:
 
 using AcDtlsFactory =
     std::function<Result<std::unique_ptr<AcDataChannel>>(const AcDtlsContext& context, AcPacketSink& sink)>;
-
-// The tunnel configuration for the host from a CONNECT reply.
-Result<TunnelConfig> map_ac_tunnel_config(const anyconnect::AcCstpConfig& reply, const std::string& peer_address);
 
 // Runs the tunnel over `https`'s kept connection to auth.server (a new one if
 // none), through the session core (tunnel_session.h), until it ends. Errors

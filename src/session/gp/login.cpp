@@ -2,6 +2,7 @@
 
 #include <variant>
 
+#include "protocols/gp/saml.h"
 #include "src/log/logger.h"
 
 namespace espvpn::session {
@@ -11,6 +12,7 @@ struct GpLogin::Credentials {
     bool interactive = false;  // a challenge or SAML round happened: no blind replay (as OC)
     bool cert_only = false;    // trying the client certificate alone (empty password)
     bool last_was_token = false;  // OC alternates: a challenge after a token code is a password
+    bool sso = false;             // the user and cookie came from a single sign-on in a browser
 };
 
 namespace {
@@ -90,10 +92,52 @@ Result<gp::GpPrelogin> GpLogin::prelogin(gp::GpInterface iface, const http::Url&
     return pre;
 }
 
-Result<GpLogin::Credentials> GpLogin::ask_credentials(const gp::GpPrelogin& info, const http::Url& server) {
+Status GpLogin::single_sign_on(const gp::GpSamlRequest& saml, const http::Url& server, bool portal,
+                               Credentials& creds) {
+    SsoStart start;
+    if (saml.method == gp::GpSamlRequest::Method::Redirect) start.url = saml.decoded;
+    else start.html = saml.decoded;
+    start.server = server.host + (portal ? " (portal)" : " (gateway)");
+    SsoFinish finish;
+    finish.gp_acs = true;
+    LOG_INFO << "SAML login required by " << start.server << " ("
+             << (saml.method == gp::GpSamlRequest::Method::Redirect ? "REDIRECT" : "POST")
+             << (saml.default_browser ? ", default browser" : "") << ")";
+    if (!saml.default_browser && !settings_.sso->sees_responses())
+        LOG_WARN << start.server << " does not use \"default browser\" SAML: the browser's result may never come "
+                 << "back to espvpn (the gateway needs \"Use default browser for SAML authentication\", or use "
+                 << "--sso-browser)";
+    auto got = settings_.sso->run(start, finish);
+    if (!got) return got.error();
+    Result<gp::GpSamlResult> parsed = make_error("no result");
+    if (got->kind == SsoResult::Kind::callback_url)
+        parsed = gp::parse_globalprotect_callback(got->url.reveal_text());
+    else if (got->kind == SsoResult::Kind::acs_response)
+        parsed = gp::parse_saml_acs_result(got->headers, got->body.reveal_text());
+    else
+        return make_error("single sign-on at " + start.server + ": the browser returned a token, not a SAML result");
+    if (!parsed) return make_error("single sign-on at " + start.server + ": " + parsed.error().message);
+    if (!settings_.user.empty() && settings_.user != parsed->username)
+        LOG_INFO << "SAML user name " << parsed->username << " (not -u " << settings_.user << ")";
+    LOG_INFO << "single sign-on at " << start.server << " done: SAML user " << parsed->username << ", "
+             << parsed->field;
+    creds.form.user = parsed->username;
+    creds.form.secret = std::move(parsed->value);
+    creds.form.secret_field = parsed->field;
+    creds.interactive = true;
+    creds.sso = true;
+    return {};
+}
+
+Result<GpLogin::Credentials> GpLogin::ask_credentials(const gp::GpPrelogin& info, const http::Url& server,
+                                                      bool portal) {
     Credentials creds;
     creds.form.user = settings_.user;
     const auto& saml_field = settings_.target.saml_field;
+    if (info.saml && saml_field.empty() && settings_.sso) {
+        if (auto st = single_sign_on(*info.saml, server, portal, creds); !st) return st.error();
+        return creds;
+    }
     if (info.saml && saml_field.empty()) {
         // The browser round trip happens outside espvpn; we only take its result.
         std::string how = info.saml->method == gp::GpSamlRequest::Method::Redirect
@@ -202,7 +246,7 @@ Result<GpAuthenticated> GpLogin::via_portal(bool* portal_missing) {
     const auto& server = settings_.target.server;
     auto pre = prelogin(gp::GpInterface::Portal, server, portal_missing);
     if (!pre) return pre.error();
-    auto creds = ask_credentials(*pre, server);
+    auto creds = ask_credentials(*pre, server, true);
     if (!creds) return creds.error();
     auto config = portal_login(*creds);
     if (!config) return config.error();
@@ -224,7 +268,9 @@ Result<GpAuthenticated> GpLogin::via_portal(bool* portal_missing) {
         creds->form.secret = Secret();  // the cookie proves who we are
         creds->form.secret_field = "passwd";
     }
-    const bool replay = have_cookie || !creds->interactive;
+    // A single sign-on's prelogin-cookie is tried at the gateway too (the user logs
+    // in once where the gateway takes it); refused, the gateway's own SAML follows.
+    const bool replay = have_cookie || !creds->interactive || creds->sso;
     auto done = via_gateway(*gateway, replay ? &*creds : nullptr, &*config);
     if (done && config->hip_report_interval) done->hip_report_interval = config->hip_report_interval;
     return done;
@@ -246,7 +292,7 @@ Result<GpAuthenticated> GpLogin::via_gateway(const http::Url& gateway, Credentia
         bool missing = false;
         auto pre = prelogin(gp::GpInterface::Gateway, gateway, &missing);
         if (!pre) return pre.error();
-        auto creds = ask_credentials(*pre, gateway);
+        auto creds = ask_credentials(*pre, gateway, false);
         if (!creds) return creds.error();
         if (portal) {
             creds->form.portal_userauthcookie = portal->portal_userauthcookie.clone();

@@ -18,6 +18,7 @@
 #include "src/session/gp/transport.h"
 #include "src/session/login_answers.h"
 #include "src/session/login_prompter.h"
+#include "src/session/sso_browser.h"
 
 namespace espvpn::session {
 
@@ -56,6 +57,13 @@ struct GpLoginSettings {
     // --token-mode: answers challenges (and a login form whose password label is not
     // "Password"), as openconnect's GP token heuristic does.
     std::shared_ptr<SoftToken> token;
+    // Single sign-on (docs/SSO.md): when a prelogin asks for SAML and no saml_field
+    // was given, the login opens the request in this browser and takes the
+    // saml-username and cookie from its result (a globalprotectcallback: URL or the
+    // ACS response). Null: the URL is printed and the cookie asked for (scripts).
+    // The same hook serves the external browser (src/sso/external_browser.h) and
+    // the driven one (src/sso/devtools_browser.h).
+    std::shared_ptr<SsoBrowser> sso;
 };
 
 // A logged-in gateway session: what --authenticate prints and a connect uses.
@@ -87,7 +95,8 @@ private:
                                         const gp::GpPortalConfig* portal);
     // `wrong_interface`: set when the server says this portal/gateway does not exist.
     Result<gp::GpPrelogin> prelogin(gp::GpInterface iface, const http::Url& server, bool* wrong_interface);
-    Result<Credentials> ask_credentials(const gp::GpPrelogin& info, const http::Url& server);
+    Result<Credentials> ask_credentials(const gp::GpPrelogin& info, const http::Url& server, bool portal);
+    Status single_sign_on(const gp::GpSamlRequest& saml, const http::Url& server, bool portal, Credentials& creds);
     template <class T, class Send, class Parse>
     Result<T> answer_rounds(Credentials& creds, const std::string& what, Send&& send, Parse&& parse);
     Result<gp::GpPortalConfig> portal_login(Credentials& creds);

@@ -4,9 +4,12 @@
 #include <mutex>
 #include <optional>
 
+#include "crypto/hex.h"
 #include "crypto/esp_transform.h"
 #include "protocols/esp/esp_sa.h"
 #include "protocols/gp/https_tunnel.h"
+#include "protocols/tunnel/dpd_timer.h"
+#include "protocols/tunnel/tunnel_mtu.h"
 #include "src/datapath/esp/esp_datapath.h"
 #include "src/datapath/tls/gp_https_tunnel.h"
 #include "src/io/tun_device.h"
@@ -17,30 +20,6 @@
 namespace espvpn::session {
 
 using Clock = std::chrono::steady_clock;
-
-int esp_tunnel_mtu(int base_mtu, bool outer_ipv6, std::size_t iv_size, std::size_t icv_size) {
-    int m = base_mtu > 0 ? base_mtu : 1406;
-    if (m < 1280) m = 1280;
-    m -= 8 + (outer_ipv6 ? 40 : 20);                         // UDP + outer IP
-    m -= static_cast<int>(kEspSpiSeqSize + icv_size + iv_size);  // ESP header, IV, ICV
-    m &= ~15;                                                // whole cipher blocks
-    return m - 2;                                            // pad length + next header
-}
-
-int https_tunnel_mtu(int base_mtu, bool outer_ipv6) {
-    int m = base_mtu > 0 ? base_mtu : 1406;
-    if (m < 1280) m = 1280;
-    // Outer IP + TCP with timestamps, a TLS record (header + AEAD tag), the GP frame header.
-    return m - (outer_ipv6 ? 40 : 20) - 32 - (5 + 16) - static_cast<int>(gp::kFrameHeaderSize);
-}
-
-int gp_tun_mtu(const GpMtuInputs& in) {
-    if (in.option_mtu > 0) return in.option_mtu;
-    if (in.gateway_mtu > 0) return in.gateway_mtu;
-    const bool outer_v6 = in.gateway_address.find(':') != std::string::npos;
-    return in.esp ? esp_tunnel_mtu(in.base_mtu, outer_v6, in.esp_iv_size, in.esp_icv_size)
-                  : https_tunnel_mtu(in.base_mtu, outer_v6);
-}
 
 Status start_https_tunnel(io::TlsStream& tls, const gp::GpSessionCookie& cookie, const std::string& path,
                           bool* cookie_rejected) {
@@ -88,29 +67,24 @@ Result<SaPair> fresh_sas(const GpTunnelSetup& fresh, const char* no_keys) {
     return build_sas(fresh.esp->sa);
 }
 
-std::string hex32(std::uint32_t v) {
-    char buf[16];
-    snprintf(buf, sizeof buf, "0x%08x", v);
-    return buf;
-}
-
 using datapath::Transport;
 
 long long ms_between(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
 }
 
-// GP's timings: openconnect's 10 s DPD (20 s of silence: dead), or --force-dpd.
+std::string seconds_since(Clock::time_point from, Clock::time_point to) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(to - from).count());
+}
+
+// GP's timings: openconnect's 10 s DPD (20 s of silence: dead), or --force-dpd; while the
+// peer is quiet, a probe / keepalive every dpd/2 (openconnect: 5 s of its 10 s), at least 1 s apart.
 struct GpTimers {
     // No probe reply by then: fall back to HTTPS (openconnect waits 5 s, the Windows client 10 s; doc 10.5).
     std::chrono::seconds probe_timeout{5};
-    std::chrono::seconds dpd_interval{10};  // quiet this long: probe / keepalive
-    std::chrono::seconds dead_after{20};    // quiet this long: the transport is dead
+    DpdSettings dpd{std::chrono::seconds(10), std::chrono::seconds(0), std::chrono::seconds(1)};
     explicit GpTimers(int force_dpd_s) {
-        if (force_dpd_s > 0) {
-            dpd_interval = std::chrono::seconds(force_dpd_s);
-            dead_after = 2 * dpd_interval;
-        }
+        if (force_dpd_s > 0) dpd.dpd = std::chrono::seconds(force_dpd_s);
     }
 };
 
@@ -161,10 +135,6 @@ private:
     // A new UDP socket to the configuration's ESP peer (the old one closed first:
     // a connected socket keeps a source address that may be gone).
     Status open_esp_socket(const GpEspSetup& esp);
-    // While the peer is quiet, a probe / keepalive this often (openconnect: 5 s of its 10 s DPD).
-    Clock::duration dpd_repeat() const {
-        return std::max<Clock::duration>(std::chrono::seconds(1), timers_.dpd_interval / 2);
-    }
 
     Status start_esp(datapath::EspInitialSas sas, bool probe_answered);
     void stop_esp();
@@ -211,9 +181,11 @@ private:
 
     // ESP state.
     bool connected_ = false;
-    Clock::time_point probing_since_, last_probe_, connected_at_;
+    Clock::time_point probing_since_, last_probe_;
+    DpdTimer esp_dpd_{{}, {}};  // restarted when ESP is connected
     // HTTPS state.
-    Clock::time_point https_since_, last_keepalive_, next_esp_retry_ = Clock::time_point::max();
+    Clock::time_point https_since_, next_esp_retry_ = Clock::time_point::max();
+    DpdTimer https_dpd_{{}, {}};  // restarted when the HTTPS tunnel starts
     unsigned https_failures_ = 0;  // connections lost in a row before anything arrived
     std::unique_ptr<EspProber> prober_;
     Clock::time_point prober_since_;
@@ -268,7 +240,8 @@ Status GpDriver::start_esp(datapath::EspInitialSas sas, bool probe_answered) {
     std::lock_guard lock(mu_);
     esp_ = std::move(*dp);
     connected_ = probe_answered || !esp_options_.probe.enabled();
-    probing_since_ = connected_at_ = now;
+    probing_since_ = now;
+    esp_dpd_ = DpdTimer(timers_.dpd, now);
     last_probe_ = {};
     return {};
 }
@@ -311,7 +284,7 @@ Status GpDriver::start_https(std::unique_ptr<io::TlsStream> tls) {
         https_ = std::move(*dp);
     }
     https_since_ = now;
-    last_keepalive_ = {};
+    https_dpd_ = DpdTimer(timers_.dpd, now);
     next_esp_retry_ = esp_possible_ && esp_options_.probe.enabled() && o_.udp_retry.count() > 0
                           ? now + o_.udp_retry
                           : Clock::time_point::max();
@@ -356,7 +329,7 @@ std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting
     if (!connected_) {
         if (live.last_probe_reply > probing_since_) {
             connected_ = true;
-            connected_at_ = now;
+            esp_dpd_ = DpdTimer(timers_.dpd, now);
             LOG_INFO << "ESP connected: probe answered after " << ms_between(probing_since_, now) << " ms; "
                      << tun_->name() << " is up";
             return {LinkEvent::up("over ESP", " since the transport was declared lost")};
@@ -369,17 +342,15 @@ std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting
             last_probe_ = now;
         }
     } else if (esp_options_.probe.enabled()) {
-        auto quiet = now - std::max(live.last_rx, connected_at_);
-        if (quiet > timers_.dead_after) {
+        esp_dpd_.on_receive(live.last_rx);
+        const DpdAction due = esp_dpd_.poll(now);
+        if (due == DpdAction::peer_dead) {
             if (attempting) return {};  // the attempt uses the gateway connections: its end first
             forget_connections();
-            return {switch_to_https("ESP dead: nothing received for " +
-                                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(quiet).count()) +
+            return {switch_to_https("ESP dead: nothing received for " + seconds_since(esp_dpd_.last_receive(), now) +
                                     " s")};
-        } else if (quiet > timers_.dpd_interval && now - last_probe_ > dpd_repeat()) {
-            esp_->send_probe();
-            last_probe_ = now;
         }
+        if (due == DpdAction::send_dpd_request) esp_->send_probe();
     }
     if (!attempting && now >= rekey_at_) {
         rekey_at_ = next_rekey(now);
@@ -423,14 +394,10 @@ std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempti
     if (auto f = https_->failure()) {
         lost = *f;
     } else {
-        auto quiet = now - std::max(last_rx, https_since_);
-        if (quiet > timers_.dead_after) {
-            lost = "nothing received for " +
-                   std::to_string(std::chrono::duration_cast<std::chrono::seconds>(quiet).count()) + " s";
-        } else if (quiet > timers_.dpd_interval && now - last_keepalive_ > dpd_repeat()) {
-            https_->send_keepalive();
-            last_keepalive_ = now;
-        }
+        https_dpd_.on_receive(last_rx);
+        const DpdAction due = https_dpd_.poll(now);
+        if (due == DpdAction::peer_dead) lost = "nothing received for " + seconds_since(https_dpd_.last_receive(), now) + " s";
+        if (due == DpdAction::send_dpd_request) https_->send_keepalive();  // the gateway echoes it
     }
     if (!lost.empty()) {
         if (attempting) return {};  // the attempt uses the gateway connections: its end first
@@ -646,7 +613,7 @@ Result<SessionDriver::Prepared> GpDriver::prepare() {
     }
     // The outer family is the gateway's also without ESP: an HTTPS-only tunnel over IPv6
     // was sized for IPv4 (20 bytes too large) when it was taken from the ESP peer.
-    mtu_ = gp_tun_mtu({o_.mtu, setup_.config.mtu, o_.base_mtu, setup_.config.gateway_address,
+    mtu_ = gp::gp_tun_mtu({o_.mtu, setup_.config.mtu, o_.base_mtu, setup_.config.gateway_address,
                        suite_ ? suite_->iv_size() : 0, suite_ ? suite_->icv_size() : 0, suite_.has_value()});
     return Prepared{HostPlan{setup_.config, mtu_}};
 }

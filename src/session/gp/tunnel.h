@@ -57,24 +57,6 @@ struct GpGatewayLinks {
     std::function<void()> logout;
 };
 
-// The tunnel MTU for ESP over UDP (openconnect's calculation, doc 10.9).
-int esp_tunnel_mtu(int base_mtu, bool outer_ipv6, std::size_t iv_size, std::size_t icv_size);
-// The tunnel MTU when only the HTTPS tunnel is used: outer IP + TCP, a TLS
-// record's overhead and the 16-byte GP frame header off the base MTU.
-int https_tunnel_mtu(int base_mtu, bool outer_ipv6);
-
-// What decides the tun MTU of a GP tunnel (all optional but the gateway's address).
-struct GpMtuInputs {
-    int option_mtu = 0;           // --mtu
-    int gateway_mtu = 0;          // getconfig's <mtu> (0: not given)
-    int base_mtu = 0;             // --base-mtu (0: openconnect's default, 1406)
-    std::string gateway_address;  // numeric address we reached the gateway at: its family is the outer one
-    std::size_t esp_iv_size = 0;  // with ESP keys: the suite's IV and ICV sizes
-    std::size_t esp_icv_size = 0;
-    bool esp = false;             // false: the HTTPS tunnel only (--no-dtls or no keys)
-};
-// --mtu, else the gateway's, else computed for the transport over the outer family.
-int gp_tun_mtu(const GpMtuInputs& in);
 
 // Writes the tunnel GET on `tls` and reads the 12-byte answer; Ok once it was
 // START_TUNNEL. A refusal is an error naming the HTTP status; `cookie_rejected`

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <variant>
 
+#include "crypto/hex.h"
 #include "protocols/gp/hip.h"
 #include "src/io/udp_socket.h"
 #include "src/session/csd_program.h"
@@ -12,60 +13,13 @@
 
 namespace espvpn::session {
 
-Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::string& peer_address,
-                                           const std::string& esp_address) {
+GpTunnelSetup map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::string& peer_address,
+                                   const std::string& esp_address) {
     GpTunnelSetup setup;
     TunnelConfig& c = setup.config;
+    c = std::move(gp.tunnel);
     c.gateway_address = peer_address;
     if (!esp_address.empty() && esp_address != peer_address) c.direct_udp_address = esp_address;
-    c.ip4_address = gp.ip_address;
-    c.ip4_netmask = gp.netmask;
-    c.ip6_address = gp.ip_address_v6;
-    if (gp.prefix_len_v6) c.ip6_prefix = static_cast<int>(gp.prefix_len_v6);
-    c.mtu = static_cast<int>(gp.mtu);  // 0 = not given: the data path computes it
-    c.dns = gp.dns;
-    c.nbns = gp.wins;
-    for (const auto& d : gp.search_domains) c.default_domain += (c.default_domain.empty() ? "" : " ") + d;
-    c.idle_timeout_s = static_cast<int>(gp.disconnect_on_idle);
-    auto to_prefixes = [](const std::vector<gp::GpPrefix>& in, std::vector<IpPrefix>& out,
-                          const char* what) -> Status {
-        for (const auto& p : in) {
-            auto parsed = IpPrefix::parse(p.str());
-            if (!parsed) return make_error(std::string(what) + " '" + p.str() + "': " + parsed.error().message);
-            out.push_back(*parsed);
-        }
-        return {};
-    };
-    // An empty include list means "everything through the tunnel".
-    if (!gp.default_route) {
-        if (auto st = to_prefixes(gp.include_routes, c.split_include, "access route"); !st) return st.error();
-    }
-    if (auto st = to_prefixes(gp.exclude_routes, c.split_exclude, "exclude route"); !st) return st.error();
-    // CISCO_CSTP_OPTIONS as openconnect 9.01 fills it for GlobalProtect: one NAME=value line per
-    // item of the getconfig, in the usual element order, newest first (it prepends).
-    auto& opts = c.protocol_options;
-    auto v6 = [](const std::string& a) { return a.find(':') != std::string::npos; };
-    if (!gp.ip_address.empty()) opts.emplace_back("ipaddr", gp.ip_address);
-    if (!gp.netmask.empty()) opts.emplace_back("netmask", gp.netmask);
-    for (const auto& d : gp.dns)
-        if (!v6(d)) opts.emplace_back("DNS", d);
-    for (const auto& w : gp.wins) opts.emplace_back("WINS", w);
-    if (!c.default_domain.empty()) opts.emplace_back("search", c.default_domain);
-    for (const auto& r : gp.include_routes)
-        if (!v6(r.str()) && r.str() != "0.0.0.0/0") opts.emplace_back("split-include", r.str());
-    for (const auto& r : gp.exclude_routes)
-        if (!v6(r.str())) opts.emplace_back("split-exclude", r.str());
-    if (!gp.ip_address_v6.empty()) opts.emplace_back("ipaddr6", gp.ip_address_v6);
-    for (const auto& d : gp.dns)
-        if (v6(d)) opts.emplace_back("DNS", d);
-    // openconnect 9.01 lists <access-routes-v6> as split-exclude (and excludes them); they are includes.
-    for (const auto& r : gp.include_routes)
-        if (v6(r.str()) && r.str() != "::/0") opts.emplace_back("split-include", r.str());
-    for (const auto& r : gp.exclude_routes)
-        if (v6(r.str())) opts.emplace_back("split-exclude", r.str());
-    std::reverse(opts.begin(), opts.end());
-    if (!gp.quarantine.empty() && gp.quarantine != "no") opts.emplace_back("quarantine", gp.quarantine);
-
     setup.https_tunnel_path = gp.ssl_tunnel_url;
     setup.cookie_lifetime_s = gp.lifetime;
     setup.hip_interval_s = gp.hip_report_interval;
@@ -77,8 +31,8 @@ Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::str
         esp.udp_port = gp.ipsec->udp_port;
         esp.probe_ipv4 = gp.gw_address;
         esp.probe_ipv6 = gp.gw_address_v6;
-        esp.tunnel_ipv4 = gp.ip_address;
-        esp.tunnel_ipv6 = gp.ip_address_v6;
+        esp.tunnel_ipv4 = c.ip4_address;
+        esp.tunnel_ipv6 = c.ip6_address;
         esp.rekey_after_s = gp.timeout;
         esp.sa = std::move(*gp.ipsec);
         setup.esp = std::move(esp);
@@ -202,11 +156,8 @@ std::string describe_tunnel_setup(const GpTunnelSetup& s) {
     o << "exclude routes: " << list(c.split_exclude) << "\n";
     if (s.esp) {
         const auto& e = *s.esp;
-        char spi[2][16];
-        std::snprintf(spi[0], sizeof spi[0], "0x%08x", e.sa.c2s.spi);
-        std::snprintf(spi[1], sizeof spi[1], "0x%08x", e.sa.s2c.spi);
         o << "ESP: " << e.sa.enc_algo << (e.sa.hmac_algo.empty() ? "" : "+" + e.sa.hmac_algo) << " to "
-          << io::endpoint_text(e.peer_address, e.udp_port) << ", SPI out " << spi[0] << " in " << spi[1]
+          << io::endpoint_text(e.peer_address, e.udp_port) << ", SPI out " << hex32(e.sa.c2s.spi) << " in " << hex32(e.sa.s2c.spi)
           << ", probe " << (e.probe_ipv4.empty() ? "-" : e.probe_ipv4)
           << (e.rekey_after_s ? ", rekey after " + std::to_string(e.rekey_after_s) + " s" : "") << "\n";
     } else {

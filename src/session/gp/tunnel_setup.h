@@ -13,7 +13,7 @@
 #include "protocols/gp/session_cookie.h"
 #include "protocols/gp/tunnel_config.h"
 #include "src/session/gp/transport.h"
-#include "src/session/tunnel_config.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::session {
 
@@ -38,13 +38,12 @@ struct GpTunnelSetup {
     unsigned hip_interval_s = 0;     // 0: no re-check scheduled
 };
 
-// Maps a parsed getconfig onto TunnelConfig; `peer_address` is the gateway's
-// numeric address. Routes or addresses that do not parse are an error naming them.
-// `esp_address` is where ESP goes: the same address, or with --proxy the gateway's own
-// (empty: no ESP, HTTPS tunnel only).
-Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp_config, const std::string& peer_address,
-                                           const std::string& esp_address);
-inline Result<GpTunnelSetup> map_gp_tunnel_config(gp::GpTunnelConfig gp_config, const std::string& peer_address) {
+// A parsed getconfig (its TunnelConfig already filled by the parser) with where we reached
+// the gateway: `peer_address` is the gateway's numeric address, `esp_address` where ESP goes:
+// the same address, or with --proxy the gateway's own (empty: no ESP, HTTPS tunnel only).
+GpTunnelSetup map_gp_tunnel_config(gp::GpTunnelConfig gp_config, const std::string& peer_address,
+                                   const std::string& esp_address);
+inline GpTunnelSetup map_gp_tunnel_config(gp::GpTunnelConfig gp_config, const std::string& peer_address) {
     return map_gp_tunnel_config(std::move(gp_config), peer_address, peer_address);
 }
 

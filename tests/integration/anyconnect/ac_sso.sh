@@ -10,7 +10,10 @@
 #   ok              capabilities = single-sign-on-v2 only; the token posted back as <sso-token>; the printed
 #                   cookie is accepted by the server's session check; -vvv --dump-http-traffic shows neither
 #                   token nor cookie
-#   no_browser      no --sso-browser: no <capabilities> sent, a clear error naming --sso-browser, one request
+#   no_browser      no browser flow (-u --passwd-on-stdin and no browser option: the manual hand-off): no
+#                   <capabilities> sent, a clear error naming --sso-browser, one request
+#   default_v2      no option at all: the default external flow is advertised (single-sign-on-external-browser
+#                   only); the server's sso-v2 form is then a clear error naming --sso-browser
 #   wrong_password  the IdP refuses the password: espvpn keeps waiting (the browser open) until Ctrl-C
 #                   (SIGINT), which ends it cleanly; no crash, nothing posted to the server
 #   idp_error       the IdP sets the sso-v2-error-cookie-name cookie: its reason reported, exit 1
@@ -53,7 +56,7 @@ fail() {
 }
 server_args=()
 case $mode in
-ok | no_browser) server_args=(--autofill "alice:correct horse") ;;
+ok | no_browser | default_v2) server_args=(--autofill "alice:correct horse") ;;
 wrong_password) server_args=(--autofill "alice:wrong") ;;
 idp_error) server_args=(--autofill "alice:correct horse" --idp-error "Access denied by policy") ;;
 external_real)
@@ -123,8 +126,20 @@ ok)
   if grep -qF -- "$token" "$work/out"; then fail "the SSO token is on stdout"; fi
   grep -q "single sign-on for vpn.espvpn.test in the browser" "$work/log" || fail "no SSO log line"
   ;;
-no_browser)
+default_v2)
   run 1
+  grep -q "wants a single sign-on in a browser (single-sign-on-v2), and the configured browser cannot finish it: give --sso-browser" \
+    "$work/log" || fail "no clear error"
+  [[ $(rec "r['init'][0]['capabilities']") == "['single-sign-on-external-browser']" ]] || fail "capabilities sent: $(rec "r['init']")"
+  [[ $(rec "len(r['init'])") == 1 && $(rec "len(r.get('auth_replies', []))") == 0 ]] ||
+    fail "more requests after the SSO form"
+  ;;
+no_browser)
+  rc=0
+  echo "not-a-password" | TMPDIR=$work/tmp timeout 60 "$espvpn" --protocol=anyconnect --authenticate -vvv \
+    --cafile "$repo/certs/ca.pem" --resolve vpn.espvpn.test:127.0.0.1 -u alice --passwd-on-stdin "$url" \
+    >"$work/out" 2>"$work/log" || rc=$?
+  [[ $rc -eq 1 ]] || fail "espvpn exit $rc, expected 1"
   grep -q "wants a single sign-on in a browser (single-sign-on-v2), and no browser flow is configured: give --sso-browser" \
     "$work/log" || fail "no clear error"
   [[ $(rec "r['init'][0]['has_capabilities']") == False ]] || fail "capabilities were advertised without a browser"

@@ -35,7 +35,8 @@
 #include <string>
 #include <thread>
 
-#include "protocols/anyconnect/dtls_dpd.h"
+#include "crypto/hex.h"
+#include "protocols/tunnel/dpd_timer.h"
 #include "src/datapath/dtls/dtls_datapath.h"
 #include "src/io/dtls_channel.h"
 #include "src/io/tls_stream.h"
@@ -156,7 +157,7 @@ int main(int argc, char** argv) {
                           "\r\nUser-Agent: Open AnyConnect VPN Agent v9.01\r\nCookie: webvpn=" + cookie +
                           "\r\nX-CSTP-Version: 1\r\nX-CSTP-Hostname: dtlstest\r\nX-CSTP-Base-MTU: 1500\r\n"
                           "X-CSTP-MTU: 1400\r\nX-CSTP-Address-Type: IPv4\r\nX-DTLS-Master-Secret: " +
-                          io::hex_encode(master.reveal()) + "\r\nX-DTLS-CipherSuite: " +
+                          hex_encode(master.reveal()) + "\r\nX-DTLS-CipherSuite: " +
                           (psk_mode ? "PSK-NEGOTIATE:" + io::dtls_legacy_suite_offer(false)
                            : mode == "legacy-cbc" ? std::string("AES256-SHA:AES128-SHA")
                                                   : io::dtls_legacy_suite_offer(false)) +
@@ -200,7 +201,7 @@ int main(int argc, char** argv) {
         options.mode = std::move(psk);
     } else if (mode == "legacy") {
         master = must(io::make_dtls_master_secret(), "master secret");
-        const std::string req = "LEGACY " + io::hex_encode(master.reveal()) + "\n";
+        const std::string req = "LEGACY " + hex_encode(master.reveal()) + "\n";
         must(tls->write_all({reinterpret_cast<const std::uint8_t*>(req.data()), req.size()}), "TLS write");
         const std::string reply = read_line(*tls);
         io::DtlsLegacyMode legacy;
@@ -254,7 +255,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     // DPD as the session would run it: one request now, then by the timer.
-    anyconnect::DpdTimer dpd({std::chrono::seconds(1), std::chrono::seconds(1)}, Clock::now());
+    DpdTimer dpd({std::chrono::seconds(1), std::chrono::seconds(1)}, Clock::now());
     dp->send_dpd_request();
     dp->send_keepalive();
     const Clock::time_point end = Clock::now() + std::chrono::seconds(seconds);
@@ -264,10 +265,10 @@ int main(int argc, char** argv) {
         const datapath::DtlsLiveness l = dp->liveness();
         if (l.last_rx.time_since_epoch().count()) dpd.on_receive(l.last_rx);
         switch (dpd.poll(Clock::now())) {
-            case anyconnect::DpdAction::send_dpd_request: dp->send_dpd_request(); break;
-            case anyconnect::DpdAction::send_keepalive: dp->send_keepalive(); break;
-            case anyconnect::DpdAction::peer_dead: dead = true; break;
-            case anyconnect::DpdAction::none: break;
+            case DpdAction::send_dpd_request: dp->send_dpd_request(); break;
+            case DpdAction::send_keepalive: dp->send_keepalive(); break;
+            case DpdAction::peer_dead: dead = true; break;
+            case DpdAction::none: break;
         }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // last answers in flight

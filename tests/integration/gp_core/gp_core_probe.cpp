@@ -72,8 +72,8 @@ int parse(const std::string& kind) {
         if (!r) return fail(r.error().message);
         if (print_other(*r)) return 0;
         const auto& t = std::get<GpTunnelConfig>(*r);
-        std::cout << "ip=" << t.ip_address << "\nip6=" << t.ip_address_v6 << "\ngw=" << t.gw_address
-                  << "\nroutes=" << t.include_routes.size() << "\nesp=" << t.ipsec.has_value() << "\n";
+        std::cout << "ip=" << t.tunnel.ip4_address << "\nip6=" << t.tunnel.ip6_address << "\ngw=" << t.gw_address
+                  << "\nroutes=" << t.tunnel.split_include.size() << "\nesp=" << t.ipsec.has_value() << "\n";
         if (t.ipsec)
             std::cout << "enc=" << t.ipsec->enc_algo << "\nhmac=" << t.ipsec->hmac_algo
                       << "\nc2s_key_bytes=" << t.ipsec->c2s.enc_key.size() << "\n";

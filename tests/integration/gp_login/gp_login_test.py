@@ -9,6 +9,7 @@ stats file is the witness for what reached the server (handshakes, logins, HIP,
 logouts). Exit 0 = pass, 1 = fail, 77 = skipped.
 """
 
+import base64
 import json
 import os
 import re
@@ -184,11 +185,26 @@ def case_saml_handoff():
         check(f.stats()["login_via"] == {"saml": 1}, "gateway accepted the prelogin-cookie (URL path form)")
         check(cookie not in lines["COOKIE"], "the SAML cookie is not the session cookie")
     with Fake("--gw-saml", "REDIRECT", "--saml-cookie", "SAML-OK-42") as f:
-        r = espvpn(f.url, ["--authenticate", "--usergroup", "gateway"], "alice\nSAML-OK-42\n")
+        # No display, no browser option: the IdP URL is printed and the globalprotectcallback:
+        # URL (base64 of the ACS body) pasted on stdin finishes the login (docs/SSO.md).
+        with urllib.request.urlopen(f"https://127.0.0.1:{f.port}/SAML20/SP/ACS?user=alice",
+                                    context=ssl.create_default_context(cafile=CA), timeout=10) as resp:
+            callback = "globalprotectcallback:" + base64.b64encode(resp.read()).decode()
+        env_display = {k: os.environ.pop(k) for k in ("DISPLAY", "WAYLAND_DISPLAY") if k in os.environ}
+        try:
+            r = espvpn(f.url, ["--authenticate", "--usergroup", "gateway"], callback + "\n")
+        finally:
+            os.environ.update(env_display)
         expect_auth(r)
         check(f"https://127.0.0.1:{f.port}/SAML20/SP/ACS" in r.stderr,
-              "SAML detected in prelogin: the IdP URL is printed for an external browser")
-        check(f.stats()["login_via"] == {"saml": 1}, "user name and prelogin-cookie read from stdin")
+              "SAML detected in prelogin: the IdP URL is printed for a browser")
+        check(f.stats()["login_via"] == {"saml": 1}, "the pasted globalprotectcallback: URL logged in")
+        check(callback.split(":", 1)[1][:24] not in r.stderr + r.stdout, "the callback URL is not echoed")
+    with Fake("--gw-saml", "REDIRECT", "--saml-cookie", "SAML-OK-42") as f:
+        # openconnect's spelling for a SAML helper: -u USER --passwd-on-stdin, the cookie as password.
+        expect_auth(espvpn(f.url, ["--authenticate", "--usergroup", "gateway", "-u", "alice", "--passwd-on-stdin"],
+                           "SAML-OK-42\n"))
+        check(f.stats()["login_via"] == {"saml": 1}, "-u and the prelogin-cookie on stdin (manual hand-off)")
     with Fake("--portal-saml", "REDIRECT", "--saml-cookie", "SAML-PORTAL-77", "--portal-cookie",
               "--gw-cookie-only") as f:
         expect_auth(espvpn(f.url, ["--authenticate", "-u", "alice", "--usergroup", "portal:prelogin-cookie",

@@ -94,7 +94,7 @@ TEST_CASE("bad input gets an error that names the problem") {
         {{"--compression", "lz4", "gw"}, "--compression"},
         {{"--passtos", "gw"}, "TOS"},
         {{"--no-xmlpost", "gw"}, "XML POST"},
-        {{"--external-browser", "firefox", "gw"}, "--cookie-on-stdin"},
+        {{"--sso-timeout", "0", "gw"}, "--sso-timeout"},
         {{"--mca-certificate", "m.pem", "gw"}, "multiple-certificate"},
         {{"--juniper", "gw"}, "--protocol=gp"},
         {{"--allow-insecure-crypto", "gw"}, "3DES"},
@@ -196,4 +196,32 @@ TEST_CASE("parse_options can run twice in one process (getopt state reset)") {
     REQUIRE(o.ok());
     CHECK(o->user == "y");
     CHECK(o->server == "gw2");
+}
+
+TEST_CASE("single sign-on options: --external-browser[=PROGRAM], --sso-timeout, --sso-callback") {
+    {
+        Argv a({"--protocol=gp", "--external-browser", "vpn.example.com"});
+        auto o = parse(a);
+        REQUIRE(o.ok());
+        CHECK(o->external_browser);
+        CHECK(o->external_program.empty());
+        CHECK(o->server == "vpn.example.com");
+        CHECK(o->sso_timeout_s == 300);
+    }
+    {
+        Argv a({"--protocol=gp", "--external-browser=firefox --private-window", "--sso-timeout", "42", "gw"});
+        auto o = parse(a);
+        REQUIRE(o.ok());
+        CHECK(o->external_program == "firefox --private-window");
+        CHECK(o->sso_timeout_s == 42);
+    }
+    {
+        // The handler: no server needed; the URL leaves argv.
+        Argv a({"--sso-callback", "globalprotectcallback:c2VjcmV0"});
+        auto o = parse(a);
+        REQUIRE(o.ok());
+        CHECK(o->action == Action::sso_callback);
+        CHECK(o->sso_callback.reveal_text() == "globalprotectcallback:c2VjcmV0");
+        CHECK(std::string(a.argv()[2]).find("c2VjcmV0") == std::string::npos);
+    }
 }

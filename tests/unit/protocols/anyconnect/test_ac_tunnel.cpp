@@ -7,6 +7,7 @@
 #include "protocols/anyconnect/connect.h"
 #include "protocols/anyconnect/cstp.h"
 #include "protocols/http/response_parser.h"
+#include "protocols/tunnel/tunnel_mtu.h"
 
 using namespace espvpn;
 using namespace espvpn::anyconnect;
@@ -88,28 +89,28 @@ TEST_CASE("ocserv reply, PSK mode") {
     auto c = parse_connect_reply(fixture("ocserv_connect_psk.txt"), &refusal);
     REQUIRE_MESSAGE(c.ok(), c.error().message);
     CHECK(refusal.status == 200);
-    CHECK(c->ipv4_address == "192.168.99.121");
-    CHECK(c->ipv4_netmask == "255.255.255.0");
-    CHECK(c->ipv6_address.empty());
-    CHECK(c->dns == std::vector<std::string>{"192.168.99.1"});
-    CHECK(c->default_domain == "example.test");
-    CHECK(c->split_dns == std::vector<std::string>{"example.test"});
-    REQUIRE(c->split_include.size() == 1);
-    CHECK(c->split_include[0].text == "10.202.0.0/255.255.255.0");
-    REQUIRE(c->split_exclude.size() == 1);
-    CHECK(c->split_exclude[0].text == "10.202.0.128/255.255.255.128");
-    CHECK(c->mtu == 1434);
+    CHECK(c->tunnel.ip4_address == "192.168.99.121");
+    CHECK(c->tunnel.ip4_netmask == "255.255.255.0");
+    CHECK(c->tunnel.ip6_address.empty());
+    CHECK(c->tunnel.dns == std::vector<std::string>{"192.168.99.1"});
+    CHECK(c->tunnel.default_domain == "example.test");
+    CHECK(c->tunnel.split_dns == std::vector<std::string>{"example.test"});
+    REQUIRE(c->tunnel.split_include.size() == 1);  // sent as 10.202.0.0/255.255.255.0
+    CHECK(c->tunnel.split_include[0].to_string() == "10.202.0.0/24");
+    REQUIRE(c->tunnel.split_exclude.size() == 1);  // sent as 10.202.0.128/255.255.255.128
+    CHECK(c->tunnel.split_exclude[0].to_string() == "10.202.0.128/25");
+    CHECK(c->tunnel.mtu == 1434);
     CHECK(c->cstp_mtu == 1434);
     CHECK(c->base_mtu == 1500);
     CHECK(c->dpd_s == 10);
     CHECK(c->keepalive_s == 300);
-    CHECK(c->idle_timeout_s == 0);
+    CHECK(c->tunnel.idle_timeout_s == 0);
     CHECK(c->session_timeout_s == 0);
     CHECK(c->rekey_s == 172786);
     CHECK(c->rekey_method == "ssl");
-    CHECK(c->banner == "Hello from test ocserv");
-    CHECK(c->cstp_options.size() == 27);
-    CHECK(c->cstp_options[0].first == "X-CSTP-Version");
+    CHECK(c->tunnel.banner == "Hello from test ocserv");
+    CHECK(c->tunnel.protocol_options.size() == 27);
+    CHECK(c->tunnel.protocol_options[0].first == "X-CSTP-Version");
     REQUIRE(c->dtls.has_value());
     CHECK(c->dtls->mode == AcDtlsParams::Mode::psk);
     CHECK(c->dtls->cipher_suite == "PSK-NEGOTIATE");
@@ -131,7 +132,7 @@ TEST_CASE("ocserv reply, legacy DTLS mode") {
     CHECK(c->dtls->cipher_suite == "AES256-SHA");
     CHECK(c->dtls->mtu == 1406);
     CHECK(c->dtls->session_id[0] == 0x79);
-    CHECK(c->mtu == 1406);
+    CHECK(c->tunnel.mtu == 1406);
 }
 
 TEST_CASE("reply variants and refusals") {
@@ -142,11 +143,12 @@ TEST_CASE("reply variants and refusals") {
         "X-CSTP-MTU: 1300\r\nX-CSTP-Session-Timeout: 0\r\nX-CSTP-Lease-Duration: 600\r\n"
         "X-CSTP-Session-Timeout-Remaining: 500\r\nX-DTLS-Session-ID: 00\r\n\r\n"));
     REQUIRE_MESSAGE(r.ok(), r.error().message);
-    CHECK(r->ipv6_address == "fd00::2");
-    CHECK(r->ipv6_prefix == 64);
-    CHECK(r->dns == std::vector<std::string>{"10.0.0.1", "fd00::1", "10.0.0.3", "10.0.0.4"});
-    REQUIRE(r->split_include.size() == 2);
-    CHECK(r->split_include[0].ipv6);
+    CHECK(r->tunnel.ip6_address == "fd00::2");
+    CHECK(r->tunnel.ip6_prefix == 64);
+    CHECK(r->tunnel.dns == std::vector<std::string>{"10.0.0.1", "fd00::1", "10.0.0.3", "10.0.0.4"});
+    REQUIRE(r->tunnel.split_include.size() == 2);
+    CHECK(r->tunnel.split_include[0].to_string() == "fd00:1::/48");
+    CHECK(r->tunnel.split_include[1].to_string() == "10.1.0.0/16");
     CHECK(r->session_timeout_s == 500);
     CHECK_FALSE(r->dtls.has_value());
     CHECK(r->dtls_unusable.find("64 hex digits") != std::string::npos);
@@ -169,7 +171,9 @@ TEST_CASE("reply variants and refusals") {
     CHECK(reply_error("X-CSTP-Address: 10.0.0.256\r\nX-CSTP-MTU: 1400\r\n").find("X-CSTP-Address") != std::string::npos);
     CHECK(reply_error("X-CSTP-Address: 10.0.0.2\r\nX-CSTP-MTU: big\r\n").find("X-CSTP-MTU") != std::string::npos);
     CHECK(reply_error("X-CSTP-Address: 10.0.0.2\r\nX-CSTP-MTU: 1400\r\nX-CSTP-Split-Include: 10.0.0.0/33\r\n")
-              .find("prefix/netmask") != std::string::npos);
+              .find("X-CSTP-Split-Include: route '10.0.0.0/33': prefix length over 32") != std::string::npos);
+    CHECK(reply_error("X-CSTP-Address: 10.0.0.2\r\nX-CSTP-MTU: 1400\r\nX-CSTP-Split-Exclude: 10.0.0.0/255.0.255.0\r\n")
+              .find("netmask is not contiguous") != std::string::npos);
     CHECK(reply_error("X-CSTP-Address: 10.0.0.2\r\nX-CSTP-MTU: 1400\r\nX-CSTP-Content-Encoding: lzs\r\n")
               .find("compression") != std::string::npos);
 }

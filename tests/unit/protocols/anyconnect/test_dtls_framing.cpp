@@ -67,12 +67,3 @@ TEST_CASE("write_dtls_packet puts the type in front, also in place for a DPD ans
     CHECK(write_dtls_packet(DtlsPacketType::dpd_response, r.payload, request) == 5);
     CHECK(request == bytes({0x04, 'p', 'i', 'n', 'g'}));
 }
-
-TEST_CASE("DTLS MTU arithmetic follows OC's PSK-mode rule") {
-    CHECK(dtls_link_mtu(1500, false) == 1472);
-    CHECK(dtls_link_mtu(1500, true) == 1452);
-    CHECK(dtls_link_mtu(28, false) == 0);
-    CHECK(dtls_link_mtu(0, true) == 0);
-    CHECK(dtls_tunnel_mtu(1435) == 1434);  // ocserv's data MTU for link 1500 with AES-256-GCM
-    CHECK(dtls_tunnel_mtu(1) == 0);
-}

@@ -57,11 +57,11 @@ std::string ipsec(const std::string& enc = "aes-128-cbc", const std::string& hma
 
 TEST_CASE("gp getconfig: the OC fake server's reply, misspelled </hmac-alog> and all") {
     GpTunnelConfig c = must_parse(gp_fixture("getconfig_fake_server.xml"));
-    CHECK(c.ip_address == "192.168.77.12");
-    CHECK(c.ip_address_v6 == "fd00::7a1f");
+    CHECK(c.tunnel.ip4_address == "192.168.77.12");
+    CHECK(c.tunnel.ip6_address == "fd00::7a1f");
     CHECK(c.gw_address == "127.0.0.1");
     CHECK(c.gw_address_v6 == "::1");
-    CHECK(c.mtu == 0);
+    CHECK(c.tunnel.mtu == 0);
     CHECK(c.default_route);  // no access-routes at all
     REQUIRE(c.ipsec.has_value());
     const auto& s = *c.ipsec;
@@ -78,26 +78,27 @@ TEST_CASE("gp getconfig: the OC fake server's reply, misspelled </hmac-alog> and
 
 TEST_CASE("gp getconfig: a full reply with routes, DNS, lifetimes, sha256 SAs") {
     GpTunnelConfig c = must_parse(gp_fixture("getconfig_full.xml"));
-    CHECK(c.ip_address == "10.20.30.40");
-    CHECK(c.netmask == "255.255.255.255");
-    CHECK(c.ip_address_v6 == "2001:db8::1:2");  // canonical form
-    CHECK(c.prefix_len_v6 == 128);
-    CHECK(c.dns == std::vector<std::string>{"10.0.0.53", "10.0.1.53", "2001:db8::53"});
-    CHECK(c.wins == std::vector<std::string>{"10.0.0.137"});
-    CHECK(c.search_domains == std::vector<std::string>{"corp.example.com", "example.com"});
-    REQUIRE(c.include_routes.size() == 4);
-    CHECK(c.include_routes[0].str() == "10.0.0.0/8");
-    CHECK(c.include_routes[2].str() == "10.0.0.53/32");
-    CHECK(c.include_routes[3] == GpPrefix{"2001:db8::", 32, true});
-    REQUIRE(c.exclude_routes.size() == 1);
-    CHECK(c.exclude_routes[0].str() == "10.99.0.0/16");
+    CHECK(c.tunnel.ip4_address == "10.20.30.40");
+    CHECK(c.tunnel.ip4_netmask == "255.255.255.255");
+    CHECK(c.tunnel.ip6_address == "2001:db8::1:2");  // canonical form
+    CHECK(c.tunnel.ip6_prefix == 128);
+    CHECK(c.tunnel.dns == std::vector<std::string>{"10.0.0.53", "10.0.1.53", "2001:db8::53"});
+    CHECK(c.tunnel.nbns == std::vector<std::string>{"10.0.0.137"});
+    CHECK(c.tunnel.default_domain == "corp.example.com example.com");
+    REQUIRE(c.tunnel.split_include.size() == 4);
+    CHECK(c.tunnel.split_include[0].to_string() == "10.0.0.0/8");
+    CHECK(c.tunnel.split_include[2].to_string() == "10.0.0.53/32");
+    CHECK(c.tunnel.split_include[3] == *IpPrefix::parse("2001:db8::/32"));
+    CHECK(c.tunnel.split_include[3].v6);
+    REQUIRE(c.tunnel.split_exclude.size() == 1);
+    CHECK(c.tunnel.split_exclude[0].to_string() == "10.99.0.0/16");
     CHECK_FALSE(c.default_route);
     CHECK(c.gw_address == "203.0.113.7");
     CHECK(c.gw_address_v6.empty());
     CHECK(c.connected_gw_ip == "203.0.113.7");
     CHECK(c.timeout == 3600);
     CHECK(c.lifetime == 86400);
-    CHECK(c.disconnect_on_idle == 10800);
+    CHECK(c.tunnel.idle_timeout_s == 10800);
     CHECK(c.quarantine == "no");
     REQUIRE(c.ipsec.has_value());
     CHECK(c.ipsec->enc_algo == "aes-256-cbc");
@@ -113,13 +114,20 @@ TEST_CASE("gp getconfig: no <ipsec> means HTTPS only; full tunnel; 0.0.0.0 probe
         "<mtu>1400</mtu>"));
     CHECK_FALSE(c.ipsec.has_value());
     CHECK(c.default_route);
+    CHECK(c.tunnel.split_include.empty());  // empty = default route
     CHECK(c.gw_address.empty());
-    CHECK(c.mtu == 1400);
+    CHECK(c.tunnel.mtu == 1400);
+    // A default route among others: still a full tunnel; openconnect's CISCO_CSTP_OPTIONS list the others.
+    GpTunnelConfig both = must_parse(reply(
+        "<access-routes><member>10.1.0.0/16</member><member>0.0.0.0/0</member></access-routes>"));
+    CHECK(both.default_route);
+    CHECK(both.tunnel.split_include.empty());
+    CHECK(both.tunnel.protocol_options.front() == std::pair<std::string, std::string>{"split-include", "10.1.0.0/16"});
     // netmask-style route and bare address
     GpTunnelConfig m = must_parse(reply(
         "<access-routes><member>192.168.0.0/255.255.0.0</member><member>10.9.9.9</member></access-routes>"));
-    CHECK(m.include_routes[0].str() == "192.168.0.0/16");
-    CHECK(m.include_routes[1].str() == "10.9.9.9/32");
+    CHECK(m.tunnel.split_include[0].to_string() == "192.168.0.0/16");
+    CHECK(m.tunnel.split_include[1].to_string() == "10.9.9.9/32");
 }
 
 TEST_CASE("gp getconfig: the old aes128 spelling and GCM key+salt") {
@@ -150,7 +158,7 @@ TEST_CASE("gp getconfig: absurd values are rejected, naming the field") {
     has(parse_error(reply("<access-routes><member>10.0.0.0/33</member></access-routes>")), "<access-routes>");
     has(parse_error(reply("<access-routes-v6><member>::/129</member></access-routes-v6>")), "<access-routes-v6>");
     has(parse_error(reply("<exclude-access-routes><member>10.0.0.0/255.0.255.0</member></exclude-access-routes>")),
-        "non-contiguous");
+        "<exclude-access-routes> route '10.0.0.0/255.0.255.0': netmask is not contiguous");
     has(parse_error(reply("<gw-address>fd00::1</gw-address>")), "<gw-address>");
     has(parse_error(reply("<timeout>forever</timeout>")), "<timeout>");
     has(parse_error(reply("<ssl-tunnel-url>http://x/</ssl-tunnel-url>")), "<ssl-tunnel-url>");

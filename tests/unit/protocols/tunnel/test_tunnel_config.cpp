@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "src/session/tunnel_config.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 using namespace espvpn;
 

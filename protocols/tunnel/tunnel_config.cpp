@@ -1,4 +1,4 @@
-#include "src/session/tunnel_config.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 #include <arpa/inet.h>
 

@@ -1,0 +1,170 @@
+#include "src/sso/invoking_user.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/close_range.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace espvpn::sso {
+
+namespace {
+
+const char* env(const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? v : nullptr;
+}
+
+bool parse_uid(const char* text, uid_t& out) {
+    if (!text) return false;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long v = std::strtoul(text, &end, 10);
+    if (errno || !end || *end || end == text || v >= UINT_MAX) return false;
+    out = static_cast<uid_t>(v);
+    return true;
+}
+
+bool is_dir_of(const std::string& path, uid_t uid) {
+    struct stat st{};
+    return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid;
+}
+
+}  // namespace
+
+bool InvokingUser::has_display() const {
+    for (const auto& e : environment)
+        if (e.rfind("DISPLAY=", 0) == 0 || e.rfind("WAYLAND_DISPLAY=", 0) == 0) return true;
+    return false;
+}
+
+Result<InvokingUser> invoking_user() {
+    InvokingUser u;
+    u.uid = ::getuid();
+    const char* via = nullptr;
+    if (u.uid == 0) {
+        uid_t id = 0;
+        if (parse_uid(env("SUDO_UID"), id)) via = "SUDO_UID";
+        else if (parse_uid(env("PKEXEC_UID"), id)) via = "PKEXEC_UID";
+        if (via) u.uid = id;
+        else u.is_root_alone = true;
+    }
+    struct passwd pw{};
+    struct passwd* found = nullptr;
+    std::string buf(16384, '\0');
+    if (::getpwuid_r(u.uid, &pw, buf.data(), buf.size(), &found) != 0 || !found)
+        return make_error(std::string("the invoking user (uid ") + std::to_string(u.uid) +
+                          (via ? std::string(", from ") + via : std::string()) + ") has no passwd entry");
+    u.gid = pw.pw_gid;
+    u.name = pw.pw_name;
+    u.home = pw.pw_dir;
+
+    auto& e = u.environment;
+    e.push_back("HOME=" + u.home);
+    e.push_back("USER=" + u.name);
+    e.push_back("LOGNAME=" + u.name);
+    e.push_back(std::string("PATH=") + (env("PATH") ? env("PATH") : "/usr/local/bin:/usr/bin:/bin"));
+    // The session's variables as sudo/pkexec kept them; the usual places otherwise.
+    for (const char* name : {"DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "LANG", "LC_ALL", "XDG_SESSION_TYPE",
+                             "XDG_CURRENT_DESKTOP", "BROWSER"})
+        if (const char* v = env(name)) e.push_back(std::string(name) + "=" + v);
+    std::string runtime = "/run/user/" + std::to_string(u.uid);
+    const char* xdg = env("XDG_RUNTIME_DIR");
+    if (xdg && is_dir_of(xdg, u.uid)) runtime = xdg;
+    if (is_dir_of(runtime, u.uid)) {
+        e.push_back("XDG_RUNTIME_DIR=" + runtime);
+        if (const char* bus = env("DBUS_SESSION_BUS_ADDRESS")) e.push_back(std::string("DBUS_SESSION_BUS_ADDRESS=") + bus);
+        else if (::access((runtime + "/bus").c_str(), F_OK) == 0)
+            e.push_back("DBUS_SESSION_BUS_ADDRESS=unix:path=" + runtime + "/bus");
+    } else if (const char* bus = env("DBUS_SESSION_BUS_ADDRESS")) {
+        e.push_back(std::string("DBUS_SESSION_BUS_ADDRESS=") + bus);
+    }
+    return u;
+}
+
+Status start_as_user(const InvokingUser& user, const std::string& program, const std::string& argument) {
+    // Everything the child needs is built before fork(): after it, only system calls.
+    std::vector<std::string> words;
+    std::istringstream split(program);
+    for (std::string w; split >> w;) words.push_back(w);
+    if (words.empty()) return make_error("no browser program given");
+    words.push_back(argument);
+    std::vector<char*> argv;
+    for (auto& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_copy = user.environment;
+    std::vector<char*> envp;
+    for (auto& v : env_copy) envp.push_back(v.data());
+    envp.push_back(nullptr);
+    const bool switch_user = ::getuid() != user.uid || ::geteuid() != user.uid;
+    std::vector<gid_t> groups(64);
+    if (switch_user) {
+        int n = static_cast<int>(groups.size());
+        if (::getgrouplist(user.name.c_str(), user.gid, groups.data(), &n) < 0) {
+            groups.resize(static_cast<std::size_t>(n));
+            if (::getgrouplist(user.name.c_str(), user.gid, groups.data(), &n) < 0) n = 0;
+        }
+        groups.resize(static_cast<std::size_t>(n));
+    }
+    // The exec error (or nothing: exec worked) comes back on a close-on-exec pipe.
+    int report[2];
+    if (::pipe2(report, O_CLOEXEC) != 0) return make_error(std::string("pipe: ") + std::strerror(errno));
+    pid_t mid = ::fork();
+    if (mid < 0) {
+        int err = errno;
+        ::close(report[0]);
+        ::close(report[1]);
+        return make_error(std::string("fork: ") + std::strerror(err));
+    }
+    if (mid == 0) {
+        ::close(report[0]);
+        pid_t child = ::fork();
+        if (child != 0) ::_exit(child < 0 ? 1 : 0);
+        ::setsid();
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        int fail_step = 0;
+        int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (devnull >= 0) ::dup2(devnull, 0);
+        ::dup2(2, 1);
+        // espvpn's other descriptors (the TLS connection, the callback socket) stay with espvpn.
+        ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+        if (switch_user) {
+            if (::setgroups(groups.size(), groups.data()) != 0) fail_step = 1;
+            else if (::setgid(user.gid) != 0) fail_step = 2;
+            else if (::setuid(user.uid) != 0) fail_step = 3;
+        }
+        if (fail_step == 0 && ::chdir(user.home.c_str()) != 0) (void)!::chdir("/");
+        if (fail_step == 0) ::execvpe(argv[0], argv.data(), envp.data());
+        int msg[2] = {fail_step, errno};
+        (void)!::write(report[1], msg, sizeof msg);
+        ::_exit(127);
+    }
+    ::close(report[1]);
+    int status = 0;
+    while (::waitpid(mid, &status, 0) < 0 && errno == EINTR) {
+    }
+    int msg[2] = {0, 0};
+    ssize_t n;
+    while ((n = ::read(report[0], msg, sizeof msg)) < 0 && errno == EINTR) {
+    }
+    ::close(report[0]);
+    if (n == static_cast<ssize_t>(sizeof msg)) {
+        static const char* const steps[] = {"exec", "setgroups", "setgid", "setuid"};
+        return make_error("could not start the browser '" + words.front() + "' as " + user.name + ": " +
+                          steps[msg[0] & 3] + ": " + std::strerror(msg[1]));
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return make_error("could not start the browser (fork failed)");
+    return {};
+}
+
+}  // namespace espvpn::sso

@@ -1,0 +1,36 @@
+// Who a browser runs as (docs/SSO.md): the user who invoked espvpn through sudo
+// (SUDO_UID) or pkexec (PKEXEC_UID), with that user's desktop session (HOME,
+// DISPLAY, WAYLAND_DISPLAY, XDG_RUNTIME_DIR, DBUS_SESSION_BUS_ADDRESS); espvpn's
+// own user when it does not run as root. Never root on behalf of someone else.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "crypto/result.h"
+
+namespace espvpn::sso {
+
+struct InvokingUser {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::string name;
+    std::string home;
+    bool is_root_alone = false;  // espvpn is root and nobody invoked it through sudo/pkexec
+    // NAME=VALUE for the browser: the user's session variables and a PATH.
+    std::vector<std::string> environment;
+    // A graphical session to open a browser in (DISPLAY or WAYLAND_DISPLAY).
+    bool has_display() const;
+};
+
+Result<InvokingUser> invoking_user();
+
+// Starts `program` (split on spaces) with `argument` appended, as `user`, detached
+// (it is not espvpn's child once started: a double fork, so nothing is left to
+// reap), stdin from /dev/null and stdout to espvpn's stderr. Errors: the program
+// could not be started (exec failed, no such user).
+Status start_as_user(const InvokingUser& user, const std::string& program, const std::string& argument);
+
+}  // namespace espvpn::sso
