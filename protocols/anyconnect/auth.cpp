@@ -15,6 +15,7 @@ std::optional<AcFormField::Kind> field_kind(std::string_view type) {
     if (http::iequals(type, "text")) return AcFormField::Kind::text;
     if (http::iequals(type, "password")) return AcFormField::Kind::password;
     if (http::iequals(type, "hidden")) return AcFormField::Kind::hidden;
+    if (http::iequals(type, "sso")) return AcFormField::Kind::sso;
     return std::nullopt;  // submit, button, ...: nothing to send
 }
 
@@ -32,7 +33,13 @@ void append_header(std::string& out, const AcClientInfo& client, std::string_vie
     out += type;
     out += "\" aggregate-auth-version=\"2\"><version who=\"vpn\">" + xml::escape(client.version) + "</version>";
     out += "<device-id>" + xml::escape(client.device_id) + "</device-id>";
-    out += "<capabilities><auth-method>single-sign-on-v2</auth-method></capabilities>";
+    // Only the flows a configured browser can finish: a server seeing one may insist on it.
+    if (client.sso_v2 || client.sso_external) {
+        out += "<capabilities>";
+        if (client.sso_v2) out += "<auth-method>single-sign-on-v2</auth-method>";
+        if (client.sso_external) out += "<auth-method>single-sign-on-external-browser</auth-method>";
+        out += "</capabilities>";
+    }
 }
 
 bool valid_element_name(std::string_view name) {
@@ -79,6 +86,20 @@ Result<AcAuthReply> parse_auth_reply(std::string_view body) {
     reply.error = auth.child_text_or_empty("error");
     reply.opaque = opaque_element(body);
     if (reply.success() || reply.client_cert_requested || reply.host_scan) return reply;
+    if (xml::Node login = auth.child("sso-v2-login")) {
+        AcSsoRequest sso;
+        sso.login = login.text();
+        sso.login_final = auth.child_text_or_empty("sso-v2-login-final");
+        sso.logout = auth.child_text_or_empty("sso-v2-logout");
+        sso.token_cookie = auth.child_text_or_empty("sso-v2-token-cookie-name");
+        sso.error_cookie = auth.child_text_or_empty("sso-v2-error-cookie-name");
+        sso.browser_mode = auth.child_text_or_empty("sso-v2-browser-mode");
+        if (sso.login.empty()) return make_error("the server's single sign-on request has an empty <sso-v2-login>");
+        if (!sso.external() && (sso.login_final.empty() || sso.token_cookie.empty()))
+            return make_error("the server's single sign-on request lacks <sso-v2-login-final> or "
+                              "<sso-v2-token-cookie-name>");
+        reply.sso = std::move(sso);
+    }
 
     xml::Node form = auth.child("form");
     if (!form) {

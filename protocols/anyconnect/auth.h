@@ -3,6 +3,7 @@
 // complete/success). Sans-IO: bytes in, values out.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +24,24 @@ struct AcClientInfo {
     std::string version{kDefaultVersion};  // <version who="vpn">
     std::string device_id = "linux-64";      // --os
     std::string group_access;                // the URL contacted, "https://host:port/path"
+    // The single sign-on flows the client can finish, advertised in <capabilities>
+    // (a server seeing one may insist on it, so only what a configured browser can do):
+    bool sso_v2 = false;            // single-sign-on-v2: a browser espvpn watches (token cookie)
+    bool sso_external = false;      // single-sign-on-external-browser: the loopback redirect
+};
+
+// The loopback port an external-browser login is redirected to (Cisco's choice, as openconnect).
+inline constexpr std::uint16_t kSsoExternalPort = 29786;
+
+// An auth-request that wants single sign-on (<sso-v2-login> in <auth>).
+struct AcSsoRequest {
+    std::string login;         // sso-v2-login: open this in the browser
+    std::string login_final;   // sso-v2-login-final: the browser reaching it has the token cookie
+    std::string logout;        // sso-v2-logout
+    std::string token_cookie;  // sso-v2-token-cookie-name
+    std::string error_cookie;  // sso-v2-error-cookie-name ("" when absent)
+    std::string browser_mode;  // sso-v2-browser-mode: "external" for the loopback flow, else ""
+    bool external() const { return browser_mode == "external"; }
 };
 
 struct AcFormOption {
@@ -31,7 +50,7 @@ struct AcFormOption {
 };
 
 struct AcFormField {
-    enum class Kind { text, password, hidden, select };
+    enum class Kind { text, password, hidden, select, sso };  // sso: the token of a single sign-on
     Kind kind = Kind::text;
     std::string name;
     std::string label;
@@ -55,6 +74,8 @@ struct AcAuthReply {
     bool client_cert_requested = false;
     // <host-scan>: the server wants the CSD program run first (csd.h); such a reply may have no form.
     std::optional<AcHostScan> host_scan;
+    // <sso-v2-login> and its companions: the form's sso field is answered by a browser.
+    std::optional<AcSsoRequest> sso;
 
     bool success() const { return type == Type::complete || auth_id == "success"; }
     const AcFormField* field(std::string_view name) const;

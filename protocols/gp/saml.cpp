@@ -65,8 +65,15 @@ Result<GpSamlResult> from_fields(Lookup&& get, std::string_view where) {
 }  // namespace
 
 Result<GpSamlResult> parse_saml_acs_result(const GpHeaderList& headers, std::string_view body) {
+    // A field missing from the headers is looked for in the body: some servers send the
+    // status as a header and the cookie only in the page.
     if (header(headers, "saml-auth-status"))
-        return from_fields([&](std::string_view n) { return header(headers, n); }, "headers");
+        return from_fields(
+            [&](std::string_view n) {
+                auto h = header(headers, n);
+                return h && !h->empty() ? h : tag(body, n);
+            },
+            "headers");
     return from_fields([&](std::string_view n) { return tag(body, n); }, "the reply");
 }
 

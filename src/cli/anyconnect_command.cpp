@@ -12,6 +12,7 @@
 #include "src/session/anyconnect/dtls_link.h"
 #include "src/session/anyconnect/login.h"
 #include "src/session/anyconnect/tunnel.h"
+#include "src/cli/sso_settings.h"
 
 namespace espvpn::cli {
 
@@ -75,6 +76,8 @@ std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     if (!options.certificate.empty()) settings.client_certificate = https.credentials()->client_subject();
     settings.form_entries = inputs.form_entries;
     settings.token = inputs.token;
+    // --sso-browser, --external-browser, or the external flow by default (src/cli/sso_settings.h).
+    settings.sso_browser = sso_browser(options);
     session::AcLogin login(https, std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");

@@ -115,6 +115,14 @@ const std::vector<OptionSpec>& option_table() {
          "choose the gateway (GlobalProtect) or group (AnyConnect) by name", SET_STRING(authgroup)},
         {"usergroup", 'g', Arg::required, "Authentication",
          "GlobalProtect: portal or gateway; AnyConnect: URL path", SET_STRING(usergroup)},
+        {"sso-browser", 0, Arg::required, "Authentication",
+         "single sign-on in a browser espvpn starts and watches (Chromium/Chrome: program and arguments)",
+         [](ClientOptions& o, const char* v) -> Status {
+             if (std::string_view(v).find_first_not_of(" \t") == std::string_view::npos)
+                 return make_error("--sso-browser: give the browser command, e.g. --sso-browser=chromium");
+             o.sso_browser = v;
+             return {};
+         }},
         {"form-entry", 'F', Arg::required, "Authentication", "pre-fill form field: FORM:OPT=VALUE",
          [](ClientOptions& o, const char* v) -> Status {
              std::string e = v;
@@ -504,6 +512,7 @@ const char* metavar(std::string_view name) {
         {"setuid", "USER"}, {"stats-json", "FILE"}, {"user", "NAME"}, {"authgroup", "GROUP"},
         {"usergroup", "GROUP"}, {"form-entry", "FORM:OPT=VALUE"}, {"cookie", "COOKIE"},
         {"os", "OS"}, {"token-mode", "MODE"}, {"token-secret", "SECRET"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"gateway-select", "HOW"},
+        {"sso-browser", "COMMAND"},
         {"useragent", "STRING"}, {"version-string", "STRING"}, {"local-hostname", "NAME"}, {"http-timeout", "SECONDS"},
         {"servercert", "PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
         {"sslkey", "KEY"}, {"key-password", "PASS"}, {"script", "CMD"}, {"interface", "IFNAME"},

@@ -44,6 +44,7 @@ struct ClientOptions {
     std::string csd_wrapper;  // GlobalProtect HIP report program
     std::string csd_user;
     bool gateway_by_latency = false;  // --gateway-select=latency (espvpn extension)
+    std::string sso_browser;  // --sso-browser=COMMAND: the driven browser ("" = none)
     std::string token_mode;   // --token-mode: "totp" or "hotp" ("" = none)
     Secret token_secret;      // --token-secret (scrubbed from argv): the key or @FILE
     // Single sign-on (docs/SSO.md)

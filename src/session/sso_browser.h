@@ -41,6 +41,9 @@ struct SsoFinish {
     // token is then the cookie named token_cookie.
     std::string final_url;
     std::string token_cookie;
+    // ... and a cookie of this name (sso-v2-error-cookie-name) set by then means the
+    // identity provider refused the login: its value is the reason, shown to the user.
+    std::string error_cookie;
     // AnyConnect, external: the identity provider redirects the browser to
     // http://localhost:<loopback_port>/...; the token is in that request's path.
     std::uint16_t loopback_port = 0;

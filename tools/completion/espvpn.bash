@@ -22,7 +22,7 @@ _espvpn() {
     --cert-expire-warning -e --key-password-from-fsid --no-xmlpost --no-deflate -D --compression --deflate -d
     --passtos --allow-insecure-crypto --http-auth --force-trojan --external-browser --sso-timeout --sso-callback --mca-certificate --mca-key
     --mca-key-password --juniper
-    --script-tun -S --token-mode --token-secret --xmlconfig -x"
+    --script-tun -S --token-mode --token-secret --xmlconfig -x --sso-browser"
   # options:end
 
   # --name=value: bash splits at '=' when it is in COMP_WORDBREAKS (the default).
@@ -47,7 +47,7 @@ _espvpn() {
     --interface|-i) mapfile -t COMPREPLY < <(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur"); return ;;
     --config|--pid-file|--stats-json|--cafile|--certificate|-c|--sslkey|-k|--xmlconfig|-x|--mca-certificate|--mca-key)
       mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-    --script|-s|--csd-wrapper|--hip-wrapper)
+    --script|-s|--csd-wrapper|--hip-wrapper|--sso-browser)
       mapfile -t COMPREPLY < <(compgen -c -- "$cur"); return ;;
     --server|--user|-u|--authgroup|--form-entry|-F|--cookie|-C|--useragent|--version-string|\
     --local-hostname|--http-timeout|--servercert|--resolve|--key-password|-p|--dtls-local-port|\

@@ -1,6 +1,7 @@
 #include "src/session/anyconnect/login.h"
 
 #include "protocols/anyconnect/csd.h"
+#include "protocols/anyconnect/strap.h"
 #include "protocols/xml/escape.h"
 #include "src/log/logger.h"
 #include "src/session/csd_program.h"
@@ -53,6 +54,11 @@ http::Request AcLogin::request(const char* method, const std::string& target) co
     req.headers.add("User-Agent", s_.user_agent);
     req.headers.add("X-Transcend-Version", "1");
     req.headers.add("X-Aggregate-Auth", "1");
+    if (strap_) {
+        const std::string pub = strap_->public_key_base64();
+        req.headers.add(std::string(anyconnect::kStrapPubkeyHeader), pub);
+        req.headers.add(std::string(anyconnect::kStrapDhPubkeyHeader), pub);
+    }
     return req;
 }
 
@@ -98,6 +104,13 @@ Result<std::vector<AcFieldValue>> AcLogin::answer(const AcAuthReply& form, std::
         std::string shown;
         switch (f.kind) {
             case AcFormField::Kind::hidden: v.value = Secret::from_string(f.value); shown = f.value; break;
+            case AcFormField::Kind::sso:
+                if (sso_token_.empty())
+                    return make_error("the form's field \"" + f.name + "\" wants a single sign-on token, and the server "
+                                      "sent no <sso-v2-login> to get one");
+                v.value = sso_token_.clone();
+                shown = "<redacted>";
+                break;
             case AcFormField::Kind::select: {
                 if (f.name == "group_list") continue;  // sent as <group-select>
                 auto field = login_field(form, f, false);
@@ -136,6 +149,48 @@ Result<std::vector<AcFieldValue>> AcLogin::answer(const AcAuthReply& form, std::
     return out;
 }
 
+Result<Secret> AcLogin::single_sign_on(const anyconnect::AcSsoRequest& sso) {
+    SsoBrowser* browser = s_.sso_browser.get();
+    const bool external = sso.external();
+    if (!browser || (external ? !browser->sees_callbacks() : !browser->sees_responses())) {
+        std::string have = !browser ? std::string("no browser flow is configured")
+                                    : std::string("the configured browser cannot finish it");
+        return make_error("the server " + s_.server.host + " wants a single sign-on in a browser (" +
+                          (external ? "single-sign-on-external-browser" : "single-sign-on-v2") + "), and " + have +
+                          (external ? ": give --external-browser[=PROGRAM]"
+                                    : ": give --sso-browser=COMMAND (e.g. --sso-browser=chromium)") +
+                          ", or log in elsewhere and pass the cookie with --cookie-on-stdin");
+    }
+    SsoStart start;
+    auto login = http::resolve_location(http::Url{s_.server.host, s_.server.port, s_.server.target}, sso.login);
+    if (!login) return make_error("the server's sso-v2-login \"" + sso.login + "\": " + login.error().message);
+    start.url = login->to_string();
+    start.server = s_.server.host;
+    SsoFinish finish;
+    if (external) {
+        finish.loopback_port = anyconnect::kSsoExternalPort;
+    } else {
+        auto final_url = http::resolve_location(http::Url{s_.server.host, s_.server.port, s_.server.target}, sso.login_final);
+        if (!final_url) return make_error("the server's sso-v2-login-final: " + final_url.error().message);
+        finish.final_url = final_url->to_string();
+        finish.token_cookie = sso.token_cookie;
+        finish.error_cookie = sso.error_cookie;
+    }
+    LOG_INFO << "single sign-on for " << s_.server.host << " in the browser"
+             << (external ? " (external, loopback port " + std::to_string(finish.loopback_port) + ")" : "");
+    auto result = browser->run(start, finish);
+    if (!result) return make_error("single sign-on: " + result.error().message);
+    if (result->kind != SsoResult::Kind::token || result->token.empty())
+        return make_error("single sign-on: the browser returned no token");
+    if (external && strap_) {
+        // The loopback redirect's token is encrypted to our STRAP key when the server speaks STRAP.
+        auto opened = anyconnect::open_strap_token(*strap_, result->token.reveal_text());
+        if (!opened) return make_error("single sign-on: " + opened.error().message);
+        if (*opened) return std::move(**opened);
+    }
+    return std::move(result->token);
+}
+
 Result<AcAuthReply> AcLogin::run_host_scan(const anyconnect::AcHostScan& scan) {
     const auto peer = https_.peer(s_.server.host, s_.server.port);
     anyconnect::CsdInputs in{s_.csd_wrapper, s_.server.host, s_.authgroup, peer ? peer->cert_md5 : "", "",
@@ -162,6 +217,13 @@ Result<AcAuthReply> AcLogin::run_host_scan(const anyconnect::AcHostScan& scan) {
 
 Result<AcAuthenticated> AcLogin::run() {
     s_.client.group_access = s_.server.to_string();
+    s_.client.sso_v2 = s_.sso_browser && s_.sso_browser->sees_responses();
+    s_.client.sso_external = s_.sso_browser && s_.sso_browser->sees_callbacks();
+    if (s_.client.sso_external) {
+        auto key = crypto::EciesP256Key::generate();
+        if (!key) return make_error("the STRAP key for single sign-on: " + key.error().message);
+        strap_ = std::move(*key);
+    }
     std::string target = s_.server.target;
     auto reply = post(target, Secret::from_string(anyconnect::build_init_request(s_.client)),
                       anyconnect::build_init_request(s_.client));
@@ -209,6 +271,17 @@ Result<AcAuthenticated> AcLogin::run() {
             std::string init = anyconnect::build_init_request(s_.client, group_);
             reply = post(target, Secret::from_string(init), init);
             continue;
+        }
+        if (reply->sso) {
+            // A token the server refused is not worth another round in the browser.
+            if (!sso_token_.empty() && login_failed)
+                return make_error("the server " + s_.server.host + " refused the single sign-on token (" +
+                                  (reply->error.empty() ? reply->message : reply->error) + ")");
+            auto token = single_sign_on(*reply->sso);
+            if (!token) return token.error();
+            sso_token_ = std::move(*token);
+        } else {
+            sso_token_ = Secret();
         }
         std::string logged;
         retry_form_ = login_failed;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "crypto/ecies_p256.h"
 #include "crypto/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/auth.h"
@@ -15,6 +16,7 @@
 #include "src/io/https_client.h"
 #include "src/session/login_answers.h"
 #include "src/session/login_prompter.h"
+#include "src/session/sso_browser.h"
 
 namespace espvpn::session {
 
@@ -36,6 +38,9 @@ struct AcLoginSettings {
     // --token-mode: answers a "secondary_password" field, or a password field of a
     // form whose id is "challenge" (openconnect's rule).
     std::shared_ptr<SoftToken> token;
+    // The browser a single sign-on (sso-v2-login) is handed to; nullptr: none configured,
+    // so no SSO capability is advertised and a server demanding it is a clear error.
+    std::shared_ptr<SsoBrowser> sso_browser;
 };
 
 struct AcAuthenticated {
@@ -59,6 +64,8 @@ private:
     // The CSD wrapper (csd.h), then the wait page: the next reply.
     Result<anyconnect::AcAuthReply> run_host_scan(const anyconnect::AcHostScan& scan);
     Result<std::vector<anyconnect::AcFieldValue>> answer(const anyconnect::AcAuthReply& form, std::string* logged);
+    // The single sign-on of `form` in the configured browser: its token, for the form's sso field.
+    Result<Secret> single_sign_on(const anyconnect::AcSsoRequest& sso);
 
     io::HttpsClient& https_;
     AcLoginSettings s_;
@@ -68,6 +75,10 @@ private:
     bool password_given_ = false;  // a password field answered: a later one may be the OTP
     bool retry_form_ = false;      // the form being answered follows a failed attempt
     std::string group_;          // chosen group_list value
+    Secret sso_token_;           // the browser's token, for the form being answered
+    // With the external-browser flow advertised: the key the server encrypts its token to
+    // (STRAP), sent on every request of the login.
+    std::optional<crypto::EciesP256Key> strap_;
 };
 
 }  // namespace espvpn::session

@@ -6,6 +6,7 @@
 
 #include "protocols/anyconnect/auth.h"
 #include "protocols/anyconnect/session_cookie.h"
+#include "protocols/anyconnect/strap.h"
 
 using namespace espvpn;
 using namespace espvpn::anyconnect;
@@ -197,4 +198,98 @@ TEST_CASE("client certificate requests: Cisco's XML element, ocserv's 401") {
     CHECK(refused.find("wants") == std::string::npos);
     CHECK(client_certificate_error("vpn.test", std::string()).find("refused the client certificate (") !=
           std::string::npos);
+}
+
+TEST_CASE("single sign-on: capabilities only for the flows a browser can finish, the sso-v2 form, <sso-token>") {
+    AcClientInfo client;
+    client.group_access = "https://vpn.example.com/";
+    // No browser configured: no <capabilities> at all (a server seeing one may insist on SSO).
+    CHECK(build_init_request(client).find("capabilities") == std::string::npos);
+    client.sso_v2 = true;
+    CHECK(build_init_request(client).find(
+              "<capabilities><auth-method>single-sign-on-v2</auth-method></capabilities>") != std::string::npos);
+    client.sso_v2 = false;
+    client.sso_external = true;
+    CHECK(build_init_request(client).find("<capabilities><auth-method>single-sign-on-external-browser</auth-method>"
+                                          "</capabilities>") != std::string::npos);
+    client.sso_external = false;
+
+    // As an ASA sends it (the URLs' & as &#x26;), the group list beside the sso input.
+    const std::string form = R"(<?xml version="1.0" encoding="UTF-8"?>
+<config-auth client="vpn" type="auth-request" aggregate-auth-version="2">
+<opaque is-for="sg"><tunnel-group>SAML</tunnel-group><auth-method>single-sign-on-v2</auth-method></opaque>
+<auth id="main"><title>Login</title><message>Please complete the authentication process in the AnyConnect Login window.</message>
+<sso-v2-login>https://vpn.example.com/+CSCOE+/saml/sp/login?tgname=SAML&#x26;acsamlcap=v2</sso-v2-login>
+<sso-v2-login-final>https://vpn.example.com/+CSCOE+/saml_ac_login.html</sso-v2-login-final>
+<sso-v2-logout>https://vpn.example.com/+CSCOE+/saml/sp/logout</sso-v2-logout>
+<sso-v2-token-cookie-name>acSamlv2Token</sso-v2-token-cookie-name>
+<sso-v2-error-cookie-name>acSamlv2Error</sso-v2-error-cookie-name>
+<form><input type="sso" name="sso-token"></input>
+<select name="group_list" label="GROUP:"><option>SAML</option></select></form></auth></config-auth>)";
+    AcAuthReply r = must_parse(form);
+    REQUIRE(r.sso);
+    CHECK(r.sso->login == "https://vpn.example.com/+CSCOE+/saml/sp/login?tgname=SAML&acsamlcap=v2");
+    CHECK(r.sso->login_final == "https://vpn.example.com/+CSCOE+/saml_ac_login.html");
+    CHECK(r.sso->logout == "https://vpn.example.com/+CSCOE+/saml/sp/logout");
+    CHECK(r.sso->token_cookie == "acSamlv2Token");
+    CHECK(r.sso->error_cookie == "acSamlv2Error");
+    CHECK_FALSE(r.sso->external());
+    REQUIRE(r.field("sso-token"));
+    CHECK(r.field("sso-token")->kind == AcFormField::Kind::sso);
+    CHECK(r.group_list());
+
+    std::string external = form;
+    external.replace(external.find("<form>"), 6, "<sso-v2-browser-mode>external</sso-v2-browser-mode><form>");
+    CHECK(must_parse(external).sso->external());
+    std::string no_cookie = form;
+    const std::string cookie_element = "<sso-v2-token-cookie-name>acSamlv2Token</sso-v2-token-cookie-name>";
+    no_cookie.erase(no_cookie.find(cookie_element), cookie_element.size());
+    CHECK(error_of(no_cookie).find("sso-v2-token-cookie-name") != std::string::npos);
+    CHECK_FALSE(must_parse(fixture("ocserv_username_form.xml")).sso);
+
+    // The token goes back as <sso-token> inside <auth>, the opaque echoed.
+    std::vector<AcFieldValue> fields;
+    fields.push_back({"sso-token", Secret::from_string("TOKEN123")});
+    Secret reply = build_auth_reply(client, fields, "SAML", r.opaque);
+    CHECK(reply.reveal_text().find("<auth><sso-token>TOKEN123</sso-token></auth><group-select>SAML</group-select>") !=
+          std::string_view::npos);
+    CHECK(reply.reveal_text().find("<tunnel-group>SAML</tunnel-group>") != std::string_view::npos);
+}
+
+TEST_CASE("STRAP: the external-browser token encrypted to the client's key (vector from Python cryptography)") {
+    // Client scalar 1f2e3d...1718; the blob made by pyca/cryptography: server key 0a1b2c...0e0f10, ECDH,
+    // HKDF-SHA256(no salt, "AC_ECIES"), AES-256-GCM, IV 00..0b, tag cut to 12 bytes, token
+    // "A1b2C3d4E5f6TOKEN" (tests/unit/protocols/anyconnect/strap_vector.py writes it again).
+    const std::uint8_t scalar[32] = {0x1f, 0x2e, 0x3d, 0x4c, 0x5b, 0x6a, 0x79, 0x88, 0x01, 0x02, 0x03,
+                                     0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e,
+                                     0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18};
+    auto key = crypto::EciesP256Key::from_scalar(scalar);
+    REQUIRE(key.ok());
+    CHECK(key->public_key_base64() ==
+          "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAElFuvv+Sbv/5cM9Sc0IPadc6AWq8fKoLPsBDgloFjWCpA9/aSoyUGniLMD+BMDmgyL0RZ5FEG1UMl7iO4xmvRhA==");
+    const std::string blob =
+        "AAEAAQBbMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEiOpbKcrS47MFbNcjl1rTwfyXdSp52SRlIcqCpn3Uoo4BYXXOwkK1d4yRjCXo3o2KFS0I6l"
+        "wqIu4zvMIuWaDwPgACAAyqVT2b7YX1FKAcbj8AAwAR+6uESy3QTZg6hq0mHKIfGkMABAAMAAECAwQFBgcICQoL";
+    auto opened = open_strap_token(*key, blob);
+    REQUIRE(opened.ok());
+    REQUIRE(opened->has_value());
+    CHECK((*opened)->reveal_text() == "A1b2C3d4E5f6TOKEN");
+    // As the loopback request carries it: the path, percent-encoded, with ?return=.
+    std::string path = "/api/sso/";
+    for (char c : blob) path += c == '+' ? std::string("%2B") : c == '/' ? std::string("%2F") : std::string(1, c);
+    auto from_path = open_strap_token(*key, path + "?return=https%3A%2F%2Fvpn.example.com%2F");
+    REQUIRE(from_path.ok());
+    CHECK((*from_path)->reveal_text() == "A1b2C3d4E5f6TOKEN");
+    // Another client's key, a changed byte: refused. A plain token: not a blob (std::nullopt).
+    auto other = crypto::EciesP256Key::generate();
+    REQUIRE(other.ok());
+    CHECK(open_strap_token(*other, blob).error().message.find("GCM tag mismatch") != std::string::npos);
+    std::string bad = blob;
+    bad[bad.size() - 30] = bad[bad.size() - 30] == 'A' ? 'B' : 'A';
+    CHECK_FALSE(open_strap_token(*key, bad).ok());
+    auto plain = open_strap_token(*key, "0123456789abcdef0123456789abcdef");
+    REQUIRE(plain.ok());
+    CHECK_FALSE(plain->has_value());
+    CHECK(other->public_key_base64() != key->public_key_base64());
+    CHECK(other->public_key_base64().rfind("MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE", 0) == 0);
 }

@@ -61,3 +61,15 @@ TEST_CASE("gp saml: globalprotectcallback URLs, base64 and CAS") {
     CHECK_FALSE(parse_globalprotect_callback("globalprotectcallback:cas-as=1&token=x").ok());
     CHECK_FALSE(parse_globalprotect_callback("globalprotectcallback:!!").ok());
 }
+
+TEST_CASE("gp saml: status in the headers, the cookie only in the body") {
+    GpHeaderList h{{"saml-auth-status", "1"}, {"saml-username", "alice"}};
+    auto r = parse_saml_acs_result(h, "<html><!-- <prelogin-cookie>cookie-in-body</prelogin-cookie> --></html>");
+    REQUIRE(r.ok());
+    CHECK(r->username == "alice");
+    CHECK(r->value.reveal_text() == "cookie-in-body");
+    // A header still wins over the body.
+    h.emplace_back("prelogin-cookie", "cookie-in-header");
+    CHECK(parse_saml_acs_result(h, "<prelogin-cookie>cookie-in-body</prelogin-cookie>")->value.reveal_text() ==
+          "cookie-in-header");
+}
