@@ -30,6 +30,13 @@ topo_cleanup() {
 
 topo_up() {
   for ns in "$nsc" "$nsg" "$nsl"; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
+  # No IPv6 DAD on the veths' link-local addresses either (the global ones are nodad): its
+  # end, a second or so after link up, is an address change that programs watching netlink
+  # act on — Chromium cancels its requests with ERR_NETWORK_CHANGED and never retries a
+  # POST (an SSO form submit), which stalled the sso tests now and then.
+  for ns in "$nsc" "$nsg" "$nsl"; do
+    ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.accept_dad=0
+  done
   # `ip netns exec $nsc` binds /etc/netns/$nsc/resolv.conf over /etc/resolv.conf in a
   # mount namespace of its own: espvpn's built-in DNS setup rewrites this stand-in,
   # never the host's file.
