@@ -28,6 +28,12 @@
 #   xdg:      neither option, a display: xdg-open (a stand-in in PATH) as the user, DISPLAY passed
 #   paste:    no display, no --external-browser: espvpn prints the IdP URL and no browser
 #             starts; the callback pasted on stdin logs in
+#   driven:   --sso-browser (espvpn drives Chromium itself over DevTools; the IdP page's script
+#             types for the user: fake-gp-gateway --idp-autofill), no default-browser mode: the
+#             ACS answers with the result in an HTML comment; portal POST + gateway REDIRECT,
+#             one sign-in, ESP up, ping; no Chromium or profile left behind
+#   driven_headers: the same at a gateway alone, the result in the ACS reply's headers only;
+#             --authenticate prints a cookie the gateway took
 #   nm_dialog: NetworkManager's auth dialog (classic protocol, as nm-applet runs it: the
 #             profile on stdin, no terminal) for a profile with external-browser=PROGRAM: it
 #             runs espvpn --authenticate, the browser signs in, the dialog answers cookie and
@@ -284,6 +290,46 @@ paste)
   [[ $rc -eq 0 ]] || fail "espvpn --authenticate exited $rc with the pasted callback"
   grep -q "that line is not usable" "$work/espvpn.log" || fail "the bad pasted line was not refused"
   grep -q "^COOKIE=" "$work/espvpn.out" || fail "no COOKIE= line"
+  no_secrets
+  ;;
+driven | driven_headers)
+  # Chromium as root here (no SUDO_UID): it needs --no-sandbox; gp_sso's other modes and
+  # sso_driven_as_user run it as a user.
+  browser="chromium --headless=new --no-sandbox --disable-gpu --ignore-certificate-errors \
+--host-resolver-rules='MAP idp-a.test $gw_ip, MAP idp-b.test $gw_ip'"
+  if [[ $mode == driven ]]; then
+    gateway_up aes-128-gcm --portal-saml POST --gw-saml REDIRECT --portal-cookie --gw-cookie-only --idp \
+      --acs-result comment --idp-autofill alice:secret || fail "fake gateway did not start"
+    args=("https://$gw_outer:4443/")
+  else
+    gateway_up none --gw-saml REDIRECT --idp --acs-result headers --idp-autofill alice:secret ||
+      fail "fake gateway did not start"
+    args=(--authenticate --usergroup gateway "https://$gw_outer:4443/")
+  fi
+  before=$(pgrep -c -x chromium || true)
+  rm -f "$work/espvpn.out" "$work/espvpn.log"
+  ip netns exec "$nsc" env -u DISPLAY -u WAYLAND_DISPLAY -u SUDO_UID -u SUDO_USER \
+    "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" -vvv --sso-timeout 45 --sso-browser="$browser" \
+    "${args[@]}" >"$work/espvpn.out" 2>"$work/espvpn.log" </dev/null &
+  client_pid=$!; pids+=("$client_pid")
+  if [[ $mode == driven ]]; then
+    wait_for "$work/espvpn.log" "ESP connected" 60 "$client_pid" || fail "espvpn did not bring ESP up"
+    ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping $lan_ip through the tunnel"
+    [[ $(json "$work/fake-stats.json" 'd.get("idp_logins_ok", 0)') -eq 1 ]] || fail "not exactly one IdP sign-in"
+    [[ $(json "$work/fake-stats.json" 'd["login_via"]') == "{'portal-userauthcookie': 1}" ]] \
+      || fail "the gateway was not logged in by the portal's cookie: $(json "$work/fake-stats.json" 'd["login_via"]')"
+    sigint_exit "$client_pid"
+    [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGINT"
+  else
+    finish "$client_pid"
+    [[ $rc -eq 0 ]] || fail "espvpn --authenticate exited $rc: $(tail -3 "$work/espvpn.log")"
+    grep -q "^COOKIE=" "$work/espvpn.out" || fail "no COOKIE= line"
+    [[ $(json "$work/fake-stats.json" 'd["login_via"]') == "{'saml': 1}" ]] || fail "the gateway did not log in by SAML"
+  fi
+  [[ $(json "$work/fake-stats.json" 'd.get("saml_acs_ok", 0)') -eq 1 ]] || fail "the ACS did not issue exactly one result"
+  # The browser is gone (none left beyond what ran before) and so is its private profile.
+  for ((i = 0; i < 50; i++)); do (( $(pgrep -c -x chromium || true) <= before )) && break; sleep 0.1; done
+  (( $(pgrep -c -x chromium || true) <= before )) || fail "a Chromium process was left behind"
   no_secrets
   ;;
 nm_dialog)
