@@ -52,11 +52,12 @@ Result<InvokingUser> invoking_user() {
     u.uid = ::getuid();
     const char* via = nullptr;
     if (u.uid == 0) {
-        uid_t id = 0;
-        if (parse_uid(env("SUDO_UID"), id)) via = "SUDO_UID";
-        else if (parse_uid(env("PKEXEC_UID"), id)) via = "PKEXEC_UID";
-        if (via) u.uid = id;
-        else u.is_root_alone = true;
+        if (env("SUDO_UID")) via = "SUDO_UID";
+        else if (env("PKEXEC_UID")) via = "PKEXEC_UID";
+        // Someone invoked espvpn, but who is unclear: no browser runs as root on their behalf.
+        if (via && !parse_uid(env(via), u.uid))
+            return make_error(std::string("the invoking user's id (") + via + ") is not a number");
+        if (!via) u.is_root_alone = true;
     }
     struct passwd pw{};
     struct passwd* found = nullptr;
