@@ -1,11 +1,9 @@
 #include "src/sso/devtools_browser.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/close_range.h>
 #include <poll.h>
 #include <pthread.h>
-#include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -18,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -28,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/log/logger.h"
+#include "src/sso/invoking_user.h"
 
 extern char** environ;
 
@@ -53,34 +51,6 @@ std::string lower(std::string_view s) {
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
-// Who the browser runs as: never root when a user asked for root (sudo, pkexec).
-struct BrowserUser {
-    bool switch_user = false;
-    uid_t uid = 0;
-    gid_t gid = 0;
-    std::string name, home;
-};
-
-Result<BrowserUser> invoking_user() {
-    BrowserUser u;
-    if (::geteuid() != 0) return u;
-    const char* id = std::getenv("SUDO_UID");
-    if (!id || !*id) id = std::getenv("PKEXEC_UID");
-    if (!id || !*id) return u;  // root with no invoking user: the explicit --sso-browser runs as root
-    char* end = nullptr;
-    unsigned long uid = std::strtoul(id, &end, 10);
-    if (*end != '\0') return make_error(std::string("the invoking user's id \"") + id + "\" is not a number");
-    if (uid == 0) return u;
-    const passwd* pw = ::getpwuid(static_cast<uid_t>(uid));
-    if (!pw) return make_error("the invoking user (uid " + std::to_string(uid) + ") is not in the password database");
-    u.switch_user = true;
-    u.uid = pw->pw_uid;
-    u.gid = pw->pw_gid;
-    u.name = pw->pw_name;
-    u.home = pw->pw_dir;
-    return u;
-}
 
 // Words split on blanks; '...' or "..." keeps blanks inside a word
 // (--host-resolver-rules="MAP * 127.0.0.1").
@@ -176,15 +146,16 @@ class BrowserProcess {
 public:
     ~BrowserProcess() { stop(std::chrono::milliseconds(0)); }
 
-    Status start(const std::vector<std::string>& command, const BrowserUser& user) {
+    Status start(const std::vector<std::string>& command, const InvokingUser& user) {
         user_ = user;
+        const UserSwitch sw = user_switch(user);
         auto program = find_program(command.front());
         if (!program) return make_error("--sso-browser: no program \"" + command.front() + "\" found in PATH");
         const char* tmpdir = std::getenv("TMPDIR");
         std::string tmpl = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/espvpn-sso-XXXXXX";
         if (!::mkdtemp(tmpl.data())) return make_error(errno_text("the browser's profile directory"));
         profile_ = tmpl;
-        if (user.switch_user && ::chown(tmpl.c_str(), user.uid, user.gid) != 0)
+        if (sw.needed && ::chown(tmpl.c_str(), user.uid, user.gid) != 0)
             return make_error(errno_text("chown of the browser's profile directory"));
 
         std::vector<std::string> argv_s{*program};
@@ -201,17 +172,9 @@ public:
         argv.push_back(nullptr);
 
         std::vector<std::string> env_s;
-        if (user.switch_user) {
+        if (sw.needed) {
             // The user's own session, not root's environment.
-            env_s = {"HOME=" + user.home, "USER=" + user.name, "LOGNAME=" + user.name,
-                     "PATH=/usr/local/bin:/usr/bin:/bin"};
-            for (const char* name : {"DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS",
-                                     "XAUTHORITY", "LANG", "LC_ALL"})
-                if (const char* v = std::getenv(name)) env_s.push_back(std::string(name) + "=" + v);
-            if (!std::getenv("XDG_RUNTIME_DIR")) {
-                std::string run = "/run/user/" + std::to_string(user.uid);
-                if (::access(run.c_str(), F_OK) == 0) env_s.push_back("XDG_RUNTIME_DIR=" + run);
-            }
+            env_s = user.environment;
         } else {
             for (char** e = environ; *e; ++e)
                 if (std::strncmp(*e, "TMPDIR=", 7) != 0) env_s.emplace_back(*e);
@@ -255,9 +218,7 @@ public:
             ::dup2(out, 4);
             ::close_range(5, ~0U, CLOSE_RANGE_CLOEXEC);
             int err = 0;
-            if (user.switch_user &&
-                (::setgroups(0, nullptr) != 0 || ::setgid(user.gid) != 0 || ::setuid(user.uid) != 0))
-                err = errno ? errno : EPERM;
+            if (become_user(sw) != 0) err = errno ? errno : EPERM;
             if (err == 0) {
                 ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // after setuid, which clears it
                 sigset_t none;
@@ -290,7 +251,7 @@ public:
             return make_error(errno_text(("--sso-browser: cannot start " + *program).c_str()));
         }
         LOG_DEBUG << "started the browser " << *program << " (pid " << pid_ << ")"
-                  << (user.switch_user ? " as " + user.name : std::string());
+                  << (sw.needed ? " as " + user.name : std::string());
         return {};
     }
 
@@ -333,40 +294,16 @@ public:
     }
 
 private:
-    // The tree belongs to the browser's user: it is removed as that user, so root never
-    // walks a tree that user could change under it (a symlink swapped in for a directory).
+    // As the browser's user (invoking_user.h): root never walks a tree that user could change.
     void remove_profile() {
-        if (!user_.switch_user) {
-            std::error_code ec;
-            std::filesystem::remove_all(profile_, ec);
-            if (ec) LOG_WARN << "could not remove the browser profile " << profile_ << ": " << ec.message();
-            return;
-        }
-        pid_t pid = ::fork();
-        if (pid == 0) {
-            if (::setgroups(0, nullptr) != 0 || ::setgid(user_.gid) != 0 || ::setuid(user_.uid) != 0) ::_exit(126);
-            std::error_code ec;
-            bool ok = true;
-            for (const auto& entry : std::filesystem::directory_iterator(profile_, ec)) {
-                std::error_code e;
-                std::filesystem::remove_all(entry.path(), e);
-                ok = ok && !e;
-            }
-            ::_exit(ok && !ec ? 0 : 1);
-        }
-        int st = 0;
-        if (pid < 0 || ::waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            LOG_WARN << "could not remove the browser profile " << profile_;
-            return;
-        }
-        // The top directory is in $TMPDIR, which the user may not write: removed here.
-        if (::rmdir(profile_.c_str()) != 0) LOG_WARN << "could not remove the browser profile " << profile_;
+        if (auto s = remove_dir_as_user(user_, profile_); !s)
+            LOG_WARN << "could not remove the browser profile: " << s.error().message;
     }
 
     pid_t pid_ = -1;
     int in_ = -1, out_ = -1;
     std::string profile_;
-    BrowserUser user_;
+    InvokingUser user_;
 };
 
 // One DevTools conversation over the pipe: commands with ids, replies matched to

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 namespace espvpn::sso {
@@ -51,11 +52,12 @@ Result<InvokingUser> invoking_user() {
     u.uid = ::getuid();
     const char* via = nullptr;
     if (u.uid == 0) {
-        uid_t id = 0;
-        if (parse_uid(env("SUDO_UID"), id)) via = "SUDO_UID";
-        else if (parse_uid(env("PKEXEC_UID"), id)) via = "PKEXEC_UID";
-        if (via) u.uid = id;
-        else u.is_root_alone = true;
+        if (env("SUDO_UID")) via = "SUDO_UID";
+        else if (env("PKEXEC_UID")) via = "PKEXEC_UID";
+        // Someone invoked espvpn, but who is unclear: no browser runs as root on their behalf.
+        if (via && !parse_uid(env(via), u.uid))
+            return make_error(std::string("the invoking user's id (") + via + ") is not a number");
+        if (!via) u.is_root_alone = true;
     }
     struct passwd pw{};
     struct passwd* found = nullptr;
@@ -104,16 +106,7 @@ Status start_as_user(const InvokingUser& user, const std::string& program, const
     std::vector<char*> envp;
     for (auto& v : env_copy) envp.push_back(v.data());
     envp.push_back(nullptr);
-    const bool switch_user = ::getuid() != user.uid || ::geteuid() != user.uid;
-    std::vector<gid_t> groups(64);
-    if (switch_user) {
-        int n = static_cast<int>(groups.size());
-        if (::getgrouplist(user.name.c_str(), user.gid, groups.data(), &n) < 0) {
-            groups.resize(static_cast<std::size_t>(n));
-            if (::getgrouplist(user.name.c_str(), user.gid, groups.data(), &n) < 0) n = 0;
-        }
-        groups.resize(static_cast<std::size_t>(n));
-    }
+    const UserSwitch sw = user_switch(user);
     // The exec error (or nothing: exec worked) comes back on a close-on-exec pipe.
     int report[2];
     if (::pipe2(report, O_CLOEXEC) != 0) return make_error(std::string("pipe: ") + std::strerror(errno));
@@ -132,17 +125,12 @@ Status start_as_user(const InvokingUser& user, const std::string& program, const
         sigset_t none;
         sigemptyset(&none);
         ::sigprocmask(SIG_SETMASK, &none, nullptr);
-        int fail_step = 0;
         int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (devnull >= 0) ::dup2(devnull, 0);
         ::dup2(2, 1);
         // espvpn's other descriptors (the TLS connection, the callback socket) stay with espvpn.
         ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-        if (switch_user) {
-            if (::setgroups(groups.size(), groups.data()) != 0) fail_step = 1;
-            else if (::setgid(user.gid) != 0) fail_step = 2;
-            else if (::setuid(user.uid) != 0) fail_step = 3;
-        }
+        int fail_step = become_user(sw);
         if (fail_step == 0 && ::chdir(user.home.c_str()) != 0) (void)!::chdir("/");
         if (fail_step == 0) ::execvpe(argv[0], argv.data(), envp.data());
         int msg[2] = {fail_step, errno};
@@ -164,6 +152,57 @@ Status start_as_user(const InvokingUser& user, const std::string& program, const
                           steps[msg[0] & 3] + ": " + std::strerror(msg[1]));
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return make_error("could not start the browser (fork failed)");
+    return {};
+}
+
+UserSwitch user_switch(const InvokingUser& user) {
+    UserSwitch s;
+    s.needed = ::getuid() != user.uid || ::geteuid() != user.uid;
+    if (!s.needed) return s;
+    s.uid = user.uid;
+    s.gid = user.gid;
+    s.groups.resize(64);
+    int n = static_cast<int>(s.groups.size());
+    if (::getgrouplist(user.name.c_str(), user.gid, s.groups.data(), &n) < 0) {
+        s.groups.resize(static_cast<std::size_t>(n));
+        if (::getgrouplist(user.name.c_str(), user.gid, s.groups.data(), &n) < 0) n = 0;
+    }
+    s.groups.resize(static_cast<std::size_t>(n));
+    return s;
+}
+
+int become_user(const UserSwitch& s) {
+    if (!s.needed) return 0;
+    if (::setgroups(s.groups.size(), s.groups.data()) != 0) return 1;
+    if (::setgid(s.gid) != 0) return 2;
+    if (::setuid(s.uid) != 0) return 3;
+    return 0;
+}
+
+Status remove_dir_as_user(const InvokingUser& user, const std::string& dir) {
+    const UserSwitch sw = user_switch(user);
+    if (!sw.needed) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+        if (ec) return make_error("could not remove " + dir + ": " + ec.message());
+        return {};
+    }
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        if (become_user(sw) != 0) ::_exit(126);
+        std::error_code ec;
+        bool ok = true;
+        for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+            std::error_code e;
+            std::filesystem::remove_all(entry.path(), e);
+            ok = ok && !e;
+        }
+        ::_exit(ok && !ec ? 0 : 1);
+    }
+    int st = 0;
+    if (pid < 0 || ::waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return make_error("could not remove " + dir + " as " + user.name);
+    if (::rmdir(dir.c_str()) != 0) return make_error("could not remove " + dir + ": " + std::strerror(errno));
     return {};
 }
 

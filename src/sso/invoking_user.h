@@ -33,4 +33,25 @@ Result<InvokingUser> invoking_user();
 // could not be started (exec failed, no such user).
 Status start_as_user(const InvokingUser& user, const std::string& program, const std::string& argument);
 
+// What a child process does to become `user`, looked up before fork() (getgrouplist is
+// not async-signal-safe). Nothing to do when espvpn already runs as that user.
+struct UserSwitch {
+    bool needed = false;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;  // the user's supplementary groups
+};
+UserSwitch user_switch(const InvokingUser& user);
+
+// In a forked child only (async-signal-safe): setgroups, setgid, setuid, in that order.
+// 0 when done (or nothing to do), else the step that failed (1 setgroups, 2 setgid,
+// 3 setuid) with errno set.
+int become_user(const UserSwitch& s);
+
+// Removes `dir` (made by espvpn, owned by `user`) and what is in it. The contents are
+// removed as `user`, so root never walks a tree that user could change under it (a
+// symlink swapped in for a directory); `dir` itself by espvpn (its parent, e.g. $TMPDIR,
+// may not be writable by the user). Errors: something could not be removed.
+Status remove_dir_as_user(const InvokingUser& user, const std::string& dir);
+
 }  // namespace espvpn::sso

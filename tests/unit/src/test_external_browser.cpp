@@ -19,6 +19,7 @@
 
 #include "src/sso/callback_socket.h"
 #include "src/sso/external_browser.h"
+#include "src/sso/invoking_user.h"
 
 using namespace espvpn;
 
@@ -186,4 +187,39 @@ TEST_CASE("external browser: a finish it cannot see is an error, not a wait") {
     auto r = sso::make_external_browser({})->run(start, finish);
     REQUIRE_FALSE(r);
     CHECK(r.error().message.find("--sso-browser") != std::string::npos);
+}
+
+TEST_CASE("invoking user: an unreadable SUDO_UID/PKEXEC_UID is an error, never root on the invoker's behalf") {
+    if (::getuid() != 0) return;  // only root looks at who invoked it
+    NoInvoker no_invoker;
+    auto alone = sso::invoking_user();
+    REQUIRE(alone);
+    CHECK(alone->is_root_alone);
+    CHECK_FALSE(sso::user_switch(*alone).needed);
+    for (const char* name : {"SUDO_UID", "PKEXEC_UID"}) {
+        ::setenv(name, "12ab", 1);
+        auto u = sso::invoking_user();
+        ::unsetenv(name);
+        REQUIRE_FALSE(u);
+        CHECK(u.error().message.find(name) != std::string::npos);
+    }
+    ::setenv("SUDO_UID", "0", 1);
+    auto root = sso::invoking_user();
+    ::unsetenv("SUDO_UID");
+    REQUIRE(root);
+    CHECK_FALSE(root->is_root_alone);
+}
+
+TEST_CASE("invoking user: remove_dir_as_user removes the directory and what is in it") {
+    NoInvoker no_invoker;
+    auto user = sso::invoking_user();
+    REQUIRE(user);
+    char dir[] = "/tmp/espvpn-sso-test-XXXXXX";
+    REQUIRE(::mkdtemp(dir));
+    std::filesystem::create_directories(std::string(dir) + "/a/b");
+    std::ofstream(std::string(dir) + "/a/b/f") << "x";
+    std::filesystem::create_symlink("/etc", std::string(dir) + "/link");
+    CHECK(sso::remove_dir_as_user(*user, dir));
+    CHECK_FALSE(std::filesystem::exists(dir));
+    CHECK(std::filesystem::exists("/etc/passwd"));
 }
