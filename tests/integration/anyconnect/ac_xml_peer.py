@@ -1,8 +1,10 @@
 """The HTTPS side of the small AnyConnect login peers (csd_test.py, fake_ac_auth.py): Python's
 http.server over TLS with the test server certificate, XML replies. Shares no code with espvpn."""
 import http.server
+import json
 import os
 import ssl
+import threading
 
 
 class XmlHandler(http.server.BaseHTTPRequestHandler):
@@ -30,3 +32,13 @@ def tls_server(handler, certs_dir, host="127.0.0.1", port=0):
     ctx.load_cert_chain(os.path.join(certs_dir, "server.pem"), os.path.join(certs_dir, "server-key.pem"))
     server.socket = ctx.wrap_socket(server.socket, server_side=True)
     return server
+
+
+def serve_ready(server, ready_file, max_runtime):
+    """Announces {"port", "pid"} in ready_file (written whole, then renamed), then serves
+    until killed or max_runtime seconds pass (then exits 3: a test that forgot us)."""
+    with open(ready_file + ".tmp", "w") as f:
+        json.dump({"port": server.server_address[1], "pid": os.getpid()}, f)
+    os.rename(ready_file + ".tmp", ready_file)
+    threading.Timer(max_runtime, lambda: os._exit(3)).start()
+    server.serve_forever()

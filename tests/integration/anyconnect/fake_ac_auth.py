@@ -31,7 +31,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
-from ac_xml_peer import XmlHandler, tls_server
+from ac_xml_peer import XmlHandler, serve_ready, tls_server
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", ".."))
 HEAD = '<?xml version="1.0" encoding="UTF-8"?>\n<config-auth client="vpn" type="%s" aggregate-auth-version="2">'
@@ -101,11 +101,7 @@ def main():
     srv.cfg, srv.lock, srv.record = cfg, threading.Lock(), []
     with open(cfg.record, "w") as f:
         json.dump([], f)
-    with open(cfg.ready_file + ".tmp", "w") as f:
-        json.dump({"port": srv.server_address[1], "pid": os.getpid()}, f)
-    os.rename(cfg.ready_file + ".tmp", cfg.ready_file)
-    threading.Timer(cfg.max_runtime, lambda: os._exit(3)).start()
-    srv.serve_forever()
+    serve_ready(srv, cfg.ready_file, cfg.max_runtime)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ import threading
 import urllib.parse
 import xml.etree.ElementTree as ET
 
-from ac_xml_peer import XmlHandler, tls_server
+from ac_xml_peer import XmlHandler, serve_ready, tls_server
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", ".."))
 VPN, IDP = "vpn.espvpn.test", "idp.espvpn.test"
@@ -294,11 +294,7 @@ def main():
         srv.state["tokens"].add(cfg.external_token)
     with open(cfg.record, "w") as f:
         json.dump({}, f)
-    with open(cfg.ready_file + ".tmp", "w") as f:
-        json.dump({"port": srv.server_address[1], "pid": os.getpid()}, f)
-    os.rename(cfg.ready_file + ".tmp", cfg.ready_file)
-    threading.Timer(cfg.max_runtime, lambda: os._exit(3)).start()
-    srv.serve_forever()
+    serve_ready(srv, cfg.ready_file, cfg.max_runtime)
 
 
 if __name__ == "__main__":

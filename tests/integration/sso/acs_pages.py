@@ -19,12 +19,12 @@ certs/server.pem covers them. --secret S makes every proof cookie "S-<path name>
 import argparse
 import base64
 import http.server
-import json
 import os
-import ssl
 import sys
-import threading
 import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "anyconnect"))
+from ac_xml_peer import serve_ready, tls_server  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", ".."))
 GP, IDP = "gp.espvpn.test", "idp.espvpn.test"
@@ -109,16 +109,9 @@ def main():
     p.add_argument("--secret", required=True)
     p.add_argument("--max-runtime", type=float, default=60)
     cfg = p.parse_args()
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(os.path.join(REPO, "certs", "server.pem"), os.path.join(REPO, "certs", "server-key.pem"))
-    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    srv = tls_server(Handler, os.path.join(REPO, "certs"))
     srv.cfg = cfg
-    with open(cfg.ready_file + ".tmp", "w") as f:
-        json.dump({"port": srv.server_address[1], "pid": os.getpid()}, f)
-    os.rename(cfg.ready_file + ".tmp", cfg.ready_file)
-    threading.Timer(cfg.max_runtime, lambda: os._exit(3)).start()
-    srv.serve_forever()
+    serve_ready(srv, cfg.ready_file, cfg.max_runtime)
 
 
 if __name__ == "__main__":
