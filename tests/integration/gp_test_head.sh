@@ -2,7 +2,8 @@
 #   . "$(dirname "$0")/../gp_test_head.sh" WORK_PREFIX "$@"
 # Skips (exit 77) unless root; sets mode, espvpn, gw_bin (the driver's MODE ESPVPN GATEWAY
 # arguments), here, repo, dp, work (a fresh temp dir), pids; sources gp-topology.sh; tears
-# the topology down on exit; fail MESSAGE prints the message and the tail of each log.
+# the topology down on exit; sources lib.sh (fail MESSAGE: the message and the tail of each
+# log; wait_until, stats_get, ...).
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
 mode=$2 espvpn=$3 gw_bin=$4
@@ -15,9 +16,5 @@ pids=()
 . "$repo/tools/netns/gp-topology.sh"
 trap topo_cleanup EXIT
 trap 'exit 130' INT TERM
-fail() {
-  echo "FAIL: $*"
-  local f
-  for f in "$work"/*.out "$work"/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -30 "$f"; }; done
-  exit 1
-}
+# shellcheck source=lib.sh
+. "$repo/tests/integration/lib.sh"

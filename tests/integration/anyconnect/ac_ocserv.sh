@@ -192,14 +192,6 @@ script_logging() {
   chmod +x "$work/script"
 }
 tun_name() { ip -n "$nsc" -o link show type tun | awk -F': ' '{print $2; exit}'; }
-# ocserv_kill: ocserv and its workers die at once (no TERMINATE to the clients, unlike ocserv_down).
-ocserv_kill() {
-  local kids
-  kids=$(pgrep -P "$oc_pid" 2>/dev/null || true)
-  kill -KILL "$oc_pid" $kids 2>/dev/null || true
-  wait "$oc_pid" 2>/dev/null || true
-  oc_pid=
-}
 
 # DTLS helpers. stats_check NAME PYTHON-EXPR: the expression over d (the --stats-json object) must hold.
 # stream_start RECV_NS DEST SEND_NS PORT SECONDS: 200 pkt/s of UDP from SEND_NS to DEST:PORT (received in RECV_NS)

@@ -7,7 +7,7 @@
 # The caller sets repo, work (a temp dir), pids (array); then:
 #   topo_up                                  # from gp-topology.sh
 #   ocserv_up [extra config lines...]        # sets oc_pid; waits until it listens
-#   ocserv_down
+#   ocserv_down                              # SIGTERM (sessions told), ocserv_kill: SIGKILL
 # Users (password test123): testuser (no group), grpuser (groups group1, group2).
 # Knobs (set before ocserv_up): OC_DPD (default 10), OC_UDP (1: udp-port set, DTLS
 # offered; 0: no udp-port), OC_GROUPS (1: select-group lines for group1/group2),
@@ -103,6 +103,16 @@ ocserv_down() {
   kids=$(pgrep -P "$oc_pid" 2>/dev/null || true)
   kill -TERM "$oc_pid" 2>/dev/null || true
   for ((i = 0; i < 30; i++)); do kill -0 "$oc_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$oc_pid" $kids 2>/dev/null || true
+  wait "$oc_pid" 2>/dev/null || true
+  oc_pid=
+}
+
+# ocserv_kill: ocserv and its workers die at once (no TERMINATE to the clients, unlike ocserv_down).
+ocserv_kill() {
+  [[ -n ${oc_pid:-} ]] || return 0
+  local kids
+  kids=$(pgrep -P "$oc_pid" 2>/dev/null || true)
   kill -KILL "$oc_pid" $kids 2>/dev/null || true
   wait "$oc_pid" 2>/dev/null || true
   oc_pid=

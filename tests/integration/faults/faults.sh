@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Faults on a running GlobalProtect tunnel (issue 9), in three namespaces of its own
-# (tools/netns/gp-topology.sh). Each case runs a UDP stream of 200 packets/s from the
-# client through the tunnel to the lan host and prints its outage = the largest gap
-# between two arrivals ("RESULT <case>: outage X ms ...").
+# Faults on a running tunnel, for both protocols (issues 9 and 18), in three namespaces of
+# their own (tools/netns/gp-topology.sh): GlobalProtect against the fake GP gateway +
+# esp-gateway, AnyConnect against Debian's ocserv (tests/integration/anyconnect/ocserv_env.sh).
+# Each case runs a UDP stream of 200 packets/s from the client through the tunnel to the lan
+# host and prints its outage = the largest gap between two arrivals ("RESULT <case>: outage X ms ...").
 #
-#   faults.sh netem|restart|linkflap|addrchange|gone|forgotten|blackhole_sigint|flood ESPVPN_BIN GATEWAY_BIN
+#   faults.sh gp MODE ESPVPN_BIN GATEWAY_BIN     MODE: netem|restart|linkflap|addrchange|gone|forgotten|
+#                                                      blackhole_sigint|flood
+#   faults.sh ac MODE ESPVPN_BIN                 MODE: netem|restart|linkflap|addrchange|blackhole_sigint|flood
+#                                                (the AnyConnect cases: faults_ac.sh)
+# GlobalProtect:
 #   netem:      5 % loss + 50 ms +-20 ms jitter on the ESP path: iperf3 TCP 5 s completes
 #   restart:    fake gateway + esp-gateway killed, restarted 2 s later with the same
 #               --state-file: espvpn comes back with its cookie (no second login POST)
@@ -21,8 +26,17 @@
 #               attempt cancelled, no logout tried), tun removed
 #   flood:      iperf3 UDP -b 3G for 5 s each way, on ESP and on the HTTPS tunnel:
 #               espvpn's peak RSS (VmHWM) < 100 MiB (400 under ASan), loss reported, ping afterwards
-# shellcheck source=../gp_test_head.sh
-. "$(dirname "$0")/../gp_test_head.sh" faults "$@"
+proto=${1:-}
+shift || true
+case $proto in
+gp)
+  # shellcheck source=../gp_test_head.sh
+  . "$(dirname "$0")/../gp_test_head.sh" faults "$@" ;;
+ac)
+  # shellcheck source=../ac_test_head.sh
+  . "$(dirname "$0")/../ac_test_head.sh" faults "$@" ;;
+*) echo "usage: $0 gp|ac MODE ESPVPN [GATEWAY]" >&2; exit 2 ;;
+esac
 # Names of this task + PID (other tests build the same topology concurrently).
 topo=flt$$ nsc=flt$$c nsg=flt$$g nsl=flt$$l ht_dev=flt$$ht
 cl_veth=${topo}cg
@@ -52,7 +66,6 @@ client_stat() { sleep 1.2; json "$work/cl-stats.json" "$1"; }
 fake_stat() { json "$work/fake-stats.json" "$1"; }
 ping_lan() { ip netns exec "$nsc" ping -c "${1:-3}" -i 0.2 -W 2 $lan_ip >/dev/null; }
 logins() { fake_stat 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)'; }
-no_tun_left() { ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q .; }
 
 # up [espvpn options...]: gateway (ESP + HTTPS side, sessions in a state file) and espvpn on ESP.
 up() {
@@ -78,6 +91,12 @@ resumed() {
   done
   fail "$1: no traffic within $2 s"
 }
+
+if [[ $proto == ac ]]; then
+  # shellcheck source=faults_ac.sh
+  . "$here/faults_ac.sh"
+  exit 0
+fi
 
 case $mode in
 netem)
@@ -177,7 +196,7 @@ blackhole_sigint)
   [[ $rc -eq 0 ]] || fail "exit $rc after SIGINT, expected 0"
   grep -q "connection attempt in progress .* cancelled" "$work/espvpn.log" || fail "the cancelled attempt is not logged"
   grep -q "no connection to the gateway: logout not sent" "$work/espvpn.log" || fail "no word on the logout"
-  no_tun_left || fail "tun device left behind"
+  no_tun_left "$nsc" || fail "tun device left behind"
   ((exit_ms < 3000)) || fail "espvpn took $exit_ms ms to exit after SIGINT (limit 3000)"
   echo "RESULT blackhole_sigint: exit 0 ${exit_ms} ms after SIGINT during reconnect attempt 1"
   ;;
@@ -193,7 +212,7 @@ gone)
   [[ $rc -eq 1 ]] || fail "espvpn exited $rc (expected 1) when the gateway stayed away"
   grep -q "giving up (--reconnect-timeout 5)" "$work/espvpn.log" || fail "no clear give-up message"
   grep -q "reconnecting for up to 5 s" "$work/espvpn.log" || fail "the outage start is not logged"
-  no_tun_left || fail "tun device left behind"
+  no_tun_left "$nsc" || fail "tun device left behind"
   attempts=$(grep -c "reconnect attempt [0-9]* (outage" "$work/espvpn.log" || true)
   [[ $attempts -ge 3 ]] || fail "only $attempts reconnect attempts in 5 s (1, 3 and 5 s expected)"
   # It gave up at the deadline, not after an attempt past it: the outage espvpn itself
@@ -219,7 +238,7 @@ forgotten)
   [[ $rc -eq 2 ]] || fail "espvpn exited $rc (expected 2) when the restarted gateway refused the cookie"
   # Refused at the tunnel GET (HTTP 502) or at the getconfig, whichever comes first.
   grep -q "session cookie rejected\|log in again" "$work/espvpn.log" || fail "no clear message that the cookie is no longer valid"
-  no_tun_left || fail "tun device left behind"
+  no_tun_left "$nsc" || fail "tun device left behind"
   [[ $(logins) -eq 0 ]] || fail "espvpn logged in again by itself"
   echo "RESULT forgotten: exit 2, tun removed, no login; $(grep -m1 "session cookie rejected\|log in again" "$work/espvpn.log")"
   ;;
@@ -235,16 +254,15 @@ flood)
   drops() {  # espvpn's drop counters (every transport), summed
     client_stat 'sum(v for part in ("tx", "rx", "https") if isinstance(d.get(part), dict) for k, v in d[part].items() if k.startswith("drop"))'
   }
-  hwm() { awk '/^VmHWM:/ {print int($2 / 1024)}' "/proc/$client_pid/status"; }
   up
   flood; flood -R
-  esp_drops=$(drops) esp_mb=$(hwm)
+  esp_drops=$(drops) esp_mb=$(peak_rss_mb "$client_pid")
   espvpn_down || fail "clean exit"
   espvpn_up --no-dtls
   wait_for "$work/espvpn.log" "HTTPS tunnel up" 30 "$client_pid" || fail "--no-dtls: no HTTPS tunnel"
   carrier "$nsg" "$ht_dev" yes 15 || fail "the fake did not attach to the HTTPS-side tun"
   flood; flood -R
-  https_drops=$(drops) https_mb=$(hwm)
+  https_drops=$(drops) https_mb=$(peak_rss_mb "$client_pid")
   espvpn_down || fail "clean exit"
   # espvpn blocks on a full socket/tun instead of dropping: the excess is lost in the
   # kernel's queues in front of it (tun txqueue, UDP receive buffer), not in espvpn.
@@ -253,8 +271,7 @@ flood)
        "$https_drops drops in espvpn; ping after each"
   # Under ASan freed memory sits in its quarantine (256 MiB by default): a higher bound,
   # still far below unbounded growth (openconnect's HTTPS tunnel: 7 GB in 30 s).
-  limit=100
-  [[ $(readelf --dyn-syms -W "$espvpn" 2>/dev/null) == *__asan_init* ]] && limit=400
+  limit=$(rss_limit_mb "$espvpn" 100)
   [[ $esp_mb -lt $limit && $https_mb -lt $limit ]] || fail "peak RSS ESP $esp_mb MiB / HTTPS $https_mb MiB >= $limit MiB"
   ;;
 *) echo "usage: $0 netem|restart|linkflap|addrchange|gone|forgotten|flood ESPVPN GATEWAY" >&2; exit 2 ;;

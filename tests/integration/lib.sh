@@ -1,0 +1,61 @@
+# Sourced by the integration drivers (after they set work, the test's temp dir): the helpers
+# every suite needs, once. tools/netns/gp-topology.sh (sourced before or after this) adds the
+# topology and its own json / wait_for (a log pattern) / wait_listening / sigint_exit.
+#   fail MESSAGE...           FAIL line, the tail of each log in $work (*.out, *.log and the
+#                             files in $fail_logs), exit 1
+#   wait_until SECONDS CMD... run CMD every 0.1 s until it succeeds, for SECONDS at most
+#                             (wall clock); returns 1 on time-out
+#   stats_get FILE EXPR       the Python EXPR over d, the JSON object in FILE (an espvpn
+#                             --stats-json file); empty output and status 1 if it is unreadable
+#   stats_wait FILE EXPR SECONDS   until EXPR over FILE is True (the file is rewritten every
+#                             second: a read after a fixed sleep may see it from before the event)
+#   no_tun_left NS            no tun device left in namespace NS
+#   peak_rss_mb PID           VmHWM of PID in MiB
+#   rss_limit_mb BIN LIMIT    LIMIT, or 4 x LIMIT for an AddressSanitizer build of BIN (freed
+#                             memory sits in ASan's quarantine)
+lib_py=/usr/bin/python3; [[ -x $lib_py ]] || lib_py=python3
+fail_logs=()
+
+fail() {
+  echo "FAIL: $*"
+  local f
+  for f in "$work"/*.out "$work"/*.log ${fail_logs[@]+"${fail_logs[@]}"}; do
+    [[ -f $f ]] && { echo "--- $f"; tail -30 "$f"; }
+  done
+  exit 1
+}
+
+wait_until() {
+  local end=$((SECONDS + $1 + 1)); shift
+  while ((SECONDS < end)); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+stats_get() {
+  $lib_py -c 'import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+    print(eval(sys.argv[2]))
+except Exception:
+    sys.exit(1)' "$1" "$2" 2>/dev/null
+}
+
+stats_wait() {
+  local end=$((SECONDS + $3 + 1))
+  while ((SECONDS < end)); do
+    [[ $(stats_get "$1" "$2") == True ]] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+no_tun_left() { ! ip -n "$1" -o link show type tun 2>/dev/null | grep -q .; }
+
+peak_rss_mb() { awk '/^VmHWM:/ {print int($2 / 1024)}' "/proc/$1/status"; }
+
+rss_limit_mb() {
+  if [[ $(readelf --dyn-syms -W "$1" 2>/dev/null) == *__asan_init* ]]; then echo $(($2 * 4)); else echo "$2"; fi
+}
