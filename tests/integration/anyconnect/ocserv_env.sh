@@ -9,7 +9,7 @@
 #   ocserv_up [extra config lines...]        # sets oc_pid; waits until it listens
 #   ocserv_down                              # SIGTERM (sessions told), ocserv_kill: SIGKILL
 # Users (password test123): testuser (no group), grpuser (groups group1, group2).
-# Knobs (set before ocserv_up): OC_DPD (default 10), OC_UDP (1: udp-port set, DTLS
+# Knobs (set before ocserv_up): OC_DEBUG (ocserv -d, default 2), OC_DPD (default 10), OC_UDP (1: udp-port set, DTLS
 # offered; 0: no udp-port), OC_GROUPS (1: select-group lines for group1/group2),
 # oc_routes (the route lines; default the lan's /24), oc_auth (the auth lines; default
 # the password file: oc_auth=("auth = \"certificate\"") for certificate-only login).
@@ -83,7 +83,7 @@ ocserv_conf() {
 ocserv_up() {
   ocserv_conf "$@"
   ocserv -t -c "$work/oc/ocserv.conf" >"$work/ocserv-check.log" 2>&1 || { cat "$work/ocserv-check.log"; return 1; }
-  ip netns exec "$nsg" ocserv -f -d 2 -c "$work/oc/ocserv.conf" >"$work/ocserv.log" 2>&1 &
+  ip netns exec "$nsg" ocserv -f -d "${OC_DEBUG:-2}" -c "$work/oc/ocserv.conf" >"$work/ocserv.log" 2>&1 &
   oc_pid=$!; pids+=("$oc_pid")
   local i
   for ((i = 0; i < 100; i++)); do

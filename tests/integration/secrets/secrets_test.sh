@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Secrets never leave espvpn in logs or argv. espvpn runs the whole GP path at the
+# Secrets never leave espvpn in logs or argv, for both protocols.
+#   secrets_test.sh gp ESPVPN GATEWAY_BIN    GlobalProtect against the fake gateway
+#   secrets_test.sh ac ESPVPN                AnyConnect against ocserv (secrets_ac.sh)
+# GlobalProtect: espvpn runs the whole GP path at the
 # most verbose level (-vvv --dump-http-traffic): portal + gateway login with a known
 # password and OTP, HIP, getconfig, ESP with CBC+HMAC keys, a rekey (new keys), a
 # --script (vpnc-script env), SIGUSR1 stats, --stats-json, logout. Everything it
@@ -8,19 +11,20 @@
 # authcookie and every ESP key of both generations, in plain/hex/base64/percent forms.
 # A second, shorter session logs with --syslog -vvv into a stand-in syslog socket
 # (bound over /dev/log in a private mount namespace) and its log is scanned too.
-#   secrets_test.sh ESPVPN GATEWAY_BIN
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
-espvpn=$1 gw_bin=$2
+proto=$1 espvpn=$2 gw_bin=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 work=$(mktemp -d /tmp/secrets-test.XXXXXX)
 pids=()
+# shellcheck source=../lib.sh
+. "$repo/tests/integration/lib.sh"
+fail_logs=("$work"/syslog.txt "$work"/espvpn2.err)
 # shellcheck source=../../../tools/netns/gp-topology.sh
 . "$repo/tools/netns/gp-topology.sh"
 trap topo_cleanup EXIT
 trap 'exit 130' INT TERM
-fail() { echo "FAIL: $*"; for f in "$work"/espvpn.log "$work"/fake.log "$work"/syslog.txt "$work"/espvpn2.err; do [[ -f $f ]] && { echo "--- $f"; tail -30 "$f"; }; done; exit 1; }
 topo_up
 
 password='Pw-Zq8v!x%41&k' otp='otp-7Rw3Nq'
@@ -33,13 +37,6 @@ exec "$repo/tools/netns/minimal-vpnc-script"
 SCRIPT
 chmod +x "$work/script"
 
-gateway_up aes-128-cbc:sha1 --user "alice:$password" --gw-otp "js:$otp" --hip-needed --timeout 8 \
-  || fail "fake gateway did not start"
-printf '%s\n%s\n' "$password" "$otp" | ip netns exec "$nsc" "$espvpn" --protocol=gp \
-  --cafile "$repo/certs/ca.pem" -u alice -vvv --dump-http-traffic --printcookie --script "$work/script" \
-  --stats-json "$work/cl-stats.json" https://$gw_ip:4443/ >"$work/espvpn.out" 2>"$work/espvpn.log" &
-client_pid=$!; pids+=("$client_pid")
-
 # Snapshots while it runs: every SA the gateway handed out, argv of espvpn and its children.
 snapshot() {
   local sum; sum=$({ md5sum <"$work/gw-sa.env"; } 2>/dev/null | cut -c1-8) || true
@@ -49,6 +46,43 @@ snapshot() {
     [[ -r /proc/$p/cmdline ]] && tr '\0' ' ' </proc/"$p"/cmdline >"$work/cmdline/$p" 2>/dev/null || true
   done
 }
+wait_snapshot() {  # PATTERN SECONDS [LOG]
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do snapshot; grep -q "$1" "${3:-$work/espvpn.log}" && return 0; sleep 0.1; done
+  return 1
+}
+# in_private_dev CMD... &: CMD in a mount namespace whose /dev is $work/dev (the stand-in /dev/log
+# and the device nodes espvpn needs), so the host's syslog (if any) is neither used nor touched.
+# Only in the background (it execs: $! is then CMD's pid).
+in_private_dev() {
+  exec ip netns exec "$nsc" unshare -m -- bash -c '
+    set -e; d=$1; shift
+    for n in null zero random urandom net/tun; do : >"$d/$n"; mount --bind "/dev/$n" "$d/$n"; done
+    mount --rbind "$d" /dev
+    exec "$@"' _ "$work/dev" "$@"
+}
+# syslog_sink_up: the stand-in syslog socket $work/dev/log, lines into $work/syslog.txt.
+syslog_sink_up() {
+  mkdir -p "$work/dev/net"
+  : >"$work/syslog.txt"
+  "$py" "$here/syslog_sink.py" "$work/dev/log" "$work/syslog.txt" 60 &
+  pids+=("$!")
+  wait_until 5 test -S "$work/dev/log" || fail "the stand-in syslog socket did not appear"
+}
+
+if [[ $proto == ac ]]; then
+  # shellcheck source=secrets_ac.sh
+  . "$here/secrets_ac.sh"
+  exit 0
+fi
+[[ $proto == gp ]] || { echo "usage: $0 gp|ac ESPVPN [GATEWAY]" >&2; exit 2; }
+gateway_up aes-128-cbc:sha1 --user "alice:$password" --gw-otp "js:$otp" --hip-needed --timeout 8 \
+  || fail "fake gateway did not start"
+printf '%s\n%s\n' "$password" "$otp" | ip netns exec "$nsc" "$espvpn" --protocol=gp \
+  --cafile "$repo/certs/ca.pem" -u alice -vvv --dump-http-traffic --printcookie --script "$work/script" \
+  --stats-json "$work/cl-stats.json" https://$gw_ip:4443/ >"$work/espvpn.out" 2>"$work/espvpn.log" &
+client_pid=$!; pids+=("$client_pid")
+
 # sa_keys: every ESP key of every SA snapshot in $work/sa, one "GEN-NAME=HEX" per line.
 sa_keys() {
   local f k v
@@ -57,11 +91,6 @@ sa_keys() {
       case $k in *_EKEY|*_AKEY) [[ -n $v ]] && echo "$(basename "$f")-$k=$v" ;; esac
     done <"$f"
   done
-}
-wait_snapshot() {  # PATTERN SECONDS
-  local i
-  for ((i = 0; i < $2 * 10; i++)); do snapshot; grep -q "$1" "$work/espvpn.log" && return 0; sleep 0.1; done
-  return 1
 }
 wait_snapshot "ESP connected" 40 || fail "espvpn did not bring ESP up"
 ip netns exec "$nsc" ping -c 2 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping through the tunnel"
@@ -94,18 +123,9 @@ $py "$here/secrets_scan.py" --text "password=$password" "otp=$otp" "authcookie=$
 # Phase 2: the same at -vvv --dump-http-traffic through syslog(3). /dev/log is our own
 # socket, visible only in a private mount namespace (a copy of /dev holding the nodes
 # espvpn needs), so the host's syslog (if any) is neither used nor touched.
-mkdir -p "$work/dev/net"
-: >"$work/syslog.txt"
-"$py" "$here/syslog_sink.py" "$work/dev/log" "$work/syslog.txt" 60 &
-pids+=("$!")
-for ((i = 0; i < 50; i++)); do [[ -S $work/dev/log ]] && break; sleep 0.1; done
-[[ -S $work/dev/log ]] || fail "the stand-in syslog socket did not appear"
+syslog_sink_up
 rm -f "$work/sa"/* && snapshot
-printf '%s\n%s\n' "$password" "$otp" | ip netns exec "$nsc" unshare -m -- bash -c '
-  set -e; d=$1; shift
-  for n in null zero random urandom net/tun; do : >"$d/$n"; mount --bind "/dev/$n" "$d/$n"; done
-  mount --rbind "$d" /dev
-  exec "$@"' _ "$work/dev" "$espvpn" --protocol=gp --syslog \
+printf '%s\n%s\n' "$password" "$otp" | in_private_dev "$espvpn" --protocol=gp --syslog \
   --cafile "$repo/certs/ca.pem" -u alice -vvv --dump-http-traffic --printcookie \
   https://$gw_ip:4443/ >"$work/espvpn2.out" 2>"$work/espvpn2.err" &
 client_pid=$!; pids+=("$client_pid")
