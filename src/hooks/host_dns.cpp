@@ -348,7 +348,15 @@ DnsSettings built_in_dns_settings(const TunnelConfig& c, const std::string& inte
     s.ifindex = ifindex;
     s.servers = c.dns;
     s.search_domains = words(c.default_domain);
-    s.routing_domains = c.split_dns;
+    // A search domain routes its names to the link already; listed again as routing-only,
+    // systemd-resolved would keep the last entry and stop searching it (ocserv's default-domain
+    // and split-dns often name the same domain).
+    for (const auto& d : c.split_dns) {
+        bool listed = false;
+        for (const auto& e : s.search_domains) listed = listed || e == d;
+        for (const auto& e : s.routing_domains) listed = listed || e == d;
+        if (!listed) s.routing_domains.push_back(d);
+    }
     s.default_route = s.search_domains.empty() && s.routing_domains.empty();
     s.vpn_pid = vpn_pid;
     return s;

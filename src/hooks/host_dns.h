@@ -51,7 +51,7 @@ public:
 };
 
 // What the built-in setup asks for: the servers; CISCO_DEF_DOMAIN's words as search
-// domains; split-DNS names as routing domains; all names to the VPN only when it
+// domains; split-DNS names (those not searched already, each once) as routing domains; all names to the VPN only when it
 // names no domain at all.
 DnsSettings built_in_dns_settings(const TunnelConfig& config, const std::string& interface_name, int ifindex,
                                   int vpn_pid);

@@ -92,12 +92,8 @@ ca=(--cafile "$repo/certs/ca.pem")
 topo_up
 [[ $mode == group ]] && export OC_GROUPS=1
 [[ $mode == dtls_dies ]] && export OC_DPD=2
-# Process control and -Q, as host_background does for GP against the fake gateway:
-#   process_control: -b --pid-file --setuid nobody -Q 64 --csd-wrapper: the parent exits 0 once the
-#                 tunnel is up; the daemon (the pid file's pid, VPNPID of the scripts) runs as nobody
-#                 with no capability left; connect script as root, SIGUSR2's reconnect script as nobody;
-#                 ping before and after; the tun's txqueuelen is 64; ocserv asks for no CSD, so the
-#                 wrapper never runs; SIGINT: BYE sent, tun gone
+# Process control (-b --pid-file --setuid -Q --csd-wrapper, CTest ac_ocserv_process_control): in the
+# host suite, tests/integration/host/host_ac.sh (mode background), beside GP's host_background.
 # The CSTP cases run espvpn (and openconnect) with --no-dtls; the dtls_* cases without.
 dtls_opt=(--no-dtls)
 oc_extra=() rk_opt=()
@@ -698,45 +694,6 @@ blackhole_sigint)
   [[ $(cat "/etc/netns/$nsc/resolv.conf") == "$resolv_orig" ]] ||
     fail "the resolv.conf stand-in was not restored: $(cat "/etc/netns/$nsc/resolv.conf")"
   echo "PASS blackhole_sigint"
-  ;;
-process_control)
-  chmod 0711 "$work"  # the scripts run as nobody after the drop
-  mkdir -m 0777 "$work/rec"
-  install -m 0666 /dev/null "$work/rec/reasons"  # appended to by root (connect) and nobody (reconnect)
-  printf '#!/bin/sh\necho "$reason $(id -u) $VPNPID" >>%s\nexec %s\n' "$work/rec/reasons" \
-    "$repo/tools/netns/minimal-vpnc-script" >"$work/script"
-  printf '#!/bin/sh\ntouch %s\n' "$work/rec/csd-ran" >"$work/csd"
-  chmod 0755 "$work/script" "$work/csd"
-  rc=0
-  echo "$oc_password" | timeout 60 ip netns exec "$nsc" "$espvpn" "${ca[@]}" "${dtls_opt[@]}" -u testuser --passwd-on-stdin \
-    -b --pid-file "$work/ac.pid" --setuid nobody -Q 64 --csd-wrapper "$work/csd" --script "$work/script" "$url" \
-    >"$work/pc.out" 2>"$work/pc.log" || rc=$?
-  [[ $rc -eq 0 ]] || fail "the foreground parent exited $rc: $(tail -3 "$work/pc.log")"
-  grep -q "tunnel up" "$work/pc.log" || fail "the parent returned before the tunnel was up"
-  daemon=$(cat "$work/ac.pid")
-  [[ -d /proc/$daemon ]] || fail "no daemon with the pid file's pid $daemon"
-  pids+=("$daemon")
-  uid=$(awk '/^Uid:/ {print $2 $3 $4 $5}' "/proc/$daemon/status")
-  [[ $uid == 65534655346553465534 ]] || fail "the daemon does not run as nobody (Uid: $uid)"
-  [[ $(awk '/^CapEff:/ {print $2}' "/proc/$daemon/status") =~ ^0+$ ]] || fail "the daemon kept capabilities"
-  [[ $(awk '/^CapPrm:/ {print $2}' "/proc/$daemon/status") =~ ^0+$ ]] || fail "the daemon can regain capabilities"
-  grep -qx "connect 0 $daemon" "$work/rec/reasons" || fail "connect script not run as root with VPNPID=$daemon: $(cat "$work/rec/reasons")"
-  ping_lan
-  qlen=$(ip -n "$nsc" -d link show "$(tun_name)" | grep -o 'qlen [0-9]*')
-  [[ $qlen == "qlen 64" ]] || fail "-Q 64: the tun has $qlen"
-  kill -USR2 "$daemon"
-  for ((i = 0; i < 100; i++)); do grep -q "^reconnect " "$work/rec/reasons" && break; sleep 0.1; done
-  grep -qx "reconnect 65534 $daemon" "$work/rec/reasons" || fail "no reconnect script as nobody after SIGUSR2: $(cat "$work/rec/reasons")"
-  ping_lan
-  kill -INT "$daemon"
-  for ((i = 0; i < 100; i++)); do [[ -d /proc/$daemon ]] || break; sleep 0.1; done
-  [[ ! -d /proc/$daemon ]] || fail "the daemon did not exit on SIGINT"
-  grep -q "logout (DISCONNECT) sent" "$work/pc.log" || fail "no logout from the daemon"
-  ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q . || fail "tun device left behind"
-  [[ ! -e $work/rec/csd-ran ]] || fail "the CSD wrapper ran though ocserv asked for no host scan"
-  echo "RESULT process_control: parent exit 0 after the tunnel came up; daemon $daemon as nobody; scripts:" \
-       "$(tr '\n' ';' <"$work/rec/reasons")" "$qlen; CSD wrapper not run"
-  echo "PASS process_control"
   ;;
 sigusr2_blocked)
   # --force-dpd 2: a CSTP link that stopped answering would be declared dead within ~4 s.

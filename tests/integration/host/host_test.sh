@@ -2,7 +2,9 @@
 # Host integration of espvpn, in namespaces of its own (tools/netns/gp-topology.sh):
 #   client (espvpn / openconnect)  --veth--  gateway (fake-gp-gateway + esp-gateway)  --veth--  lan
 #
-#   host_test.sh MODE ESPVPN_BIN GATEWAY_BIN
+#   host_test.sh gp MODE ESPVPN_BIN GATEWAY_BIN   (GlobalProtect against the fake gateway; below)
+#   host_test.sh ac MODE ESPVPN_BIN               (AnyConnect against ocserv: background, scripts,
+#                                                   dns, dns_resolved; host_ac.sh)
 #   nm:         NetworkManager-openconnect's invocation (its argv, cookie on stdin, NM_*
 #               variables, as user nobody on a pre-created persistent tun vpn0, --syslog)
 #               with a stand-in helper recording its environment; root then configures
@@ -22,8 +24,17 @@
 #               is never touched.
 #   dns_resolved: with a stand-in systemd-resolved on a private bus: the per-link D-Bus
 #               calls (servers, domains, RevertLink at exit); resolv.conf untouched.
-# shellcheck source=../gp_test_head.sh
-. "$(dirname "$0")/../gp_test_head.sh" host-test "$@"
+proto=${1:-}
+shift || true
+case $proto in
+gp)
+  # shellcheck source=../gp_test_head.sh
+  . "$(dirname "$0")/../gp_test_head.sh" host-test "$@" ;;
+ac)
+  # shellcheck source=../ac_test_head.sh
+  . "$(dirname "$0")/../ac_test_head.sh" host-test "$@" ;;
+*) echo "usage: $0 gp|ac MODE ESPVPN [GATEWAY]" >&2; exit 2 ;;
+esac
 chmod 755 "$work"  # the unprivileged client reaches the helper's record directory below it
 topo_up
 
@@ -38,6 +49,46 @@ logins() { stat 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)'; }
 new_records() { rec=$work/rec-$1; rm -rf "$rec"; mkdir -p "$rec"; chmod 1777 "$rec"; }
 record() { ls "$rec" | grep -E "\.$1\$" | head -1; }  # first record of a reason
 envvar() { tr '\0' '\n' <"$rec/$1" | sed -n "s/^$2=//p" | head -1; }
+
+# resolved_up: a private system bus ($work/bus) with a stand-in systemd-resolved on it, which
+# writes each call it gets to $work/resolved.jsonl.
+resolved_up() {
+  cat >"$work/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>system</type><listen>unix:path=$work/bus</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow own="*"/><allow send_destination="*"/><allow eavesdrop="false"/></policy>
+</busconfig>
+CONF
+  ip netns exec "$nsc" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
+  pids+=("$!")
+  wait_until 5 test -S "$work/bus" || fail "the private bus did not start"
+  ip netns exec "$nsc" $py "$here/fake_resolved.py" "unix:path=$work/bus" "$work/resolved.jsonl" \
+    "$work/resolved.ready" 120 >"$work/resolved.log" 2>&1 &
+  pids+=("$!")
+  wait_for "$work/resolved.ready" ready 15 || fail "the stand-in resolved did not start"
+}
+# resolved_check IFINDEX SERVERS DOMAINS: the calls were all for IFINDEX, with these servers and
+# domains (JSON), no default route, RevertLink last; prints the methods in order.
+resolved_check() { $py - "$work/resolved.jsonl" "$@" <<'PY'
+import json, sys
+calls = [json.loads(l) for l in open(sys.argv[1])]
+idx, servers, domains = int(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
+by = {c["method"]: c for c in calls}
+assert all(c["ifindex"] == idx for c in calls), calls
+assert by["SetLinkDNS"]["servers"] == servers, by["SetLinkDNS"]
+assert by["SetLinkDomains"]["domains"] == domains, by["SetLinkDomains"]
+assert by["SetLinkDefaultRoute"]["enable"] is False, by["SetLinkDefaultRoute"]
+assert calls[-1]["method"] == "RevertLink", calls
+print(" ".join(c["method"] for c in calls))
+PY
+}
+
+if [[ $proto == ac ]]; then
+  # shellcheck source=host_ac.sh
+  . "$here/host_ac.sh"
+  exit 0
+fi
 
 # start_espvpn ARGS...: as root, password on stdin, log in $work/espvpn.log.
 start_espvpn() {
@@ -264,20 +315,7 @@ dns_resolved)
   # bus (given to espvpn as the system bus) gets the per-link calls; resolv.conf (a
   # private bind mount again) stays as it was.
   gateway_up aes-128-gcm "${fake_extra[@]}" || fail "fake gateway did not start"
-  cat >"$work/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>system</type><listen>unix:path=$work/bus</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow own="*"/><allow send_destination="*"/><allow eavesdrop="false"/></policy>
-</busconfig>
-CONF
-  ip netns exec "$nsc" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
-  pids+=("$!")
-  for ((i = 0; i < 50; i++)); do [[ -S $work/bus ]] && break; sleep 0.1; done
-  ip netns exec "$nsc" $py "$here/fake_resolved.py" "unix:path=$work/bus" "$work/resolved.jsonl" \
-    "$work/resolved.ready" 120 >"$work/resolved.log" 2>&1 &
-  pids+=("$!")
-  wait_for "$work/resolved.ready" ready 15 || fail "the stand-in resolved did not start"
+  resolved_up
   printf 'nameserver 192.0.2.1\n' >"$work/resolv.conf"
   echo secret | ip netns exec "$nsc" unshare -m sh -c \
     'mount --bind "$1" /etc/resolv.conf && shift && exec env DBUS_SYSTEM_BUS_ADDRESS="$1" "$@"' \
@@ -287,22 +325,9 @@ CONF
   wait_connected
   ifindex=$(ip netns exec "$nsc" cat /sys/class/net/"$(sed -n 's/.*tun device \([^ ]*\).*/\1/p' "$work/espvpn.log")"/ifindex)
   stop_client
-  check() { $py - "$work/resolved.jsonl" "$ifindex" <<'PY'
-import json, sys
-calls = [json.loads(l) for l in open(sys.argv[1])]
-idx = int(sys.argv[2])
-by = {c["method"]: c for c in calls}
-assert all(c["ifindex"] == idx for c in calls), calls
-assert by["SetLinkDNS"]["servers"] == ["10.202.0.53", "fd00:202::53"], by["SetLinkDNS"]
-assert by["SetLinkDomains"]["domains"] == [["corp.test", False]], by["SetLinkDomains"]
-assert by["SetLinkDefaultRoute"]["enable"] is False, by["SetLinkDefaultRoute"]
-assert calls[-1]["method"] == "RevertLink", calls
-print(" ".join(c["method"] for c in calls))
-PY
-  }
-  calls=$(check) || fail "resolved calls: $(cat "$work/resolved.jsonl")"
+  calls=$(resolved_check "$ifindex" '["10.202.0.53", "fd00:202::53"]' '[["corp.test", false]]') || fail "resolved calls: $(cat "$work/resolved.jsonl")"
   [[ $(cat "$work/resolv.conf") == "nameserver 192.0.2.1" ]] || fail "resolv.conf was touched with resolved present"
   echo "RESULT dns_resolved: D-Bus calls on link $ifindex: $calls; resolv.conf untouched"
   ;;
-*) echo "usage: $0 nm|scripts|sighup|background|dns|dns_resolved ESPVPN GATEWAY" >&2; exit 2 ;;
+*) echo "usage: $0 gp nm|scripts|sighup|background|dns|dns_resolved ESPVPN GATEWAY" >&2; exit 2 ;;
 esac

@@ -119,6 +119,23 @@ TEST_CASE("resolv.conf: the VPN's servers only (at most 3), its domains first, o
     CHECK(text.find("pid 4242") != std::string::npos);
 }
 
+TEST_CASE("built-in settings: a split-DNS name that is also a search domain is not made routing-only") {
+    TunnelConfig c;
+    c.dns = {"192.168.99.1"};
+    c.default_domain = "example.test corp.test";
+    c.split_dns = {"example.test", "lab.test", "lab.test"};
+    DnsSettings s = built_in_dns_settings(c, "tun0", 3, 1);
+    CHECK(s.search_domains == std::vector<std::string>{"example.test", "corp.test"});
+    CHECK(s.routing_domains == std::vector<std::string>{"lab.test"});
+    CHECK_FALSE(s.default_route);
+    c.default_domain.clear();
+    c.split_dns = {"example.test"};
+    s = built_in_dns_settings(c, "tun0", 3, 1);
+    CHECK(s.search_domains.empty());
+    CHECK(s.routing_domains == std::vector<std::string>{"example.test"});
+    CHECK_FALSE(s.default_route);
+}
+
 TEST_CASE("resolv.conf: a repeated search domain is written once") {
     std::string text = compose_resolv_conf("search corp.example\n", vpn_dns());
     CHECK(text.find("search corp.example lab.example\n") != std::string::npos);
