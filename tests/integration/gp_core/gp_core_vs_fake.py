@@ -21,11 +21,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "gp_fake"))
-from gp_fake_test import REPO, Failure, check  # noqa: E402  (shared harness)
-
-FAKE = os.path.join(REPO, "tools", "fake-gp-gateway", "fake-gp-gateway")
-CERTS = os.path.join(REPO, "certs")
+sys.path.insert(0, os.path.join(HERE, ".."))
+from harness import CERTS, FAKE, REPO, Failure, check  # noqa: E402,F401  (shared harness)
 
 
 class Session:

@@ -25,100 +25,10 @@ import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", ".."))
-FAKE = os.path.join(REPO, "tools", "fake-gp-gateway", "fake-gp-gateway")
-CA = os.path.join(REPO, "certs", "ca.pem")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+from harness import CA, FAKE, REPO, Failure, Fake, OC_TIMEOUT, check, openconnect  # noqa: E402,F401
+
 HIPREPORT = "/usr/libexec/openconnect/hipreport.sh"
-OC_TIMEOUT = 30
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-    print(f"  ok: {what}")
-
-
-class Fake:
-    """One fake-gp-gateway process in a temporary directory."""
-
-    def __init__(self, *args, listeners=1, prefix=()):
-        self.dir = tempfile.mkdtemp(prefix="gpfake.")
-        self.ready = os.path.join(self.dir, "ready.json")
-        self.stats_file = os.path.join(self.dir, "stats.json")
-        self.log = os.path.join(self.dir, "fake.log")
-        listen = []
-        for _ in range(listeners):
-            listen += ["--listen", "127.0.0.1:0"]
-        cmd = [*prefix, sys.executable, FAKE, *listen, "--ready-file", self.ready, "--stats-file", self.stats_file,
-               "--log-file", self.log, "--admin-port", "0", "--max-runtime", "120", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 15
-        while not os.path.exists(self.ready):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise Failure(f"fake did not start: {cmd}")
-            time.sleep(0.05)
-        with open(self.ready) as f:
-            info = json.load(f)
-        self.ports = [l["port"] for l in info["listeners"]]
-        self.port = self.ports[0]
-        self.admin_port = info["admin_port"]
-        self.url = f"https://127.0.0.1:{self.port}/"
-
-    def stats(self):
-        with open(self.stats_file) as f:
-            return json.load(f)
-
-    def stats_when(self, predicate, seconds=10):
-        """The stats once predicate(stats) holds (or after `seconds`: the caller's check then
-        fails with what they say). For counts the fake writes after the client is done, e.g.
-        at a connection's close or a failed handshake: read at once, they may not be there yet."""
-        deadline = time.monotonic() + seconds
-        while True:
-            s = self.stats()
-            if predicate(s) or time.monotonic() > deadline:
-                return s
-            time.sleep(0.05)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                rc = self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise Failure("fake ignored SIGTERM for 10 s")
-            if rc != 0:
-                raise Failure(f"fake exited {rc} on SIGTERM")
-
-    def dump_log(self):
-        if os.path.exists(self.log):
-            sys.stdout.write("---- fake log ----\n" + open(self.log).read())
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *_):
-        try:
-            if exc_type is not None:
-                self.dump_log()
-            self.stop()
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def openconnect(url, args, stdin="", timeout=OC_TIMEOUT):
-    cmd = ["openconnect", "--protocol=gp", "--cafile", CA, *args, url]
-    print("  $ " + " ".join(cmd))
-    r = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
-    print("  openconnect exit", r.returncode)
-    return r
 
 
 def auth_lines(out):

@@ -25,10 +25,9 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "gp_fake"))
-from gp_fake_test import CA, REPO, Failure, Fake, check, openconnect  # noqa: E402  (shared harness)
+sys.path.insert(0, os.path.join(HERE, ".."))
+from harness import CA, CERTS, REPO, Failure, Fake, check, openconnect  # noqa: E402  (shared harness)
 
-CERTS = os.path.join(REPO, "certs")
 HIPREPORT = "/usr/libexec/openconnect/hipreport.sh"
 ESPVPN = None
 RUN_TIMEOUT = 40

@@ -1,28 +1,25 @@
 #!/usr/bin/env python3
-"""espvpn against a hostile GlobalProtect server (tools/fake-gp-gateway --hostile,
---malformed, absurd tunnel config, bad certificates). Each input must end in a
-clear error (or a clean, bounded acceptance), never a crash or hang, with espvpn's
-peak RSS measured and bounded.
+"""espvpn against hostile servers, for both protocols. GlobalProtect: tools/fake-gp-gateway --hostile,
+--malformed, absurd tunnel config, bad certificates; AnyConnect: hostile_ac_peer.py (hostile_ac.py).
+Each input must end in a clear error (or a clean, bounded acceptance), never a crash or hang, with
+espvpn's peak RSS measured and bounded.
 
-  hostile_test.py ESPVPN CASE     CASE: http | config | tls
+  hostile_test.py ESPVPN gp CASE     CASE: http | config | tls
+  hostile_test.py ESPVPN ac CASE     CASE: ac_login | ac_connect | ac_cstp | ac_cstp_break (the last two: root)
 
 Loopback only, ephemeral ports, every run bounded (--http-timeout, timeout=).
 Prints one RESULT line per input: outcome, seconds, peak RSS. Exit 0/1.
 """
 
 import os
-import signal
 import re
-import subprocess
 import sys
-import tempfile
-import time
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "gp_fake"))
-from gp_fake_test import CA, REPO, Failure, Fake, check  # noqa: E402  (shared harness)
+sys.path.insert(0, os.path.join(HERE, ".."))
+from harness import CA, CERTS, Failure, Fake, check, error_line, is_asan, run_measured  # noqa: E402
+import hostile_ac  # noqa: E402
 
-CERTS = os.path.join(REPO, "certs")
 ESPVPN = None
 HTTP_TIMEOUT = 3
 # An ASan build keeps freed memory in quarantine and shadow memory on top: the
@@ -34,43 +31,11 @@ def run(url, args, stdin="secret\n", timeout=40, ca=True):
     """espvpn --dry-run; returns (returncode, stdout, stderr, seconds, peak RSS in MiB)."""
     cmd = [ESPVPN, "--protocol=gp", *(["--cafile", CA] if ca else []), "--dry-run", "--http-timeout",
            str(HTTP_TIMEOUT), "-u", "alice", "--passwd-on-stdin", *args, url]
-    # Peak RSS through GNU time: a child's ru_maxrss starts from its parent's RSS at exec
-    # (Linux keeps the old mm's high-water mark), so measured from here it would include
-    # this Python process's own memory.
-    rss_file = tempfile.NamedTemporaryFile(prefix="espvpn-rss-", delete=False)
-    rss_file.close()
-    cmd = ["/usr/bin/time", "-q", "-f", "%M", "-o", rss_file.name, *cmd]
-    start = time.monotonic()
-    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True)
-        proc.stdin.write(stdin.encode())
-        proc.stdin.close()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # time and espvpn
-            proc.wait()
-            raise Failure(f"espvpn still running after {timeout} s: {' '.join(cmd)}")
-        err.seek(0)
-        stderr = err.read().decode(errors="replace")
-        out.seek(0)
-        stdout = out.read().decode(errors="replace")
-    took = time.monotonic() - start
-    with open(rss_file.name) as f:
-        rss_lines = f.read().split()
-    os.unlink(rss_file.name)
-    if not rss_lines or not rss_lines[-1].isdigit():
-        raise Failure(f"GNU time gave no peak RSS for: {' '.join(cmd)}")
-    rss_mb = int(rss_lines[-1]) / 1024
-    if proc.returncode < 0 or proc.returncode > 2:
+    rc, stdout, stderr, took, rss_mb = run_measured(cmd, stdin, timeout)
+    if rc < 0 or rc > 2:
         sys.stdout.write(stderr[-3000:])
-        raise Failure(f"espvpn died: exit {proc.returncode} ({' '.join(cmd)})")
-    return proc.returncode, stdout, stderr, took, rss_mb
-
-
-def error_line(stderr):
-    m = re.search(r"^.*error: .*$", stderr, re.M)
-    return m.group(0) if m else ""
+        raise Failure(f"espvpn died: exit {rc} ({' '.join(cmd)})")
+    return rc, stdout, stderr, took, rss_mb
 
 
 def case_http():
@@ -149,22 +114,22 @@ def case_tls():
     refused("no CA given, system trust off", [], ["--no-system-trust"], False, r"issuer is unknown")
 
 
-CASES = {"http": case_http, "config": case_config, "tls": case_tls}
+CASES = {"gp": {"http": case_http, "config": case_config, "tls": case_tls},
+         "ac": {name: (lambda c=c: c(ESPVPN, RSS_LIMIT_MB)) for name, c in hostile_ac.CASES.items()}}
 
 
 def main():
     global ESPVPN, RSS_LIMIT_MB
-    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
-        print(f"usage: {sys.argv[0]} ESPVPN CASE  (CASE: {', '.join(CASES)})")
+    if len(sys.argv) != 4 or sys.argv[2] not in CASES or sys.argv[3] not in CASES[sys.argv[2]]:
+        print(f"usage: {sys.argv[0]} ESPVPN gp|ac CASE  (gp: {', '.join(CASES['gp'])}; ac: {', '.join(CASES['ac'])})")
         return 1
     ESPVPN = os.path.abspath(sys.argv[1])
-    with open(ESPVPN, "rb") as f:
-        if b"__asan_init" in f.read():
-            RSS_LIMIT_MB = 400
-    name = sys.argv[2]
+    if is_asan(ESPVPN):
+        RSS_LIMIT_MB = 400
+    name = sys.argv[3]
     print(f"== {name}")
     try:
-        CASES[name]()
+        CASES[sys.argv[2]][name]()
     except Failure as e:
         print(f"FAIL {name}: {e}")
         return 1

@@ -170,6 +170,10 @@ TEST_CASE("reply variants and refusals") {
     CHECK(reply_error("X-CSTP-Address: 10.0.0.2\r\n").find("no MTU") != std::string::npos);
     CHECK(reply_error("X-CSTP-Address: 10.0.0.256\r\nX-CSTP-MTU: 1400\r\n").find("X-CSTP-Address") != std::string::npos);
     CHECK(reply_error("X-CSTP-Address: 10.0.0.2\r\nX-CSTP-MTU: big\r\n").find("X-CSTP-MTU") != std::string::npos);
+    CHECK(reply_error("X-CSTP-Address: 10.0.0.2\r\nX-CSTP-MTU: 100000\r\n") == "X-CSTP-MTU is 100000, expected 576..9000");
+    CHECK(reply_error("X-CSTP-Address: 10.0.0.2\r\nX-CSTP-MTU: 100\r\n") == "X-CSTP-MTU is 100, expected 576..9000");
+    CHECK(reply_error("X-CSTP-Address: 10.0.0.2\r\nX-CSTP-MTU: 1400\r\nX-DTLS-MTU: 70000\r\n") ==
+          "X-DTLS-MTU is 70000, expected 576..9000");
     CHECK(reply_error("X-CSTP-Address: 10.0.0.2\r\nX-CSTP-MTU: 1400\r\nX-CSTP-Split-Include: 10.0.0.0/33\r\n")
               .find("X-CSTP-Split-Include: route '10.0.0.0/33': prefix length over 32") != std::string::npos);
     CHECK(reply_error("X-CSTP-Address: 10.0.0.2\r\nX-CSTP-MTU: 1400\r\nX-CSTP-Split-Exclude: 10.0.0.0/255.0.255.0\r\n")
