@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced first by the drivers that run espvpn --protocol=anyconnect against Debian's ocserv
 # in the shared topology (tests/integration/anyconnect/ocserv_env.sh), as gp_test_head.sh is
 # for the fake GP gateway:

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the integration drivers (after they set work, the test's temp dir): the helpers
 # every suite needs, once. tools/netns/gp-topology.sh (sourced before or after this) adds the
 # topology and its own json / wait_for (a log pattern) / wait_listening / sigint_exit.
