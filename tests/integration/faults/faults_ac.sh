@@ -16,7 +16,7 @@
 #               DPD (--force-dpd 1) declares DTLS and CSTP dead (stats: transport none), reconnect
 #               attempt 1 waits for a SYN answer: SIGINT then exits 0 within 3 s, tun removed,
 #               resolv.conf restored
-#   flood:      iperf3 UDP -b 3G for 5 s each way on DTLS and on CSTP (--no-dtls): espvpn's peak RSS
+#   flood:      iperf3 UDP -b 3G for 3 s each way on DTLS and on CSTP (--no-dtls): espvpn's peak RSS
 #               (VmHWM) < 100 MiB (400 under ASan), ping afterwards; one ocserv for both
 # shellcheck shell=bash
 
@@ -172,8 +172,8 @@ blackhole_sigint)
   ;;
 flood)
   lost=""
-  flood() {  # [-R]: iperf3 UDP -b 3G for 5 s; appends the end-to-end loss % to $lost
-    timeout 40 ip netns exec "$nsc" iperf3 -c $lan_ip -u -b 3G -l 1200 -t 5 ${1:-} -J >"$work/flood.json" \
+  flood() {  # [-R]: iperf3 UDP -b 3G for 3 s; appends the end-to-end loss % to $lost
+    timeout 40 ip netns exec "$nsc" iperf3 -c $lan_ip -u -b 3G -l 1200 -t 3 ${1:-} -J >"$work/flood.json" \
       || fail "iperf3 UDP flood ${1:-up}"
     lost+="$(json "$work/flood.json" '"%.0f%%" % d["end"]["sum"]["lost_percent"]') "
     wait_until 10 ping_lan 1 || fail "no ping after the flood ${1:-up}"
@@ -188,7 +188,7 @@ flood)
   flood; flood -R
   cstp_mb=$(peak_rss_mb "$client_pid") cstp_drops=$(stats_get "$work/cl-stats.json" "d['drops']")
   espvpn_down
-  echo "RESULT ac flood: 3 Gbit/s UDP 5 s each way (iperf3 loss up/down DTLS, up/down CSTP: $lost);" \
+  echo "RESULT ac flood: 3 Gbit/s UDP 3 s each way (iperf3 loss up/down DTLS, up/down CSTP: $lost);" \
        "DTLS: peak RSS $dtls_mb MiB, $dtls_drops drops in espvpn; CSTP: peak RSS $cstp_mb MiB, $cstp_drops drops; ping after each"
   limit=$(rss_limit_mb "$espvpn" 100)
   [[ $dtls_mb -lt $limit && $cstp_mb -lt $limit ]] || fail "peak RSS DTLS $dtls_mb MiB / CSTP $cstp_mb MiB >= $limit MiB"

@@ -9,7 +9,7 @@ crash or a hang; peak RSS bounded.
   ac_cstp:    hostile CSTP frames after a good CONNECT (root: espvpn opens its tun in a private
               network namespace, `unshare -n`): bad magic, a length over the MTU, an unknown type: exit 1
               naming it
-  ac_cstp_break: (root, the same) half a frame then close, silence, a 5-s flood of frames then
+  ac_cstp_break: (root, the same) half a frame then close, silence, a 3-s flood of frames then
               silence: espvpn notices, reconnects at a bounded rate, its RSS bounded, SIGINT ends it
               (exit 0)
 """
