@@ -12,8 +12,8 @@
 #                             second: a read after a fixed sleep may see it from before the event)
 #   no_tun_left NS            no tun device left in namespace NS
 #   peak_rss_mb PID           VmHWM of PID in MiB
-#   rss_limit_mb BIN LIMIT    LIMIT, or 4 x LIMIT for an AddressSanitizer build of BIN (freed
-#                             memory sits in ASan's quarantine)
+#   rss_limit_mb BIN LIMIT [ASAN_LIMIT]   LIMIT, or for an AddressSanitizer build of BIN ASAN_LIMIT
+#                             (default 4 x LIMIT: freed memory sits in ASan's quarantine)
 lib_py=/usr/bin/python3; [[ -x $lib_py ]] || lib_py=python3
 fail_logs=()
 
@@ -58,5 +58,5 @@ no_tun_left() { ! ip -n "$1" -o link show type tun 2>/dev/null | grep -q .; }
 peak_rss_mb() { awk '/^VmHWM:/ {print int($2 / 1024)}' "/proc/$1/status"; }
 
 rss_limit_mb() {
-  if [[ $(readelf --dyn-syms -W "$1" 2>/dev/null) == *__asan_init* ]]; then echo $(($2 * 4)); else echo "$2"; fi
+  if [[ $(readelf --dyn-syms -W "$1" 2>/dev/null) == *__asan_init* ]]; then echo "${3:-$(($2 * 4))}"; else echo "$2"; fi
 }

@@ -17,7 +17,7 @@
 #               attempt 1 waits for a SYN answer: SIGINT then exits 0 within 3 s, tun removed,
 #               resolv.conf restored
 #   flood:      iperf3 UDP -b 3G for 3 s each way on DTLS and on CSTP (--no-dtls): espvpn's peak RSS
-#               (VmHWM) < 100 MiB (400 under ASan), ping afterwards; one ocserv for both
+#               (VmHWM) < 100 MiB (800 under ASan), ping afterwards; one ocserv for both
 # shellcheck shell=bash
 
 resolv_conf=/etc/netns/$nsc/resolv.conf
@@ -190,7 +190,10 @@ flood)
   espvpn_down
   echo "RESULT ac flood: 3 Gbit/s UDP 3 s each way (iperf3 loss up/down DTLS, up/down CSTP: $lost);" \
        "DTLS: peak RSS $dtls_mb MiB, $dtls_drops drops in espvpn; CSTP: peak RSS $cstp_mb MiB, $cstp_drops drops; ping after each"
-  limit=$(rss_limit_mb "$espvpn" 100)
+  # Under ASan: 100 MiB plus its quarantine (256 MiB) and shadow; GnuTLS allocates a buffer per
+  # record, so a flood fills the quarantine (the DTLS flood peaked at 394-474 MiB there, 16 MiB in
+  # release; unbounded growth would be GBs).
+  limit=$(rss_limit_mb "$espvpn" 100 800)
   [[ $dtls_mb -lt $limit && $cstp_mb -lt $limit ]] || fail "peak RSS DTLS $dtls_mb MiB / CSTP $cstp_mb MiB >= $limit MiB"
   ;;
 *) echo "usage: faults.sh ac netem|restart|linkflap|addrchange|blackhole_sigint|flood ESPVPN" >&2; exit 2 ;;

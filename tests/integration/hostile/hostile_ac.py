@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from harness import CA, Failure, check, error_line, run_measured
+from harness import CA, Failure, check, error_line, is_asan, run_measured
 
 PEER = os.path.join(os.path.dirname(os.path.realpath(__file__)), "hostile_ac_peer.py")
 HTTP_TIMEOUT = 3
@@ -185,7 +185,9 @@ def case_ac_cstp_break(espvpn, rss_limit):
     in_private_netns()
     survives(espvpn, rss_limit, "cstp-truncated", 1)
     survives(espvpn, rss_limit, "cstp-stall", 2)
-    survives(espvpn, rss_limit, "cstp-flood", 1)
+    # Under ASan a flood fills its quarantine (256 MiB: GnuTLS allocates a buffer per record): ~430 MiB
+    # seen there (800 allowed: unbounded growth is GBs), 17 MiB in release.
+    survives(espvpn, 800 if is_asan(espvpn) else rss_limit, "cstp-flood", 1)
 
 
 CASES = {"ac_login": case_ac_login, "ac_connect": case_ac_connect, "ac_cstp": case_ac_cstp,
