@@ -62,13 +62,18 @@ authenticate() {
 }
 cookie_of() { sed -n "s/^COOKIE='\(.*\)'$/\1/p" "$work/auth.out"; }
 
-# espvpn_up NAME [options...]: espvpn in the client namespace until "tunnel up"; sets client_pid.
+# espvpn_up NAME [options...]: espvpn in the client namespace (log $work/NAME.log, --stats-json
+# $work/NAME.json) until its stats say a channel carries data; sets client_pid.
 espvpn_up() {
   local name=$1; shift
-  ip netns exec "$nsc" "$espvpn" "${ca[@]}" "${dtls_opt[@]}" "$@" "$url" <&0 >"$work/$name.out" 2>"$work/$name.log" &
+  rm -f "$work/$name.json"
+  ip netns exec "$nsc" "$espvpn" "${ca[@]}" "${dtls_opt[@]}" --stats-json "$work/$name.json" "$@" "$url" <&0 \
+    >"$work/$name.out" 2>"$work/$name.log" &
   client_pid=$!; pids+=("$client_pid")
-  wait_for "$work/$name.log" "tunnel up" 20 || fail "$name: espvpn did not bring the tunnel up"
+  stats_wait "$work/$name.json" "d['transport'] != 'none'" 20 || fail "$name: espvpn did not bring the tunnel up"
 }
+# dtls_up NAME: until the stats say DTLS carries the data.
+dtls_up() { stats_wait "$work/$1.json" "d['transport'] == 'dtls'" 20 || fail "$1: DTLS did not come up"; }
 
 espvpn_stop() {  # NAME: SIGINT, exit 0, tun gone, ocserv saw the logout
   kill -INT "$client_pid"

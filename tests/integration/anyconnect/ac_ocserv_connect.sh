@@ -217,7 +217,7 @@ full_tunnel)
   ;;
 server_kill)
   espvpn_up killed -u testuser --passwd-on-stdin <<<"$oc_password"
-  wait_for "$work/killed.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  dtls_up killed
   ping_lan
   id=$(occtl_run -j show users | json /dev/stdin 'd[0]["ID"]')
   occtl_run disconnect id "$id" >/dev/null

@@ -18,8 +18,8 @@ case $mode in
 dtls_psk|dtls_legacy)
   want=${mode#dtls_}
   port_opt=(); [[ $want == legacy ]] && port_opt=(--dtls-local-port 40123)
-  espvpn_up dtls -u testuser --passwd-on-stdin --stats-json "$work/dtls.json" "${port_opt[@]}" <<<"$oc_password"
-  wait_for "$work/dtls.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  espvpn_up dtls -u testuser --passwd-on-stdin "${port_opt[@]}" <<<"$oc_password"
+  dtls_up dtls
   if [[ $want == legacy ]]; then
     ip netns exec "$nsc" ss -Hun state established >"$work/ss.out"
     grep -q "$cl_ip:40123 *$gw_ip:$oc_port" "$work/ss.out" || fail "--dtls-local-port 40123 not used: $(cat "$work/ss.out")"
@@ -45,7 +45,7 @@ dtls_psk|dtls_legacy)
   ;;
 udp_blocked)
   udp_block both
-  espvpn_up blocked -u testuser --passwd-on-stdin --stats-json "$work/blocked.json" --esp-retry-interval 4 \
+  espvpn_up blocked -u testuser --passwd-on-stdin --esp-retry-interval 4 \
     <<<"$oc_password"
   ping_lan
   up=$(iperf_mbps); down=$(iperf_mbps -R)
@@ -63,8 +63,8 @@ udp_blocked)
   echo "PASS udp_blocked"
   ;;
 dtls_dies)
-  espvpn_up dies -u testuser --passwd-on-stdin --stats-json "$work/dies.json" --esp-retry-interval 4 <<<"$oc_password"
-  wait_for "$work/dies.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  espvpn_up dies -u testuser --passwd-on-stdin --esp-retry-interval 4 <<<"$oc_password"
+  dtls_up dies
   ping_lan
   udp_block in
   t0=$SECONDS
@@ -85,8 +85,8 @@ dtls_dies)
   echo "PASS dtls_dies"
   ;;
 outer_v6)
-  espvpn_up v6 -u testuser --passwd-on-stdin --stats-json "$work/v6.json" <<<"$oc_password"
-  wait_for "$work/v6.log" "data over DTLS" 20 || fail "DTLS did not come up over IPv6"
+  espvpn_up v6 -u testuser --passwd-on-stdin <<<"$oc_password"
+  dtls_up v6
   ip netns exec "$nsc" ss -Htn state established "dst [$gw_ip6]:$oc_port" | grep -q . ||
     fail "CSTP is not over TCPv6 to [$gw_ip6]:$oc_port"
   ip netns exec "$nsc" ss -Hun state established "dst [$gw_ip6]:$oc_port" | grep -q . ||

@@ -22,9 +22,9 @@
 case $mode in
 reconnect_tls_drop)
   script_logging "$work/reasons"
-  espvpn_up drop -u testuser --passwd-on-stdin --script "$work/script" --stats-json "$work/drop.json" \
+  espvpn_up drop -u testuser --passwd-on-stdin --script "$work/script" \
     <<<"$oc_password"
-  wait_for "$work/drop.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  dtls_up drop
   ping_lan
   addr=$(ip -n "$nsc" -4 -o addr show dev "$(tun_name)" | awk '{print $4}')
   # traffic during the outage: the tun's packets are dropped and counted
@@ -62,7 +62,7 @@ reconnect_tls_drop)
   ;;
 reconnect_dpd)
   espvpn_up dpd -u testuser --passwd-on-stdin <<<"$oc_password"
-  wait_for "$work/dpd.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  dtls_up dpd
   ping_lan
   ip netns exec "$nsc" nft add table inet acblock
   ip netns exec "$nsc" nft add chain inet acblock in "{ type filter hook input priority 0; }"
@@ -105,7 +105,7 @@ reconnect_gone|reconnect_cookie_refused)
 sigusr2)
   script_logging "$work/reasons"
   espvpn_up usr2 -u testuser --passwd-on-stdin --script "$work/script" <<<"$oc_password"
-  wait_for "$work/usr2.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  dtls_up usr2
   ping_lan
   kill -USR2 "$client_pid"
   wait_for "$work/usr2.log" "reconnected to .*(SIGUSR2)" 15 || fail "no reconnect after SIGUSR2"
@@ -145,8 +145,8 @@ blackhole_sigint)
   ;;
 sigusr2_blocked)
   # --force-dpd 2: a CSTP link that stopped answering would be declared dead within ~4 s.
-  espvpn_up u2b -u testuser --passwd-on-stdin --force-dpd 2 --stats-json "$work/u2b.json" <<<"$oc_password"
-  wait_for "$work/u2b.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  espvpn_up u2b -u testuser --passwd-on-stdin --force-dpd 2 <<<"$oc_password"
+  dtls_up u2b
   ping_lan
   # New connections to ocserv dropped (their SYNs: a conntrack "ct state new" rule would also
   # catch the established connection, picked up mid-stream as new); it and DTLS pass.

@@ -18,8 +18,8 @@ rekey_new_tunnel|rekey_ssl)
   method=${mode#rekey_}; method=${method/_/-}
   # ssl: a CSTP DPD exchange due at the rekey is the case that broke the renegotiation (ocserv's DPD answer
   # overtook its ServerHello; with these DPD settings the old code failed 2 of 3 runs).
-  espvpn_up rk -u testuser --passwd-on-stdin "${rk_opt[@]}" --stats-json "$work/rk.json" <<<"$oc_password"
-  wait_for "$work/rk.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  espvpn_up rk -u testuser --passwd-on-stdin "${rk_opt[@]}" <<<"$oc_password"
+  dtls_up rk
   every=$(sed -n "s/.*rekey: $method every \([0-9]*\) s.*/\1/p" "$work/rk.log" | head -1)
   [[ -n $every ]] || fail "no '$method' rekey time from the server: $(grep rekey "$work/rk.log")"
   [[ $every -le 45 ]] || fail "rekey time $every s: too long for this test"
@@ -54,7 +54,7 @@ rekey_ssl_busy)
   # CSTP only, ocserv sending 200 pkt/s to the client: no pause for a renegotiation to begin in, so
   # espvpn does not start one (a hello the server's data overtakes breaks the connection) but opens a
   # new tunnel; the stream crosses it.
-  espvpn_up rkb -u testuser --passwd-on-stdin --stats-json "$work/rkb.json" <<<"$oc_password"
+  espvpn_up rkb -u testuser --passwd-on-stdin <<<"$oc_password"
   every=$(sed -n "s/.*rekey: ssl every \([0-9]*\) s.*/\1/p" "$work/rkb.log" | head -1)
   [[ -n $every && $every -le 45 ]] || fail "no usable ssl rekey time from the server: $(grep rekey "$work/rkb.log")"
   ping_lan
@@ -74,7 +74,7 @@ rekey_ssl_busy)
 rekey_tls13)
   # CSTP on TLS 1.3, where ocserv still offers the ssl rekey: espvpn sends a KeyUpdate asking for the
   # server's too. CSTP only, so the stream and the pings after it travel under the new keys both ways.
-  espvpn_up rk13 -u testuser --passwd-on-stdin --stats-json "$work/rk13.json" <<<"$oc_password"
+  espvpn_up rk13 -u testuser --passwd-on-stdin <<<"$oc_password"
   grep -q "CSTP connected.*(TLS1.3)" "$work/rk13.log" || fail "CSTP not on TLS 1.3: $(grep 'CSTP connected' "$work/rk13.log")"
   every=$(sed -n "s/.*rekey: ssl every \([0-9]*\) s.*/\1/p" "$work/rk13.log" | head -1)
   [[ -n $every && $every -le 45 ]] || fail "no usable ssl rekey time from the server: $(grep rekey "$work/rk13.log")"
@@ -95,8 +95,8 @@ rekey_tls13)
 rekey_dtls)
   # TLS 1.3 with DTLS: the CSTP key update at 30 s leaves the exporter, so the DTLS channel carries on;
   # its own rekey (X-DTLS-Rekey-Time, ocserv: 40 s) then makes a new DTLS handshake with the same PSK.
-  espvpn_up rkd -u testuser --passwd-on-stdin --stats-json "$work/rkd.json" <<<"$oc_password"
-  wait_for "$work/rkd.log" "data over DTLS" 20 || fail "DTLS did not come up"
+  espvpn_up rkd -u testuser --passwd-on-stdin <<<"$oc_password"
+  dtls_up rkd
   dtls_every=$(sed -n "s/.*; DTLS every \([0-9]*\) s.*/\1/p" "$work/rkd.log" | head -1)
   [[ -n $dtls_every && $dtls_every -le 50 ]] || fail "no usable DTLS rekey time: $(grep rekey "$work/rkd.log")"
   ping_lan
