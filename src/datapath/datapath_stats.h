@@ -14,6 +14,26 @@
 
 namespace espvpn::datapath {
 
+// The UDP socket's side of every UDP pipeline (ESP, DTLS), copied from its
+// io::UdpCounters by mirror_send_counters / mirror_receive_counters (udp_send.h).
+#define ESPVPN_UDP_TX_COUNTERS(X)                                                             \
+    X(udp_sent)             /* datagrams the kernel accepted */                               \
+    X(udp_send_calls)       /* sendmmsg calls */                                              \
+    X(udp_gso_messages)     /* messages carrying several segments */                          \
+    X(send_retries)         /* waits for socket room before resending the rest of a batch */
+#define ESPVPN_UDP_TX_DROPS(X)                                                                \
+    X(drop_socket_full)     /* socket send buffer still full after retries */                 \
+    X(drop_no_buffers)      /* ENOBUFS (device queue full) after retries */                   \
+    X(drop_unreachable)     /* ICMP unreachable / connection refused from the peer */         \
+    X(drop_udp_too_big)     /* EMSGSIZE: the datagram is larger than the path allows */       \
+    X(drop_send_error)      /* any other send failure */
+#define ESPVPN_UDP_RX_COUNTERS(X)                                                             \
+    X(udp_recv_calls)                                                                         \
+    X(udp_datagrams)                                                                          \
+    X(udp_bytes)                                                                              \
+    X(udp_gro_buffers)      /* received buffers holding several datagrams */                 \
+    X(udp_peer_errors)      /* ICMP errors reported on the socket */
+
 // tun -> ESP -> UDP
 #define ESPVPN_TX_COUNTERS(X)                                                                 \
     X(tun_reads)            /* read(2) calls on the tun that returned data */                 \
@@ -22,10 +42,7 @@ namespace espvpn::datapath {
     X(inner_bytes)                                                                            \
     X(esp_packets)          /* sealed */                                                      \
     X(esp_bytes)            /* UDP payload bytes sealed */                                    \
-    X(udp_sent)             /* datagrams the kernel accepted */                               \
-    X(udp_send_calls)       /* sendmmsg calls */                                              \
-    X(udp_gso_messages)     /* messages carrying several segments */                          \
-    X(send_retries)         /* waits for socket room before resending the rest of a batch */ \
+    ESPVPN_UDP_TX_COUNTERS(X) \
     X(probes_sent)          /* GP ESP probes sealed and sent */                               \
     X(sa_installs)          /* outbound SAs taken into use */                                 \
     X(drop_split)           /* tun super-packets that could not be split (malformed) */      \
@@ -35,20 +52,12 @@ namespace espvpn::datapath {
     X(drop_not_ip)          /* neither IPv4 nor IPv6 */                                       \
     X(drop_seal_failed)     /* no room / crypto refused (not expected) */                     \
     X(drop_sequence_exhausted) /* 2^32 packets on one SA: a rekey is overdue */               \
-    X(drop_socket_full)     /* socket send buffer still full after retries */                 \
-    X(drop_no_buffers)      /* ENOBUFS (device queue full) after retries */                   \
-    X(drop_unreachable)     /* ICMP unreachable / connection refused from the peer */         \
-    X(drop_udp_too_big)     /* EMSGSIZE: ESP packet larger than the path allows */            \
-    X(drop_send_error)      /* any other send failure */                                      \
+    ESPVPN_UDP_TX_DROPS(X) \
     X(drop_no_peer)         /* gateway: no authentic packet has told us where to send yet */
 
 // UDP -> ESP -> tun
 #define ESPVPN_RX_COUNTERS(X)                                                                 \
-    X(udp_recv_calls)                                                                         \
-    X(udp_datagrams)                                                                          \
-    X(udp_bytes)                                                                              \
-    X(udp_gro_buffers)      /* received buffers holding several datagrams */                 \
-    X(udp_peer_errors)      /* ICMP errors reported on the socket */                          \
+    ESPVPN_UDP_RX_COUNTERS(X) \
     X(esp_ok)               /* authentic, decrypted */                                        \
     X(inner_packets)        /* delivered to the tun */                                        \
     X(inner_bytes)                                                                            \
@@ -106,10 +115,7 @@ namespace espvpn::datapath {
     X(inner_bytes)                                                                        \
     X(records)              /* DTLS records sealed (data and control) */                  \
     X(record_bytes)         /* UDP payload bytes sealed */                                \
-    X(udp_sent)             /* datagrams the kernel accepted */                           \
-    X(udp_send_calls)       /* sendmmsg calls */                                          \
-    X(udp_gso_messages)     /* messages carrying several segments */                      \
-    X(send_retries)         /* waits for socket room before resending the rest */        \
+    ESPVPN_UDP_TX_COUNTERS(X) \
     X(dpd_requests_sent)                                                                  \
     X(dpd_responses_sent)   /* answers to the server's DPD requests */                    \
     X(keepalives_sent)                                                                    \
@@ -117,19 +123,11 @@ namespace espvpn::datapath {
     X(drop_too_big)         /* inner packet larger than the tunnel MTU */                 \
     X(drop_not_ip)          /* neither IPv4 nor IPv6 */                                   \
     X(drop_seal_failed)     /* GnuTLS refused the record */                               \
-    X(drop_socket_full)     /* socket send buffer still full after retries */             \
-    X(drop_no_buffers)      /* ENOBUFS after retries */                                   \
-    X(drop_unreachable)     /* ICMP unreachable / connection refused */                   \
-    X(drop_udp_too_big)     /* EMSGSIZE */                                                \
-    X(drop_send_error)      /* any other send failure */
+    ESPVPN_UDP_TX_DROPS(X)
 
 // UDP -> DTLS -> the tun's owner (AnyConnect; the CSTP pump writes the tun)
 #define ESPVPN_DTLS_RX_COUNTERS(X)                                                        \
-    X(udp_recv_calls)                                                                     \
-    X(udp_datagrams)                                                                      \
-    X(udp_bytes)                                                                          \
-    X(udp_gro_buffers)      /* received buffers holding several datagrams */             \
-    X(udp_peer_errors)      /* ICMP errors reported on the socket */                      \
+    ESPVPN_UDP_RX_COUNTERS(X) \
     X(records)              /* authentic records opened */                                \
     X(inner_packets)        /* data packets delivered to the tun */                       \
     X(inner_bytes)                                                                        \

@@ -231,7 +231,13 @@ public:
 private:
     ResolvedDns(sd_bus* bus, int ifindex) : bus_(bus), ifindex_(ifindex) {}
 
-    Status send(sd_bus_message* m, const char* what) {
+    // Sends a method call whose arguments were appended with result `built`
+    // (negative: appending failed, nothing is sent); frees the message either way.
+    Status send(sd_bus_message* m, int built, const char* what) {
+        if (built < 0) {
+            sd_bus_message_unref(m);
+            return make_error(std::string(what) + ": " + strerror(-built));
+        }
         sd_bus_error err = SD_BUS_ERROR_NULL;
         int r = sd_bus_call(bus_, m, kBusTimeoutUs, &err, nullptr);
         sd_bus_message_unref(m);
@@ -268,11 +274,7 @@ private:
             if (r >= 0) r = sd_bus_message_close_container(*m);
         }
         if (r >= 0) r = sd_bus_message_close_container(*m);
-        if (r < 0) {
-            sd_bus_message_unref(*m);
-            return make_error(std::string("SetLinkDNS: ") + strerror(-r));
-        }
-        return send(*m, "SetLinkDNS");
+        return send(*m, r, "SetLinkDNS");
     }
 
     Status set_domains(const DnsSettings& s) {
@@ -285,21 +287,13 @@ private:
             if (r >= 0) r = sd_bus_message_append(*m, "(sb)", d.c_str(), 1);
         if (s.default_route && r >= 0) r = sd_bus_message_append(*m, "(sb)", ".", 1);
         if (r >= 0) r = sd_bus_message_close_container(*m);
-        if (r < 0) {
-            sd_bus_message_unref(*m);
-            return make_error(std::string("SetLinkDomains: ") + strerror(-r));
-        }
-        return send(*m, "SetLinkDomains");
+        return send(*m, r, "SetLinkDomains");
     }
 
     Status call_bool(const char* method, bool value) {
         auto m = begin(method);
         if (!m) return m.error();
-        if (int r = sd_bus_message_append(*m, "b", value ? 1 : 0); r < 0) {
-            sd_bus_message_unref(*m);
-            return make_error(std::string(method) + ": " + strerror(-r));
-        }
-        return send(*m, method);
+        return send(*m, sd_bus_message_append(*m, "b", value ? 1 : 0), method);
     }
 
     sd_bus* bus_;

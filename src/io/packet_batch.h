@@ -81,6 +81,11 @@ public:
     // so a pipeline can compact a batch after dropping packets: swap the kept
     // ones to the front, then set_size(kept).
     void swap_packets(std::size_t i, std::size_t j);
+    // That compaction's step: packet i, kept, goes to position `kept`; returns the new count kept.
+    std::size_t keep(std::size_t i, std::size_t kept) {
+        if (kept != i) swap_packets(kept, i);
+        return kept + 1;
+    }
 
     // The whole slot, headroom through tailroom.
     std::span<std::uint8_t> slot(std::size_t i);

@@ -350,6 +350,20 @@ std::size_t UdpSocket::drain_gro(PacketBatch& out, SocketAddress* sources) {
     return appended;
 }
 
+// One non-blocking recvmmsg. Nothing to read, an interrupted call and an ICMP error the kernel
+// reports for the connected peer (counted) are all "0 messages"; anything else is an error.
+Result<int> UdpSocket::receive_messages(mmsghdr* msgs, std::size_t count) {
+    ++counters_.receive_calls;
+    int r = ::recvmmsg(fd_, msgs, static_cast<unsigned>(count), MSG_DONTWAIT, nullptr);
+    if (r >= 0) return r;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+    if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH) {
+        ++counters_.peer_errors;
+        return 0;
+    }
+    return make_error("udp recvmmsg: " + errno_text(errno));
+}
+
 Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out, SocketAddress* sources) {
     Buffers& b = *buf_;
     MessageArrays& rx = b.rx;
@@ -384,16 +398,10 @@ Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out, SocketAddress* sourc
             mh.msg_hdr.msg_controllen = kCmsgSpace;
             want_name(mh, k);
         }
-        ++counters_.receive_calls;
-        int r = ::recvmmsg(fd_, rx.msgs, static_cast<unsigned>(buffers), MSG_DONTWAIT, nullptr);
-        if (r < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return appended;
-            if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH) {
-                ++counters_.peer_errors;
-                return appended;
-            }
-            return make_error("udp recvmmsg: " + errno_text(errno));
-        }
+        auto got = receive_messages(rx.msgs, buffers);
+        if (!got) return got.error();
+        const int r = *got;
+        if (r == 0) return appended;
         b.gro_count = static_cast<std::size_t>(r);
         b.gro_index = 0;
         b.gro_offset = 0;
@@ -434,16 +442,10 @@ Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out, SocketAddress* sourc
         mh.msg_hdr.msg_iovlen = 1;
         want_name(mh, k);
     }
-    ++counters_.receive_calls;
-    int r = ::recvmmsg(fd_, rx.msgs, static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
-    if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return appended;
-        if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH) {
-            ++counters_.peer_errors;
-            return appended;
-        }
-        return make_error("udp recvmmsg: " + errno_text(errno));
-    }
+    auto got = receive_messages(rx.msgs, want);
+    if (!got) return got.error();
+    const int r = *got;
+    if (r == 0) return appended;
     std::size_t kept = 0;
     for (std::size_t k = 0; k < static_cast<std::size_t>(r); ++k) {
         if (rx.msgs[k].msg_hdr.msg_flags & MSG_TRUNC) {

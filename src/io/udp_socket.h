@@ -121,6 +121,7 @@ private:
     UdpSocket() = default;
     struct Buffers;
     std::size_t drain_gro(PacketBatch& out, SocketAddress* sources);
+    Result<int> receive_messages(mmsghdr* msgs, std::size_t count);
 
     int fd_ = -1;
     bool gso_ = false;

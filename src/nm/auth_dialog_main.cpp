@@ -22,13 +22,10 @@
 
 #include "src/nm/auth_dialog.h"
 #include "src/nm/libnm.h"
+#include "src/nm/service_names.h"
 #include "src/nm/write_all.h"
 
 extern char** environ;
-
-#ifndef ESPVPN_NM_DEFAULT_BINARY
-#define ESPVPN_NM_DEFAULT_BINARY "/usr/sbin/espvpn"
-#endif
 
 namespace {
 
@@ -36,11 +33,9 @@ using espvpn::Secret;
 using espvpn::nm::VpnSettings;
 using espvpn::nm::write_all;
 
-constexpr const char* kService = "org.freedesktop.NetworkManager.espvpn";
-
 struct Options {
     std::string uuid, name, service;
-    std::string espvpn = ESPVPN_NM_DEFAULT_BINARY;
+    std::string espvpn = espvpn::nm::kDefaultEspvpnBinary;
     bool interactive = false, reprompt = false, external_ui = false;
 };
 
@@ -224,8 +219,8 @@ int main(int argc, char** argv) {
         usage(stderr);
         return 1;
     }
-    if (o.service != kService) {
-        std::fprintf(stderr, "nm-espvpn-auth-dialog: this dialog serves %s only, not %s\n", kService,
+    if (o.service != espvpn::nm::kServiceBusName) {
+        std::fprintf(stderr, "nm-espvpn-auth-dialog: this dialog serves %s only, not %s\n", espvpn::nm::kServiceBusName,
                      o.service.c_str());
         return 1;
     }

@@ -195,6 +195,13 @@ gboolean kill_child(gpointer plugin) {
     return G_SOURCE_REMOVE;
 }
 
+// The connection's vpn setting; NULL, with `error` set to `code`, when it has none.
+NMSettingVpn* vpn_setting_of(NMConnection* connection, NMVpnPluginError code, GError** error) {
+    NMSettingVpn* vpn = nm_connection_get_setting_vpn(connection);
+    if (!vpn) g_set_error_literal(error, NM_VPN_PLUGIN_ERROR, code, "the connection has no vpn setting");
+    return vpn;
+}
+
 gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
     PluginState& st = state_of(plugin);
     if (st.child > 0) {
@@ -202,12 +209,8 @@ gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GErr
                     "the previous espvpn (pid %d) is still logging out", st.child);
         return FALSE;
     }
-    NMSettingVpn* vpn = nm_connection_get_setting_vpn(connection);
-    if (!vpn) {
-        g_set_error_literal(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_BAD_ARGUMENTS,
-                            "the connection has no vpn setting");
-        return FALSE;
-    }
+    NMSettingVpn* vpn = vpn_setting_of(connection, NM_VPN_PLUGIN_ERROR_BAD_ARGUMENTS, error);
+    if (!vpn) return FALSE;
     auto command = espvpn_command(st.options.espvpn_binary, st.options.helper_command, settings_of(vpn),
                                   st.options.verbosity);
     if (!command) {
@@ -279,12 +282,8 @@ gboolean plugin_new_secrets(NMVpnServicePlugin* plugin, NMConnection* connection
 
 gboolean plugin_need_secrets(NMVpnServicePlugin*, NMConnection* connection, const char** setting_name,
                              GError** error) {
-    NMSettingVpn* vpn = nm_connection_get_setting_vpn(connection);
-    if (!vpn) {
-        g_set_error_literal(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_INVALID_CONNECTION,
-                            "the connection has no vpn setting");
-        return FALSE;
-    }
+    NMSettingVpn* vpn = vpn_setting_of(connection, NM_VPN_PLUGIN_ERROR_INVALID_CONNECTION, error);
+    if (!vpn) return FALSE;
     if (has_login_secret(settings_of(vpn))) return FALSE;
     *setting_name = NM_SETTING_VPN_SETTING_NAME;
     return TRUE;

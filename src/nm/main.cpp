@@ -15,16 +15,11 @@
 
 #include "src/nm/espvpn_plugin.h"
 #include "src/nm/script_helper.h"
+#include "src/nm/service_names.h"
 
 extern char** environ;
 
-#ifndef ESPVPN_NM_DEFAULT_BINARY
-#define ESPVPN_NM_DEFAULT_BINARY "/usr/sbin/espvpn"
-#endif
-
 namespace {
-
-constexpr const char* kDefaultBusName = "org.freedesktop.NetworkManager.espvpn";
 
 void usage(FILE* out) {
     std::fprintf(out,
@@ -34,7 +29,7 @@ void usage(FILE* out) {
                  "  --persist        keep running when the connection ends\n"
                  "  --debug          run espvpn with --verbose --verbose\n"
                  "  --espvpn PATH    the espvpn program (default %s)\n",
-                 kDefaultBusName, ESPVPN_NM_DEFAULT_BINARY);
+                 espvpn::nm::kServiceBusName, espvpn::nm::kDefaultEspvpnBinary);
 }
 
 // Our own path, so espvpn can run us as its script whatever the install prefix.
@@ -65,8 +60,8 @@ void quit_when_idle(Service* svc) {
 
 int main(int argc, char** argv) {
     espvpn::nm::PluginOptions options;
-    options.bus_name = kDefaultBusName;
-    options.espvpn_binary = ESPVPN_NM_DEFAULT_BINARY;
+    options.bus_name = espvpn::nm::kServiceBusName;
+    options.espvpn_binary = espvpn::nm::kDefaultEspvpnBinary;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&](const char* what) -> std::string {

@@ -106,8 +106,7 @@ bool DtlsRxPipeline::deliver() {
             case DtlsRecordKind::data:
                 (void)out_.shrink_front(i, anyconnect::kDtlsPacketHeaderSize);
                 bytes += out_.length(i);
-                if (kept != i) out_.swap_packets(kept, i);
-                ++kept;
+                kept = out_.keep(i, kept);
                 break;
             case DtlsRecordKind::dpd_request:
                 bump(counters.dpd_requests);

@@ -105,8 +105,7 @@ void DtlsTxPipeline::frame(io::PacketBatch& batch) {
             continue;
         }
         batch.packet(i)[0] = static_cast<std::uint8_t>(anyconnect::DtlsPacketType::data);
-        if (kept != i) batch.swap_packets(kept, i);
-        ++kept;
+        kept = batch.keep(i, kept);
     }
     batch.set_size(kept);
     bump(counters.inner_packets, n);

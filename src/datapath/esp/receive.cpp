@@ -137,8 +137,7 @@ bool EspRxPipeline::open_and_deliver() {
         (void)batch_.shrink_front(i, static_cast<std::size_t>(got.inner.data() - datagram.data()));
         batch_.set_length(i, got.inner.size());
         inner_bytes += got.inner.size();
-        if (kept != i) batch_.swap_packets(kept, i);
-        ++kept;
+        kept = batch_.keep(i, kept);
     }
     batch_.set_size(kept);
     bump(counters.udp_datagrams, n);

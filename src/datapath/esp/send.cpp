@@ -132,8 +132,7 @@ void EspTxPipeline::seal_and_send(bool probes) {
         (void)batch_.grow_front(i, sa_->headroom());
         batch_.set_length(i, r.packet.size());
         esp_bytes += r.packet.size();
-        if (kept != i) batch_.swap_packets(kept, i);
-        ++kept;
+        kept = batch_.keep(i, kept);
     }
     batch_.set_size(kept);
     if (probes) {
