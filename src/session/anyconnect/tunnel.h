@@ -1,6 +1,6 @@
 // The AnyConnect tunnel once logged in (doc sections 2, 3, 5): CONNECT on the
 // login's kept TLS connection, the reply turned into a TunnelConfig, the host
-// side set up (tun + netlink or vpnc-script, src/session/tunnel_host.h), then
+// side set up (tun + netlink or vpnc-script, src/host/tunnel_host.h), then
 // packets carried tun <-> CSTP on two threads while the control thread answers
 // signals and runs DPD/keepalive, until a logout, a detach or the server ends it.
 //
@@ -53,7 +53,7 @@
 #include "src/io/packet_batch.h"
 #include "src/session/anyconnect/login.h"
 #include "protocols/tunnel/tunnel_config.h"
-#include "src/session/tunnel_host.h"
+#include "src/host/tunnel_host.h"
 #include "src/session/tunnel_session.h"
 
 namespace espvpn::session {

@@ -96,7 +96,7 @@ public:
         : setup_(setup), o_(options), links_(links), timers_(options.force_dpd_s) {}
 
     Result<Prepared> prepare() override;
-    Result<std::optional<LinkEvent>> start(TunnelHost& host) override;
+    Result<std::optional<LinkEvent>> start(host::TunnelHost& host) override;
     std::string peer() const override { return "the gateway"; }
     std::string attempt_text() const override { return "new configuration with the same cookie"; }
     datapath::StatsView stats_view() override {
@@ -618,7 +618,7 @@ Result<SessionDriver::Prepared> GpDriver::prepare() {
     return Prepared{HostPlan{setup_.config, mtu_}};
 }
 
-Result<std::optional<LinkEvent>> GpDriver::start(TunnelHost& host) {
+Result<std::optional<LinkEvent>> GpDriver::start(host::TunnelHost& host) {
     tun_ = &host.tun();
     const GpEspSetup* esp = first_esp_;
     if (esp) {
