@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/csd.h"
 

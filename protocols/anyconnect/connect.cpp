@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 #include "protocols/http/secret_buffer.h"
 
 namespace espvpn::anyconnect {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/framing/frame_splitter.h"
 
 namespace espvpn::anyconnect {

@@ -6,7 +6,7 @@
 
 #include <string_view>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 
 namespace espvpn::anyconnect {

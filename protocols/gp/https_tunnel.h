@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/framing/frame_splitter.h"
 #include "protocols/gp/session_cookie.h"

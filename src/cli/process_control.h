@@ -20,7 +20,7 @@
 #include <optional>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/cli/options.h"
 
 namespace espvpn::cli {

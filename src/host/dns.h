@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::host {

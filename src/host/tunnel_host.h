@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/host/dns.h"
 #include "src/host/script_env.h"
 #include "src/host/script_runner.h"

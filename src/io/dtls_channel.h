@@ -38,7 +38,7 @@
 #include <variant>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "src/io/packet_batch.h"
 

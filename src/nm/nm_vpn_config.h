@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 namespace espvpn::nm {
 

@@ -15,7 +15,7 @@
 #include <variant>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/datapath/stats_reporter.h"
 #include "src/session/link_attempt.h"
 #include "src/session/session_control.h"

@@ -27,7 +27,7 @@
 #include <string>
 #include <thread>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/pipeline_threads.h"
 #include "src/datapath/tls/tls_framed.h"

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/connect.h"
 #include "protocols/tunnel/dpd_timer.h"

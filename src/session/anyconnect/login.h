@@ -9,7 +9,7 @@
 #include <string>
 
 #include "crypto/ecies_p256.h"
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/auth.h"
 #include "protocols/http/url.h"

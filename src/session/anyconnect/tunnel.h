@@ -44,7 +44,7 @@
 #include <memory>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/connect.h"
 #include "src/datapath/dtls/dtls_datapath.h"

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/gp/portal_config.h"
 #include "protocols/gp/prelogin.h"
 #include "protocols/gp/requests.h"

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/gp/requests.h"
 #include "protocols/http/url.h"

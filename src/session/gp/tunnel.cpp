@@ -4,7 +4,7 @@
 #include <mutex>
 #include <optional>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 #include "crypto/esp_transform.h"
 #include "protocols/esp/esp_sa.h"
 #include "protocols/gp/https_tunnel.h"

@@ -25,7 +25,7 @@
 #include <memory>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/gp/session_cookie.h"
 #include "src/io/tls_stream.h"
 #include "src/session/gp/tunnel_setup.h"

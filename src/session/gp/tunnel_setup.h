@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/gp/requests.h"
 #include "protocols/gp/session_cookie.h"
 #include "protocols/gp/tunnel_config.h"
