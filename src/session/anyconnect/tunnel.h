@@ -18,11 +18,11 @@
 // tried again later). The "ssl" rekey renegotiates the live TLS session
 // (pump threads parked) and then re-establishes DTLS with the new PSK; a failed
 // rehandshake falls back to a new tunnel. DTLS rekeys itself by a new handshake
-// at X-DTLS-Rekey-Time (ac_dtls_link.cpp). The addresses must stay the same
+// at X-DTLS-Rekey-Time (dtls_channel.cpp). The addresses must stay the same
 // across connections (the session ends otherwise); an MTU change is applied.
 //
 // DTLS seam: when the server offers DTLS and a factory is given (the product's
-// is make_ac_dtls_factory, ac_dtls_link.h), the tunnel creates an
+// is make_ac_dtls_factory, dtls_channel.h), the tunnel creates an
 // AcDataChannel from the CSTP session (its TLS session exports the PSK) and the
 // DTLS parameters; while that channel says it carries data, the tx thread hands
 // it the data packets instead of writing CSTP frames. CSTP keeps its own DPD,

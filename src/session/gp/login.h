@@ -15,7 +15,7 @@
 #include "protocols/gp/session_cookie.h"
 #include "protocols/http/url.h"
 #include "src/session/gp/gateway_latency.h"
-#include "src/session/gp/transport.h"
+#include "src/session/gp/request_sender.h"
 #include "src/session/login_answers.h"
 #include "src/session/login_prompter.h"
 #include "src/session/sso_browser.h"
@@ -76,8 +76,8 @@ struct GpAuthenticated {
 
 class GpLogin {
 public:
-    GpLogin(GpTransport& transport, GpLoginSettings settings, LoginPrompter& prompter)
-        : http_(transport),
+    GpLogin(GpRequestSender& sender, GpLoginSettings settings, LoginPrompter& prompter)
+        : http_(sender),
           settings_(std::move(settings)),
           prompter_(prompter),
           answers_(prompter, settings_.form_entries, settings_.token) {}
@@ -103,7 +103,7 @@ private:
     Result<gp::GpLoginResult> gateway_login(const http::Url& gateway, Credentials& creds);
     Result<http::Url> choose_gateway(const gp::GpPortalConfig& config, const std::string& region);
 
-    GpTransport& http_;
+    GpRequestSender& http_;
     GpLoginSettings settings_;
     LoginPrompter& prompter_;
     LoginAnswers answers_;

@@ -12,7 +12,7 @@
 #include "protocols/gp/requests.h"
 #include "protocols/gp/session_cookie.h"
 #include "protocols/gp/tunnel_config.h"
-#include "src/session/gp/transport.h"
+#include "src/session/gp/request_sender.h"
 #include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::session {
@@ -57,8 +57,8 @@ class GpGatewaySession {
 public:
     // `cookie_rejected` is set when the gateway refused the session cookie
     // (expired or bogus): openconnect's exit code 2.
-    GpGatewaySession(GpTransport& transport, http::Url gateway, gp::GpSessionCookie cookie, gp::GpClientInfo client)
-        : http_(transport), gateway_(std::move(gateway)), cookie_(std::move(cookie)), client_(std::move(client)) {}
+    GpGatewaySession(GpRequestSender& sender, http::Url gateway, gp::GpSessionCookie cookie, gp::GpClientInfo client)
+        : http_(sender), gateway_(std::move(gateway)), cookie_(std::move(cookie)), client_(std::move(client)) {}
 
     Result<GpTunnelSetup> fetch_config();
     // hipreportcheck.esp; when the gateway wants a report, sends one. Returns
@@ -75,7 +75,7 @@ private:
     Result<std::string> report_from_wrapper(const GpHipSettings& hip, const std::string& ip, const std::string& ip6,
                                             const std::string& md5);
 
-    GpTransport& http_;
+    GpRequestSender& http_;
     http::Url gateway_;
     gp::GpSessionCookie cookie_;
     gp::GpClientInfo client_;

@@ -1,4 +1,4 @@
-#include "src/session/anyconnect/dtls_link.h"
+#include "src/session/anyconnect/dtls_channel.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -48,16 +48,16 @@ struct DtlsEnd {
     bool rekey = false;      // not a failure: the session reached its rekey time
 };
 
-class AcDtlsLink final : public AcDataChannel {
+class AcDtlsChannel final : public AcDataChannel {
 public:
-    AcDtlsLink(const AcDtlsContext& context, AcPacketSink& sink, const AcDtlsLinkOptions& options, Secret psk)
+    AcDtlsChannel(const AcDtlsContext& context, AcPacketSink& sink, const AcDtlsChannelOptions& options, Secret psk)
         : context_(context), sink_(sink), options_(options), psk_(std::move(psk)) {
         context_.master_secret = nullptr;  // copied below: the caller's may not outlive us
         if (context.master_secret) master_secret_ = context.master_secret->clone();
         current_mtu_ = context.tunnel_mtu;
         stats_.mode = context.params.mode == anyconnect::AcDtlsParams::Mode::psk ? "psk" : "legacy";
     }
-    ~AcDtlsLink() override {
+    ~AcDtlsChannel() override {
         stopping_ = true;
         wake();
         if (thread_.joinable()) thread_.join();
@@ -324,7 +324,7 @@ private:
 
     AcDtlsContext context_;
     AcPacketSink& sink_;
-    AcDtlsLinkOptions options_;
+    AcDtlsChannelOptions options_;
     Secret psk_;
     Secret master_secret_;
     int current_mtu_ = 0;         // supervisor thread only
@@ -342,7 +342,7 @@ private:
 
 }  // namespace
 
-AcDtlsFactory make_ac_dtls_factory(const AcDtlsLinkOptions& options) {
+AcDtlsFactory make_ac_dtls_factory(const AcDtlsChannelOptions& options) {
     return [options](const AcDtlsContext& context, AcPacketSink& sink) -> Result<std::unique_ptr<AcDataChannel>> {
         Secret psk;
         if (context.params.mode == anyconnect::AcDtlsParams::Mode::psk) {
@@ -351,9 +351,9 @@ AcDtlsFactory make_ac_dtls_factory(const AcDtlsLinkOptions& options) {
             if (!exported) return exported.error();
             psk = std::move(*exported);
         }
-        auto link = std::make_unique<AcDtlsLink>(context, sink, options, std::move(psk));
-        if (Status st = link->start(); !st) return st.error();
-        return std::unique_ptr<AcDataChannel>(std::move(link));
+        auto channel = std::make_unique<AcDtlsChannel>(context, sink, options, std::move(psk));
+        if (Status st = channel->start(); !st) return st.error();
+        return std::unique_ptr<AcDataChannel>(std::move(channel));
     };
 }
 

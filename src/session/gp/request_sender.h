@@ -21,9 +21,9 @@ struct GpReplyBody {
     http::Url url;            // where the reply came from (after redirects)
 };
 
-class GpTransport {
+class GpRequestSender {
 public:
-    GpTransport(io::HttpsClient& https, std::string user_agent, bool dump_traffic)
+    GpRequestSender(io::HttpsClient& https, std::string user_agent, bool dump_traffic)
         : https_(https), user_agent_(std::move(user_agent)), dump_(dump_traffic) {}
 
     // POSTs `request` to `server`. Redirects are followed only for prelogin, as
