@@ -24,7 +24,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // ocserv ignores a second ClientHello for the same session within 3 s of the
-// previous one (doc 4.5): attempts never start closer together than this.
+// previous one (docs/protocols/anyconnect.md §4.5): attempts never start closer together than this.
 constexpr auto kMinAttemptGap = std::chrono::milliseconds(3200);
 constexpr int kSuperviseStepMs = 200;
 
@@ -237,7 +237,7 @@ private:
     // Puts data on DTLS until it dies; then back to CSTP.
     DtlsEnd carry(std::unique_ptr<LiveDtls> live) {
         const int tunnel_mtu = static_cast<int>(live->channel->tunnel_mtu());
-        // One tun MTU for both channels: the smaller wins and stays (doc 7.3; see anyconnect/tunnel.h).
+        // One tun MTU for both channels: the smaller wins and stays (docs/protocols/anyconnect.md §7.3; see anyconnect/tunnel.h).
         if (context_.tun && tunnel_mtu < current_mtu_) {
             if (Status st = context_.tun->set_mtu(static_cast<unsigned>(tunnel_mtu)); !st)
                 LOG_WARN << "DTLS: cannot lower the tun MTU to " << tunnel_mtu << ": " << st.error().message;
@@ -266,7 +266,7 @@ private:
         ds.dpd = std::chrono::seconds(options_.force_dpd_s > 0 ? options_.force_dpd_s : p.dpd_s);
         ds.keepalive = std::chrono::seconds(p.keepalive_s);
         DpdTimer dpd(ds, Clock::now());
-        // DTLS rekey (doc 6): ocserv offers "ssl" (a rehandshake of this session); a new
+        // DTLS rekey (docs/protocols/anyconnect.md §6): ocserv offers "ssl" (a rehandshake of this session); a new
         // handshake with the same PSK/App-ID renews the keys just as well and is the
         // path a DTLS failure takes anyway. Data rides CSTP for the handshake's duration.
         const Clock::time_point rekey_at =

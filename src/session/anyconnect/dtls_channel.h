@@ -1,5 +1,5 @@
-// AcDtlsChannel: the AnyConnect tunnel's DTLS data channel (docs anyconnect.md
-// sections 4, 5, 8), the AcDataChannel behind run_ac_tunnel's DTLS seam.
+// AcDtlsChannel: the AnyConnect tunnel's DTLS data channel (docs/protocols/anyconnect.md
+// §4, §5, §8), the AcDataChannel behind run_ac_tunnel's DTLS seam.
 //
 // One supervisor thread per tunnel: handshake (bounded, off the control
 // thread, so CSTP carries the traffic meanwhile), then a DtlsDatapath in

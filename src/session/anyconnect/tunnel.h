@@ -1,4 +1,4 @@
-// The AnyConnect tunnel once logged in (doc sections 2, 3, 5): CONNECT on the
+// The AnyConnect tunnel once logged in (docs/protocols/anyconnect.md §2, §3, §5): CONNECT on the
 // login's kept TLS connection, the reply turned into a TunnelConfig, the host
 // side set up (tun + netlink or vpnc-script, src/host/tunnel_host.h), then
 // packets carried tun <-> CSTP on two threads while the control thread answers
@@ -27,14 +27,14 @@
 // DTLS parameters; while that channel says it carries data, the tx thread hands
 // it the data packets instead of writing CSTP frames. CSTP keeps its own DPD,
 // keepalive and BYE meanwhile (ocserv drops a session whose TLS side is silent
-// for 3 x DPD, doc 5); the channel runs DPD on DTLS itself.
+// for 3 x DPD, docs/protocols/anyconnect.md §5); the channel runs DPD on DTLS itself.
 //
 // MTU: one tun for both channels. The tun comes up at once with X-CSTP-MTU
 // (data flows over CSTP during the handshake, unlike openconnect, which delays
 // the tun until DTLS settles); when DTLS comes up with a smaller tunnel MTU the
 // tun is lowered to it and stays there after a fallback, so TCP never sees the
 // MTU grow and shrink. Against ocserv both are equal: its X-CSTP-MTU already
-// subtracts the DTLS overhead (doc 7.2).
+// subtracts the DTLS overhead (docs/protocols/anyconnect.md §7.2).
 #pragma once
 
 #include <gnutls/gnutls.h>

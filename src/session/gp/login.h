@@ -1,4 +1,4 @@
-// The GlobalProtect login (doc sections 2-6): portal prelogin → portal
+// The GlobalProtect login (docs/protocols/globalprotect.md §2-§6): portal prelogin → portal
 // getconfig → gateway choice → gateway login, or straight to a gateway. Ends
 // with the session cookie every later gateway request carries. Every request
 // goes through one HttpsClient, so each host sees one kept-alive connection.

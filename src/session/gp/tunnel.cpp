@@ -80,7 +80,7 @@ std::string seconds_since(Clock::time_point from, Clock::time_point to) {
 // GP's timings: openconnect's 10 s DPD (20 s of silence: dead), or --force-dpd; while the
 // peer is quiet, a probe / keepalive every dpd/2 (openconnect: 5 s of its 10 s), at least 1 s apart.
 struct GpTimers {
-    // No probe reply by then: fall back to HTTPS (openconnect waits 5 s, the Windows client 10 s; doc 10.5).
+    // No probe reply by then: fall back to HTTPS (openconnect waits 5 s, the Windows client 10 s; docs/protocols/globalprotect.md §10.5).
     std::chrono::seconds probe_timeout{5};
     DpdSettings dpd{std::chrono::seconds(10), std::chrono::seconds(0), std::chrono::seconds(1)};
     explicit GpTimers(int force_dpd_s) {

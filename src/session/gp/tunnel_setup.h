@@ -18,7 +18,7 @@
 namespace espvpn::session {
 
 // What the ESP data path needs to start: where to send, which SA pair, and
-// what to probe (doc section 10). Valid until the next getconfig.
+// what to probe (docs/protocols/globalprotect.md §10). Valid until the next getconfig.
 struct GpEspSetup {
     std::string peer_address;     // numeric address of the gateway (HTTPS peer)
     std::uint16_t udp_port = 4501;

@@ -21,7 +21,7 @@ Ip6Address v6(const char* text) {
     return a;
 }
 
-// The environment of docs/vpnc-script-and-networkmanager.md A.3 (openconnect 9.01 at
+// The environment of docs/protocols/vpnc-script-and-networkmanager.md §A.3 (openconnect 9.01 at
 // "connect"), plus IPv6 and a second DNS server of each family.
 ScriptEnvironment observed_connect_env() {
     return {
