@@ -177,7 +177,7 @@ private:
     mutable std::mutex mu_;       // the datapath pointers, against the stats reporter thread
     std::uint64_t switches_ = 0;
     std::unique_ptr<datapath::EspDatapath> esp_;
-    std::unique_ptr<datapath::HttpsDatapath> https_;
+    std::unique_ptr<datapath::GpHttpsDatapath> https_;
 
     // ESP state.
     bool connected_ = false;
@@ -273,10 +273,10 @@ Result<std::unique_ptr<io::TlsStream>> GpDriver::connect_https(bool& cookie_reje
 
 Status GpDriver::start_https(std::unique_ptr<io::TlsStream> tls) {
     const std::string endpoint = tls->endpoint() + ", " + tls->description();
-    datapath::HttpsDatapathOptions h;
+    datapath::GpHttpsDatapathOptions h;
     h.max_inner_size = h.tun_mtu = static_cast<std::size_t>(mtu_);
     h.max_frame_payload = std::max<std::size_t>(16384, static_cast<std::size_t>(mtu_));
-    auto dp = datapath::HttpsDatapath::start(*tun_, std::move(tls), h);
+    auto dp = datapath::GpHttpsDatapath::start(*tun_, std::move(tls), h);
     if (!dp) return dp.error();
     const Clock::time_point now = Clock::now();
     {
