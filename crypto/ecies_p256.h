@@ -10,7 +10,7 @@
 #include <span>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 
 namespace espvpn::crypto {

@@ -19,7 +19,7 @@
 #include <span>
 #include <string_view>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 
 namespace espvpn {

@@ -13,7 +13,7 @@
 #include <span>
 
 #include "crypto/esp_transform.h"
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 namespace espvpn {
 

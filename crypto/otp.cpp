@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 namespace espvpn {
 
 namespace {

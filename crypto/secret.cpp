@@ -3,7 +3,7 @@
 #include <cstring>
 #include <ostream>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 
 namespace espvpn {
 

@@ -11,7 +11,7 @@
 #include <span>
 #include <string_view>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 namespace espvpn {
 

@@ -1,4 +1,4 @@
-// AnyConnect "aggregate auth" (doc section 1): the config-auth XML documents a
+// AnyConnect "aggregate auth" (docs/protocols/anyconnect.md §1): the config-auth XML documents a
 // client posts (init, auth-reply) and the server's replies (auth-request forms,
 // complete/success). Sans-IO: bytes in, values out.
 #pragma once
@@ -9,13 +9,13 @@
 #include <string_view>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/csd.h"
 
 namespace espvpn::anyconnect {
 
-// ocserv classifies clients by User-Agent; an unknown one loses IPv6 (doc 1.4).
+// ocserv classifies clients by User-Agent; an unknown one loses IPv6 (docs/protocols/anyconnect.md §1.4).
 inline constexpr std::string_view kUserAgentPrefix = "Open AnyConnect VPN Agent ";
 inline constexpr std::string_view kDefaultVersion = "v9.01-3";
 
@@ -116,7 +116,7 @@ Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldVal
                         std::string_view group_select = {}, std::string_view opaque = {});
 
 // X-Pad value that rounds a body of body_size bytes up to a multiple of 64, so
-// the length of the password does not show (doc 1.1).
+// the length of the password does not show (docs/protocols/anyconnect.md §1.1).
 std::string padding_for(std::size_t body_size);
 
 }  // namespace espvpn::anyconnect

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <utility>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 #include "protocols/http/secret_buffer.h"
 
 namespace espvpn::anyconnect {

@@ -1,4 +1,4 @@
-// The AnyConnect tunnel request (doc section 2): "CONNECT /CSCOSSLC/tunnel"
+// The AnyConnect tunnel request (docs/protocols/anyconnect.md §2): "CONNECT /CSCOSSLC/tunnel"
 // with the X-CSTP-*/X-DTLS-* headers, and the server's "200 CONNECTED" reply
 // headers parsed into the tunnel's configuration and the DTLS parameters.
 #pragma once
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/http/message.h"
 #include "protocols/tunnel/tunnel_config.h"
@@ -35,7 +35,7 @@ struct AcConnectSettings {
     std::string user_agent;
     std::string hostname;    // X-CSTP-Hostname
     int base_mtu = 1406;     // X-CSTP-Base-MTU
-    int mtu = 1406 - 110;    // X-CSTP-MTU (doc 7.1: base - DTLS overhead - UDP - IP)
+    int mtu = 1406 - 110;    // X-CSTP-MTU (docs/protocols/anyconnect.md §7.1: base - DTLS overhead - UDP - IP)
     bool ipv6 = true;        // false: --disable-ipv6
     std::optional<AcDtlsOffer> dtls;  // nullopt: --no-dtls, no X-DTLS-* headers
     std::string previous_ipv4;        // on reconnect: ask for the same addresses
@@ -46,7 +46,7 @@ struct AcConnectSettings {
 // value with a line break.
 Result<Secret> build_connect_request(const AcConnectSettings& settings, const Secret& webvpn);
 
-// X-CSTP-Rekey-Method / X-DTLS-Rekey-Method (doc 6).
+// X-CSTP-Rekey-Method / X-DTLS-Rekey-Method (docs/protocols/anyconnect.md §6).
 enum class AcRekeyMethod { none, ssl, new_tunnel };
 // "ssl", "new-tunnel", "none" or "" (absent); anything else is an error naming it
 // (the reply parser then keeps `none`, as openconnect does with a method it does not know).

@@ -1,4 +1,4 @@
-// CSTP framing (doc section 3): after "200 CONNECTED" every packet on the TLS
+// CSTP framing (docs/protocols/anyconnect.md §3): after "200 CONNECTED" every packet on the TLS
 // stream, both ways, is an 8-byte header and a payload:
 //
 //   0  4  'S' 'T' 'F' 0x01
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/framing/frame_splitter.h"
 
 namespace espvpn::anyconnect {

@@ -1,9 +1,9 @@
-// The AnyConnect DTLS channel's packet format (docs anyconnect.md 4.1): each
+// The AnyConnect DTLS channel's packet format (docs/protocols/anyconnect.md §4.1): each
 // DTLS application record carries one packet, a 1-byte type and its payload.
 // The type numbers are those of CSTP (0 data, 3/4 DPD request/response,
 // 5 disconnect, 7 keepalive, 8 compressed data, 9 terminate). Unlike CSTP, an
 // unknown type on DTLS is dropped, not fatal (some stacks hand up garbage for
-// reordered records). Also: the tunnel-MTU arithmetic of section 7.
+// reordered records). Also: the tunnel-MTU arithmetic of docs/protocols/anyconnect.md §7.
 #pragma once
 
 #include <cstddef>

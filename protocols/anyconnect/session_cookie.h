@@ -1,12 +1,12 @@
 // The AnyConnect session cookie as users and NetworkManager pass it around
-// (doc 1.6): the bare `webvpn` value, or openconnect's composite string
+// (docs/protocols/anyconnect.md §1.6): the bare `webvpn` value, or openconnect's composite string
 // "openconnect_strapkey=...; webvpn=..." (HPKE builds such as Debian's 9.01).
 // ocserv's values end in '=' padding, so a bare value must not be split there.
 #pragma once
 
 #include <string_view>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 
 namespace espvpn::anyconnect {

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "crypto/ecies_p256.h"
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 
 namespace espvpn::anyconnect {

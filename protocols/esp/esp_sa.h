@@ -25,7 +25,7 @@
 
 #include "crypto/esp_transform.h"
 #include "crypto/replay_window.h"
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 namespace espvpn {
 

@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 namespace espvpn::framing {
 

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <optional>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 
 namespace espvpn::gp {
 

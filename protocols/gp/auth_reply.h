@@ -10,7 +10,7 @@
 #include <string_view>
 #include <variant>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/xml/document.h"
 
 namespace espvpn::gp {

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 namespace espvpn::gp {
 

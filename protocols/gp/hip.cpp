@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 #include "protocols/xml/escape.h"
 
 namespace espvpn::gp {

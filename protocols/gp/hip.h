@@ -1,5 +1,5 @@
 // Host Information Profile: the check/submit replies and a generator for a
-// plausible report (doc section 8). Most gateways only want *a* report whose
+// plausible report (docs/protocols/globalprotect.md §8). Most gateways only want *a* report whose
 // md5-sum matches the md5 sent in the check.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The HTTPS fallback tunnel (doc section 9): the connect request, the
+// The HTTPS fallback tunnel (docs/protocols/globalprotect.md §9): the connect request, the
 // START_TUNNEL reply, and the 16-byte frame around each IP packet on the TLS
 // stream.
 //
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/framing/frame_splitter.h"
 #include "protocols/gp/session_cookie.h"

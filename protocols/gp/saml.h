@@ -1,4 +1,4 @@
-// The end of a SAML (or CAS) login (doc section 4): the ACS reply carries the
+// The end of a SAML (or CAS) login (docs/protocols/globalprotect.md §4): the ACS reply carries the
 // user name and one proof cookie in HTTP headers, or as XML-like tags in the
 // body (sometimes only inside an HTML comment); newer servers instead land on
 // a globalprotectcallback:<data> URL. The result goes into the next login
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 
 namespace espvpn::gp {

@@ -6,7 +6,7 @@ namespace espvpn::gp {
 
 namespace {
 
-// jnlp argument indexes (doc section 5).
+// jnlp argument indexes (docs/protocols/globalprotect.md §5).
 enum JnlpArg : std::size_t {
     kAuthcookie = 1,
     kPortal = 3,

@@ -1,5 +1,5 @@
 // The gateway login reply (a <jnlp> argument list) and the session cookie the
-// client builds from it (doc section 6): the URL-encoded string
+// client builds from it (docs/protocols/globalprotect.md §6): the URL-encoded string
 //   authcookie=..&portal=..&user=..&domain=..[&preferred-ip=..][&preferred-ipv6=..]&computer=..
 // that every later gateway request carries unchanged. The same string is
 // what `--authenticate` prints and `--cookie-on-stdin` reads back.

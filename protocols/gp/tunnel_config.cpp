@@ -158,7 +158,7 @@ Result<GpIpsecConfig> parse_ipsec(xml::Node ipsec) {
 }  // namespace
 
 std::optional<std::size_t> enc_key_bytes(std::string_view enc_algo) {
-    // GCM on GP is unverified (doc 16); we expect RFC 4106 key||salt.
+    // GCM on GP is unverified (docs/protocols/globalprotect.md §16); we expect RFC 4106 key||salt.
     if (enc_algo == "aes-128-cbc") return 16;
     if (enc_algo == "aes-256-cbc") return 32;
     if (enc_algo == "aes-128-gcm") return 20;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 
 namespace espvpn::http {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/http/message.h"
 #include "protocols/http/secret_buffer.h"
 

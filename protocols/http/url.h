@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/http/message.h"
 
 namespace espvpn::http {

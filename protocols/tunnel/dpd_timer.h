@@ -1,8 +1,8 @@
 // DpdTimer: the one dead-peer rule for every channel of both protocols (GP's ESP
-// probes and HTTPS-tunnel keepalives, AnyConnect's CSTP and DTLS DPD; docs
-// anyconnect.md section 5, doc 10.5), as a pure state machine on a clock the caller
-// passes in. The caller feeds the channel's last-receive/last-send stamps and sends
-// what poll() asks for:
+// probes and HTTPS-tunnel keepalives, AnyConnect's CSTP and DTLS DPD;
+// docs/protocols/anyconnect.md §5, docs/protocols/globalprotect.md §10.6), as a
+// pure state machine on a clock the caller passes in. The caller feeds the
+// channel's last-receive/last-send stamps and sends what poll() asks for:
 //   - any received packet is a sign of life; nothing received for `dpd`
 //     -> send a DPD request (GP: an ESP probe or an HTTPS keepalive), repeated
 //     every max(dpd/2, min_repeat) while unanswered;

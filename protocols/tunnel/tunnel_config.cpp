@@ -35,8 +35,8 @@ Result<int> netmask_length(std::string_view dotted) {
     return len;
 }
 
-Result<IpPrefix> IpPrefix::parse(std::string_view text) {
-    IpPrefix p;
+Result<IpAddressLength> parse_address_length(std::string_view text) {
+    IpAddressLength p;
     std::size_t slash = text.find('/');
     std::string addr(text.substr(0, slash));
     if (inet_pton(AF_INET, addr.c_str(), p.bytes) == 1) {
@@ -46,27 +46,37 @@ Result<IpPrefix> IpPrefix::parse(std::string_view text) {
         p.v6 = true;
         p.length = 128;
     } else {
-        return make_error("route '" + std::string(text) + "': not an IP address");
+        return make_error("'" + std::string(text) + "': not an IP address");
     }
     if (slash != std::string_view::npos) {
         std::string_view len_text = text.substr(slash + 1);
         if (!p.v6 && len_text.find('.') != std::string_view::npos) {
             auto l = netmask_length(len_text);
-            if (!l) return make_error("route '" + std::string(text) + "': " + l.error().message);
+            if (!l) return make_error("'" + std::string(text) + "': " + l.error().message);
             p.length = *l;
         } else {
             int max = p.v6 ? 128 : 32, v = 0;
             if (len_text.empty() || len_text.size() > 3)
-                return make_error("route '" + std::string(text) + "': bad prefix length");
+                return make_error("'" + std::string(text) + "': bad prefix length");
             for (char c : len_text) {
                 if (c < '0' || c > '9')
-                    return make_error("route '" + std::string(text) + "': bad prefix length");
+                    return make_error("'" + std::string(text) + "': bad prefix length");
                 v = v * 10 + (c - '0');
             }
-            if (v > max) return make_error("route '" + std::string(text) + "': prefix length over " + std::to_string(max));
+            if (v > max) return make_error("'" + std::string(text) + "': prefix length over " + std::to_string(max));
             p.length = v;
         }
     }
+    return p;
+}
+
+Result<IpPrefix> IpPrefix::parse(std::string_view text) {
+    auto a = parse_address_length(text);
+    if (!a) return make_error("route " + a.error().message);
+    IpPrefix p;
+    p.v6 = a->v6;
+    p.length = a->length;
+    std::memcpy(p.bytes, a->bytes, sizeof p.bytes);
     int bytes = p.v6 ? 16 : 4;
     for (int i = 0; i < bytes; ++i) {
         int keep = p.length - 8 * i;

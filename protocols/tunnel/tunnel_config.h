@@ -11,9 +11,21 @@
 #include <utility>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 namespace espvpn {
+
+// An address and a prefix length as written, host bits kept: the one prefix grammar
+// ("10.1.2.3/16", "10.1.2.3/255.255.0.0", "10.1.2.3" = /32, "fd00::5/64", "fd00::5" =
+// /128; a non-contiguous dotted mask is an error). IpPrefix is it with the host bits
+// cleared; an interface address (src/io/rtnetlink.h) keeps them. Errors read
+// "'TEXT': what is wrong".
+struct IpAddressLength {
+    bool v6 = false;
+    std::uint8_t bytes[16] = {};
+    int length = 0;
+};
+Result<IpAddressLength> parse_address_length(std::string_view text);
 
 // An IPv4 or IPv6 network: address with host bits cleared, and a prefix length.
 struct IpPrefix {

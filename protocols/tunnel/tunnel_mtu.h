@@ -1,7 +1,8 @@
 // How each protocol derives the tun MTU from the link MTU and what its carrier
-// adds to a packet (openconnect's figures: doc 10.9 for GlobalProtect, doc 7.1 and
-// 7.3 for AnyConnect). "Base MTU" is the link MTU outside the tunnel (--base-mtu,
-// X-CSTP-Base-MTU; openconnect's default 1406, never below 1280 for GP).
+// adds to a packet (openconnect's figures: docs/protocols/globalprotect.md §10.9,
+// docs/protocols/anyconnect.md §7.1 and §7.3). "Base MTU" is the link MTU outside
+// the tunnel (--base-mtu, X-CSTP-Base-MTU; openconnect's default 1406, never below
+// 1280 for GP).
 #pragma once
 
 #include <cstddef>

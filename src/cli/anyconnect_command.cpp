@@ -9,7 +9,7 @@
 #include "src/cli/https_settings.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/log/logger.h"
-#include "src/session/anyconnect/dtls_link.h"
+#include "src/session/anyconnect/dtls_channel.h"
 #include "src/session/anyconnect/login.h"
 #include "src/session/anyconnect/tunnel.h"
 #include "src/cli/sso_settings.h"
@@ -96,7 +96,7 @@ int AcCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
     t.dtls12_ciphers = options.dtls12_ciphers;
     session::AcDtlsFactory dtls;
     if (!options.no_dtls) {
-        session::AcDtlsLinkOptions d;
+        session::AcDtlsChannelOptions d;
         d.local_port = options.dtls_local_port;
         d.retry = std::chrono::seconds(options.esp_retry_interval_s);
         d.force_dpd_s = options.force_dpd_s;

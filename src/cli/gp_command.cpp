@@ -72,7 +72,7 @@ public:
 private:
     session::GpLoginTarget target_;
     gp::GpClientInfo client_;
-    std::optional<session::GpTransport> transport_;
+    std::optional<session::GpRequestSender> requests_;
     session::GpAuthenticated auth_;
 };
 
@@ -93,7 +93,7 @@ std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view 
 
 std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
                                     const LoginInputs& inputs) {
-    transport_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
+    requests_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
                        options.dump_http_traffic);
     session::GpLoginSettings settings;
     settings.target = target_;
@@ -117,7 +117,7 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     settings.form_entries = inputs.form_entries;
     settings.token = inputs.token;
     settings.sso = sso_browser(options);
-    session::GpLogin login(*transport_, std::move(settings), prompter);
+    session::GpLogin login(*requests_, std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");
     if (!done) {
@@ -132,10 +132,10 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
 // Gateway config and HIP, the tunnel until a signal, then logout.
 int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                        session::TunnelOptions& t) {
-    if (!transport_)
-        transport_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
+    if (!requests_)
+        requests_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
                            options.dump_http_traffic);
-    session::GpGatewaySession gateway(*transport_, auth_.gateway, std::move(auth_.cookie), client_);
+    session::GpGatewaySession gateway(*requests_, auth_.gateway, std::move(auth_.cookie), client_);
     int rc = kExitOk;
     auto setup = gateway.fetch_config();
     if (!setup) {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/cli/options.h"
 #include "src/session/login_answers.h"
 #include "src/session/soft_token.h"

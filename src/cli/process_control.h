@@ -20,7 +20,7 @@
 #include <optional>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/cli/options.h"
 
 namespace espvpn::cli {
@@ -50,7 +50,7 @@ public:
 
     // What stays after the drop, for reconnects and the end of the tunnel: the open tun
     // and UDP socket (buffer sizes set while privileged), the TLS credentials already
-    // loaded, the DNS restore handle (src/hooks/host_dns.h); new HTTPS connections and
+    // loaded, the DNS restore handle (src/host/dns.h); new HTTPS connections and
     // a new getconfig need no privilege. Scripts run after this run as USER, as with
     // openconnect. Without --setuid: nothing.
     Status drop_privileges();

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 
 namespace espvpn::datapath {
 

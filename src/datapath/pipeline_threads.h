@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 namespace espvpn::datapath {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/datapath/datapath_stats.h"
 
 namespace espvpn::datapath {

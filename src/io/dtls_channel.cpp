@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 #include "protocols/anyconnect/dtls_framing.h"
 #include "protocols/tunnel/tunnel_mtu.h"
 #include "src/io/tls_stream.h"

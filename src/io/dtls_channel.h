@@ -1,5 +1,5 @@
 // DtlsChannel: the AnyConnect DTLS data channel, a DTLS client on GnuTLS over
-// a connected UDP socket (docs anyconnect.md section 4).
+// a connected UDP socket (docs/protocols/anyconnect.md §4).
 //
 // Two ways in, both decided by the CONNECT response:
 //  - PSK-NEGOTIATE (ocserv): a 32-byte PSK exported from the CSTP TLS session
@@ -38,7 +38,7 @@
 #include <variant>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "src/io/packet_batch.h"
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/http/cookie_jar.h"
 #include "protocols/http/message.h"
 #include "protocols/http/response_parser.h"

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/proxy/proxy.h"
 
 namespace espvpn::io {

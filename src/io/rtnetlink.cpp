@@ -8,8 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
+
+#include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::io {
 
@@ -42,30 +43,12 @@ struct Request {
 }  // namespace
 
 Result<InterfaceAddress> InterfaceAddress::parse(std::string_view text) {
+    auto a = parse_address_length(text);  // the one prefix grammar (protocols/tunnel)
+    if (!a) return a.error();
     InterfaceAddress p;
-    std::string_view addr = text;
-    int max_len;
-    std::size_t slash = text.find('/');
-    if (slash != std::string_view::npos) addr = text.substr(0, slash);
-    std::string addr_str(addr);
-    if (inet_pton(AF_INET, addr_str.c_str(), p.address) == 1) {
-        p.family = AF_INET;
-        max_len = 32;
-    } else if (inet_pton(AF_INET6, addr_str.c_str(), p.address) == 1) {
-        p.family = AF_INET6;
-        max_len = 128;
-    } else {
-        return make_error("not an IPv4 or IPv6 address: '" + addr_str + "'");
-    }
-    p.prefix_len = static_cast<std::uint8_t>(max_len);
-    if (slash != std::string_view::npos) {
-        std::string_view len = text.substr(slash + 1);
-        int value = -1;
-        auto [ptr, ec] = std::from_chars(len.data(), len.data() + len.size(), value);
-        if (ec != std::errc{} || ptr != len.data() + len.size() || value < 0 || value > max_len)
-            return make_error("bad prefix length in '" + std::string(text) + "'");
-        p.prefix_len = static_cast<std::uint8_t>(value);
-    }
+    p.family = a->v6 ? AF_INET6 : AF_INET;
+    std::memcpy(p.address, a->bytes, sizeof p.address);
+    p.prefix_len = static_cast<std::uint8_t>(a->length);
     return p;
 }
 

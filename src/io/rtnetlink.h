@@ -8,15 +8,16 @@
 #include <string>
 #include <string_view>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 struct nlmsghdr;
 
 namespace espvpn::io {
 
 // An interface address with its prefix length, host bits kept: "10.0.0.2/24",
-// "fd00::2/64" (no length: /32, /128). As a route destination its host bits
-// are cleared when sent. (protocols/tunnel IpPrefix is a network: host bits cleared.)
+// "fd00::2/64" (no length: /32, /128), parsed by protocols/tunnel's one prefix
+// grammar (parse_address_length). As a route destination its host bits are
+// cleared when sent. (protocols/tunnel IpPrefix is a network: host bits cleared.)
 struct InterfaceAddress {
     int family = 0;  // AF_INET or AF_INET6
     std::uint8_t address[16] = {};

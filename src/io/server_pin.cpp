@@ -6,7 +6,7 @@
 
 #include <cctype>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 
 namespace espvpn::io {
 

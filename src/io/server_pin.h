@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 namespace espvpn::io {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "src/io/server_pin.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/io/offload.h"
 #include "src/io/packet_batch.h"
 #include "src/io/rtnetlink.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/io/packet_batch.h"
 
 struct mmsghdr;

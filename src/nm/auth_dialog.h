@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "src/nm/espvpn_command.h"
 

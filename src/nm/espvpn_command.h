@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 
 namespace espvpn::nm {

@@ -1,7 +1,7 @@
 // What NetworkManager needs to configure a VPN connection (the values behind the
 // SetConfig / SetIp4Config / SetIp6Config calls), computed from the vpnc-script
 // environment espvpn hands to its --script. Pure: no D-Bus, no GLib, no I/O, so every
-// case of the mapping is unit-tested (docs: vpnc-script-and-networkmanager.md B.4).
+// case of the mapping is unit-tested (docs/protocols/vpnc-script-and-networkmanager.md §B.4).
 #pragma once
 
 #include <array>
@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 namespace espvpn::nm {
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/session/login_prompter.h"
 #include "src/session/soft_token.h"
 

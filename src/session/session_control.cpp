@@ -5,7 +5,7 @@
 namespace espvpn::session {
 
 using log::Level;
-using hooks::ScriptReason;
+using host::ScriptReason;
 
 const char* describe(TunnelEnd end) {
     switch (end) {

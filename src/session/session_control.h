@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/hooks/script_env.h"
+#include "src/host/script_env.h"
 #include "src/log/logger.h"
 #include "src/session/reconnect_policy.h"
 
@@ -66,7 +66,7 @@ struct LogLine {
 // link, start an attempt, report the first connection, end.
 struct SessionActions {
     std::vector<LogLine> log;
-    std::vector<hooks::ScriptReason> scripts;  // queued, not awaited
+    std::vector<host::ScriptReason> scripts;  // queued, not awaited
     bool drop_link = false;                    // the link is lost: stop it (the tun stays)
     std::optional<AttemptPurpose> start_attempt;
     bool first_up = false;                     // traffic flows for the first time (-b detaches)

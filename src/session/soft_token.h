@@ -10,7 +10,7 @@
 #include <string>
 
 #include "crypto/otp.h"
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 
 namespace espvpn::session {

@@ -24,12 +24,12 @@ void write_log(const LogLine& line) {
 
 class SessionLoop {
 public:
-    SessionLoop(SessionDriver& driver, const TunnelOptions& options, TunnelHost& host)
+    SessionLoop(SessionDriver& driver, const TunnelOptions& options, host::TunnelHost& host)
         : d_(driver), o_(options), host_(host), control_(driver.peer(), options.reconnect_timeout, driver.attempt_text()) {}
 
     void apply(SessionActions a) {
         for (const LogLine& line : a.log) write_log(line);
-        for (hooks::ScriptReason reason : a.scripts) host_.queue_script(reason);  // not awaited
+        for (host::ScriptReason reason : a.scripts) host_.queue_script(reason);  // not awaited
         if (a.drop_link) d_.drop_link();
         if (a.outage_ended) d_.outage_ended(*a.outage_ended);
         if (a.start_attempt && !end_) attempt_ = d_.begin_attempt(*a.start_attempt);
@@ -84,7 +84,7 @@ public:
 private:
     SessionDriver& d_;
     const TunnelOptions& o_;
-    TunnelHost& host_;
+    host::TunnelHost& host_;
     SessionControl control_;
     std::unique_ptr<LinkAttempt> attempt_;
 };
@@ -99,7 +99,7 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     if (const TunnelEnd* end = std::get_if<TunnelEnd>(&*plan)) return *end;
     const auto& hp = std::get<SessionDriver::HostPlan>(*plan);
 
-    TunnelHost host(o.host);
+    host::TunnelHost host(o.host);
     // Whatever happens next, the driver's links stop before the host (and its tun) goes.
     struct StopLinks {
         SessionDriver& d;

@@ -1,6 +1,6 @@
 // One tunnel session loop for both protocols (openconnect's mainloop over its
 // vpn_proto table): the core owns the signals (SignalWatch), the host side
-// (TunnelHost: tun, routes, DNS, scripts), the stats reporter, the attempts
+// (host::TunnelHost: tun, routes, DNS, scripts), the stats reporter, the attempts
 // (LinkAttempt, one at a time, on their own thread) and the decisions
 // (SessionControl: outage, reconnect, give-up, end reason). A protocol driver
 // (gp/tunnel.h, anyconnect/tunnel.h) opens its first link, steps it (liveness,
@@ -15,18 +15,18 @@
 #include <variant>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/datapath/stats_reporter.h"
 #include "src/session/link_attempt.h"
 #include "src/session/session_control.h"
 #include "protocols/tunnel/tunnel_config.h"
-#include "src/session/tunnel_host.h"
+#include "src/host/tunnel_host.h"
 
 namespace espvpn::session {
 
 // The tunnel options of both protocols (src/cli fills them once).
 struct TunnelOptions {
-    TunnelHostOptions host;
+    host::TunnelHostOptions host;
     int mtu = 0;               // --mtu; 0: the server's, else computed from base_mtu
     int base_mtu = 0;          // --base-mtu; 0: 1406, openconnect's default
     std::string stats_json;    // --stats-json FILE
@@ -90,7 +90,7 @@ public:
     // The host is up: the first link starts. It returns the link's `up` when it carries data
     // at once (else a later step reports it), or an `ended` (a refused cookie); nullopt:
     // not up yet. An error ends the session.
-    virtual Result<std::optional<LinkEvent>> start(TunnelHost& host) = 0;
+    virtual Result<std::optional<LinkEvent>> start(host::TunnelHost& host) = 0;
     // "peer" for messages, and what a reconnect attempt does.
     virtual std::string peer() const = 0;
     virtual std::string attempt_text() const = 0;

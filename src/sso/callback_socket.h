@@ -15,7 +15,7 @@
 #include <chrono>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "src/sso/invoking_user.h"
 

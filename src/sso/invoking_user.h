@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 
 namespace espvpn::sso {
 

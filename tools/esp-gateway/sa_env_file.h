@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/esp/esp_sa.h"
 

@@ -37,7 +37,7 @@
 #include <string>
 #include <thread>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/pipeline_threads.h"
 #include "src/io/dtls_channel.h"

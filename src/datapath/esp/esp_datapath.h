@@ -31,7 +31,7 @@
 #include <string_view>
 #include <thread>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/datapath/pipeline_threads.h"
 #include "protocols/esp/esp_sa.h"
 #include "src/datapath/datapath_stats.h"

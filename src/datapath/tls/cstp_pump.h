@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/anyconnect/cstp.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/pipeline_threads.h"

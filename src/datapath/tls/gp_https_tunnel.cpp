@@ -14,10 +14,10 @@
 namespace espvpn::datapath {
 
 // tun -> GP frames -> TLS. Owns the sending half of the TLS session.
-class HttpsSender {
+class GpHttpsSender {
 public:
-    HttpsSender(io::TunDevice& tun, gnutls_session_t session, io::TlsRecordBatcher& batcher,
-                const HttpsDatapathOptions& o, HttpsCounters& counters)
+    GpHttpsSender(io::TunDevice& tun, gnutls_session_t session, io::TlsRecordBatcher& batcher,
+                const GpHttpsDatapathOptions& o, HttpsCounters& counters)
         : batcher_(batcher), counters_(counters),
           frames_(tun, session, batcher, control, counters, o, gp::kFrameHeaderSize), tun_fd_(tun.fd()) {}
 
@@ -81,9 +81,9 @@ private:
 };
 
 // TLS -> GP frames -> tun. Owns the receiving half of the TLS session.
-class HttpsReceiver {
+class GpHttpsReceiver {
 public:
-    HttpsReceiver(io::TunDevice& tun, gnutls_session_t session, int fd, const HttpsDatapathOptions& o,
+    GpHttpsReceiver(io::TunDevice& tun, gnutls_session_t session, int fd, const GpHttpsDatapathOptions& o,
                   HttpsCounters& counters)
         : fd_(fd), counters_(counters), frames_(tun, session, counters, o, nullptr),
           decoder_(std::max(o.max_frame_payload, std::max(o.max_inner_size, o.tun_mtu))) {}
@@ -170,18 +170,18 @@ private:
     gp::GpFrameDecoder decoder_;
 };
 
-HttpsDatapath::HttpsDatapath() = default;
+GpHttpsDatapath::GpHttpsDatapath() = default;
 
-Result<std::unique_ptr<HttpsDatapath>> HttpsDatapath::start(io::TunDevice& tun, std::unique_ptr<io::TlsStream> tls,
-                                                            const HttpsDatapathOptions& options) {
+Result<std::unique_ptr<GpHttpsDatapath>> GpHttpsDatapath::start(io::TunDevice& tun, std::unique_ptr<io::TlsStream> tls,
+                                                            const GpHttpsDatapathOptions& options) {
     if (!tls) return make_error("HTTPS tunnel: no TLS connection");
     auto dp = start(tun, tls->native(), tls->fd(), options);
     if (dp) (*dp)->tls_ = std::move(tls);
     return dp;
 }
 
-Result<std::unique_ptr<HttpsDatapath>> HttpsDatapath::start(io::TunDevice& tun, gnutls_session_t session, int fd,
-                                                            const HttpsDatapathOptions& options) {
+Result<std::unique_ptr<GpHttpsDatapath>> GpHttpsDatapath::start(io::TunDevice& tun, gnutls_session_t session, int fd,
+                                                            const GpHttpsDatapathOptions& options) {
     if (options.max_inner_size < 576 || options.max_inner_size > 65535)
         return make_error("HTTPS tunnel: max inner packet size " + std::to_string(options.max_inner_size) +
                           " is outside 576..65535");
@@ -191,13 +191,13 @@ Result<std::unique_ptr<HttpsDatapath>> HttpsDatapath::start(io::TunDevice& tun, 
     const int flags = ::fcntl(fd, F_GETFL);
     if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
         return make_error(std::string("HTTPS tunnel: fcntl: ") + std::strerror(errno));
-    std::unique_ptr<HttpsDatapath> dp(new HttpsDatapath());
-    PipelinePair<HttpsSender, HttpsReceiver>& p = dp->pipes_;
+    std::unique_ptr<GpHttpsDatapath> dp(new GpHttpsDatapath());
+    PipelinePair<GpHttpsSender, GpHttpsReceiver>& p = dp->pipes_;
     Status started = p.start("HTTPS tunnel", "tls-tx", "tls-rx", [&] {
         dp->counters_ = std::make_unique<HttpsCounters>();
         dp->batcher_ = std::make_unique<io::TlsRecordBatcher>(session, fd);
-        p.tx = std::make_unique<HttpsSender>(tun, session, *dp->batcher_, options, *dp->counters_);
-        p.rx = std::make_unique<HttpsReceiver>(tun, session, fd, options, *dp->counters_);
+        p.tx = std::make_unique<GpHttpsSender>(tun, session, *dp->batcher_, options, *dp->counters_);
+        p.rx = std::make_unique<GpHttpsReceiver>(tun, session, fd, options, *dp->counters_);
     });
     if (!started) {
         dp->batcher_.reset();
@@ -206,23 +206,23 @@ Result<std::unique_ptr<HttpsDatapath>> HttpsDatapath::start(io::TunDevice& tun, 
     return dp;
 }
 
-HttpsDatapath::~HttpsDatapath() { stop(); }
+GpHttpsDatapath::~GpHttpsDatapath() { stop(); }
 
-void HttpsDatapath::stop() {
+void GpHttpsDatapath::stop() {
     if (!batcher_) return;
     pipes_.stop();
     batcher_.reset();  // plain socket calls again, e.g. for the close_notify
     if (tls_) tls_->close();
 }
 
-void HttpsDatapath::send_keepalive() { pipes_.ask_tx(pipes_.tx->keepalive_requests); }
+void GpHttpsDatapath::send_keepalive() { pipes_.ask_tx(pipes_.tx->keepalive_requests); }
 
-HttpsStats HttpsDatapath::stats() const { return counters_->snapshot(); }
+HttpsStats GpHttpsDatapath::stats() const { return counters_->snapshot(); }
 
-std::chrono::steady_clock::time_point HttpsDatapath::last_rx() const {
+std::chrono::steady_clock::time_point GpHttpsDatapath::last_rx() const {
     return pipes_.rx->last_rx.get();
 }
 
-std::optional<std::string> HttpsDatapath::failure() const { return pipes_.failure("", ""); }
+std::optional<std::string> GpHttpsDatapath::failure() const { return pipes_.failure("", ""); }
 
 }  // namespace espvpn::datapath

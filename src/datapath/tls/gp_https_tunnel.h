@@ -1,4 +1,4 @@
-// HttpsDatapath: the GlobalProtect HTTPS fallback tunnel's two packet
+// GpHttpsDatapath: the GlobalProtect HTTPS fallback tunnel's two packet
 // pipelines, one thread each, on one TLS session (GnuTLS allows one sending and
 // one receiving thread per session):
 //
@@ -10,7 +10,7 @@
 // differ in their frame header and control frames (GP: the keepalive).
 //
 // Usage (the session, on its control thread, once "START_TUNNEL" was read):
-//   auto dp = HttpsDatapath::start(tun, std::move(tls), options);
+//   auto dp = GpHttpsDatapath::start(tun, std::move(tls), options);
 //   dp->send_keepalive();                       // DPD: the gateway echoes it
 //   if (now - dp->last_rx() > dead_after) ...   // any frame counts as life
 //   dp->failure();                              // EOF, TLS error, bad frame, stalled write
@@ -27,7 +27,7 @@
 #include <string>
 #include <thread>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/pipeline_threads.h"
 #include "src/datapath/tls/tls_framed.h"
@@ -37,29 +37,29 @@
 
 namespace espvpn::datapath {
 
-struct HttpsDatapathOptions : TlsFramedOptions {
+struct GpHttpsDatapathOptions : TlsFramedOptions {
     // Largest incoming frame payload; a larger one is a fatal stream error (OC
     // reads with max(16384, MTU)).
     std::size_t max_frame_payload = 16384;
 };
 
-class HttpsSender;
-class HttpsReceiver;
+class GpHttpsSender;
+class GpHttpsReceiver;
 
-class HttpsDatapath {
+class GpHttpsDatapath {
 public:
     // Starts both threads on `tls`, which must have been switched to tunnel
-    // mode (START_TUNNEL read). tun must outlive the HttpsDatapath and must not
+    // mode (START_TUNNEL read). tun must outlive the GpHttpsDatapath and must not
     // be used by anyone else while it runs.
-    static Result<std::unique_ptr<HttpsDatapath>> start(io::TunDevice& tun, std::unique_ptr<io::TlsStream> tls,
-                                                        const HttpsDatapathOptions& options);
+    static Result<std::unique_ptr<GpHttpsDatapath>> start(io::TunDevice& tun, std::unique_ptr<io::TlsStream> tls,
+                                                        const GpHttpsDatapathOptions& options);
     // The same on a GnuTLS session the caller owns (connected on `fd`), which must
-    // outlive the HttpsDatapath; stop() then leaves closing it to the caller.
-    static Result<std::unique_ptr<HttpsDatapath>> start(io::TunDevice& tun, gnutls_session_t session, int fd,
-                                                        const HttpsDatapathOptions& options);
-    ~HttpsDatapath();
-    HttpsDatapath(const HttpsDatapath&) = delete;
-    HttpsDatapath& operator=(const HttpsDatapath&) = delete;
+    // outlive the GpHttpsDatapath; stop() then leaves closing it to the caller.
+    static Result<std::unique_ptr<GpHttpsDatapath>> start(io::TunDevice& tun, gnutls_session_t session, int fd,
+                                                        const GpHttpsDatapathOptions& options);
+    ~GpHttpsDatapath();
+    GpHttpsDatapath(const GpHttpsDatapath&) = delete;
+    GpHttpsDatapath& operator=(const GpHttpsDatapath&) = delete;
 
     // Stops and joins both threads, then closes the TLS connection (idempotent).
     void stop();
@@ -73,11 +73,11 @@ public:
     std::optional<std::string> failure() const;
 
 private:
-    HttpsDatapath();
+    GpHttpsDatapath();
     std::unique_ptr<io::TlsStream> tls_;
     std::unique_ptr<HttpsCounters> counters_;
     std::unique_ptr<io::TlsRecordBatcher> batcher_;
-    PipelinePair<HttpsSender, HttpsReceiver> pipes_;
+    PipelinePair<GpHttpsSender, GpHttpsReceiver> pipes_;
 };
 
 }  // namespace espvpn::datapath

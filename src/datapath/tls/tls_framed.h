@@ -20,7 +20,7 @@
 #include <span>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/pipeline_threads.h"
 #include "src/datapath/too_big.h"

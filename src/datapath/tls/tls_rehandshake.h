@@ -1,5 +1,5 @@
 // The TLS renegotiation of a running TLS-framed tunnel (AnyConnect's rekey
-// "ssl", doc 6): the live session renegotiates (TLS 1.2; a KeyUpdate on TLS
+// "ssl", docs/protocols/anyconnect.md §6): the live session renegotiates (TLS 1.2; a KeyUpdate on TLS
 // 1.3). GnuTLS allows no record I/O beside a handshake, so the tx thread parks
 // and the rx thread runs it; both stay parked after a success until resume(),
 // so the control thread can export a fresh DTLS PSK and swap the carrier while

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/connect.h"
 #include "protocols/tunnel/dpd_timer.h"
@@ -78,7 +78,7 @@ public:
     // factory exports the PSK from the TLS session they are about to use).
     void start(io::TunDevice& tun, int mtu, const DtlsSetup& dtls);
     // After a TLS rehandshake (both pump threads parked): a fresh PSK, so a new
-    // DTLS channel (doc 6: DTLS is re-established whenever CSTP is rehandshaken).
+    // DTLS channel (docs/protocols/anyconnect.md §6: DTLS is re-established whenever CSTP is rehandshaken).
     // Returns the old one, for the caller to end once the pump runs again (its
     // datapath threads take a while to stop; the tun should not wait for them).
     std::unique_ptr<AcDataChannel> renew_channel(int mtu);

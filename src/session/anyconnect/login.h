@@ -1,4 +1,4 @@
-// The AnyConnect login (doc section 1): config-auth init, then auth-request
+// The AnyConnect login (docs/protocols/anyconnect.md §1): config-auth init, then auth-request
 // forms answered round by round (username, password, more factors, the auth
 // group), until "complete" with the webvpn session cookie. Every request goes
 // over one HttpsClient, so the server sees one kept-alive TLS connection, which
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "crypto/ecies_p256.h"
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/auth.h"
 #include "protocols/http/url.h"

@@ -1,6 +1,6 @@
-// The AnyConnect tunnel once logged in (doc sections 2, 3, 5): CONNECT on the
+// The AnyConnect tunnel once logged in (docs/protocols/anyconnect.md §2, §3, §5): CONNECT on the
 // login's kept TLS connection, the reply turned into a TunnelConfig, the host
-// side set up (tun + netlink or vpnc-script, src/session/tunnel_host.h), then
+// side set up (tun + netlink or vpnc-script, src/host/tunnel_host.h), then
 // packets carried tun <-> CSTP on two threads while the control thread answers
 // signals and runs DPD/keepalive, until a logout, a detach or the server ends it.
 //
@@ -18,23 +18,23 @@
 // tried again later). The "ssl" rekey renegotiates the live TLS session
 // (pump threads parked) and then re-establishes DTLS with the new PSK; a failed
 // rehandshake falls back to a new tunnel. DTLS rekeys itself by a new handshake
-// at X-DTLS-Rekey-Time (ac_dtls_link.cpp). The addresses must stay the same
+// at X-DTLS-Rekey-Time (dtls_channel.cpp). The addresses must stay the same
 // across connections (the session ends otherwise); an MTU change is applied.
 //
 // DTLS seam: when the server offers DTLS and a factory is given (the product's
-// is make_ac_dtls_factory, ac_dtls_link.h), the tunnel creates an
+// is make_ac_dtls_factory, dtls_channel.h), the tunnel creates an
 // AcDataChannel from the CSTP session (its TLS session exports the PSK) and the
 // DTLS parameters; while that channel says it carries data, the tx thread hands
 // it the data packets instead of writing CSTP frames. CSTP keeps its own DPD,
 // keepalive and BYE meanwhile (ocserv drops a session whose TLS side is silent
-// for 3 x DPD, doc 5); the channel runs DPD on DTLS itself.
+// for 3 x DPD, docs/protocols/anyconnect.md §5); the channel runs DPD on DTLS itself.
 //
 // MTU: one tun for both channels. The tun comes up at once with X-CSTP-MTU
 // (data flows over CSTP during the handshake, unlike openconnect, which delays
 // the tun until DTLS settles); when DTLS comes up with a smaller tunnel MTU the
 // tun is lowered to it and stays there after a fallback, so TCP never sees the
 // MTU grow and shrink. Against ocserv both are equal: its X-CSTP-MTU already
-// subtracts the DTLS overhead (doc 7.2).
+// subtracts the DTLS overhead (docs/protocols/anyconnect.md §7.2).
 #pragma once
 
 #include <gnutls/gnutls.h>
@@ -44,7 +44,7 @@
 #include <memory>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/anyconnect/connect.h"
 #include "src/datapath/dtls/dtls_datapath.h"
@@ -53,7 +53,7 @@
 #include "src/io/packet_batch.h"
 #include "src/session/anyconnect/login.h"
 #include "protocols/tunnel/tunnel_config.h"
-#include "src/session/tunnel_host.h"
+#include "src/host/tunnel_host.h"
 #include "src/session/tunnel_session.h"
 
 namespace espvpn::session {

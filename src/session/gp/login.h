@@ -1,4 +1,4 @@
-// The GlobalProtect login (doc sections 2-6): portal prelogin → portal
+// The GlobalProtect login (docs/protocols/globalprotect.md §2-§6): portal prelogin → portal
 // getconfig → gateway choice → gateway login, or straight to a gateway. Ends
 // with the session cookie every later gateway request carries. Every request
 // goes through one HttpsClient, so each host sees one kept-alive connection.
@@ -8,14 +8,14 @@
 #include <optional>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/gp/portal_config.h"
 #include "protocols/gp/prelogin.h"
 #include "protocols/gp/requests.h"
 #include "protocols/gp/session_cookie.h"
 #include "protocols/http/url.h"
 #include "src/session/gp/gateway_latency.h"
-#include "src/session/gp/transport.h"
+#include "src/session/gp/request_sender.h"
 #include "src/session/login_answers.h"
 #include "src/session/login_prompter.h"
 #include "src/session/sso_browser.h"
@@ -76,8 +76,8 @@ struct GpAuthenticated {
 
 class GpLogin {
 public:
-    GpLogin(GpTransport& transport, GpLoginSettings settings, LoginPrompter& prompter)
-        : http_(transport),
+    GpLogin(GpRequestSender& sender, GpLoginSettings settings, LoginPrompter& prompter)
+        : http_(sender),
           settings_(std::move(settings)),
           prompter_(prompter),
           answers_(prompter, settings_.form_entries, settings_.token) {}
@@ -103,7 +103,7 @@ private:
     Result<gp::GpLoginResult> gateway_login(const http::Url& gateway, Credentials& creds);
     Result<http::Url> choose_gateway(const gp::GpPortalConfig& config, const std::string& region);
 
-    GpTransport& http_;
+    GpRequestSender& http_;
     GpLoginSettings settings_;
     LoginPrompter& prompter_;
     LoginAnswers answers_;

@@ -4,7 +4,7 @@
 #include <mutex>
 #include <optional>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 #include "crypto/esp_transform.h"
 #include "protocols/esp/esp_sa.h"
 #include "protocols/gp/https_tunnel.h"
@@ -80,7 +80,7 @@ std::string seconds_since(Clock::time_point from, Clock::time_point to) {
 // GP's timings: openconnect's 10 s DPD (20 s of silence: dead), or --force-dpd; while the
 // peer is quiet, a probe / keepalive every dpd/2 (openconnect: 5 s of its 10 s), at least 1 s apart.
 struct GpTimers {
-    // No probe reply by then: fall back to HTTPS (openconnect waits 5 s, the Windows client 10 s; doc 10.5).
+    // No probe reply by then: fall back to HTTPS (openconnect waits 5 s, the Windows client 10 s; docs/protocols/globalprotect.md §10.5).
     std::chrono::seconds probe_timeout{5};
     DpdSettings dpd{std::chrono::seconds(10), std::chrono::seconds(0), std::chrono::seconds(1)};
     explicit GpTimers(int force_dpd_s) {
@@ -96,7 +96,7 @@ public:
         : setup_(setup), o_(options), links_(links), timers_(options.force_dpd_s) {}
 
     Result<Prepared> prepare() override;
-    Result<std::optional<LinkEvent>> start(TunnelHost& host) override;
+    Result<std::optional<LinkEvent>> start(host::TunnelHost& host) override;
     std::string peer() const override { return "the gateway"; }
     std::string attempt_text() const override { return "new configuration with the same cookie"; }
     datapath::StatsView stats_view() override {
@@ -177,7 +177,7 @@ private:
     mutable std::mutex mu_;       // the datapath pointers, against the stats reporter thread
     std::uint64_t switches_ = 0;
     std::unique_ptr<datapath::EspDatapath> esp_;
-    std::unique_ptr<datapath::HttpsDatapath> https_;
+    std::unique_ptr<datapath::GpHttpsDatapath> https_;
 
     // ESP state.
     bool connected_ = false;
@@ -273,10 +273,10 @@ Result<std::unique_ptr<io::TlsStream>> GpDriver::connect_https(bool& cookie_reje
 
 Status GpDriver::start_https(std::unique_ptr<io::TlsStream> tls) {
     const std::string endpoint = tls->endpoint() + ", " + tls->description();
-    datapath::HttpsDatapathOptions h;
+    datapath::GpHttpsDatapathOptions h;
     h.max_inner_size = h.tun_mtu = static_cast<std::size_t>(mtu_);
     h.max_frame_payload = std::max<std::size_t>(16384, static_cast<std::size_t>(mtu_));
-    auto dp = datapath::HttpsDatapath::start(*tun_, std::move(tls), h);
+    auto dp = datapath::GpHttpsDatapath::start(*tun_, std::move(tls), h);
     if (!dp) return dp.error();
     const Clock::time_point now = Clock::now();
     {
@@ -618,7 +618,7 @@ Result<SessionDriver::Prepared> GpDriver::prepare() {
     return Prepared{HostPlan{setup_.config, mtu_}};
 }
 
-Result<std::optional<LinkEvent>> GpDriver::start(TunnelHost& host) {
+Result<std::optional<LinkEvent>> GpDriver::start(host::TunnelHost& host) {
     tun_ = &host.tun();
     const GpEspSetup* esp = first_esp_;
     if (esp) {

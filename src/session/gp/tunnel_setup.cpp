@@ -5,7 +5,7 @@
 #include <sstream>
 #include <variant>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 #include "protocols/gp/hip.h"
 #include "src/io/udp_socket.h"
 #include "src/session/csd_program.h"

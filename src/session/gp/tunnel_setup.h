@@ -8,17 +8,17 @@
 #include <optional>
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/gp/requests.h"
 #include "protocols/gp/session_cookie.h"
 #include "protocols/gp/tunnel_config.h"
-#include "src/session/gp/transport.h"
+#include "src/session/gp/request_sender.h"
 #include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::session {
 
 // What the ESP data path needs to start: where to send, which SA pair, and
-// what to probe (doc section 10). Valid until the next getconfig.
+// what to probe (docs/protocols/globalprotect.md §10). Valid until the next getconfig.
 struct GpEspSetup {
     std::string peer_address;     // numeric address of the gateway (HTTPS peer)
     std::uint16_t udp_port = 4501;
@@ -57,8 +57,8 @@ class GpGatewaySession {
 public:
     // `cookie_rejected` is set when the gateway refused the session cookie
     // (expired or bogus): openconnect's exit code 2.
-    GpGatewaySession(GpTransport& transport, http::Url gateway, gp::GpSessionCookie cookie, gp::GpClientInfo client)
-        : http_(transport), gateway_(std::move(gateway)), cookie_(std::move(cookie)), client_(std::move(client)) {}
+    GpGatewaySession(GpRequestSender& sender, http::Url gateway, gp::GpSessionCookie cookie, gp::GpClientInfo client)
+        : http_(sender), gateway_(std::move(gateway)), cookie_(std::move(cookie)), client_(std::move(client)) {}
 
     Result<GpTunnelSetup> fetch_config();
     // hipreportcheck.esp; when the gateway wants a report, sends one. Returns
@@ -75,7 +75,7 @@ private:
     Result<std::string> report_from_wrapper(const GpHipSettings& hip, const std::string& ip, const std::string& ip6,
                                             const std::string& md5);
 
-    GpTransport& http_;
+    GpRequestSender& http_;
     http::Url gateway_;
     gp::GpSessionCookie cookie_;
     gp::GpClientInfo client_;

@@ -35,7 +35,7 @@
 #include <string>
 #include <thread>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 #include "protocols/tunnel/dpd_timer.h"
 #include "src/datapath/dtls/dtls_datapath.h"
 #include "src/io/dtls_channel.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The DTLS channel against Debian's real ocserv (docs anyconnect.md section 11):
+# The DTLS channel against Debian's real ocserv (docs/protocols/anyconnect.md §11):
 # openconnect --authenticate gets the webvpn cookie, then dtls-test-client makes
 # a bare CONNECT and runs DtlsChannel + DtlsDatapath + tun; UDP traffic goes to
 # ocserv's own tunnel address (192.168.99.1) and is echoed back, both ways over DTLS.

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 
 using namespace espvpn;
 

@@ -11,10 +11,10 @@
 #include <sstream>
 #include <string>
 
-#include "src/hooks/host_dns.h"
+#include "src/host/dns.h"
 
 using namespace espvpn;
-using namespace espvpn::hooks;
+using namespace espvpn::host;
 
 namespace {
 

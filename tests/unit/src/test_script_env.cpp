@@ -2,10 +2,10 @@
 
 #include <map>
 
-#include "src/hooks/script_env.h"
+#include "src/host/script_env.h"
 
 using namespace espvpn;
-using namespace espvpn::hooks;
+using namespace espvpn::host;
 
 namespace {
 std::map<std::string, std::optional<std::string>> as_map(const ScriptEnv& env) {

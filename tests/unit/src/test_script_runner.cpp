@@ -10,10 +10,10 @@
 #include <sstream>
 #include <string>
 
-#include "src/hooks/script_runner.h"
+#include "src/host/script_runner.h"
 
 using namespace espvpn;
-using namespace espvpn::hooks;
+using namespace espvpn::host;
 namespace fs = std::filesystem;
 
 namespace {

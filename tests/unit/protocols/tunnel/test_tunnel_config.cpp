@@ -44,3 +44,19 @@ TEST_CASE("netmask_length and normalise_ip") {
     CHECK(v6);
     CHECK_FALSE(normalise_ip("10.0.0.256").ok());
 }
+
+TEST_CASE("parse_address_length: the one prefix grammar keeps the host bits; IpPrefix clears them") {
+    auto a = parse_address_length("10.99.5.7/255.255.255.0");
+    REQUIRE(a.ok());
+    CHECK_FALSE(a->v6);
+    CHECK(a->length == 24);
+    CHECK(a->bytes[3] == 7);
+    CHECK(IpPrefix::parse("10.99.5.7/255.255.255.0")->bytes[3] == 0);
+    auto b = parse_address_length("fd00::5");
+    REQUIRE(b.ok());
+    CHECK(b->v6);
+    CHECK(b->length == 128);
+    CHECK(b->bytes[15] == 5);
+    CHECK(parse_address_length("10.0.0.1/33").error().message == "'10.0.0.1/33': prefix length over 32");
+    CHECK(IpPrefix::parse("10.0.0.1/33").error().message == "route '10.0.0.1/33': prefix length over 32");
+}

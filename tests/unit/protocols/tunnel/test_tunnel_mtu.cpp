@@ -7,7 +7,7 @@ using namespace espvpn::gp;
 using namespace espvpn::anyconnect;
 
 TEST_CASE("esp_tunnel_mtu: openconnect's figures, an IPv6 outer header costs 20 more before block rounding") {
-    // doc 10.9's example: IPv4, AES-CBC (IV 16) + HMAC-SHA1-96 (ICV 12), default base 1406.
+    // docs/protocols/globalprotect.md §10.9's example: IPv4, AES-CBC (IV 16) + HMAC-SHA1-96 (ICV 12), default base 1406.
     CHECK(esp_tunnel_mtu(0, false, 16, 12) == 1326);
     CHECK(esp_tunnel_mtu(0, true, 16, 12) == 1310);
     // AES-GCM (IV 8, ICV 16): 1406 - 48 - 32 = 1326, whole blocks 1312, - 2.
@@ -39,7 +39,7 @@ TEST_CASE("gp_tun_mtu: --mtu, then the gateway's, then computed over the gateway
 }
 
 TEST_CASE("AnyConnect: the X-CSTP-MTU openconnect asks for, DTLS's link and tunnel MTUs") {
-    // doc 7.1, openconnect observed: base 65535 -> X-CSTP-MTU 65425; --base-mtu 1300 -> 1190 (over IPv4).
+    // docs/protocols/anyconnect.md §7.1, openconnect observed: base 65535 -> X-CSTP-MTU 65425; --base-mtu 1300 -> 1190 (over IPv4).
     CHECK(requested_tunnel_mtu(65535, false) == 65425);
     CHECK(requested_tunnel_mtu(1300, false) == 1190);
     CHECK(requested_tunnel_mtu(1406, false) == 1296);  // the default base

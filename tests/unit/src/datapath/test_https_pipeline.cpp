@@ -1,4 +1,4 @@
-// HttpsDatapath end to end on one machine: a tun device in a private network
+// GpHttpsDatapath end to end on one machine: a tun device in a private network
 // namespace (made by the test thread, gone with it), the pipeline on one end of
 // a TLS session over a socketpair, the test playing the gateway on the other
 // end. Needs root (tun + unshare); skipped otherwise.
@@ -12,8 +12,8 @@ using namespace espvpn::test;
 
 namespace {
 
-HttpsDatapathOptions options() {
-    HttpsDatapathOptions o;
+GpHttpsDatapathOptions options() {
+    GpHttpsDatapathOptions o;
     o.max_inner_size = o.tun_mtu = 1400;
     return o;
 }
@@ -23,9 +23,9 @@ HttpsDatapathOptions options() {
 TEST_CASE("HTTPS pipeline: tun packets leave as GP frames, frames from the gateway reach the tun") {
     in_private_netns([](io::TunDevice& tun) {
         TlsPair tls;
-        auto started = HttpsDatapath::start(tun, tls.client(), tls.client_fd(), options());
+        auto started = GpHttpsDatapath::start(tun, tls.client(), tls.client_fd(), options());
         REQUIRE(started);
-        std::unique_ptr<HttpsDatapath> dp = std::move(*started);
+        std::unique_ptr<GpHttpsDatapath> dp = std::move(*started);
 
         // tun -> frame: a datagram routed into the tun arrives framed, as IPv4.
         int tx = udp_socket_bound("10.9.0.1", 0);
@@ -101,9 +101,9 @@ TEST_CASE("HTTPS pipeline: tun packets leave as GP frames, frames from the gatew
 TEST_CASE("HTTPS pipeline: the gateway closing the connection is reported, and stop() returns") {
     in_private_netns([](io::TunDevice& tun) {
         TlsPair tls;
-        auto started = HttpsDatapath::start(tun, tls.client(), tls.client_fd(), options());
+        auto started = GpHttpsDatapath::start(tun, tls.client(), tls.client_fd(), options());
         REQUIRE(started);
-        std::unique_ptr<HttpsDatapath> dp = std::move(*started);
+        std::unique_ptr<GpHttpsDatapath> dp = std::move(*started);
         tls.close_server();
         eventually([&] { return dp->failure().has_value(); });
         REQUIRE(dp->failure());
@@ -115,9 +115,9 @@ TEST_CASE("HTTPS pipeline: the gateway closing the connection is reported, and s
 TEST_CASE("HTTPS pipeline refuses bad options") {
     in_private_netns([](io::TunDevice& tun) {
         TlsPair tls;
-        HttpsDatapathOptions o = options();
+        GpHttpsDatapathOptions o = options();
         o.max_inner_size = 100;
-        auto dp = HttpsDatapath::start(tun, tls.client(), tls.client_fd(), o);
+        auto dp = GpHttpsDatapath::start(tun, tls.client(), tls.client_fd(), o);
         REQUIRE(!dp);
         CHECK(dp.error().message.find("576") != std::string::npos);
     });
@@ -129,7 +129,7 @@ TEST_CASE("HTTPS pipeline refuses bad options") {
 TEST_CASE("HTTPS pipeline: oversized packets get ICMP too-big; tun counters start at the pipeline's start") {
     in_private_netns([](io::TunDevice& tun) {
         TlsPair tls;
-        HttpsDatapathOptions o = options();
+        GpHttpsDatapathOptions o = options();
         o.max_inner_size = 1200;  // the tun's MTU is 1400
         const int s = udp_df_socket();
         const std::string small = "small enough";
@@ -144,16 +144,16 @@ TEST_CASE("HTTPS pipeline: oversized packets get ICMP too-big; tun counters star
         };
         {
             // An earlier pipeline on the same tun (as ESP before a fallback) reads first.
-            auto first = HttpsDatapath::start(tun, tls.client(), tls.client_fd(), o);
+            auto first = GpHttpsDatapath::start(tun, tls.client(), tls.client_fd(), o);
             REQUIRE(first);
             CHECK(carried());
             (*first)->stop();
         }
         const std::uint64_t reads_before = tun.counters().reads;
         REQUIRE(reads_before > 0);
-        auto started = HttpsDatapath::start(tun, tls.client(), tls.client_fd(), o);
+        auto started = GpHttpsDatapath::start(tun, tls.client(), tls.client_fd(), o);
         REQUIRE(started);
-        std::unique_ptr<HttpsDatapath> dp = std::move(*started);
+        std::unique_ptr<GpHttpsDatapath> dp = std::move(*started);
         const std::string big(1300 - 28, 'b');  // a 1300-byte IP packet: fits the tun, not the tunnel
         REQUIRE(::send(s, big.data(), big.size(), 0) == static_cast<ssize_t>(big.size()));
         CHECK(eventually([&] { return path_mtu(s) == 1200; }));

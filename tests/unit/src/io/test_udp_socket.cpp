@@ -2,14 +2,18 @@
 // mapping of ICMP errors to drop counters.
 #include <doctest/doctest.h>
 
+#include <sys/socket.h>
+
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "protocols/tunnel/tunnel_config.h"
 #include "src/io/rtnetlink.h"
 #include "src/io/udp_socket.h"
 
 using namespace espvpn::io;
+using espvpn::IpPrefix;
 
 namespace {
 // A receiver on an ephemeral loopback port and a sender connected to it (defaults: GSO/GRO on).
@@ -51,6 +55,27 @@ TEST_CASE("SocketAddress and InterfaceAddress parse and reject with a reason") {
     CHECK_FALSE(InterfaceAddress::parse("fd00::1/129").ok());
     CHECK_FALSE(InterfaceAddress::parse("10.0.0.1/x").ok());
     CHECK(InterfaceAddress::parse("10.0.0/8").error().message.find("10.0.0") != std::string::npos);
+}
+
+TEST_CASE("InterfaceAddress::parse is the one prefix grammar with the host bits kept") {
+    // The same text as an IpPrefix loses its host bits; as an interface address it keeps them.
+    auto a = InterfaceAddress::parse("10.99.5.7/255.255.255.0");
+    REQUIRE(a.ok());
+    CHECK(a->to_string() == "10.99.5.7/24");
+    CHECK(IpPrefix::parse("10.99.5.7/255.255.255.0")->to_string() == "10.99.5.0/24");
+    auto b = InterfaceAddress::parse("fd00:1:2:3::5/64");
+    REQUIRE(b.ok());
+    CHECK(b->family == AF_INET6);
+    CHECK(b->to_string() == "fd00:1:2:3::5/64");
+    CHECK(InterfaceAddress::parse("0.0.0.0/0")->prefix_len == 0);
+    // What IpPrefix refuses, an interface address refuses, with the same reason.
+    for (const char* bad : {"10.0.0.1/255.0.255.0", "10.0.0.1/", "10.0.0.1/-1", "10.0.0.1/0024", "fd00::1/1.2.3.4",
+                            "10.0.0.1/24/1", "nonsense", ""}) {
+        INFO(bad);
+        auto r = InterfaceAddress::parse(bad);
+        REQUIRE_FALSE(r.ok());
+        CHECK("route " + r.error().message == IpPrefix::parse(bad).error().message);
+    }
 }
 
 TEST_CASE("endpoint_text: what SocketAddress::parse reads back, IPv6 in brackets; any_endpoint_like keeps the family") {

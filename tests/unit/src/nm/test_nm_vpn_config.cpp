@@ -2,7 +2,7 @@
 
 #include <arpa/inet.h>
 
-#include "src/hooks/script_env.h"
+#include "src/host/script_env.h"
 #include "src/nm/nm_vpn_config.h"
 
 using namespace espvpn;
@@ -21,7 +21,7 @@ Ip6Address v6(const char* text) {
     return a;
 }
 
-// The environment of docs/vpnc-script-and-networkmanager.md A.3 (openconnect 9.01 at
+// The environment of docs/protocols/vpnc-script-and-networkmanager.md §A.3 (openconnect 9.01 at
 // "connect"), plus IPv6 and a second DNS server of each family.
 ScriptEnvironment observed_connect_env() {
     return {
@@ -98,7 +98,7 @@ TEST_CASE("nm config: the observed openconnect connect environment") {
 }
 
 TEST_CASE("nm config: what espvpn's own script environment produces converts back") {
-    // The producer (src/hooks/script_env) and this consumer must agree on the contract.
+    // The producer (src/host/script_env) and this consumer must agree on the contract.
     TunnelConfig t;
     t.gateway_address = "10.201.0.1";
     t.ip4_address = "10.200.0.2";
@@ -116,9 +116,9 @@ TEST_CASE("nm config: what espvpn's own script environment produces converts bac
     REQUIRE(exc4);
     t.split_include = {*inc4, *inc6};
     t.split_exclude = {*exc4};
-    hooks::ScriptContext ctx{hooks::ScriptReason::connect, "tun7", 1234, 1};
+    host::ScriptContext ctx{host::ScriptReason::connect, "tun7", 1234, 1};
     ScriptEnvironment env;
-    for (const auto& [name, value] : hooks::build_script_env(t, ctx))
+    for (const auto& [name, value] : host::build_script_env(t, ctx))
         if (value) env[name] = *value;
 
     const NmVpnConfig c = convert(env);

@@ -6,7 +6,7 @@
 
 #include "src/cli/gp_command.h"
 #include "src/session/gp/login.h"
-#include "src/session/gp/transport.h"
+#include "src/session/gp/request_sender.h"
 #include "src/session/gp/tunnel_setup.h"
 #include "src/session/csd_program.h"
 

@@ -2,10 +2,10 @@
 
 #include <map>
 
-#include "src/session/host_routes.h"
+#include "src/host/routes.h"
 
 using namespace espvpn;
-using namespace espvpn::session;
+using namespace espvpn::host;
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include "src/session/session_control.h"
 
 using namespace espvpn::session;
-using espvpn::hooks::ScriptReason;
+using espvpn::host::ScriptReason;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = SessionControl::Clock;

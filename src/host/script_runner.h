@@ -15,9 +15,9 @@
 #include <string>
 #include <thread>
 
-#include "src/hooks/script_env.h"
+#include "src/host/script_env.h"
 
-namespace espvpn::hooks {
+namespace espvpn::host {
 
 struct ScriptResult {
     bool started = false;      // false: the shell could not be spawned (see error)
@@ -61,4 +61,4 @@ private:
     std::thread thread_;
 };
 
-}  // namespace espvpn::hooks
+}  // namespace espvpn::host

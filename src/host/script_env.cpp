@@ -1,8 +1,8 @@
-#include "src/hooks/script_env.h"
+#include "src/host/script_env.h"
 
 #include <arpa/inet.h>
 
-namespace espvpn::hooks {
+namespace espvpn::host {
 
 std::string_view reason_name(ScriptReason reason) {
     switch (reason) {
@@ -116,4 +116,4 @@ ScriptEnv build_script_env(const TunnelConfig& c, const ScriptContext& ctx) {
     return env.take();
 }
 
-}  // namespace espvpn::hooks
+}  // namespace espvpn::host

@@ -1,4 +1,4 @@
-#include "src/session/anyconnect/dtls_link.h"
+#include "src/session/anyconnect/dtls_channel.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -24,7 +24,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // ocserv ignores a second ClientHello for the same session within 3 s of the
-// previous one (doc 4.5): attempts never start closer together than this.
+// previous one (docs/protocols/anyconnect.md §4.5): attempts never start closer together than this.
 constexpr auto kMinAttemptGap = std::chrono::milliseconds(3200);
 constexpr int kSuperviseStepMs = 200;
 
@@ -48,16 +48,16 @@ struct DtlsEnd {
     bool rekey = false;      // not a failure: the session reached its rekey time
 };
 
-class AcDtlsLink final : public AcDataChannel {
+class AcDtlsChannel final : public AcDataChannel {
 public:
-    AcDtlsLink(const AcDtlsContext& context, AcPacketSink& sink, const AcDtlsLinkOptions& options, Secret psk)
+    AcDtlsChannel(const AcDtlsContext& context, AcPacketSink& sink, const AcDtlsChannelOptions& options, Secret psk)
         : context_(context), sink_(sink), options_(options), psk_(std::move(psk)) {
         context_.master_secret = nullptr;  // copied below: the caller's may not outlive us
         if (context.master_secret) master_secret_ = context.master_secret->clone();
         current_mtu_ = context.tunnel_mtu;
         stats_.mode = context.params.mode == anyconnect::AcDtlsParams::Mode::psk ? "psk" : "legacy";
     }
-    ~AcDtlsLink() override {
+    ~AcDtlsChannel() override {
         stopping_ = true;
         wake();
         if (thread_.joinable()) thread_.join();
@@ -237,7 +237,7 @@ private:
     // Puts data on DTLS until it dies; then back to CSTP.
     DtlsEnd carry(std::unique_ptr<LiveDtls> live) {
         const int tunnel_mtu = static_cast<int>(live->channel->tunnel_mtu());
-        // One tun MTU for both channels: the smaller wins and stays (doc 7.3; see anyconnect/tunnel.h).
+        // One tun MTU for both channels: the smaller wins and stays (docs/protocols/anyconnect.md §7.3; see anyconnect/tunnel.h).
         if (context_.tun && tunnel_mtu < current_mtu_) {
             if (Status st = context_.tun->set_mtu(static_cast<unsigned>(tunnel_mtu)); !st)
                 LOG_WARN << "DTLS: cannot lower the tun MTU to " << tunnel_mtu << ": " << st.error().message;
@@ -266,7 +266,7 @@ private:
         ds.dpd = std::chrono::seconds(options_.force_dpd_s > 0 ? options_.force_dpd_s : p.dpd_s);
         ds.keepalive = std::chrono::seconds(p.keepalive_s);
         DpdTimer dpd(ds, Clock::now());
-        // DTLS rekey (doc 6): ocserv offers "ssl" (a rehandshake of this session); a new
+        // DTLS rekey (docs/protocols/anyconnect.md §6): ocserv offers "ssl" (a rehandshake of this session); a new
         // handshake with the same PSK/App-ID renews the keys just as well and is the
         // path a DTLS failure takes anyway. Data rides CSTP for the handshake's duration.
         const Clock::time_point rekey_at =
@@ -324,7 +324,7 @@ private:
 
     AcDtlsContext context_;
     AcPacketSink& sink_;
-    AcDtlsLinkOptions options_;
+    AcDtlsChannelOptions options_;
     Secret psk_;
     Secret master_secret_;
     int current_mtu_ = 0;         // supervisor thread only
@@ -342,7 +342,7 @@ private:
 
 }  // namespace
 
-AcDtlsFactory make_ac_dtls_factory(const AcDtlsLinkOptions& options) {
+AcDtlsFactory make_ac_dtls_factory(const AcDtlsChannelOptions& options) {
     return [options](const AcDtlsContext& context, AcPacketSink& sink) -> Result<std::unique_ptr<AcDataChannel>> {
         Secret psk;
         if (context.params.mode == anyconnect::AcDtlsParams::Mode::psk) {
@@ -351,9 +351,9 @@ AcDtlsFactory make_ac_dtls_factory(const AcDtlsLinkOptions& options) {
             if (!exported) return exported.error();
             psk = std::move(*exported);
         }
-        auto link = std::make_unique<AcDtlsLink>(context, sink, options, std::move(psk));
-        if (Status st = link->start(); !st) return st.error();
-        return std::unique_ptr<AcDataChannel>(std::move(link));
+        auto channel = std::make_unique<AcDtlsChannel>(context, sink, options, std::move(psk));
+        if (Status st = channel->start(); !st) return st.error();
+        return std::unique_ptr<AcDataChannel>(std::move(channel));
     };
 }
 

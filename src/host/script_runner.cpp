@@ -1,4 +1,4 @@
-#include "src/hooks/script_runner.h"
+#include "src/host/script_runner.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -18,7 +18,7 @@
 
 extern char** environ;
 
-namespace espvpn::hooks {
+namespace espvpn::host {
 
 namespace {
 
@@ -212,4 +212,4 @@ ScriptResult ScriptRunner::execute(const ScriptEnv& env) {
     return result;
 }
 
-}  // namespace espvpn::hooks
+}  // namespace espvpn::host

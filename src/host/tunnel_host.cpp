@@ -1,4 +1,4 @@
-#include "src/session/tunnel_host.h"
+#include "src/host/tunnel_host.h"
 
 #include <net/if.h>
 #include <sys/socket.h>
@@ -7,38 +7,38 @@
 #include <cstring>
 
 #include "src/log/logger.h"
-#include "src/session/host_routes.h"
+#include "src/host/routes.h"
 
-namespace espvpn::session {
+namespace espvpn::host {
 
 TunnelHost::TunnelHost(TunnelHostOptions options) : o_(std::move(options)) {
-    if (!o_.script.empty()) scripts_ = std::make_unique<hooks::ScriptRunner>(o_.script);
+    if (!o_.script.empty()) scripts_ = std::make_unique<ScriptRunner>(o_.script);
 }
 
 TunnelHost::~TunnelHost() { tear_down(); }
 
-hooks::ScriptEnv TunnelHost::script_env(hooks::ScriptReason reason) const {
+host::ScriptEnv TunnelHost::script_env(ScriptReason reason) const {
     TunnelConfig c = config_;
     c.mtu = mtu_;
-    hooks::ScriptContext ctx{reason, tun_ ? tun_->name() : o_.interface_name, static_cast<int>(getpid()),
+    ScriptContext ctx{reason, tun_ ? tun_->name() : o_.interface_name, static_cast<int>(getpid()),
                              o_.log_level};
-    return hooks::build_script_env(c, ctx);
+    return build_script_env(c, ctx);
 }
 
-void TunnelHost::run_script(hooks::ScriptReason reason) {
+void TunnelHost::run_script(ScriptReason reason) {
     if (!scripts_) return;
     // Awaited by the control thread only; the packet threads keep forwarding meanwhile.
     scripts_->run(script_env(reason)).wait();
 }
 
-void TunnelHost::queue_script(hooks::ScriptReason reason) {
+void TunnelHost::queue_script(ScriptReason reason) {
     if (scripts_) scripts_->run(script_env(reason));
 }
 
 Status TunnelHost::bring_up(const TunnelConfig& config, int mtu) {
     config_ = config;
     mtu_ = mtu;
-    run_script(hooks::ScriptReason::pre_init);
+    run_script(ScriptReason::pre_init);
     io::TunOptions t;
     t.name = o_.interface_name;
     auto tun = io::TunDevice::open(t);
@@ -51,7 +51,7 @@ Status TunnelHost::bring_up(const TunnelConfig& config, int mtu) {
     LOG_INFO << "tun device " << tun_->name() << " (offloads: " << (tun_->offloads().tso ? "TSO" : "none")
              << (tun_->offloads().uso ? "+USO" : "") << ")";
     if (scripts_) {
-        run_script(hooks::ScriptReason::connect);
+        run_script(ScriptReason::connect);
         return {};
     }
     if (Status s = configure_netlink(); !s) return make_error("host setup: " + s.error().message);
@@ -76,7 +76,7 @@ Status TunnelHost::configure_netlink() {
     if (Status s = tun_->set_up(true); !s) return s;
     if (Status s = add_routes(); !s) return s;
     if (!c.dns.empty()) {
-        auto dns = hooks::HostDns::apply(hooks::built_in_dns_settings(c, tun_->name(), tun_->ifindex(), getpid()));
+        auto dns = HostDns::apply(built_in_dns_settings(c, tun_->name(), tun_->ifindex(), getpid()));
         if (!dns) LOG_WARN << "DNS not configured: " << dns.error().message;
         else dns_ = std::move(*dns);
     }
@@ -162,11 +162,11 @@ void TunnelHost::remove_bypass_routes() {
 }
 
 void TunnelHost::tear_down() {
-    if (tun_) run_script(hooks::ScriptReason::disconnect);
+    if (tun_) run_script(ScriptReason::disconnect);
     scripts_.reset();
     dns_.reset();
     remove_bypass_routes();
     tun_.reset();  // removes the device (or our addresses/routes on a persistent one)
 }
 
-}  // namespace espvpn::session
+}  // namespace espvpn::host

@@ -10,7 +10,7 @@
 
 #include "protocols/tunnel/tunnel_config.h"
 
-namespace espvpn::hooks {
+namespace espvpn::host {
 
 enum class ScriptReason { pre_init, connect, disconnect, attempt_reconnect, reconnect };
 std::string_view reason_name(ScriptReason reason);
@@ -32,4 +32,4 @@ ScriptEnv build_script_env(const TunnelConfig& config, const ScriptContext& cont
 // removed from the child's environment.
 bool is_contract_variable(std::string_view name);
 
-}  // namespace espvpn::hooks
+}  // namespace espvpn::host

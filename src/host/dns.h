@@ -17,10 +17,10 @@
 #include <string_view>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "protocols/tunnel/tunnel_config.h"
 
-namespace espvpn::hooks {
+namespace espvpn::host {
 
 struct DnsSettings {
     std::string interface_name;
@@ -61,4 +61,4 @@ DnsSettings built_in_dns_settings(const TunnelConfig& config, const std::string&
 // sortlist) kept; the old nameservers are dropped so queries do not leak past the VPN.
 std::string compose_resolv_conf(std::string_view original, const DnsSettings& settings);
 
-}  // namespace espvpn::hooks
+}  // namespace espvpn::host

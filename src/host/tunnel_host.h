@@ -11,14 +11,14 @@
 #include <utility>
 #include <vector>
 
-#include "crypto/result.h"
-#include "src/hooks/host_dns.h"
-#include "src/hooks/script_env.h"
-#include "src/hooks/script_runner.h"
+#include "protocols/base/result.h"
+#include "src/host/dns.h"
+#include "src/host/script_env.h"
+#include "src/host/script_runner.h"
 #include "src/io/tun_device.h"
 #include "protocols/tunnel/tunnel_config.h"
 
-namespace espvpn::session {
+namespace espvpn::host {
 
 struct TunnelHostOptions {
     std::string interface_name;  // -i: name or a pre-created persistent tun
@@ -40,10 +40,10 @@ public:
     // pre-init script, the tun device, then the connect script or the built-in setup.
     Status bring_up(const TunnelConfig& config, int mtu);
     // Runs the script (if any) with the current configuration and waits for it.
-    void run_script(hooks::ScriptReason reason);
+    void run_script(ScriptReason reason);
     // Queues the script (in order after earlier ones) without waiting for it,
     // e.g. `reconnect`, which nothing has to wait for.
-    void queue_script(hooks::ScriptReason reason);
+    void queue_script(ScriptReason reason);
     // The disconnect script, then the device goes (with our addresses and routes).
     void tear_down();
 
@@ -55,17 +55,17 @@ private:
     Status configure_netlink();
     Status add_routes();
     void remove_bypass_routes();
-    hooks::ScriptEnv script_env(hooks::ScriptReason reason) const;
+    ScriptEnv script_env(ScriptReason reason) const;
 
     TunnelHostOptions o_;
     TunnelConfig config_;
     int mtu_ = 0;
-    std::unique_ptr<hooks::ScriptRunner> scripts_;
-    std::unique_ptr<hooks::HostDns> dns_;  // built-in setup only; restores on tear-down
+    std::unique_ptr<ScriptRunner> scripts_;
+    std::unique_ptr<HostDns> dns_;  // built-in setup only; restores on tear-down
     std::optional<io::TunDevice> tun_;
     std::optional<io::RtNetlink> netlink_;  // built-in setup: routes outside the tun
     // Added outside the tun (gateway host route, excludes): removed at tear-down.
     std::vector<std::pair<io::InterfaceAddress, io::RouteNextHop>> bypass_routes_;
 };
 
-}  // namespace espvpn::session
+}  // namespace espvpn::host

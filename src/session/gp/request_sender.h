@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 #include "protocols/gp/requests.h"
 #include "protocols/http/url.h"
@@ -21,9 +21,9 @@ struct GpReplyBody {
     http::Url url;            // where the reply came from (after redirects)
 };
 
-class GpTransport {
+class GpRequestSender {
 public:
-    GpTransport(io::HttpsClient& https, std::string user_agent, bool dump_traffic)
+    GpRequestSender(io::HttpsClient& https, std::string user_agent, bool dump_traffic)
         : https_(https), user_agent_(std::move(user_agent)), dump_(dump_traffic) {}
 
     // POSTs `request` to `server`. Redirects are followed only for prelogin, as

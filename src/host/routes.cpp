@@ -1,8 +1,8 @@
-#include "src/session/host_routes.h"
+#include "src/host/routes.h"
 
 #include <algorithm>
 
-namespace espvpn::session {
+namespace espvpn::host {
 
 std::string RoutePath::to_string() const {
     std::string dev_text = dev.empty() ? "if#" + std::to_string(ifindex) : dev;
@@ -75,4 +75,4 @@ HostRoutePlan plan_host_routes(const TunnelConfig& c, bool disable_ipv6, const P
     return plan;
 }
 
-}  // namespace espvpn::session
+}  // namespace espvpn::host

@@ -13,7 +13,7 @@
 
 #include "protocols/tunnel/tunnel_config.h"
 
-namespace espvpn::session {
+namespace espvpn::host {
 
 // How the host reaches a destination before the tunnel's routes exist.
 struct RoutePath {
@@ -47,4 +47,4 @@ HostRoutePlan plan_host_routes(const TunnelConfig& config, bool disable_ipv6, co
 // True when `prefix` covers the address `address` (same family).
 bool prefix_covers(const IpPrefix& prefix, const IpPrefix& address);
 
-}  // namespace espvpn::session
+}  // namespace espvpn::host

@@ -1,4 +1,4 @@
-#include "src/hooks/host_dns.h"
+#include "src/host/dns.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 
 #include "src/log/logger.h"
 
-namespace espvpn::hooks {
+namespace espvpn::host {
 
 namespace {
 
@@ -365,4 +365,4 @@ Result<std::unique_ptr<HostDns>> HostDns::apply(const DnsSettings& settings, con
     return ResolvConfDns::apply(settings, options);
 }
 
-}  // namespace espvpn::hooks
+}  // namespace espvpn::host

@@ -1,4 +1,4 @@
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 
 namespace espvpn {
 

@@ -1,5 +1,5 @@
-// AcDtlsLink: the AnyConnect tunnel's DTLS data channel (docs anyconnect.md
-// sections 4, 5, 8), the AcDataChannel behind run_ac_tunnel's DTLS seam.
+// AcDtlsChannel: the AnyConnect tunnel's DTLS data channel (docs/protocols/anyconnect.md
+// §4, §5, §8), the AcDataChannel behind run_ac_tunnel's DTLS seam.
 //
 // One supervisor thread per tunnel: handshake (bounded, off the control
 // thread, so CSTP carries the traffic meanwhile), then a DtlsDatapath in
@@ -18,7 +18,7 @@
 
 namespace espvpn::session {
 
-struct AcDtlsLinkOptions {
+struct AcDtlsChannelOptions {
     int local_port = 0;                               // --dtls-local-port (0: any)
     std::chrono::seconds retry{60};                   // --esp-retry-interval; 0: no retry after a failure
     std::chrono::milliseconds handshake_timeout{12000};  // OC: 12 s
@@ -26,6 +26,6 @@ struct AcDtlsLinkOptions {
 };
 
 // The factory run_ac_tunnel calls when the server offers DTLS.
-AcDtlsFactory make_ac_dtls_factory(const AcDtlsLinkOptions& options);
+AcDtlsFactory make_ac_dtls_factory(const AcDtlsChannelOptions& options);
 
 }  // namespace espvpn::session

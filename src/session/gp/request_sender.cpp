@@ -1,4 +1,4 @@
-#include "src/session/gp/transport.h"
+#include "src/session/gp/request_sender.h"
 
 #include "protocols/http/form.h"
 #include "src/log/logger.h"
@@ -42,7 +42,7 @@ std::string redacted_form(std::string_view form) {
     return out;
 }
 
-Result<GpReplyBody> GpTransport::send(const http::Url& server, const gp::GpRequest& request, bool follow_redirects) {
+Result<GpReplyBody> GpRequestSender::send(const http::Url& server, const gp::GpRequest& request, bool follow_redirects) {
     http::Request req;
     req.method = request.method;
     req.target = request.target();
