@@ -263,15 +263,20 @@ const std::vector<OptionSpec>& option_table() {
              o.libproxy = false;
              return {};
          }},
-        {"proxy-auth", 0, Arg::required, "Internet connectivity", "proxy authentication methods (espvpn: Basic)",
+        {"proxy-auth", 0, Arg::required, "Internet connectivity",
+         "proxy authentication methods (espvpn: Basic, NTLM)",
          [](ClientOptions& o, const char* v) -> Status {
              auto m = proxy::parse_proxy_auth(v);
              if (!m) return m.error();
-             if (!m->basic && !m->unsupported.empty())
-                 return make_error("--proxy-auth: espvpn answers only Basic proxy authentication, not " +
-                                   m->unsupported.front());
+             if (!m->basic && !m->ntlm && !m->unsupported.empty())
+                 return make_error("--proxy-auth: espvpn answers Basic and NTLM proxy authentication, not " +
+                                   m->unsupported.front() +
+                                   (m->unsupported.front() == "digest"
+                                        ? ""
+                                        : " (GSSAPI/Negotiate needs a Kerberos realm; give the user and password "
+                                          "for NTLM instead)"));
              if (!m->unsupported.empty())
-                 o.no_op_notes.push_back("--proxy-auth: espvpn answers Basic only; not " + m->unsupported.front() +
+                 o.no_op_notes.push_back("--proxy-auth: espvpn answers Basic and NTLM; not " + m->unsupported.front() +
                                          (m->unsupported.size() > 1 ? " and the rest" : ""));
              o.proxy_auth = v;
              return {};

@@ -78,12 +78,18 @@ TEST_CASE("no_proxy: names, domain suffixes, IP literals, ports, '*'") {
     CHECK_FALSE(bypasses_proxy("vpn.test", ""));
 }
 
-TEST_CASE("--proxy-auth: Basic is the one espvpn answers") {
+TEST_CASE("--proxy-auth: espvpn answers Basic and NTLM; without the option NTLM and not Basic") {
     auto m = parse_proxy_auth("gssapi,Basic, ntlm");
     REQUIRE(m);
     CHECK(m->basic);
-    CHECK(m->unsupported == std::vector<std::string>{"gssapi", "ntlm"});
+    CHECK(m->ntlm);
+    CHECK(m->unsupported == std::vector<std::string>{"gssapi"});
     CHECK_FALSE(parse_proxy_auth("digest")->basic);
+    CHECK_FALSE(parse_proxy_auth("digest")->ntlm);
+    CHECK_FALSE(parse_proxy_auth("basic")->ntlm);
+    const ProxyAuthMethods defaults;
+    CHECK(defaults.ntlm);
+    CHECK_FALSE(defaults.basic);
     CHECK_FALSE(parse_proxy_auth("kerberos"));
 }
 
