@@ -16,6 +16,7 @@
 #include "src/io/https_client.h"
 #include "src/session/login_answers.h"
 #include "src/session/login_prompter.h"
+#include "src/session/anyconnect/mca_identity.h"
 #include "src/session/sso_browser.h"
 
 namespace espvpn::session {
@@ -41,6 +42,9 @@ struct AcLoginSettings {
     // The browser a single sign-on (sso-v2-login) is handed to; nullptr: none configured,
     // so no SSO capability is advertised and a server demanding it is a clear error.
     std::shared_ptr<SsoBrowser> sso_browser;
+    // --mca-certificate: the second (user) certificate of multiple-certificate
+    // authentication; with it, and only with it, the client advertises multiple-cert.
+    std::shared_ptr<const McaIdentity> mca;
 };
 
 struct AcAuthenticated {
@@ -64,6 +68,8 @@ private:
     // The CSD wrapper (csd.h), then the wait page: the next reply.
     Result<anyconnect::AcAuthReply> run_host_scan(const anyconnect::AcHostScan& scan);
     Result<std::vector<anyconnect::AcFieldValue>> answer(const anyconnect::AcAuthReply& form, std::string* logged);
+    // The signed answer to a multiple-client-cert-request: the next reply.
+    Result<anyconnect::AcAuthReply> answer_mca(const anyconnect::AcAuthReply& request, const std::string& target);
     // The single sign-on of `form` in the configured browser: its token, for the form's sso field.
     Result<Secret> single_sign_on(const anyconnect::AcSsoRequest& sso);
 
