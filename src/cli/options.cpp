@@ -508,8 +508,9 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
         options.no_op_notes.emplace_back("--dtls-ciphers/--dtls12-ciphers have no effect: GlobalProtect uses ESP");
     if (options.cookie_on_stdin && options.passwd_on_stdin)
         return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
+    // As openconnect: without a second certificate its key and pass phrase are never read.
     if (options.mca_certificate.empty() && (!options.mca_key.empty() || !options.mca_key_password.empty()))
-        return make_error("--mca-key and --mca-key-password need --mca-certificate");
+        options.no_op_notes.emplace_back("--mca-key/--mca-key-password have no effect without --mca-certificate");
     if (options.protocol == Protocol::gp && !options.mca_certificate.empty())
         options.no_op_notes.emplace_back("--mca-certificate has no effect: multiple-certificate authentication is "
                                          "AnyConnect's");

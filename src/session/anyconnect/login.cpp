@@ -222,15 +222,17 @@ Result<AcAuthReply> AcLogin::answer_mca(const AcAuthReply& request, const std::s
                           "user certificate): give --mca-certificate (and --mca-key)");
     auto hash = anyconnect::choose_mca_hash(mca);
     if (!hash) return hash.error();
-    auto signature = s_.mca->sign_base64(mca.signed_document, *hash);
+    auto identity = McaIdentity::load(s_.mca->certificate, s_.mca->key, s_.mca->password);
+    if (!identity) return identity.error();
+    const McaIdentity& user = **identity;
+    auto signature = user.sign_base64(mca.signed_document, *hash);
     if (!signature) return signature.error();
-    LOG_INFO << "multiple-certificate authentication: the user certificate \"" << s_.mca->subject() << "\" signs the "
+    LOG_INFO << "multiple-certificate authentication: the user certificate \"" << user.subject() << "\" signs the "
              << "server's request (" << *hash << ")";
-    const std::string body =
-        anyconnect::build_mca_reply(s_.client, request.opaque, s_.mca->pkcs7_base64(), *hash, *signature);
+    const std::string body = anyconnect::build_mca_reply(s_.client, request.opaque, user.pkcs7_base64(), *hash, *signature);
     auto reply = post(target, Secret::from_string(body), body);
     const std::string refused = "the server " + s_.server.host + " refused the multiple-certificate authentication " +
-                                "of \"" + s_.mca->subject() + "\"";
+                                "of \"" + user.subject() + "\"";
     if (!reply) return make_error(refused + ": " + reply.error().message);
     if (!reply->error.empty()) return make_error(refused + ": " + reply->error);
     if (reply->mca) return make_error(refused + " (it asked again)");
@@ -239,7 +241,7 @@ Result<AcAuthReply> AcLogin::answer_mca(const AcAuthReply& request, const std::s
 
 Result<AcAuthenticated> AcLogin::run() {
     s_.client.group_access = s_.server.to_string();
-    s_.client.multiple_cert = s_.mca != nullptr;
+    s_.client.multiple_cert = s_.mca.has_value();
     s_.client.sso_v2 = s_.sso_browser && s_.sso_browser->sees_responses();
     s_.client.sso_external = s_.sso_browser && s_.sso_browser->sees_callbacks();
     if (s_.client.sso_external) {

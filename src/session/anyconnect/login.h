@@ -42,9 +42,16 @@ struct AcLoginSettings {
     // The browser a single sign-on (sso-v2-login) is handed to; nullptr: none configured,
     // so no SSO capability is advertised and a server demanding it is a clear error.
     std::shared_ptr<SsoBrowser> sso_browser;
-    // --mca-certificate: the second (user) certificate of multiple-certificate
-    // authentication; with it, and only with it, the client advertises multiple-cert.
-    std::shared_ptr<const McaIdentity> mca;
+    // --mca-certificate/--mca-key/--mca-key-password: the second (user) certificate of
+    // multiple-certificate authentication; with it, and only with it, the client advertises
+    // multiple-cert. Loaded when the server asks for it, as openconnect does.
+    std::optional<McaFiles> mca;
+};
+
+struct McaFiles {
+    std::string certificate;
+    std::string key;  // "": in the certificate file
+    Secret password;
 };
 
 struct AcAuthenticated {

@@ -96,7 +96,6 @@ TEST_CASE("bad input gets an error that names the problem") {
         {{"--passtos", "gw"}, "TOS"},
         {{"--no-xmlpost", "gw"}, "XML POST"},
         {{"--sso-timeout", "0", "gw"}, "--sso-timeout"},
-        {{"--mca-key", "k.pem", "gw"}, "need --mca-certificate"},
         {{"--juniper", "gw"}, "--protocol=gp"},
         {{"--allow-insecure-crypto", "gw"}, "3DES"},
         {{"--http-auth", "Basic", "gw"}, "401"},
