@@ -510,7 +510,7 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
         return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
     // As openconnect: without a second certificate its key and pass phrase are never read.
     if (options.mca_certificate.empty() && (!options.mca_key.empty() || !options.mca_key_password.empty()))
-        options.no_op_notes.emplace_back("--mca-key/--mca-key-password have no effect without --mca-certificate");
+        options.no_op_notes.emplace_back("--mca-key/--mca-key-password have no effect: no --mca-certificate");
     if (options.protocol == Protocol::gp && !options.mca_certificate.empty())
         options.no_op_notes.emplace_back("--mca-certificate has no effect: multiple-certificate authentication is "
                                          "AnyConnect's");

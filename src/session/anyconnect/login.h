@@ -21,6 +21,13 @@
 
 namespace espvpn::session {
 
+// --mca-certificate, --mca-key, --mca-key-password.
+struct McaFiles {
+    std::string certificate;
+    std::string key;  // "": in the certificate file
+    Secret password;
+};
+
 struct AcLoginSettings {
     http::Url server;            // its target is the first POST's path ("/" usually)
     std::string user;            // -u: fills the first user-name field
@@ -46,12 +53,6 @@ struct AcLoginSettings {
     // multiple-certificate authentication; with it, and only with it, the client advertises
     // multiple-cert. Loaded when the server asks for it, as openconnect does.
     std::optional<McaFiles> mca;
-};
-
-struct McaFiles {
-    std::string certificate;
-    std::string key;  // "": in the certificate file
-    Secret password;
 };
 
 struct AcAuthenticated {
