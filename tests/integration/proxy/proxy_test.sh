@@ -291,6 +291,14 @@ ntlm)
   squid_up accept
   pw=Ntlm-Right-5
   ntlm_proxy="http://EXAMPLE%5Calice:$pw@$gw_ip:$squid_port/"
+  # The verifier first checks an independent client's NTLMv2: curl's.
+  if command -v curl >/dev/null; then
+    ip netns exec "$nsc" timeout 20 curl -s -o /dev/null --cacert "$repo/certs/ca.pem" \
+      --proxy "http://$gw_ip:$squid_port" --proxy-ntlm --proxy-user "EXAMPLE\\alice:$pw" "https://$gw_ip:4443/" || true
+    ntlm_verify "$pw" >"$work/verify_curl.txt" || { cat "$work/verify_curl.txt"; fail "curl's NTLMv2 does not verify"; }
+    echo "RESULT curl's NTLMv2 through squid verifies: the verifier is sound"
+    : >"$work/squid/helper.in"; : >"$work/squid/helper.out"
+  fi
   client right "$espvpn" "${gp[@]}" -vv --proxy "$ntlm_proxy" --authenticate $url
   [[ $rc -eq 0 ]] && grep -q "^COOKIE=" "$work/right.out" || fail "login through squid with NTLM failed (rc $rc)"
   grep -q "trying NTLM authentication" "$work/right.log" || fail "espvpn did not answer with NTLM"
