@@ -314,7 +314,8 @@ ntlm)
   no_secret_in_logs "$pw"
   no_secret_in_logs Ntlm-Wrong-6
   # The HTTPS tunnel through the NTLM-authenticated connection.
-  connected_pattern="HTTPS tunnel up" connect_and_ping https "${gp[@]}" --proxy "$ntlm_proxy" --no-dtls $url
+  connected_pattern="HTTPS tunnel up" connect_and_ping https "${gp[@]}" --proxy "$ntlm_proxy" --proxy-auth=ntlm \
+    --no-dtls $url
   [[ $(direct_rejected) == 0 ]] || fail "espvpn tried direct TCP to the server despite --proxy"
   client oc openconnect "${gp[@]}" --usergroup=gateway --proxy "$ntlm_proxy" --authenticate $url
   echo "RESULT openconnect 9.01 through the same squid: exit $rc (its NTLM is v1/NTLM2-session, not v2)"
