@@ -28,7 +28,8 @@
 #                default order, as in openconnect) logs in and carries the HTTPS tunnel (ping);
 #                the fake helper accepts any response, so the helper's lines are captured and
 #                ntlm_verify.py (independent Python, its own MD4) checks each NTLMv2 response
-#                against the password: the right one verifies, a wrong one is shown to mismatch;
+#                against the password: the right one verifies, a wrong one is shown to mismatch,
+#                user@domain verifies with an empty domain;
 #                openconnect 9.01 through the same squid (reported)
 #   ntlm_refused: squid whose helper refuses every authenticate message: exit 1 naming the NTLM
 #                refusal, at most 3 CONNECTs (no loop); no user: exit 1 saying how to give one
@@ -139,8 +140,8 @@ EOF
   pids+=($!)
   wait_listening "$nsg" tcp $squid_port 20 || { cat "$d/cache.log" >&2; fail "squid did not start"; }
 }
-ntlm_verify() {  # PASSWORD: the NTLMv2 responses in the helper's log, checked against it
-  python3 "$here/ntlm_verify.py" "$work/squid/helper.in" "$work/squid/helper.out" alice EXAMPLE "$1"
+ntlm_verify() {  # PASSWORD [USER DOMAIN]: the NTLMv2 responses in the helper's log, checked against it
+  python3 "$here/ntlm_verify.py" "$work/squid/helper.in" "$work/squid/helper.out" "${2:-alice}" "${3-EXAMPLE}" "$1"
 }
 squid_connects() { grep -c CONNECT "$work/squid/access.log" || true; }
 
@@ -311,6 +312,13 @@ ntlm)
   grep -q "mismatch" "$work/verify_wrong.txt" || { cat "$work/verify_wrong.txt"; fail "the wrong password was not caught"; }
   ntlm_verify Ntlm-Wrong-6 >/dev/null || fail "the wrong password's responses do not verify as that password"
   echo "RESULT a wrong password: the verifier reports $(grep -m1 -o 'mismatch' "$work/verify_wrong.txt")"
+  # A UPN user: the whole name as user, an empty domain ([MS-NLMP] 3.1.5.1.2).
+  : >"$work/squid/helper.in"; : >"$work/squid/helper.out"
+  client upn "$espvpn" "${gp[@]}" --proxy "http://alice%40example.test:$pw@$gw_ip:$squid_port/" --authenticate $url
+  [[ $rc -eq 0 ]] || fail "login as user@domain through squid failed (rc $rc)"
+  ntlm_verify "$pw" alice@example.test "" >"$work/verify_upn.txt" ||
+    { cat "$work/verify_upn.txt"; fail "the user@domain NTLMv2 responses do not verify"; }
+  echo "RESULT user@domain: $(grep -c ': ok' "$work/verify_upn.txt") authenticate message(s) verified"
   no_secret_in_logs "$pw"
   no_secret_in_logs Ntlm-Wrong-6
   # The HTTPS tunnel through the NTLM-authenticated connection.
