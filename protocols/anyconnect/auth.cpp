@@ -1,5 +1,6 @@
 #include "protocols/anyconnect/auth.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "protocols/http/message.h"
@@ -34,10 +35,12 @@ void append_header(std::string& out, const AcClientInfo& client, std::string_vie
     out += "\" aggregate-auth-version=\"2\"><version who=\"vpn\">" + xml::escape(client.version) + "</version>";
     out += "<device-id>" + xml::escape(client.device_id) + "</device-id>";
     // Only the flows a configured browser can finish: a server seeing one may insist on it.
-    if (client.sso_v2 || client.sso_external) {
+    // multiple-cert only with a second certificate, as openconnect: a server seeing it asks for one.
+    if (client.sso_v2 || client.sso_external || client.multiple_cert) {
         out += "<capabilities>";
         if (client.sso_v2) out += "<auth-method>single-sign-on-v2</auth-method>";
         if (client.sso_external) out += "<auth-method>single-sign-on-external-browser</auth-method>";
+        if (client.multiple_cert) out += "<auth-method>multiple-cert</auth-method>";
         out += "</capabilities>";
     }
 }
@@ -74,18 +77,28 @@ Result<AcAuthReply> parse_auth_reply(std::string_view body) {
     else if (type == "auth-request") reply.type = AcAuthReply::Type::auth_request;
     else return make_error("the server's auth reply has config-auth type \"" + type + "\", expected auth-request or complete");
 
-    reply.client_cert_requested = root.child("client-cert-request") || root.child("multiple-client-cert-request");
+    reply.opaque = opaque_element(body);
+    reply.client_cert_requested = static_cast<bool>(root.child("client-cert-request"));
+    if (xml::Node mca = root.child("multiple-client-cert-request")) {
+        AcMcaRequest request;
+        for (const xml::Node& h : mca.children("hash-algorithm")) request.hashes.push_back(lower(h.text()));
+        request.cert_authenticated = static_cast<bool>(root.child("cert-authenticated"));
+        request.signed_document = std::string(body);
+        // Without the machine certificate accepted there is nothing to add a second one to.
+        if (!request.cert_authenticated) reply.client_cert_requested = true;
+        reply.mca = std::move(request);
+    }
     reply.host_scan = parse_host_scan(root);
     xml::Node auth = root.child("auth");
-    if (!auth && (reply.client_cert_requested || reply.host_scan) && reply.type == AcAuthReply::Type::auth_request)
+    if (!auth && (reply.client_cert_requested || reply.mca || reply.host_scan) &&
+        reply.type == AcAuthReply::Type::auth_request)
         return reply;
     if (!auth) return make_error("the server's " + type + " reply has no <auth> element");
     reply.auth_id = auth.attribute("id").value_or("");
     reply.message = auth.child_text_or_empty("message");
     reply.banner = auth.child_text_or_empty("banner");
     reply.error = auth.child_text_or_empty("error");
-    reply.opaque = opaque_element(body);
-    if (reply.success() || reply.client_cert_requested || reply.host_scan) return reply;
+    if (reply.success() || reply.client_cert_requested || reply.mca || reply.host_scan) return reply;
     if (xml::Node login = auth.child("sso-v2-login")) {
         AcSsoRequest sso;
         sso.login = login.text();
@@ -187,6 +200,29 @@ Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldVal
     if (!group_select.empty()) out.append("<group-select>" + xml::escape(group_select) + "</group-select>");
     out.append("</config-auth>");
     return out.take_secret();
+}
+
+Result<std::string> choose_mca_hash(const AcMcaRequest& request) {
+    for (const char* h : {"sha512", "sha384", "sha256"})
+        if (std::find(request.hashes.begin(), request.hashes.end(), h) != request.hashes.end()) return std::string(h);
+    std::string offered;
+    for (const auto& h : request.hashes) offered += (offered.empty() ? "" : ", ") + h;
+    return make_error("the server's multiple-certificate request offers no hash espvpn signs with (sha256, sha384, "
+                      "sha512); it offers " + (offered.empty() ? std::string("none") : offered));
+}
+
+std::string build_mca_reply(const AcClientInfo& client, std::string_view opaque, std::string_view pkcs7_base64,
+                            std::string_view hash, std::string_view signature_base64) {
+    std::string out;
+    append_header(out, client, "auth-reply");
+    out += "<session-token/><session-id/>";
+    out += opaque;
+    out += "<auth><client-cert-chain cert-store=\"1M\"><client-cert-sent-via-protocol/></client-cert-chain>";
+    out += "<client-cert-chain cert-store=\"1U\"><client-cert cert-format=\"pkcs7\">" + xml::escape(pkcs7_base64) +
+           "</client-cert>";
+    out += "<client-cert-auth-signature hash-algorithm-chosen=\"" + xml::escape(hash) + "\">" +
+           xml::escape(signature_base64) + "</client-cert-auth-signature></client-cert-chain></auth></config-auth>";
+    return out;
 }
 
 std::string padding_for(std::size_t body_size) {

@@ -28,7 +28,21 @@ struct AcClientInfo {
     // (a server seeing one may insist on it, so only what a configured browser can do):
     bool sso_v2 = false;            // single-sign-on-v2: a browser espvpn watches (token cookie)
     bool sso_external = false;      // single-sign-on-external-browser: the loopback redirect
+    bool multiple_cert = false;     // multiple-cert: a second (user) certificate is configured (--mca-certificate)
 };
+
+// <multiple-client-cert-request> (Cisco multiple-certificate authentication, as
+// openconnect 9 speaks it): the machine certificate went in the TLS handshake; the
+// user certificate's key signs the server's whole reply document.
+struct AcMcaRequest {
+    std::vector<std::string> hashes;  // <hash-algorithm> values offered, in order, lower-cased
+    bool cert_authenticated = false;  // <cert-authenticated/>: the TLS (machine) certificate was accepted
+    std::string signed_document;      // the reply's body, byte for byte: what the signature covers
+};
+
+// The strongest of the offered hashes espvpn signs with (sha512, then sha384, then
+// sha256, as openconnect), or an error naming what was offered.
+Result<std::string> choose_mca_hash(const AcMcaRequest& request);
 
 // The loopback port an external-browser login is redirected to (Cisco's choice, as openconnect).
 inline constexpr std::uint16_t kSsoExternalPort = 29786;
@@ -69,9 +83,12 @@ struct AcAuthReply {
     std::string form_action;    // next POST target, "" when absent
     std::vector<AcFormField> fields;
     std::string opaque;         // the whole <opaque> element, to echo verbatim ("" when absent)
-    // <client-cert-request> (or multiple-client-cert-request): the server wants a client
-    // certificate in the TLS handshake before it goes on; such a reply may have no form.
+    // <client-cert-request> (or a multiple-client-cert-request without <cert-authenticated/>):
+    // the server wants a client certificate in the TLS handshake before it goes on; such a
+    // reply may have no form.
     bool client_cert_requested = false;
+    // <multiple-client-cert-request>: the server wants the second certificate's signature.
+    std::optional<AcMcaRequest> mca;
     // <host-scan>: the server wants the CSD program run first (csd.h); such a reply may have no form.
     std::optional<AcHostScan> host_scan;
     // <sso-v2-login> and its companions: the form's sso field is answered by a browser.
@@ -114,6 +131,12 @@ std::string_view reply_element(std::string_view field_name);
 // the opaque element echoed and the chosen group. A Secret: it carries the password.
 Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldValue>& fields,
                         std::string_view group_select = {}, std::string_view opaque = {});
+
+// The reply to a multiple-client-cert-request: the machine certificate "sent via
+// protocol" (store 1M) and the user certificate (store 1U) as base64 PKCS#7 with the
+// base64 signature of the request document and the hash chosen; the opaque echoed.
+std::string build_mca_reply(const AcClientInfo& client, std::string_view opaque, std::string_view pkcs7_base64,
+                            std::string_view hash, std::string_view signature_base64);
 
 // X-Pad value that rounds a body of body_size bytes up to a multiple of 64, so
 // the length of the password does not show (docs/protocols/anyconnect.md §1.1).

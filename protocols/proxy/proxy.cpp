@@ -152,9 +152,11 @@ bool bypasses_proxy(std::string_view host_in, std::string_view no_proxy) {
 Result<ProxyAuthMethods> parse_proxy_auth(std::string_view text) {
     ProxyAuthMethods m;
     m.basic = false;
+    m.ntlm = false;
     for (const std::string& name : list_items(text, ",")) {
         if (name == "basic") m.basic = true;
-        else if (name == "digest" || name == "ntlm" || name == "gssapi" || name == "negotiate")
+        else if (name == "ntlm") m.ntlm = true;
+        else if (name == "digest" || name == "gssapi" || name == "negotiate")
             m.unsupported.push_back(name);
         else
             return make_error("--proxy-auth: unknown method '" + name + "' (Basic, Digest, NTLM, GSSAPI)");
@@ -162,24 +164,72 @@ Result<ProxyAuthMethods> parse_proxy_auth(std::string_view text) {
     return m;
 }
 
-Secret build_connect_request(const ProxySpec& spec, std::string_view host, std::uint16_t port, bool basic) {
+Secret basic_credentials(const ProxySpec& spec) {
+    http::SecretBuffer plain;
+    plain.append(spec.user);
+    plain.append(":");
+    plain.append(spec.password);
+    Secret encoded(BASE64_ENCODE_RAW_LENGTH(plain.size()));
+    nettle_base64_encode_raw(reinterpret_cast<char*>(encoded.reveal_mutable().data()), plain.size(),
+                             plain.bytes().data());
+    http::SecretBuffer out;
+    out.append("Basic ");
+    out.append(encoded);
+    return out.take_secret();
+}
+
+Secret build_connect_request(std::string_view host, std::uint16_t port, const Secret* authorization) {
     const std::string target = host_port(host, port);
     http::SecretBuffer out;
     out.append("CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n");
-    if (basic && !spec.user.empty()) {
-        http::SecretBuffer plain;
-        plain.append(spec.user);
-        plain.append(":");
-        plain.append(spec.password);
-        Secret encoded(BASE64_ENCODE_RAW_LENGTH(plain.size()));
-        nettle_base64_encode_raw(reinterpret_cast<char*>(encoded.reveal_mutable().data()), plain.size(),
-                                 plain.bytes().data());
-        out.append("Proxy-Authorization: Basic ");
-        out.append(encoded);
+    if (authorization) {
+        out.append("Proxy-Authorization: ");
+        out.append(*authorization);
         out.append("\r\n");
     }
     out.append("User-Agent: espvpn\r\nProxy-Connection: keep-alive\r\n\r\n");
     return out.take_secret();
+}
+
+Secret build_connect_request(const ProxySpec& spec, std::string_view host, std::uint16_t port, bool basic) {
+    if (basic && !spec.user.empty()) {
+        Secret auth = basic_credentials(spec);
+        return build_connect_request(host, port, &auth);
+    }
+    return build_connect_request(host, port, nullptr);
+}
+
+ConnectReplyReader::ConnectReplyReader() : parser_([] {
+    http::ParserLimits limits;
+    limits.max_header_bytes = kMaxReplyHeader;
+    limits.max_body_bytes = 256 * 1024;  // a refusal's error page
+    return limits;
+}()) {
+    parser_.begin("CONNECT");
+}
+
+Result<std::size_t> ConnectReplyReader::feed(std::span<const std::uint8_t> data) {
+    auto used = parser_.feed(data);
+    if (!used) return make_error("the proxy's reply: " + used.error().message);
+    return used;
+}
+
+Status ConnectReplyReader::finish_eof() {
+    eof_ = true;
+    if (auto st = parser_.finish_eof(); !st) return make_error("the proxy's reply: " + st.error().message);
+    return {};
+}
+
+ConnectReply ConnectReplyReader::reply() const {
+    const http::Response& head = parser_.head();
+    ConnectReply reply{head.status, head.reason, {}, 0, reusable()};
+    for (std::string_view value : head.headers.get_all("Proxy-Authenticate")) reply.authenticate.emplace_back(value);
+    return reply;
+}
+
+bool ConnectReplyReader::may_reuse() const {
+    const http::Response& head = parser_.head();
+    return head_complete() && head.keep_alive && !head.headers.list_contains("Proxy-Connection", "close");
 }
 
 Result<std::optional<ConnectReply>> parse_connect_reply(std::span<const std::uint8_t> received) {
@@ -196,7 +246,7 @@ Result<std::optional<ConnectReply>> parse_connect_reply(std::span<const std::uin
         return std::optional<ConnectReply>{};
     }
     const http::Response& head = parser.head();
-    ConnectReply reply{head.status, head.reason, {}, *used};
+    ConnectReply reply{head.status, head.reason, {}, *used, head.keep_alive};
     for (std::string_view value : head.headers.get_all("Proxy-Authenticate")) reply.authenticate.emplace_back(value);
     return std::optional<ConnectReply>(std::move(reply));
 }

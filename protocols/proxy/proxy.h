@@ -14,6 +14,7 @@
 
 #include "protocols/base/result.h"
 #include "crypto/secret.h"
+#include "protocols/http/response_parser.h"
 
 namespace espvpn::proxy {
 
@@ -41,10 +42,13 @@ Result<ProxySpec> parse_proxy_url(std::string_view text);
 // IP literals, "*" for everything; ports are ignored. Case-insensitive.
 bool bypasses_proxy(std::string_view host, std::string_view no_proxy);
 
-// Which authentication methods --proxy-auth allows (openconnect's names:
-// Basic, Digest, NTLM, GSSAPI/Negotiate; comma-separated, case-insensitive).
+// Which authentication methods --proxy-auth allows (openconnect's names: Basic,
+// Digest, NTLM, GSSAPI/Negotiate; comma-separated, case-insensitive). Without the
+// option, as in openconnect, every method but Basic (the password in clear) is allowed:
+// of those espvpn answers NTLM.
 struct ProxyAuthMethods {
-    bool basic = true;
+    bool basic = false;
+    bool ntlm = true;
     std::vector<std::string> unsupported;  // named but not implemented here
 };
 Result<ProxyAuthMethods> parse_proxy_auth(std::string_view text);
@@ -54,12 +58,41 @@ Result<ProxyAuthMethods> parse_proxy_auth(std::string_view text);
 // "CONNECT host:port HTTP/1.1" with Host and, when `spec` has a user and `basic`
 // is allowed, Proxy-Authorization: Basic. A Secret: it may hold the password.
 Secret build_connect_request(const ProxySpec& spec, std::string_view host, std::uint16_t port, bool basic);
+// The same with a Proxy-Authorization value of the caller's ("NTLM <token>"; none when null).
+Secret build_connect_request(std::string_view host, std::uint16_t port, const Secret* authorization);
+// "Basic <base64(user:password)>".
+Secret basic_credentials(const ProxySpec& spec);
 
 struct ConnectReply {
     int status = 0;
     std::string reason;
     std::vector<std::string> authenticate;  // Proxy-Authenticate values (scheme first)
     std::size_t header_size = 0;            // bytes read: for a 2xx, up to and including the blank line
+    bool keep_alive = false;                // neither Connection nor Proxy-Connection says close
+};
+
+// Reads one reply to CONNECT, body included for a refusal (so the connection can
+// carry the next request, as NTLM needs): feed bytes until done(). For a 2xx it stops
+// at the blank line, leaving the tunnel's bytes to the caller.
+class ConnectReplyReader {
+public:
+    ConnectReplyReader();
+    Result<std::size_t> feed(std::span<const std::uint8_t> data);
+    // The proxy closed the connection: ends a close-delimited body, an error otherwise.
+    Status finish_eof();
+    bool head_complete() const { return parser_.head_complete(); }
+    bool done() const { return parser_.done(); }
+    // Once head_complete().
+    ConnectReply reply() const;
+    // Once head_complete(): the header lets the connection carry another request
+    // (a framed body, no "close"); worth reading the body for.
+    bool may_reuse() const;
+    // The whole reply was read and the proxy keeps the connection open.
+    bool reusable() const { return done() && !eof_ && may_reuse(); }
+
+private:
+    http::ResponseParser parser_;
+    bool eof_ = false;
 };
 
 // Reads the proxy's reply to CONNECT (through http::ResponseParser): nullopt while the

@@ -78,6 +78,8 @@ std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     settings.token = inputs.token;
     // --sso-browser, --external-browser, or the external flow by default (src/cli/sso_settings.h).
     settings.sso_browser = sso_browser(options);
+    if (!options.mca_certificate.empty())
+        settings.mca = session::McaFiles{options.mca_certificate, options.mca_key, options.mca_key_password.clone()};
     session::AcLogin login(https, std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");

@@ -99,7 +99,7 @@ io::HttpsClientConfig https_config(const ClientOptions& o) {
             p->no_proxy = o.proxy_bypass;
             // Basic sends the password in clear: only when --proxy-auth asks for it, as openconnect.
             if (!o.proxy_auth.empty())
-                if (auto m = proxy::parse_proxy_auth(o.proxy_auth)) p->basic_auth = m->basic;
+                if (auto m = proxy::parse_proxy_auth(o.proxy_auth)) p->auth = std::move(*m);
             h.tls.proxy = std::move(p);
         }
     }

@@ -263,15 +263,20 @@ const std::vector<OptionSpec>& option_table() {
              o.libproxy = false;
              return {};
          }},
-        {"proxy-auth", 0, Arg::required, "Internet connectivity", "proxy authentication methods (espvpn: Basic)",
+        {"proxy-auth", 0, Arg::required, "Internet connectivity",
+         "proxy authentication methods (espvpn: Basic, NTLM)",
          [](ClientOptions& o, const char* v) -> Status {
              auto m = proxy::parse_proxy_auth(v);
              if (!m) return m.error();
-             if (!m->basic && !m->unsupported.empty())
-                 return make_error("--proxy-auth: espvpn answers only Basic proxy authentication, not " +
-                                   m->unsupported.front());
+             if (!m->basic && !m->ntlm && !m->unsupported.empty())
+                 return make_error("--proxy-auth: espvpn answers Basic and NTLM proxy authentication, not " +
+                                   m->unsupported.front() +
+                                   (m->unsupported.front() == "digest"
+                                        ? ""
+                                        : " (GSSAPI/Negotiate needs a Kerberos realm; give the user and password "
+                                          "for NTLM instead)"));
              if (!m->unsupported.empty())
-                 o.no_op_notes.push_back("--proxy-auth: espvpn answers Basic only; not " + m->unsupported.front() +
+                 o.no_op_notes.push_back("--proxy-auth: espvpn answers Basic and NTLM; not " + m->unsupported.front() +
                                          (m->unsupported.size() > 1 ? " and the rest" : ""));
              o.proxy_auth = v;
              return {};
@@ -324,12 +329,13 @@ const std::vector<OptionSpec>& option_table() {
                 "espvpn does not answer HTTP 401 authentication from the VPN server (form logins only)"),
         refused("force-trojan", 0, Arg::required, "Trojan binary (CSD) execution",
                 "espvpn runs the HIP check once per login, not periodically"),
-        refused("mca-certificate", 0, Arg::required, "Authentication",
-                "no Cisco multiple-certificate authentication yet; -c/--certificate only"),
-        refused("mca-key", 0, Arg::required, "Authentication",
-                "no Cisco multiple-certificate authentication yet; -c/-k only"),
-        refused("mca-key-password", 0, Arg::required, "Authentication",
-                "no Cisco multiple-certificate authentication yet; -p/--key-password only"),
+        {"mca-certificate", 0, Arg::required, "Multiple certificate authentication (MCA)",
+         "AnyConnect: the second (user) certificate, PEM or PKCS#12", SET_STRING(mca_certificate)},
+        {"mca-key", 0, Arg::required, "Multiple certificate authentication (MCA)",
+         "its private key (default: the MCA certificate file)", SET_STRING(mca_key)},
+        {"mca-key-password", 0, Arg::required, "Multiple certificate authentication (MCA)",
+         "pass phrase of the MCA key or PKCS#12 file",
+         [](ClientOptions& o, const char* v) -> Status { o.mca_key_password = Secret::from_string(v); return {}; }},
         refused("juniper", 0, Arg::none, "Set VPN protocol",
                 "espvpn speaks --protocol=gp and --protocol=anyconnect only"),
 
@@ -391,7 +397,7 @@ void scrub_secrets(int argc, char** argv) {
     auto wipe = [](char* s) { std::memset(s, 0, std::strlen(s)); };
     for (int i = 1; i < argc; ++i) {
         char* a = argv[i];
-        for (const char* opt : {"--cookie", "--key-password", "--token-secret", "--sso-callback"}) {
+        for (const char* opt : {"--cookie", "--key-password", "--mca-key-password", "--token-secret", "--sso-callback"}) {
             std::size_t n = std::strlen(opt);
             if (std::strncmp(a, opt, n) == 0 && a[n] == '=') wipe(a + n + 1);
             else if (std::strcmp(a, opt) == 0 && i + 1 < argc) wipe(argv[i + 1]);
@@ -502,6 +508,12 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
         options.no_op_notes.emplace_back("--dtls-ciphers/--dtls12-ciphers have no effect: GlobalProtect uses ESP");
     if (options.cookie_on_stdin && options.passwd_on_stdin)
         return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
+    // As openconnect: without a second certificate its key and pass phrase are never read.
+    if (options.mca_certificate.empty() && (!options.mca_key.empty() || !options.mca_key_password.empty()))
+        options.no_op_notes.emplace_back("--mca-key/--mca-key-password have no effect: no --mca-certificate");
+    if (options.protocol == Protocol::gp && !options.mca_certificate.empty())
+        options.no_op_notes.emplace_back("--mca-certificate has no effect: multiple-certificate authentication is "
+                                         "AnyConnect's");
     return options;
 }
 
@@ -521,6 +533,7 @@ const char* metavar(std::string_view name) {
         {"proxy", "URL"}, {"proxy-auth", "METHODS"}, {"dtls-ciphers", "LIST"}, {"dtls12-ciphers", "LIST"},
         {"gnutls-debug", "LEVEL"}, {"cert-expire-warning", "DAYS"},
         {"external-browser", "PROGRAM"}, {"sso-timeout", "SECONDS"}, {"sso-callback", "URL"},
+        {"mca-certificate", "MCACERT"}, {"mca-key", "MCAKEY"}, {"mca-key-password", "MCAPASS"},
     };
     for (const auto& [n, m] : names)
         if (name == n) return m;

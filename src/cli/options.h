@@ -60,6 +60,10 @@ struct ClientOptions {
     std::string certificate;
     std::string sslkey;
     Secret key_password;
+    // --mca-certificate/--mca-key/--mca-key-password: AnyConnect multiple-certificate authentication
+    std::string mca_certificate;
+    std::string mca_key;
+    Secret mca_key_password;
     std::vector<std::string> resolve;  // HOST:IP
 
     // Networking

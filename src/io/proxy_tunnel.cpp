@@ -4,11 +4,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gnutls/crypto.h>
+#include <time.h>
+
 #include <algorithm>
+#include <array>
+#include <memory>
 #include <cerrno>
 #include <cstring>
 #include <vector>
 
+#include "protocols/proxy/connect_auth.h"
+#include "protocols/proxy/ntlm.h"
 #include "src/io/tls_stream.h"
 #include "src/log/logger.h"
 
@@ -81,50 +88,73 @@ private:
     int cancel_fd_;
 };
 
+using ProxyReconnect = std::function<Status()>;
+
 std::string target_text(const std::string& host, std::uint16_t port) {
     return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-Status http_connect(ProxyWire& wire, const ProxySettings& p, const std::string& host, std::uint16_t port) {
-    const bool with_auth = p.basic_auth && !p.spec.user.empty();
-    Secret request = proxy::build_connect_request(p.spec, host, port, p.basic_auth);
-    if (auto st = wire.send(request.reveal()); !st) return st;
+// One reply to CONNECT, read byte by byte up to the blank line (so nothing of the TLS
+// that follows a 2xx is taken from the socket), then, for a refusal the connection
+// survives, its body, so the next request can go on the same connection.
+Result<proxy::ConnectReply> read_reply(ProxyWire& wire, const ProxySettings& p, bool& reusable) {
+    proxy::ConnectReplyReader reader;
     std::vector<std::uint8_t> rx;
     struct ZeroOnExit {
         std::vector<std::uint8_t>& b;
         ~ZeroOnExit() { secure_zero(b.data(), b.size()); }
     } zero{rx};
-    while (true) {
-        // Byte by byte is wasteful but keeps whatever follows the header in the socket;
-        // a reply header is a few hundred bytes, once per connection.
-        if (auto st = wire.receive(rx, 1); !st) return st;
-        auto reply = proxy::parse_connect_reply(rx);
-        if (!reply) return make_error("proxy " + p.spec.display() + ": " + reply.error().message);
-        if (!*reply) continue;
-        const proxy::ConnectReply& r = **reply;
-        if (r.status / 100 == 2) {
+    while (!reader.head_complete()) {
+        rx.clear();
+        if (auto st = wire.receive(rx, 1); !st) return st.error();
+        auto used = reader.feed(rx);
+        if (!used) return make_error("proxy " + p.spec.display() + ": " + used.error().message);
+    }
+    proxy::ConnectReply head = reader.reply();
+    if (head.status / 100 != 2 && reader.may_reuse()) {
+        while (!reader.done()) {
+            rx.clear();
+            if (auto st = wire.receive(rx, 4096); !st) return st.error();
+            auto used = reader.feed(rx);
+            if (!used) return make_error("proxy " + p.spec.display() + ": " + used.error().message);
+            if (*used < rx.size()) return make_error("proxy " + p.spec.display() + " sent more than its reply");
+        }
+    }
+    reusable = reader.reusable();
+    return reader.reply();
+}
+
+Status http_connect(ProxyWire& wire, const ProxySettings& p, const std::string& host, std::uint16_t port,
+                    const ProxyReconnect& reconnect) {
+    proxy::ConnectAuth auth(p.spec, p.auth, host, port);
+    Secret request = auth.first_request();
+    // At most four requests (none, NTLM negotiate, NTLM authenticate, Basic): ConnectAuth
+    // tries each method once; the bound is a second guard.
+    for (int round = 0; round < 5; ++round) {
+        if (auto st = wire.send(request.reveal()); !st) return st;
+        bool reusable = false;
+        auto reply = read_reply(wire, p, reusable);
+        if (!reply) return reply.error();
+        if (reply->status / 100 == 2) {
             LOG_DEBUG << "proxy " << p.spec.display() << " opened a tunnel to " << target_text(host, port) << " ("
-                      << r.status << " " << r.reason << ")";
+                      << reply->status << " " << reply->reason << ", authentication: " << auth.method() << ")";
             return {};
         }
-        std::string msg = "proxy " + p.spec.display() + " refused the connection to " + target_text(host, port) +
-                          ": " + std::to_string(r.status) + " " + r.reason;
-        if (r.status == 407 || r.status == 401) {  // 407 per RFC 9110; tinyproxy answers 401
-            std::string schemes;
-            for (const auto& a : r.authenticate) schemes += (schemes.empty() ? "" : ", ") + a.substr(0, a.find(' '));
-            if (with_auth)
-                msg += " (the user name and password for user '" + p.spec.user + "' were not accepted)";
-            else if (!p.spec.user.empty())
-                msg += " (Basic authentication, the one espvpn answers, sends the password in clear and is off "
-                       "unless --proxy-auth=basic, as in openconnect)";
-            else
-                msg += " (it wants " + (schemes.empty() ? std::string("authentication") : schemes) +
-                       ": give --proxy http://USER:PASS@host:port/)";
-            if (!schemes.empty() && schemes.find("Basic") == std::string::npos)
-                msg += "; espvpn answers only Basic, the proxy offers " + schemes;
+        std::array<std::uint8_t, 8> nonce{};
+        if (int rc = gnutls_rnd(GNUTLS_RND_NONCE, nonce.data(), nonce.size()); rc < 0)
+            return make_error("no random bytes for the NTLM client challenge");
+        timespec now{};
+        clock_gettime(CLOCK_REALTIME, &now);
+        auto step = auth.on_refusal(*reply, reusable, proxy::ntlm::filetime_from_unix(now.tv_sec, now.tv_nsec), nonce);
+        if (step.kind == proxy::ConnectAuth::Step::Kind::fail) return make_error(step.error);
+        LOG_DEBUG << "proxy " << p.spec.display() << " answered " << reply->status << ": trying " << auth.method()
+                  << " authentication" << (step.kind == proxy::ConnectAuth::Step::Kind::send ? "" : " on a new connection");
+        if (step.kind == proxy::ConnectAuth::Step::Kind::reconnect_then_send) {
+            if (auto st = reconnect(); !st) return st;
         }
-        return make_error(msg);
+        request = std::move(step.request);
     }
+    return make_error("proxy " + p.spec.display() + " kept refusing the connection to " + target_text(host, port));
 }
 
 Status socks5_connect(ProxyWire& wire, const ProxySettings& p, const std::string& host, std::uint16_t port) {
@@ -163,11 +193,22 @@ Status socks5_connect(ProxyWire& wire, const ProxySettings& p, const std::string
 
 }  // namespace
 
-Status open_proxy_tunnel(int fd, const ProxySettings& proxy, const std::string& host, std::uint16_t port,
-                         std::chrono::milliseconds timeout, int cancel_fd) {
-    ProxyWire wire(fd, proxy.spec.display(), Clock::now() + timeout, cancel_fd);
-    if (proxy.spec.kind == proxy::ProxyKind::socks5) return socks5_connect(wire, proxy, host, port);
-    return http_connect(wire, proxy, host, port);
+Status open_proxy_tunnel(int& fd, const ProxySettings& proxy, const std::string& host, std::uint16_t port,
+                         std::chrono::milliseconds timeout, int cancel_fd,
+                         const std::function<Result<int>()>& connect_proxy) {
+    const auto deadline = Clock::now() + timeout;
+    auto wire = std::make_unique<ProxyWire>(fd, proxy.spec.display(), deadline, cancel_fd);
+    if (proxy.spec.kind == proxy::ProxyKind::socks5) return socks5_connect(*wire, proxy, host, port);
+    // A proxy that closes after its 407 gets the next request on a new connection.
+    ProxyReconnect reconnect = [&]() -> Status {
+        auto next = connect_proxy();
+        if (!next) return make_error("proxy " + proxy.spec.display() + ": " + next.error().message);
+        ::close(fd);
+        fd = *next;
+        *wire = ProxyWire(fd, proxy.spec.display(), deadline, cancel_fd);
+        return {};
+    };
+    return http_connect(*wire, proxy, host, port, reconnect);
 }
 
 }  // namespace espvpn::io

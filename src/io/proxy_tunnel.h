@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "protocols/base/result.h"
@@ -16,12 +17,16 @@ namespace espvpn::io {
 struct ProxySettings {
     proxy::ProxySpec spec;
     std::string no_proxy;       // hosts reached directly (no_proxy syntax)
-    bool basic_auth = false;    // --proxy-auth lists Basic (off by default, as in openconnect: clear text)
+    proxy::ProxyAuthMethods auth;  // --proxy-auth (default: NTLM, not Basic, as in openconnect)
 };
 
 // Runs the proxy's handshake on `fd` (connected to the proxy, non-blocking) for
-// host:port. Errors say what the proxy answered, never the password.
-Status open_proxy_tunnel(int fd, const ProxySettings& proxy, const std::string& host, std::uint16_t port,
-                         std::chrono::milliseconds timeout, int cancel_fd);
+// host:port, authenticating as the proxy asks (protocols/proxy/connect_auth.h). When
+// the proxy closes the connection after a refusal, `connect_proxy` opens a new one
+// and `fd` is replaced (the old one closed). Errors say what the proxy answered,
+// never the password.
+Status open_proxy_tunnel(int& fd, const ProxySettings& proxy, const std::string& host, std::uint16_t port,
+                         std::chrono::milliseconds timeout, int cancel_fd,
+                         const std::function<Result<int>()>& connect_proxy);
 
 }  // namespace espvpn::io

@@ -253,9 +253,13 @@ Result<std::unique_ptr<TlsStream>> TlsStream::connect(const std::string& host, s
         // address of an earlier connection: that was the proxy's).
         const std::string& target = override_ip != config.resolve.end() ? override_ip->second : host;
         LOG_DEBUG << "connecting to " << target << ":" << port << " through proxy " << proxy->spec.display();
-        fd = tcp_connect(proxy->spec.host, proxy->spec.port, config.connect_timeout, control.cancel_fd);
+        auto connect_proxy = [&] {
+            return tcp_connect(proxy->spec.host, proxy->spec.port, config.connect_timeout, control.cancel_fd);
+        };
+        fd = connect_proxy();
         if (!fd) return make_error("proxy " + proxy->spec.display() + ": " + fd.error().message);
-        if (auto st = open_proxy_tunnel(*fd, *proxy, target, port, config.io_timeout, control.cancel_fd); !st) {
+        if (auto st = open_proxy_tunnel(*fd, *proxy, target, port, config.io_timeout, control.cancel_fd, connect_proxy);
+            !st) {
             ::close(*fd);
             return st.error();
         }

@@ -1,6 +1,8 @@
 // libFuzzer target: the proxy side of --proxy (protocols/proxy): the first byte picks
 // what the rest is fed to: a --proxy URL (+ no_proxy list and --proxy-auth), an HTTP
-// CONNECT reply, or a SOCKS5 server's replies (method choice, auth reply, CONNECT reply).
+// CONNECT reply, a SOCKS5 server's replies (method choice, auth reply, CONNECT reply), or
+// an NTLM challenge (type 2) answered with an authenticate message.
+#include "protocols/proxy/ntlm.h"
 #include "protocols/proxy/proxy.h"
 #include "tests/fuzz/fuzz_input.h"
 
@@ -8,7 +10,7 @@ using namespace espvpn;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
-    const std::uint8_t mode = data[0] % 4;
+    const std::uint8_t mode = data[0] % 5;
     std::span<const std::uint8_t> rest(data + 1, size - 1);
     std::string_view text = fuzz::as_text(rest.data(), rest.size());
     switch (mode) {
@@ -36,6 +38,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 auto r = proxy::parse_socks5_connect_reply(rest.first(n));
                 if (!r || r->complete) break;
             }
+            break;
+        }
+        case 4: {
+            auto challenge = proxy::ntlm::parse_challenge(rest);
+            if (!challenge) break;
+            auto id = proxy::ntlm::split_user("alice", *challenge);
+            if (!id) break;
+            const std::uint8_t nonce[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+            (void)proxy::ntlm::authenticate_message(*challenge, *id, Secret::from_string("pw"), "HOST", 0,
+                                                    std::span<const std::uint8_t, 8>(nonce));
             break;
         }
     }

@@ -39,7 +39,7 @@ _espvpn() {
     --protocol) mapfile -t COMPREPLY < <(compgen -W "gp anyconnect" -- "$cur"); return ;;
     --os) mapfile -t COMPREPLY < <(compgen -W "linux linux-64 win mac-intel android apple-ios" -- "$cur"); return ;;
     --token-mode) mapfile -t COMPREPLY < <(compgen -W "totp hotp" -- "$cur"); return ;;
-    --proxy-auth) mapfile -t COMPREPLY < <(compgen -W "basic" -- "$cur"); return ;;
+    --proxy-auth) mapfile -t COMPREPLY < <(compgen -W "ntlm basic ntlm,basic" -- "$cur"); return ;;
     --compression) mapfile -t COMPREPLY < <(compgen -W "none stateless all" -- "$cur"); return ;;
     --gateway-select) mapfile -t COMPREPLY < <(compgen -W "priority latency" -- "$cur"); return ;;
     --usergroup|-g) mapfile -t COMPREPLY < <(compgen -W "portal gateway" -- "$cur"); return ;;

@@ -215,8 +215,33 @@ Result<AcAuthReply> AcLogin::run_host_scan(const anyconnect::AcHostScan& scan) {
     return anyconnect::parse_auth_reply(response->body.reveal_text());
 }
 
+Result<AcAuthReply> AcLogin::answer_mca(const AcAuthReply& request, const std::string& target) {
+    const anyconnect::AcMcaRequest& mca = *request.mca;
+    if (!s_.mca)
+        return make_error("the server " + s_.server.host + " asks for multiple-certificate authentication (a second, "
+                          "user certificate): give --mca-certificate (and --mca-key)");
+    auto hash = anyconnect::choose_mca_hash(mca);
+    if (!hash) return hash.error();
+    auto identity = McaIdentity::load(s_.mca->certificate, s_.mca->key, s_.mca->password);
+    if (!identity) return identity.error();
+    const McaIdentity& user = **identity;
+    auto signature = user.sign_base64(mca.signed_document, *hash);
+    if (!signature) return signature.error();
+    LOG_INFO << "multiple-certificate authentication: the user certificate \"" << user.subject() << "\" signs the "
+             << "server's request (" << *hash << ")";
+    const std::string body = anyconnect::build_mca_reply(s_.client, request.opaque, user.pkcs7_base64(), *hash, *signature);
+    auto reply = post(target, Secret::from_string(body), body);
+    const std::string refused = "the server " + s_.server.host + " refused the multiple-certificate authentication " +
+                                "of \"" + user.subject() + "\"";
+    if (!reply) return make_error(refused + ": " + reply.error().message);
+    if (!reply->error.empty()) return make_error(refused + ": " + reply->error);
+    if (reply->mca) return make_error(refused + " (it asked again)");
+    return reply;
+}
+
 Result<AcAuthenticated> AcLogin::run() {
     s_.client.group_access = s_.server.to_string();
+    s_.client.multiple_cert = s_.mca.has_value();
     s_.client.sso_v2 = s_.sso_browser && s_.sso_browser->sees_responses();
     s_.client.sso_external = s_.sso_browser && s_.sso_browser->sees_callbacks();
     if (s_.client.sso_external) {
@@ -229,11 +254,18 @@ Result<AcAuthenticated> AcLogin::run() {
                       anyconnect::build_init_request(s_.client));
     bool group_sent = false;
     bool host_scan_done = false;
+    bool mca_done = false;
     int failures = 0;
     for (int round = 0;; ++round) {
         if (!reply) return reply.error();
         if (reply->client_cert_requested)
             return make_error(anyconnect::client_certificate_error(s_.server.host, s_.client_certificate));
+        if (reply->mca) {
+            if (mca_done) return make_error("the server " + s_.server.host + " asked for the second certificate twice");
+            mca_done = true;
+            reply = answer_mca(*reply, target);
+            continue;
+        }
         if (reply->host_scan && !host_scan_done) {
             // As openconnect: the wrapper runs once, then the wait page with the token as a cookie.
             host_scan_done = true;

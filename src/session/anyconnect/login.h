@@ -16,9 +16,17 @@
 #include "src/io/https_client.h"
 #include "src/session/login_answers.h"
 #include "src/session/login_prompter.h"
+#include "src/session/anyconnect/mca_identity.h"
 #include "src/session/sso_browser.h"
 
 namespace espvpn::session {
+
+// --mca-certificate, --mca-key, --mca-key-password.
+struct McaFiles {
+    std::string certificate;
+    std::string key;  // "": in the certificate file
+    Secret password;
+};
 
 struct AcLoginSettings {
     http::Url server;            // its target is the first POST's path ("/" usually)
@@ -41,6 +49,10 @@ struct AcLoginSettings {
     // The browser a single sign-on (sso-v2-login) is handed to; nullptr: none configured,
     // so no SSO capability is advertised and a server demanding it is a clear error.
     std::shared_ptr<SsoBrowser> sso_browser;
+    // --mca-certificate/--mca-key/--mca-key-password: the second (user) certificate of
+    // multiple-certificate authentication; with it, and only with it, the client advertises
+    // multiple-cert. Loaded when the server asks for it, as openconnect does.
+    std::optional<McaFiles> mca;
 };
 
 struct AcAuthenticated {
@@ -64,6 +76,8 @@ private:
     // The CSD wrapper (csd.h), then the wait page: the next reply.
     Result<anyconnect::AcAuthReply> run_host_scan(const anyconnect::AcHostScan& scan);
     Result<std::vector<anyconnect::AcFieldValue>> answer(const anyconnect::AcAuthReply& form, std::string* logged);
+    // The signed answer to a multiple-client-cert-request: the next reply.
+    Result<anyconnect::AcAuthReply> answer_mca(const anyconnect::AcAuthReply& request, const std::string& target);
     // The single sign-on of `form` in the configured browser: its token, for the form's sso field.
     Result<Secret> single_sign_on(const anyconnect::AcSsoRequest& sso);
 

@@ -23,11 +23,23 @@
 #                password in the log; openconnect 9.01 the same
 #   anyconnect:  tinyproxy before ocserv: --protocol=anyconnect through the proxy (CSTP),
 #                DTLS directly to ocserv, ping; openconnect 9.01 --authenticate with the proxy
+#   ntlm:        squid 5.7 with NTLM authentication (auth_param ntlm, Debian's ntlm_fake_auth
+#                helper): --proxy http://EXAMPLE%5Calice:PASS@... (no --proxy-auth: NTLM is in the
+#                default order, as in openconnect) logs in and carries the HTTPS tunnel (ping);
+#                the fake helper accepts any response, so the helper's lines are captured and
+#                ntlm_verify.py (independent Python, its own MD4) checks each NTLMv2 response
+#                against the password: the right one verifies, a wrong one is shown to mismatch,
+#                user@domain verifies with an empty domain;
+#                openconnect 9.01 through the same squid (reported)
+#   ntlm_refused: squid whose helper refuses every authenticate message: exit 1 naming the NTLM
+#                refusal, at most 3 CONNECTs (no loop); no user: exit 1 saying how to give one
 # shellcheck source=../gp_test_head.sh
 . "$(dirname "$0")/../gp_test_head.sh" proxy-test "$@"
 case $mode in
 http | http_auth | anyconnect) command -v tinyproxy >/dev/null || { echo "SKIP: tinyproxy not installed"; exit 77; } ;;
 socks5 | socks5_auth) command -v danted >/dev/null || { echo "SKIP: dante-server not installed"; exit 77; } ;;
+ntlm | ntlm_refused)
+  command -v squid >/dev/null && [[ -x /usr/lib/squid/ntlm_fake_auth ]] || { echo "SKIP: squid not installed"; exit 77; } ;;
 esac
 if [[ $mode == anyconnect ]]; then
   command -v ocserv >/dev/null || { echo "SKIP: ocserv not installed"; exit 77; }
@@ -89,6 +101,49 @@ danted_up() {  # none | username
   pids+=($!)
   wait_listening "$nsg" tcp $socks_port 10 || fail "danted did not start"
 }
+
+squid_port=3128
+squid_up() {  # accept | refuse: what the NTLM helper answers to an authenticate message
+  local d=$work/squid
+  mkdir -p "$d"; chmod 777 "$d"; chmod 755 "$work"
+  : >"$d/helper.in"; : >"$d/helper.out"; chmod 666 "$d/helper.in" "$d/helper.out"
+  local filter=cat
+  [[ $1 == refuse ]] && filter="sed -u 's/^AF .*/NA refused by the test/'"
+  # squid runs this as its NTLM helper: the lines both ways are kept for ntlm_verify.py.
+  printf '#!/bin/sh\ntee -a %s | /usr/lib/squid/ntlm_fake_auth | %s | tee -a %s\n' \
+    "$d/helper.in" "$filter" "$d/helper.out" >"$d/helper"
+  chmod 755 "$d/helper"
+  cat >"$d/squid.conf" <<EOF
+http_port $gw_ip:$squid_port
+pid_filename $d/squid.pid
+cache_log $d/cache.log
+access_log stdio:$d/access.log
+logfile_rotate 0
+cache deny all
+cache_mem 1 MB
+coredump_dir $d
+cache_effective_user proxy
+shutdown_lifetime 0 seconds
+pinger_enable off
+dns_nameservers 127.0.0.1
+auth_param ntlm program $d/helper
+auth_param ntlm children 1 startup=1 idle=1
+auth_param ntlm keep_alive on
+acl CONNECT method CONNECT
+acl vpn_port port 4443
+acl authed proxy_auth REQUIRED
+http_access deny !vpn_port
+http_access allow CONNECT authed
+http_access deny all
+EOF
+  ip netns exec "$nsg" squid -N -f "$d/squid.conf" >"$work/squid.out" 2>&1 &
+  pids+=($!)
+  wait_listening "$nsg" tcp $squid_port 20 || { cat "$d/cache.log" >&2; fail "squid did not start"; }
+}
+ntlm_verify() {  # PASSWORD [USER DOMAIN]: the NTLMv2 responses in the helper's log, checked against it
+  python3 "$here/ntlm_verify.py" "$work/squid/helper.in" "$work/squid/helper.out" "${2:-alice}" "${3-EXAMPLE}" "$1"
+}
+squid_connects() { grep -c CONNECT "$work/squid/access.log" || true; }
 
 # client NAME BIN ARGS...: runs to completion in the client namespace, password on stdin;
 # sets rc; stdout in $work/NAME.out, stderr in $work/NAME.log.
@@ -230,6 +285,63 @@ anyconnect)
     --proxy "http://$gw_ip:$proxy_port/" --authenticate $url
   [[ $rc -eq 0 ]] || fail "openconnect 9.01 to ocserv through the proxy: exit $rc"
   echo "RESULT openconnect 9.01 --authenticate to ocserv through the same proxy: exit 0"
+  ;;
+ntlm)
+  gateway_https_up
+  gateway_up none --tun "$ht_dev" || fail "fake gateway did not start"
+  squid_up accept
+  pw=Ntlm-Right-5
+  ntlm_proxy="http://EXAMPLE%5Calice:$pw@$gw_ip:$squid_port/"
+  # The verifier first checks an independent client's NTLMv2: curl's.
+  if command -v curl >/dev/null; then
+    ip netns exec "$nsc" timeout 20 curl -s -o /dev/null --cacert "$repo/certs/ca.pem" \
+      --proxy "http://$gw_ip:$squid_port" --proxy-ntlm --proxy-user "EXAMPLE\\alice:$pw" "https://$gw_ip:4443/" || true
+    ntlm_verify "$pw" >"$work/verify_curl.txt" || { cat "$work/verify_curl.txt"; fail "curl's NTLMv2 does not verify"; }
+    echo "RESULT curl's NTLMv2 through squid verifies: the verifier is sound"
+    : >"$work/squid/helper.in"; : >"$work/squid/helper.out"
+  fi
+  client right "$espvpn" "${gp[@]}" -vv --proxy "$ntlm_proxy" --authenticate $url
+  [[ $rc -eq 0 ]] && grep -q "^COOKIE=" "$work/right.out" || fail "login through squid with NTLM failed (rc $rc)"
+  grep -q "trying NTLM authentication" "$work/right.log" || fail "espvpn did not answer with NTLM"
+  ntlm_verify "$pw" >"$work/verify_right.txt" || { cat "$work/verify_right.txt"; fail "the NTLMv2 responses do not verify"; }
+  echo "RESULT espvpn NTLMv2 through squid: $(grep -c ': ok' "$work/verify_right.txt") authenticate message(s) verified"
+  # The verifier tells a wrong password (ntlm_fake_auth lets it through, the check does not).
+  : >"$work/squid/helper.in"; : >"$work/squid/helper.out"
+  client wrong "$espvpn" "${gp[@]}" --proxy "http://EXAMPLE%5Calice:Ntlm-Wrong-6@$gw_ip:$squid_port/" --authenticate $url
+  ! ntlm_verify "$pw" >"$work/verify_wrong.txt" || fail "a wrong password verified as the right one"
+  grep -q "mismatch" "$work/verify_wrong.txt" || { cat "$work/verify_wrong.txt"; fail "the wrong password was not caught"; }
+  ntlm_verify Ntlm-Wrong-6 >/dev/null || fail "the wrong password's responses do not verify as that password"
+  echo "RESULT a wrong password: the verifier reports $(grep -m1 -o 'mismatch' "$work/verify_wrong.txt")"
+  # A UPN user: the whole name as user, an empty domain ([MS-NLMP] 3.1.5.1.2).
+  : >"$work/squid/helper.in"; : >"$work/squid/helper.out"
+  client upn "$espvpn" "${gp[@]}" --proxy "http://alice%40example.test:$pw@$gw_ip:$squid_port/" --authenticate $url
+  [[ $rc -eq 0 ]] || fail "login as user@domain through squid failed (rc $rc)"
+  ntlm_verify "$pw" alice@example.test "" >"$work/verify_upn.txt" ||
+    { cat "$work/verify_upn.txt"; fail "the user@domain NTLMv2 responses do not verify"; }
+  echo "RESULT user@domain: $(grep -c ': ok' "$work/verify_upn.txt") authenticate message(s) verified"
+  no_secret_in_logs "$pw"
+  no_secret_in_logs Ntlm-Wrong-6
+  # The HTTPS tunnel through the NTLM-authenticated connection.
+  connected_pattern="HTTPS tunnel up" connect_and_ping https "${gp[@]}" --proxy "$ntlm_proxy" --proxy-auth=ntlm \
+    --no-dtls $url
+  [[ $(direct_rejected) == 0 ]] || fail "espvpn tried direct TCP to the server despite --proxy"
+  client oc openconnect "${gp[@]}" --usergroup=gateway --proxy "$ntlm_proxy" --authenticate $url
+  echo "RESULT openconnect 9.01 through the same squid: exit $rc (its NTLM is v1/NTLM2-session, not v2)"
+  ;;
+ntlm_refused)
+  gateway_up none || fail "fake gateway did not start"
+  squid_up refuse
+  client refused "$espvpn" "${gp[@]}" --proxy "http://EXAMPLE%5Calice:Ntlm-Right-5@$gw_ip:$squid_port/" --authenticate $url
+  [[ $rc -eq 1 ]] || fail "a refusing NTLM proxy gave exit $rc, not 1"
+  grep -q "refused the connection.*407.*NTLM authentication as user 'EXAMPLE.alice' was not accepted" "$work/refused.log" ||
+    fail "the error does not name the NTLM refusal"
+  n=$(squid_connects)
+  [[ $n -ge 2 && $n -le 3 ]] || fail "$n CONNECTs for one refused login (expected 2-3: no loop)"
+  grep -h "refused the connection" "$work/refused.log" | sed 's/^/RESULT espvpn: /'
+  echo "RESULT squid saw $n CONNECT requests"
+  client nouser "$espvpn" "${gp[@]}" --proxy "http://$gw_ip:$squid_port/" --authenticate $url
+  [[ $rc -eq 1 ]] && grep -q "it wants NTLM.*USER:PASS" "$work/nouser.log" || fail "no user: rc $rc, no clear error"
+  no_secret_in_logs Ntlm-Right-5
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac

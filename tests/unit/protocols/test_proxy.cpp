@@ -78,12 +78,18 @@ TEST_CASE("no_proxy: names, domain suffixes, IP literals, ports, '*'") {
     CHECK_FALSE(bypasses_proxy("vpn.test", ""));
 }
 
-TEST_CASE("--proxy-auth: Basic is the one espvpn answers") {
+TEST_CASE("--proxy-auth: espvpn answers Basic and NTLM; without the option NTLM and not Basic") {
     auto m = parse_proxy_auth("gssapi,Basic, ntlm");
     REQUIRE(m);
     CHECK(m->basic);
-    CHECK(m->unsupported == std::vector<std::string>{"gssapi", "ntlm"});
+    CHECK(m->ntlm);
+    CHECK(m->unsupported == std::vector<std::string>{"gssapi"});
     CHECK_FALSE(parse_proxy_auth("digest")->basic);
+    CHECK_FALSE(parse_proxy_auth("digest")->ntlm);
+    CHECK_FALSE(parse_proxy_auth("basic")->ntlm);
+    const ProxyAuthMethods defaults;
+    CHECK(defaults.ntlm);
+    CHECK_FALSE(defaults.basic);
     CHECK_FALSE(parse_proxy_auth("kerberos"));
 }
 
@@ -188,4 +194,58 @@ TEST_CASE("SOCKS5 CONNECT: address types out, reply lengths and refusal codes in
     CHECK(parse_socks5_connect_reply(ruleset).error().message.find("ruleset") != std::string::npos);
     const std::uint8_t odd_type[] = {5, 0, 0, 9, 0};
     CHECK_FALSE(parse_socks5_connect_reply(odd_type));
+}
+
+TEST_CASE("CONNECT reply reader: a refusal's body is read so the connection can carry the next request") {
+    const std::string keep =
+        "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: NTLM\r\nContent-Length: 5\r\n"
+        "Connection: keep-alive\r\n\r\nabcde";
+    ConnectReplyReader a;
+    auto used = a.feed(bytes(keep.substr(0, 60)));
+    REQUIRE(used);
+    CHECK_FALSE(a.head_complete());
+    REQUIRE(a.feed(bytes(keep.substr(60))));
+    CHECK(a.head_complete());
+    CHECK(a.done());
+    CHECK(a.may_reuse());
+    CHECK(a.reusable());
+    auto r = a.reply();
+    CHECK(r.status == 407);
+    CHECK(r.authenticate == std::vector<std::string>{"NTLM"});
+    CHECK(r.keep_alive);
+
+    // Half the body: not reusable yet.
+    ConnectReplyReader half;
+    REQUIRE(half.feed(bytes(keep.substr(0, keep.size() - 2))));
+    CHECK(half.may_reuse());
+    CHECK_FALSE(half.reusable());
+
+    // "close" in Connection or Proxy-Connection, or HTTP/1.0 without keep-alive: a new connection.
+    for (std::string head : {"HTTP/1.1 407 X\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+                             "HTTP/1.1 407 X\r\nProxy-Connection: close\r\nContent-Length: 0\r\n\r\n",
+                             "HTTP/1.0 401 X\r\nContent-Length: 0\r\n\r\n"}) {
+        ConnectReplyReader c;
+        REQUIRE(c.feed(bytes(head)));
+        CAPTURE(head);
+        CHECK(c.head_complete());
+        CHECK_FALSE(c.may_reuse());
+        CHECK_FALSE(c.reusable());
+    }
+    // A close-delimited body ends at EOF, and the connection with it.
+    ConnectReplyReader eof;
+    REQUIRE(eof.feed(bytes("HTTP/1.1 407 X\r\n\r\nsome page")));
+    CHECK_FALSE(eof.may_reuse());
+    CHECK(eof.finish_eof());
+    CHECK_FALSE(eof.reusable());
+
+    // A 200 ends at the blank line: what follows is the tunnel's.
+    const std::string ok = "HTTP/1.1 200 Connection established\r\n\r\n\x16\x03\x01";
+    ConnectReplyReader t;
+    auto n = t.feed(bytes(ok));
+    REQUIRE(n);
+    CHECK(*n == ok.size() - 3);
+    CHECK(t.done());
+    // An oversized error page is an error, not unbounded memory.
+    ConnectReplyReader big;
+    CHECK_FALSE(big.feed(bytes("HTTP/1.1 407 X\r\nContent-Length: 99999999\r\n\r\n")));
 }

@@ -7,6 +7,7 @@
 #include "protocols/anyconnect/auth.h"
 #include "protocols/anyconnect/session_cookie.h"
 #include "protocols/anyconnect/strap.h"
+#include "protocols/xml/document.h"
 
 using namespace espvpn;
 using namespace espvpn::anyconnect;
@@ -292,4 +293,41 @@ TEST_CASE("STRAP: the external-browser token encrypted to the client's key (vect
     CHECK_FALSE(plain->has_value());
     CHECK(other->public_key_base64() != key->public_key_base64());
     CHECK(other->public_key_base64().rfind("MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE", 0) == 0);
+}
+
+TEST_CASE("multiple-certificate authentication: capability only with a second certificate, the request, the reply") {
+    AcClientInfo client;
+    client.group_access = "https://vpn.test/";
+    CHECK(build_init_request(client).find("multiple-cert") == std::string::npos);
+    client.multiple_cert = true;
+    CHECK(build_init_request(client).find(
+              "<capabilities><auth-method>multiple-cert</auth-method></capabilities>") != std::string::npos);
+
+    const std::string body =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        "<config-auth client=\"vpn\" type=\"auth-request\" aggregate-auth-version=\"2\">"
+        "<opaque is-for=\"sg\"><tunnel-group>MCA</tunnel-group></opaque>"
+        "<multiple-client-cert-request><hash-algorithm>SHA256</hash-algorithm><hash-algorithm>sha384</hash-algorithm>"
+        "</multiple-client-cert-request><random>FA4003BD87</random><cert-authenticated/></config-auth>";
+    auto r = must_parse(body);
+    REQUIRE(r.mca);
+    CHECK_FALSE(r.client_cert_requested);  // the machine certificate was accepted
+    CHECK(r.mca->cert_authenticated);
+    CHECK(r.mca->hashes == std::vector<std::string>{"sha256", "sha384"});
+    CHECK(r.mca->signed_document == body);  // byte for byte: the signature covers it
+    CHECK(r.opaque == "<opaque is-for=\"sg\"><tunnel-group>MCA</tunnel-group></opaque>");
+    CHECK(*choose_mca_hash(*r.mca) == "sha384");  // the strongest offered, as openconnect
+    AcMcaRequest sha1_only;
+    sha1_only.hashes = {"sha1"};
+    CHECK(choose_mca_hash(sha1_only).error().message.find("offers sha1") != std::string::npos);
+
+    std::string reply = build_mca_reply(client, r.opaque, "MIIB\nAAAA", "sha384", "c2ln");
+    CHECK(reply.find("type=\"auth-reply\"") != std::string::npos);
+    CHECK(reply.find("<opaque is-for=\"sg\">") != std::string::npos);
+    CHECK(reply.find("<client-cert-chain cert-store=\"1M\"><client-cert-sent-via-protocol/></client-cert-chain>") !=
+          std::string::npos);
+    CHECK(reply.find("<client-cert-chain cert-store=\"1U\"><client-cert cert-format=\"pkcs7\">MIIB\nAAAA</client-cert>"
+                     "<client-cert-auth-signature hash-algorithm-chosen=\"sha384\">c2ln</client-cert-auth-signature>") !=
+          std::string::npos);
+    CHECK(xml::Document::parse(reply).ok());  // well-formed
 }

@@ -1,0 +1,41 @@
+// The second ("user") certificate of Cisco multiple-certificate authentication
+// (--mca-certificate, --mca-key, --mca-key-password): loaded once with GnuTLS from
+// PEM or DER files (the key PKCS#1, SEC1 or PKCS#8, encrypted or not), it gives the
+// certificate chain as PKCS#7 and signs the server's request with its key, as
+// openconnect 9 does (RSA PKCS#1 v1.5 or ECDSA over the hash the server lets us pick).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "crypto/result.h"
+#include "crypto/secret.h"
+
+namespace espvpn::session {
+
+class McaIdentity {
+public:
+    // key_file empty: the key is in cert_file too. Errors name the file and what was wrong
+    // (unreadable, no certificate, wrong password, key not matching the certificate).
+    static Result<std::shared_ptr<const McaIdentity>> load(const std::string& cert_file, const std::string& key_file,
+                                                           const Secret& password);
+    ~McaIdentity();
+    McaIdentity(const McaIdentity&) = delete;
+    McaIdentity& operator=(const McaIdentity&) = delete;
+
+    // The certificate (and any chain in the file) as DER PKCS#7, base64 in 64-column lines.
+    const std::string& pkcs7_base64() const { return pkcs7_base64_; }
+    const std::string& subject() const { return subject_; }
+    // The signature of `data` with `hash` ("sha256", "sha384", "sha512"), base64 in 64-column lines.
+    Result<std::string> sign_base64(std::string_view data, std::string_view hash) const;
+
+private:
+    McaIdentity() = default;
+    struct Gnutls;
+    std::unique_ptr<Gnutls> g_;
+    std::string pkcs7_base64_;
+    std::string subject_;
+};
+
+}  // namespace espvpn::session
