@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 
 namespace espvpn::proxy::ntlm {

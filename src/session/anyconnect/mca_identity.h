@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "crypto/result.h"
+#include "protocols/base/result.h"
 #include "crypto/secret.h"
 
 namespace espvpn::session {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "crypto/hex.h"
+#include "protocols/base/hex.h"
 #include "protocols/proxy/connect_auth.h"
 #include "protocols/proxy/ntlm.h"
 
