@@ -281,18 +281,11 @@ const std::vector<OptionSpec>& option_table() {
              o.proxy_auth = v;
              return {};
          }},
+        // The last of --proxy, --no-proxy and --libproxy wins.
         {"no-proxy", 0, Arg::none, "Internet connectivity", "no proxy (and not the environment's)",
-         [](ClientOptions& o, const char*) -> Status {
-             o.proxy.clear();
-             o.libproxy = false;
-             return {};
-         }},
+         [](ClientOptions& o, const char*) -> Status { return o.proxy.clear(), o.libproxy = false, Status{}; }},
         {"libproxy", 0, Arg::none, "Internet connectivity", "take the proxy from https_proxy/all_proxy/no_proxy",
-         [](ClientOptions& o, const char*) -> Status {
-             o.proxy.clear();
-             o.libproxy = true;
-             return {};
-         }},
+         [](ClientOptions& o, const char*) -> Status { return o.proxy.clear(), o.libproxy = true, Status{}; }},
 
         // Other openconnect options (issue 17): implemented, logged no-ops, or refused saying why.
         {"pfs", 0, Arg::none, "Tunnel control", "require perfect forward secrecy (no RSA key exchange)", SET_FLAG(pfs)},

@@ -253,12 +253,7 @@ std::size_t DtlsChannel::tunnel_mtu() const {
     return legacy_ ? std::min(fits, legacy_tunnel_mtu_) : fits;
 }
 
-std::string DtlsChannel::description() const {
-    char* desc = gnutls_session_get_desc(session_);
-    std::string s = desc ? desc : "";
-    gnutls_free(desc);
-    return s;
-}
+std::string DtlsChannel::description() const { return tls_session_description(session_); }
 
 bool DtlsChannel::resumed() const { return gnutls_session_is_resumed(session_) != 0; }
 

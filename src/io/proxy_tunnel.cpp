@@ -104,19 +104,21 @@ Result<proxy::ConnectReply> read_reply(ProxyWire& wire, const ProxySettings& p, 
         std::vector<std::uint8_t>& b;
         ~ZeroOnExit() { secure_zero(b.data(), b.size()); }
     } zero{rx};
-    while (!reader.head_complete()) {
+    // Up to `want` more bytes into the reader; how many of them it took.
+    auto feed = [&](std::size_t want) -> Result<std::size_t> {
         rx.clear();
-        if (auto st = wire.receive(rx, 1); !st) return st.error();
+        if (auto st = wire.receive(rx, want); !st) return st.error();
         auto used = reader.feed(rx);
         if (!used) return make_error("proxy " + p.spec.display() + ": " + used.error().message);
-    }
+        return *used;
+    };
+    while (!reader.head_complete())  // a byte at a time: what follows the head is the tunnel's
+        if (auto used = feed(1); !used) return used.error();
     proxy::ConnectReply head = reader.reply();
     if (head.status / 100 != 2 && reader.may_reuse()) {
         while (!reader.done()) {
-            rx.clear();
-            if (auto st = wire.receive(rx, 4096); !st) return st.error();
-            auto used = reader.feed(rx);
-            if (!used) return make_error("proxy " + p.spec.display() + ": " + used.error().message);
+            auto used = feed(4096);
+            if (!used) return used.error();
             if (*used < rx.size()) return make_error("proxy " + p.spec.display() + " sent more than its reply");
         }
     }

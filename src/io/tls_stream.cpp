@@ -306,12 +306,14 @@ std::string TlsStream::endpoint() const {
     return (host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
 }
 
-std::string TlsStream::description() const {
-    char* text = gnutls_session_get_desc(session_);
+std::string tls_session_description(gnutls_session_t session) {
+    char* text = gnutls_session_get_desc(session);
     std::string out = text ? text : "";
     gnutls_free(text);
     return out;
 }
+
+std::string TlsStream::description() const { return tls_session_description(session_); }
 
 Deadline TlsStream::effective(std::optional<Deadline> deadline) const {
     Deadline d = std::chrono::steady_clock::now() + credentials_->config().io_timeout;

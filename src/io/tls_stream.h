@@ -74,6 +74,9 @@ private:
 // one, as openconnect does.
 bool client_key_needs_password(const TlsClientConfig& config);
 
+// GnuTLS's one-line description of a (D)TLS session: "(TLS1.3)-(ECDHE-X25519)-...".
+std::string tls_session_description(gnutls_session_t session);
+
 // Where a connection goes and how another thread stops it.
 struct TlsConnectControl {
     // A numeric address to connect to instead of resolving the host (e.g. the

@@ -58,13 +58,16 @@ std::vector<std::string> split_words(const std::string& text, const char* separa
     return out;
 }
 
-template <class Route, class Parse>
-std::variant<std::vector<Route>, NmConfigError> routes_from_env(const ScriptEnvironment& env,
-                                                                const std::string& base, Parse parse,
-                                                                std::uint32_t max_prefix, bool* full_tunnel) {
+// The split-include routes BASE_N_ADDR/MASKLEN (or MASK) into config.routes; a /0 among
+// them means everything: no routes, and NM keeps the default route on the VPN.
+template <class Config, class Parse>
+std::optional<NmConfigError> take_routes(const ScriptEnvironment& env, const std::string& base, Parse parse,
+                                         std::uint32_t max_prefix, Config& config) {
+    using Route = typename decltype(config.routes)::value_type;
     std::vector<Route> routes;
+    bool full_tunnel = false;
     const std::string* count_text = find(env, base);
-    if (!count_text) return routes;
+    if (!count_text) return std::nullopt;
     auto count = parse_uint(*count_text, 10000);
     if (!count) return NmConfigError{"Routes", base + "='" + *count_text + "' is not a route count"};
     for (std::uint32_t i = 0; i < *count; ++i) {
@@ -84,12 +87,14 @@ std::variant<std::vector<Route>, NmConfigError> routes_from_env(const ScriptEnvi
             prefix = max_prefix;
         }
         if (*prefix == 0) {
-            *full_tunnel = true;  // everything goes through the tunnel: NM's default route
+            full_tunnel = true;  // everything goes through the tunnel: NM's default route
             continue;
         }
         routes.push_back(Route{*network, *prefix});
     }
-    return routes;
+    config.never_default = !routes.empty() && !full_tunnel;
+    config.routes = std::move(routes);
+    return std::nullopt;
 }
 
 }  // namespace
@@ -184,11 +189,7 @@ std::variant<NmVpnConfig, NmConfigError> nm_config_from_script_env(const ScriptE
             }
         }
         ip4.domains = domains;
-        bool full_tunnel = false;
-        auto routes = routes_from_env<Ip4Route>(env, "CISCO_SPLIT_INC", parse_ip4, 32, &full_tunnel);
-        if (auto* e = std::get_if<NmConfigError>(&routes)) return *e;
-        ip4.routes = std::move(std::get<0>(routes));
-        ip4.never_default = !ip4.routes.empty() && !full_tunnel;
+        if (auto e = take_routes(env, "CISCO_SPLIT_INC", parse_ip4, 32, ip4)) return *e;
         config.ip4 = std::move(ip4);
         g.has_ip4 = true;
     }
@@ -211,11 +212,7 @@ std::variant<NmVpnConfig, NmConfigError> nm_config_from_script_env(const ScriptE
             auto words = split_words(*def, ", ");
             if (!words.empty()) ip6.domain = utf8_from_utf8_or_latin1(words.front());
         }
-        bool full_tunnel = false;
-        auto routes = routes_from_env<Ip6Route>(env, "CISCO_IPV6_SPLIT_INC", parse_ip6, 128, &full_tunnel);
-        if (auto* e = std::get_if<NmConfigError>(&routes)) return *e;
-        ip6.routes = std::move(std::get<0>(routes));
-        ip6.never_default = !ip6.routes.empty() && !full_tunnel;
+        if (auto e = take_routes(env, "CISCO_IPV6_SPLIT_INC", parse_ip6, 128, ip6)) return *e;
         config.ip6 = std::move(ip6);
         g.has_ip6 = true;
     }

@@ -55,6 +55,9 @@ struct AttemptResult {
     std::string note;               // appended to the log line (failed renewal: "; trying again in 5 s")
     bool old_link_down = false;     // failed renewal: the old link is gone too (its step reports how)
     TunnelEnd end = TunnelEnd::error;
+
+    static AttemptResult failed(std::string why) { return {Kind::failed, std::move(why)}; }
+    static AttemptResult fatal(std::string why) { return {Kind::fatal, std::move(why)}; }
 };
 
 struct LogLine {

@@ -362,29 +362,18 @@ std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting
 // A fresh getconfig (the HTTPS tunnel voided the old ESP keys), then a few
 // probes on the new SAs; the HTTPS tunnel carries the traffic meanwhile.
 AttemptResult GpDriver::begin_esp_retry(const GpTunnelSetup& fresh, Clock::time_point now) {
-    AttemptResult r;
-    r.kind = AttemptResult::Kind::failed;
     auto sas = fresh_sas(fresh, "the gateway offers no ESP keys now; staying on the HTTPS tunnel");
-    if (!sas) {
-        r.why = sas.error().message;
-        return r;
-    }
-    if (Status s = take_esp_setup(*fresh.esp); !s || !esp_options_.probe.enabled()) {
-        r.why = "no usable probe address";
-        return r;
-    }
-    if (Status s = open_esp_socket(*fresh.esp); !s) {
-        r.why = s.error().message;
-        return r;
-    }
+    if (!sas) return AttemptResult::failed(sas.error().message);
+    if (Status s = take_esp_setup(*fresh.esp); !s || !esp_options_.probe.enabled())
+        return AttemptResult::failed("no usable probe address");
+    if (Status s = open_esp_socket(*fresh.esp); !s) return AttemptResult::failed(s.error().message);
     LOG_INFO << "ESP retry: probing with new keys (in=" << hex32(sas->inbound.spi())
              << " out=" << hex32(sas->outbound.spi()) << ") while the HTTPS tunnel carries the traffic";
     prober_ = std::make_unique<EspProber>(*udp_, std::move(sas->outbound), std::move(sas->inbound), esp_options_.probe);
     prober_since_ = now;
     prober_->send_probe();
     last_probe_ = now;
-    r.kind = AttemptResult::Kind::opened;
-    return r;
+    return {AttemptResult::Kind::opened};
 }
 
 std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempting) {
@@ -582,25 +571,17 @@ AttemptResult GpDriver::finish_attempt(AttemptPurpose purpose, bool in_outage, c
 }
 
 AttemptResult GpDriver::rekey_esp(const GpTunnelSetup& fresh) {
-    AttemptResult r;
-    r.kind = AttemptResult::Kind::fatal;
     auto sas = fresh_sas(fresh, "rekey: the gateway's new configuration has no ESP keys");
-    if (!sas) {
-        r.why = sas.error().message;
-        return r;
-    }
+    if (!sas) return AttemptResult::fatal(sas.error().message);
     std::uint32_t in_spi = sas->inbound.spi(), out_spi = sas->outbound.spi();
     // Inbound first: the new keys open packets before the peer could use them;
     // the old inbound SA stays beside it for the grace period.
-    if (!esp_->install_inbound(std::move(sas->inbound)) || !esp_->install_outbound(std::move(sas->outbound))) {
-        r.why = "rekey: the datapath did not take the new SAs";
-        return r;
-    }
+    if (!esp_->install_inbound(std::move(sas->inbound)) || !esp_->install_outbound(std::move(sas->outbound)))
+        return AttemptResult::fatal("rekey: the datapath did not take the new SAs");
     rekey_after_s_ = fresh.esp->rekey_after_s;
     rekey_at_ = next_rekey(Clock::now());
     LOG_INFO << "rekey done: in=" << hex32(in_spi) << " out=" << hex32(out_spi);
-    r.kind = AttemptResult::Kind::opened;
-    return r;
+    return {AttemptResult::Kind::opened};
 }
 
 Result<SessionDriver::Prepared> GpDriver::prepare() {
