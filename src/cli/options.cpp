@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "protocols/proxy/proxy.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::cli {
 namespace {
@@ -251,6 +252,28 @@ const std::vector<OptionSpec>& option_table() {
          SET_INT(esp_retry_interval_s, "esp-retry-interval", 0, 86400)},
         {"mtu", 'm', Arg::required, "Tunnel control", "tunnel MTU", SET_INT(mtu, "mtu", 576, 65535)},
         {"base-mtu", 0, Arg::required, "Tunnel control", "path MTU to the server", SET_INT(base_mtu, "base-mtu", 576, 65535)},
+        {"kill-switch", 0, Arg::none, "Tunnel control",
+         "while connected, block IP traffic outside the tunnel (nftables); kept while reconnecting",
+         SET_FLAG(kill_switch)},
+        {"allow-lan", 0, Arg::optional, "Tunnel control",
+         "with --kill-switch: also allow these prefixes (comma-separated; none given: the attached networks)",
+         [](ClientOptions& o, const char* v) -> Status {
+             std::string list = v;
+             if (list.empty()) {
+                 o.allow_lan.emplace_back("attached");
+                 return {};
+             }
+             std::size_t start = 0;
+             while (start <= list.size()) {
+                 std::size_t comma = std::min(list.find(',', start), list.size());
+                 std::string item = list.substr(start, comma - start);
+                 if (auto p = IpPrefix::parse(item); !p)
+                     return make_error("--allow-lan: '" + item + "': " + p.error().message);
+                 o.allow_lan.push_back(item);
+                 start = comma + 1;
+             }
+             return {};
+         }},
         {"queue-len", 'Q', Arg::required, "Tunnel control", "packet queue length (the tun's txqueuelen)", SET_INT(queue_len, "queue-len", 1, 4096)},
 
         // Proxies (issue 17): HTTP CONNECT and SOCKS5; the environment only with --libproxy.
@@ -499,6 +522,10 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
     if (options.no_xmlpost) options.no_op_notes.emplace_back("--no-xmlpost has no effect: it is for AnyConnect logins");
     if (options.protocol == Protocol::gp && !(options.dtls_ciphers + options.dtls12_ciphers).empty())
         options.no_op_notes.emplace_back("--dtls-ciphers/--dtls12-ciphers have no effect: GlobalProtect uses ESP");
+    if (!options.allow_lan.empty() && !options.kill_switch)
+        return make_error("--allow-lan needs --kill-switch (without it nothing is blocked)");
+    if (options.kill_switch && !options.setuid_user.empty())
+        return make_error("--kill-switch cannot be combined with --setuid: removing its rules at exit needs root");
     if (options.cookie_on_stdin && options.passwd_on_stdin)
         return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
     // As openconnect: without a second certificate its key and pass phrase are never read.
@@ -522,7 +549,7 @@ const char* metavar(std::string_view name) {
         {"servercert", "PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
         {"sslkey", "KEY"}, {"key-password", "PASS"}, {"script", "CMD"}, {"interface", "IFNAME"},
         {"dtls-local-port", "PORT"}, {"reconnect-timeout", "SECONDS"}, {"force-dpd", "SECONDS"},
-        {"esp-retry-interval", "SECONDS"}, {"mtu", "MTU"}, {"base-mtu", "MTU"}, {"queue-len", "N"},
+        {"esp-retry-interval", "SECONDS"}, {"mtu", "MTU"}, {"base-mtu", "MTU"}, {"queue-len", "N"}, {"allow-lan", "PREFIXES"},
         {"proxy", "URL"}, {"proxy-auth", "METHODS"}, {"dtls-ciphers", "LIST"}, {"dtls12-ciphers", "LIST"},
         {"gnutls-debug", "LEVEL"}, {"cert-expire-warning", "DAYS"},
         {"external-browser", "PROGRAM"}, {"sso-timeout", "SECONDS"}, {"sso-callback", "URL"},

@@ -81,6 +81,8 @@ struct ClientOptions {
     int mtu = 0;
     int base_mtu = 0;
     int queue_len = 0;
+    bool kill_switch = false;            // --kill-switch (espvpn extension)
+    std::vector<std::string> allow_lan;  // --allow-lan prefixes; "attached": the host's networks
     bool no_http_keepalive = false;
     int http_timeout_s = 30;  // connect, each read/write, and a whole response (espvpn extension)
     std::string useragent;

@@ -13,7 +13,7 @@ namespace {
 
 session::TunnelOptions tunnel_options(const ClientOptions& o) {
     session::TunnelOptions t;
-    t.host = {o.interface_name, o.script, o.verbosity, o.disable_ipv6, o.queue_len};
+    t.host = {o.interface_name, o.script, o.verbosity, o.disable_ipv6, o.queue_len, o.kill_switch, o.allow_lan};
     t.mtu = o.mtu;
     t.base_mtu = o.base_mtu;
     t.stats_json = o.stats_json;

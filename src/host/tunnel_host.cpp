@@ -52,9 +52,36 @@ Status TunnelHost::bring_up(const TunnelConfig& config, int mtu) {
              << (tun_->offloads().uso ? "+USO" : "") << ")";
     if (scripts_) {
         run_script(ScriptReason::connect);
+    } else if (Status s = configure_netlink(); !s) {
+        return make_error("host setup: " + s.error().message);
+    }
+    return install_kill_switch();
+}
+
+Status TunnelHost::install_kill_switch() {
+    if (!o_.kill_switch) {
+        // A table a killed espvpn left would block this tunnel's gateway: report and remove it.
+        if (std::string left = remove_left_behind_kill_switch(); !left.empty()) LOG_WARN << left;
         return {};
     }
-    if (Status s = configure_netlink(); !s) return make_error("host setup: " + s.error().message);
+    KillSwitchRules rules;
+    rules.tun_name = tun_->name();
+    rules.pid = static_cast<int>(::getpid());
+    for (const std::string& a : {config_.gateway_address, config_.direct_udp_address})
+        if (!a.empty()) rules.peers.push_back(a);
+    for (const std::string& text : o_.allow_lan) {
+        if (text == "attached") {
+            for (const IpPrefix& p : attached_networks(rules.tun_name)) rules.allowed.push_back(p);
+            continue;
+        }
+        auto p = IpPrefix::parse(text);
+        if (!p) return make_error("--allow-lan " + text + ": " + p.error().message);
+        rules.allowed.push_back(*p);
+    }
+    for (const IpPrefix& p : config_.split_exclude) rules.allowed.push_back(p);
+    auto ks = KillSwitch::install(rules);
+    if (!ks) return ks.error();
+    kill_switch_ = std::move(*ks);
     return {};
 }
 
@@ -167,6 +194,7 @@ void TunnelHost::tear_down() {
     dns_.reset();
     remove_bypass_routes();
     tun_.reset();  // removes the device (or our addresses/routes on a persistent one)
+    kill_switch_.reset();  // a clean exit: traffic may leave outside the tunnel again
 }
 
 }  // namespace espvpn::host

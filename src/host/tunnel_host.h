@@ -13,6 +13,7 @@
 
 #include "protocols/base/result.h"
 #include "src/host/dns.h"
+#include "src/host/kill_switch.h"
 #include "src/host/script_env.h"
 #include "src/host/script_runner.h"
 #include "src/io/tun_device.h"
@@ -28,6 +29,10 @@ struct TunnelHostOptions {
     // -Q/--queue-len: openconnect's packet queue limit, here the tun's txqueuelen (the
     // packets the kernel holds for the datapath to read); 0: the kernel's default.
     int queue_len = 0;
+    // --kill-switch: nothing leaves outside the tunnel while this host lives (kill_switch.h),
+    // except to these prefixes (--allow-lan) and the gateway's split excludes.
+    bool kill_switch = false;
+    std::vector<std::string> allow_lan;  // prefixes; "attached": the host's own networks
 };
 
 class TunnelHost {
@@ -54,6 +59,7 @@ public:
 private:
     Status configure_netlink();
     Status add_routes();
+    Status install_kill_switch();
     void remove_bypass_routes();
     ScriptEnv script_env(ScriptReason reason) const;
 
@@ -61,6 +67,7 @@ private:
     TunnelConfig config_;
     int mtu_ = 0;
     std::unique_ptr<ScriptRunner> scripts_;
+    std::unique_ptr<KillSwitch> kill_switch_;  // goes last at tear-down
     std::unique_ptr<HostDns> dns_;  // built-in setup only; restores on tear-down
     std::optional<io::TunDevice> tun_;
     std::optional<io::RtNetlink> netlink_;  // built-in setup: routes outside the tun

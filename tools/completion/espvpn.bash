@@ -17,7 +17,7 @@ _espvpn() {
     --local-hostname --http-timeout --no-http-keepalive --servercert --cafile --no-system-trust
     --resolve --certificate -c --sslkey -k --key-password -p --no-cert-check
     --script -s --interface -i --disable-ipv6 --no-dtls --no-esp --dtls-local-port
-    --reconnect-timeout --force-dpd --esp-retry-interval --mtu -m --base-mtu --queue-len -Q
+    --reconnect-timeout --force-dpd --esp-retry-interval --mtu -m --base-mtu --queue-len -Q --kill-switch --allow-lan
     --proxy -P --proxy-auth --no-proxy --libproxy --pfs --dtls-ciphers --dtls12-ciphers --gnutls-debug
     --cert-expire-warning -e --key-password-from-fsid --no-xmlpost --no-deflate -D --compression --deflate -d
     --passtos --allow-insecure-crypto --http-auth --force-trojan --external-browser --sso-timeout --sso-callback --mca-certificate --mca-key

@@ -1,0 +1,56 @@
+// The kill switch (--kill-switch): while espvpn runs, an nftables table of its
+// own lets IP traffic leave or enter only through the tunnel, to and from the
+// gateway, on loopback, for DHCP and IPv6 neighbour discovery, and to the
+// prefixes the user allows (--allow-lan). The table stays while espvpn
+// reconnects (fail closed) and goes at a clean exit; one that a killed espvpn
+// left behind is found, reported and replaced (or removed) by the next start.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocols/base/result.h"
+#include "protocols/tunnel/tunnel_config.h"
+
+namespace espvpn::host {
+
+inline constexpr const char* kKillSwitchTable = "espvpn_kill_switch";  // family inet
+
+struct KillSwitchRules {
+    std::string tun_name;
+    std::vector<std::string> peers;     // numeric addresses: the gateway (or proxy), the direct UDP peer
+    std::vector<IpPrefix> allowed;      // --allow-lan prefixes and the gateway's split excludes
+    int pid = 0;                        // written into the table's comment
+};
+
+// The nft script that replaces (or creates) the table atomically. Pure, for tests.
+std::string kill_switch_script(const KillSwitchRules& rules);
+
+// The prefixes of this host's own addresses outside `tun_name` and loopback
+// (what a bare --allow-lan allows: the directly attached networks).
+std::vector<IpPrefix> attached_networks(const std::string& tun_name);
+
+// A table left behind: the pid in its comment (0 if unreadable); nullopt when
+// there is none.
+std::optional<int> kill_switch_left_behind();
+
+class KillSwitch {
+public:
+    // Installs the rules (replacing a leftover table, which is reported).
+    static Result<std::unique_ptr<KillSwitch>> install(const KillSwitchRules& rules);
+    // Removes the table: traffic flows outside the tunnel again.
+    ~KillSwitch();
+    KillSwitch(const KillSwitch&) = delete;
+    KillSwitch& operator=(const KillSwitch&) = delete;
+
+private:
+    KillSwitch() = default;
+};
+
+// Without --kill-switch: a leftover table would block this run's traffic, so it is
+// reported and removed. Returns what was done, for the log ("" when there was none).
+std::string remove_left_behind_kill_switch();
+
+}  // namespace espvpn::host
