@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# CTest kernel_interop: tools/interop, the whole matrix (every suite, IPv4/IPv6 outer and
+# inner, both directions, rekey, NAT-T, edges) against Linux kernel xfrm, in ONE guest
+# boot when this host's kernel has no ESP (tools/kernel-vm). In that one kernel:
+#   1. tools/interop --json: every cell PASS or EDGE, exit 0, the IPv6 cases present;
+#   2. the same tool with a wrong c2s key injected in one case: exit 1, that case's
+#      echo FAILs (with the kernel's integrity counter as proof), every other case
+#      passes, so the matrix cannot be green by construction;
+#   3. tools/interop --peer against the kernel, with the SAs given as the kernel's own
+#      `ip xfrm state` output: exit 0, and the kernel's counters show our tampered and
+#      replayed packets; the same with one key byte changed in the file: exit 1.
+#   interop.sh PATH/TO/esp-peer
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../../.." && pwd)
+peer=${1:?usage: interop.sh PATH/TO/esp-peer}
+[[ -x $peer ]] || { echo "FAIL: $peer is not an executable (build the esp-peer target)"; exit 1; }
+peer=$(cd "$(dirname "$peer")" && pwd)/$(basename "$peer")
+[[ $(id -u) -eq 0 ]] || { echo "SKIP: kernel xfrm tests need root"; exit 77; }
+if [[ ${2:-} != --here ]]; then
+  "$repo/tools/kernel-vm/with-esp-kernel" --timeout 600 -- "$0" "$peer" --here
+  rc=$?
+  # No guest status at all (qemu missing, no kernel): the kernel peer cannot run here.
+  ((rc == 125)) && { echo "SKIP: the kernel-vm guest did not run"; exit 77; }
+  exit "$rc"
+fi
+
+started=$SECONDS
+interop=$repo/tools/interop
+work=$(mktemp -d /tmp/interop-test.XXXXXX)
+. "$repo/tools/netns/xfrm.sh"
+cleanup() { netns_cleanup; rm -rf "$work"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# judge FILE: prints the Markdown matrix of a --json result and a summary line
+# "cases cells fails edges v6outer v6inner".
+judge() {
+  python3 - "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+cells = [(c, k, v) for c in r["cases"] for k, v in c["checks"].items()]
+fails = [f"{c['case']}/{k}" for c, k, v in cells if v["verdict"] == "FAIL"]
+print("SUMMARY", len(r["cases"]), len(cells), len(fails), sum(v["verdict"] == "EDGE" for _, _, v in cells),
+      sum(c.get("outer") == "IPv6" for c in r["cases"]), sum(c.get("inner") == "IPv6" for c in r["cases"]),
+      r.get("matrix_s"), r.get("sa_setup_s"), r.get("esp_probe_s"), r.get("wall_s"))
+for f in fails: print("FAILED", f)
+for c in r["cases"]:
+    for k, v in c["checks"].items():
+        if v["verdict"] == "FAIL": print("  ", c["case"], k, v["proof"], "|", v["detail"])
+PY
+}
+
+# 1. The whole matrix.
+t0=$SECONDS
+"$interop" --esp-peer "$peer" --json >"$work/full.json" 2>"$work/full.err"; rc=$?
+s=$(judge "$work/full.json" 2>&1); echo "$s"
+read -r _ cases cells fails edges v6o v6i mat setup probe wall < <(grep ^SUMMARY <<<"$s")
+echo "1. full matrix: exit $rc, $cases cases, $cells cells, $fails failed, $edges edge cells, $v6o IPv6-outer and $v6i IPv6-inner cases; $((SECONDS - t0)) s (tool ${wall} s: ESP probe ${probe} s, matrix ${mat} s of which SA setup ${setup} s)"
+((rc == 0)) || { fail "tools/interop exited $rc"; tail -20 "$work/full.err"; }
+((${fails:-1} == 0 && ${cases:-0} >= 37 && ${v6o:-0} >= 16 && ${v6i:-0} >= 16 && ${edges:-0} > 0)) ||
+  fail "the full matrix is not complete and green"
+
+# 2. A wrong key in one case must fail that case, and only that one.
+t0=$SECONDS
+"$interop" --esp-peer "$peer" --json --suites aes-256-cbc+sha256,aes-128-gcm --no-natt --no-edges --no-rekey \
+  --wrong-key aes-128-gcm/6/4 >"$work/bad.json" 2>"$work/bad.err"; rc=$?
+s=$(judge "$work/bad.json" 2>&1)
+read -r _ cases cells fails _ < <(grep ^SUMMARY <<<"$s")
+bad_echo=$(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = [c for c in r["cases"] if c["wrong_key"]][0]
+print(c["case"], c["checks"]["echo"]["verdict"], c["kernel_counters"]["c2s"].get("integrity", 0))' "$work/bad.json" 2>&1)
+echo "2. wrong key in aes-128-gcm v6/v4: exit $rc, $fails of $cells cells failed; that case: $bad_echo; $((SECONDS - t0)) s"
+grep ^FAILED <<<"$s" | sed 's/^/   /'
+((rc == 1)) || fail "a wrong key did not make tools/interop exit 1 (exit $rc)"
+grep ^FAILED <<<"$s" | grep -qv 'aes-128-gcm v6/v4/' && fail "a case without the wrong key failed too"
+[[ $bad_echo == "aes-128-gcm v6/v4 FAIL "* ]] || fail "the wrong-key case's echo did not fail"
+(( ${bad_echo##* } > 0 )) 2>/dev/null || fail "the kernel's integrity counter did not prove the wrong key"
+
+# 3. --peer: a "gateway" (the kernel in its own namespace) checked by hand with its own
+# `ip xfrm state` output as the SA file.
+t0=$SECONDS
+U=iopp$$u K=iopp$$k
+netns_pair "$U" "$K" 192.0.2.1/24 192.0.2.2/24 || { fail "cannot build the namespaces"; exit 1; }
+ip -n "$K" -batch - <<EOT || exit 1
+addr add 10.78.0.2/32 dev lo
+route add 10.78.0.1/32 dev $K-v src 10.78.0.2
+EOT
+espinudp_listen 4501 "$K" || { fail "no ESP-in-UDP socket"; exit 1; }
+suite=aes-256-cbc+sha256
+read -r eb ab < <(xfrm_key_bytes $suite)
+sa_lines=$(xfrm_sa 192.0.2.1 192.0.2.2 0x7001 $suite "$(random_hex "$eb")" "$(random_hex "$ab")" &&
+  xfrm_sa 192.0.2.2 192.0.2.1 0x7002 $suite "$(random_hex "$eb")" "$(random_hex "$ab")") || exit 1
+{ echo "$sa_lines"; xfrm_policies 192.0.2.2 192.0.2.1 10.78.0.2/32 10.78.0.1/32; } | xfrm_apply "$K" ||
+  { fail "SAs refused"; exit 1; }
+ip -n "$K" xfrm state >"$work/gateway.sa"
+ip netns exec "$U" "$interop" --esp-peer "$peer" --peer 192.0.2.2 --sa-file "$work/gateway.sa" \
+  --inner-src 10.78.0.1 --inner-dst 10.78.0.2 >"$work/peer.md" 2>&1; rc=$?
+read -r _ _ _ k_replay k_icv _ < <(xfrm_sa_stats "$K" 0x7001)
+echo "3. --peer against the kernel: exit $rc; kernel c2s SA replay=$k_replay integrity failed=$k_icv"
+cat "$work/peer.md"
+((rc == 0)) || fail "--peer with the kernel's own SAs exited $rc"
+[[ $k_replay == 1 && $k_icv == 1 ]] || fail "the kernel's counters do not show the tampered and the replayed packet"
+# The same file with one key digit changed (the c2s encryption key): must fail.
+python3 - "$work/gateway.sa" "$work/wrong.sa" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"dst 192\.0\.2\.2\n.*?enc cbc\(aes\) 0x([0-9a-f])", text, re.S)
+i = m.start(1)
+open(sys.argv[2], "w").write(text[:i] + ("0" if text[i] != "0" else "1") + text[i + 1:])
+PY
+# The same SAs again (fresh replay windows), then the altered file.
+{ echo "xfrm state flush"; echo "$sa_lines"; } | xfrm_apply "$K" || fail "cannot reinstall the SAs"
+ip netns exec "$U" "$interop" --esp-peer "$peer" --peer 192.0.2.2 --sa-file "$work/wrong.sa" \
+  --inner-src 10.78.0.1 --inner-dst 10.78.0.2 >"$work/wrong.md" 2>&1; rc=$?
+read -r _ _ _ _ k_icv _ < <(xfrm_sa_stats "$K" 0x7001)
+echo "   --peer with one key digit changed: exit $rc; kernel integrity failed=$k_icv"
+((rc == 1)) || { fail "--peer with a wrong key exited $rc"; cat "$work/wrong.md"; }
+((k_icv > 0)) 2>/dev/null || fail "the kernel did not count integrity failures for the wrong key"
+echo "   $((SECONDS - t0)) s"
+
+echo "kernel_interop: $failures failed, $((SECONDS - started)) s in the kernel"
+((failures == 0))
