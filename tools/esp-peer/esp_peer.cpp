@@ -428,8 +428,13 @@ public:
                      Bytes* raw = nullptr) {
         const std::uint16_t want = echo_seq_of(request);
         for (int i = 0; i < 8; ++i) {
+            const bool was_lost = lost_;
             auto d = receive(opts_.timeout_ms);
-            if (!d) { why = "no reply within " + std::to_string(opts_.timeout_ms) + " ms"; return false; }
+            if (!d) {
+                why = was_lost ? "no reply (the peer answered nothing since its first silence)"
+                               : "no reply within " + std::to_string(opts_.timeout_ms) + " ms";
+                return false;
+            }
             if (raw) *raw = *d;
             EspReceived r = open(*d);
             if (!r.ok()) { why = "a reply was rejected by us: " + drop_text(r.drop); return false; }
@@ -581,9 +586,10 @@ void run_checks(Session& s) {
         bool pass = false;
         if (esp && s.send(*esp)) {
             if (!s.await_reply(req, nullptr, why)) why = "the original: " + why;
-            else pass = s.peer_drops(*esp, echo_seq_of(req), seq, why);
+            else if ((pass = s.peer_drops(*esp, echo_seq_of(req), seq, why))) why = "original answered, copy " + why;
+            else why = "original answered, copy: " + why;
         }
-        report("kernel-replay", pass, "our packet sent twice: original answered, copy " + why);
+        report("kernel-replay", pass, "our packet sent twice: " + why);
     }
 
     if (want("kernel-seq0")) {
