@@ -9,6 +9,7 @@ namespace {
 
 constexpr std::size_t kMaxRoutes = 4096;
 constexpr std::size_t kMaxDns = 3;
+constexpr std::size_t kMaxSplitDomains = 1024;
 
 std::string err_field(std::string_view field, std::string_view what) {
     return "gateway config: <" + std::string(field) + "> " + std::string(what);
@@ -233,6 +234,18 @@ Result<GpTunnelConfig> parse_tunnel_config(const xml::Document& doc) {
         if (text.size() > 253 || text.find_first_of(" \t\r\n;,\"'\\") != std::string::npos)
             return make_error(err_field("dns-suffix/member", "is not a domain name: \"" + text.substr(0, 64) + "\""));
         if (domains++ < 64) t.default_domain += (t.default_domain.empty() ? "" : " ") + text;
+    }
+
+    for (auto [list, out] : {std::pair{"include-split-tunneling-domain", &t.split_include_domains},
+                             std::pair{"exclude-split-tunneling-domain", &t.split_exclude_domains}}) {
+        for (xml::Node m : r.child(list).children("member")) {
+            std::string text = m.text();
+            if (text.empty()) continue;
+            auto d = SplitDomain::parse(text);
+            if (!d) return make_error(err_field(std::string(list) + "/member", d.error().message));
+            if (out->size() < kMaxSplitDomains && std::find(out->begin(), out->end(), *d) == out->end())
+                out->push_back(std::move(*d));
+        }
     }
 
     std::vector<IpPrefix> include, exclude;

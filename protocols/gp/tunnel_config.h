@@ -34,7 +34,8 @@ struct GpIpsecConfig {
 struct GpTunnelConfig {
     // The protocol-independent part, filled by the parser: addresses (canonical text), netmask,
     // MTU (0 = not given; compute it, docs/protocols/globalprotect.md §10.9), DNS (v4 and v6, deduplicated, at most 3), WINS
-    // as nbns, <dns-suffix> joined by spaces into default_domain, routes (split_include empty
+    // as nbns, <dns-suffix> joined by spaces into default_domain, <include-/exclude-split-tunneling-domain>
+    // members (deduplicated, at most 1024 each) into split_include/exclude_domains, routes (split_include empty
     // when a default route is among them or none is given), disconnect-on-idle, and
     // CISCO_CSTP_OPTIONS as openconnect fills it for GP. gateway_address and
     // direct_udp_address are the caller's: where it reached the gateway.

@@ -102,4 +102,54 @@ std::string IpPrefix::netmask() const {
 
 std::string IpPrefix::to_string() const { return address() + "/" + std::to_string(length); }
 
+Result<SplitDomain> SplitDomain::parse(std::string_view text) {
+    auto bad = [&](const char* why) {
+        return make_error("split-tunnel domain \"" + std::string(text.substr(0, 64)) + "\": " + why);
+    };
+    SplitDomain d;
+    std::string_view rest = text;
+    if (auto colon = rest.rfind(':'); colon != std::string_view::npos) {
+        std::string_view port = rest.substr(colon + 1);
+        int p = 0;
+        for (char c : port) {
+            if (c < '0' || c > '9' || p > 65535) return bad("the port is not a number 1..65535");
+            p = p * 10 + (c - '0');
+        }
+        if (port.empty() || p < 1 || p > 65535) return bad("the port is not a number 1..65535");
+        d.port = p;
+        rest = rest.substr(0, colon);
+    }
+    if (rest == "*") {
+        d.wildcard = true;
+        return d;
+    }
+    if (rest.substr(0, 2) == "*.") {
+        d.wildcard = true;
+        rest.remove_prefix(2);
+    }
+    if (!rest.empty() && rest.back() == '.') rest.remove_suffix(1);  // absolute form
+    if (rest.empty() || rest.size() > 253) return bad("not a domain name");
+    std::size_t label = 0;
+    for (char c : rest) {
+        if (c == '.') {
+            if (label == 0) return bad("an empty label");
+            label = 0;
+            d.name += '.';
+            continue;
+        }
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+        if (!ok) return bad("not a domain name");
+        if (++label > 63) return bad("a label longer than 63");
+        d.name += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    if (label == 0) return bad("an empty label");
+    return d;
+}
+
+std::string SplitDomain::to_string() const {
+    std::string out = wildcard ? (name.empty() ? "*" : "*." + name) : name;
+    if (port) out += ":" + std::to_string(port);
+    return out;
+}
+
 }  // namespace espvpn

@@ -48,6 +48,20 @@ Result<std::string> normalise_ip(std::string_view text, bool* is_v6 = nullptr);
 // Dotted IPv4 netmask → prefix length, or an error if not contiguous.
 Result<int> netmask_length(std::string_view dotted);
 
+// One entry of GlobalProtect's <include-split-tunneling-domain> / <exclude-split-tunneling-domain>:
+// "corp.example.com", "*.corp.example.com", either with ":443" — names (and ports) whose
+// traffic goes through the tunnel, or around it.
+struct SplitDomain {
+    std::string name;       // lower case, without "*." and ":port"; "" for a bare "*"
+    bool wildcard = false;  // written "*.name" (or "*")
+    int port = 0;           // 0: any port
+
+    // "*.corp.example.com:443" → the parts; an error for anything else.
+    static Result<SplitDomain> parse(std::string_view text);
+    std::string to_string() const;
+    bool operator==(const SplitDomain&) const = default;
+};
+
 struct TunnelConfig {
     std::string gateway_address;  // numeric address of the peer we connected to
     // With --proxy: the server's own address, where ESP/DTLS go directly ("" otherwise); kept
@@ -70,6 +84,9 @@ struct TunnelConfig {
 
     std::vector<IpPrefix> split_include;  // both families; empty: default route
     std::vector<IpPrefix> split_exclude;
+    // GP's domain-based split tunnel, as the gateway sent it (AnyConnect has none).
+    std::vector<SplitDomain> split_include_domains;
+    std::vector<SplitDomain> split_exclude_domains;
 
     // Protocol headers worth passing on verbatim (AnyConnect's X-CSTP-*), in order.
     std::vector<std::pair<std::string, std::string>> protocol_options;

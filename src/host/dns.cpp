@@ -7,6 +7,7 @@
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -85,6 +86,16 @@ std::optional<std::string> original_left_behind(std::string_view current, const 
     return std::move(*saved);
 }
 
+// resolv.conf has one list of servers for every name: a split tunnel's "only these
+// domains to the VPN" cannot be said there.
+std::string cannot_route_note(const DnsSettings& s) {
+    std::string names;
+    for (const auto* list : {&s.search_domains, &s.routing_domains})
+        for (const auto& d : *list) names += (names.empty() ? "" : " ") + d;
+    return "split tunnel, but resolv.conf cannot send only " + names +
+           " to the VPN's servers: all names go to them first (systemd-resolved can split)";
+}
+
 class ResolvConfDns final : public HostDns {
 public:
     static Result<std::unique_ptr<HostDns>> apply(const DnsSettings& s, const HostDnsOptions& o) {
@@ -107,6 +118,7 @@ public:
         dns->written_ = compose_resolv_conf(dns->original_, s);
         if (Status st = write_all(fd, dns->written_); !st) return make_error(path + ": " + st.error().message);
         LOG_INFO << "DNS: " << path << " now names the VPN's servers (restored on exit)";
+        if (!s.default_route) LOG_WARN << "DNS: " << cannot_route_note(s);
         return std::unique_ptr<HostDns>(std::move(dns));
     }
     ~ResolvConfDns() override {
@@ -342,16 +354,27 @@ DnsSettings built_in_dns_settings(const TunnelConfig& c, const std::string& inte
     s.ifindex = ifindex;
     s.servers = c.dns;
     s.search_domains = words(c.default_domain);
-    // A search domain routes its names to the link already; listed again as routing-only,
-    // systemd-resolved would keep the last entry and stop searching it (ocserv's default-domain
-    // and split-dns often name the same domain).
-    for (const auto& d : c.split_dns) {
+    // The names the gateway says are its own: AnyConnect's X-CSTP-Split-DNS, GP's
+    // include-split-tunneling-domain entries that name a whole domain (a "*." or ":port"
+    // entry is about traffic, not about which server knows the name). A search domain
+    // routes its names to the link already; listed again as routing-only, systemd-resolved
+    // would keep the last entry and stop searching it (ocserv's default-domain and
+    // split-dns often name the same domain).
+    std::vector<std::string> named = c.split_dns;
+    for (const auto& d : c.split_include_domains)
+        if (!d.wildcard && d.port == 0 && !d.name.empty()) named.push_back(d.name);
+    for (const auto& d : named) {
         bool listed = false;
         for (const auto& e : s.search_domains) listed = listed || e == d;
         for (const auto& e : s.routing_domains) listed = listed || e == d;
         if (!listed) s.routing_domains.push_back(d);
     }
-    s.default_route = s.search_domains.empty() && s.routing_domains.empty();
+    // Full tunnel (no split-include route, or a default route among them): every name to the
+    // VPN's servers, whatever domains it also names. Split tunnel: only its domains; all
+    // names only when it names none.
+    const auto& inc = c.split_include;
+    s.full_tunnel = inc.empty() || std::any_of(inc.begin(), inc.end(), [](const IpPrefix& p) { return p.length == 0; });
+    s.default_route = s.full_tunnel || (s.search_domains.empty() && s.routing_domains.empty());
     s.vpn_pid = vpn_pid;
     return s;
 }

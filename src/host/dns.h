@@ -26,9 +26,10 @@ struct DnsSettings {
     std::string interface_name;
     int ifindex = 0;
     std::vector<std::string> servers;          // numeric, IPv4 and IPv6, in the server's order
-    std::vector<std::string> search_domains;   // CISCO_DEF_DOMAIN's words
-    std::vector<std::string> routing_domains;  // split DNS: only these names go to the VPN
-    bool default_route = false;                // full tunnel: every name goes to the VPN's servers
+    std::vector<std::string> search_domains;   // CISCO_DEF_DOMAIN's words (also routed to the VPN)
+    std::vector<std::string> routing_domains;  // routing-only ("~name"): these names go to the VPN
+    bool default_route = false;                // every name goes to the VPN's servers ("~.")
+    bool full_tunnel = false;                  // no split-include route: all traffic in the tunnel
     int vpn_pid = 0;
 };
 
@@ -50,9 +51,11 @@ public:
                                                   const HostDnsOptions& options = {});
 };
 
-// What the built-in setup asks for: the servers; CISCO_DEF_DOMAIN's words as search
-// domains; split-DNS names (those not searched already, each once) as routing domains; all names to the VPN only when it
-// names no domain at all.
+// What the built-in setup asks for (docs/DNS.md): the servers; CISCO_DEF_DOMAIN's words as
+// search domains; AnyConnect's split-DNS names and GP's plain include-split-tunneling-domain
+// names (those not searched already, each once) as routing domains; all names to the VPN
+// (default_route) in a full tunnel whatever domains come with it, and in a split tunnel only
+// when the gateway names no domain at all.
 DnsSettings built_in_dns_settings(const TunnelConfig& config, const std::string& interface_name, int ifindex,
                                   int vpn_pid);
 

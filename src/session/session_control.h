@@ -56,8 +56,14 @@ struct AttemptResult {
     bool old_link_down = false;     // failed renewal: the old link is gone too (its step reports how)
     TunnelEnd end = TunnelEnd::error;
 
-    static AttemptResult failed(std::string why) { return {Kind::failed, std::move(why)}; }
-    static AttemptResult fatal(std::string why) { return {Kind::fatal, std::move(why)}; }
+    static AttemptResult of(Kind kind, std::string why = {}) {
+        AttemptResult r;
+        r.kind = kind;
+        r.why = std::move(why);
+        return r;
+    }
+    static AttemptResult failed(std::string why) { return of(Kind::failed, std::move(why)); }
+    static AttemptResult fatal(std::string why) { return of(Kind::fatal, std::move(why)); }
 };
 
 struct LogLine {

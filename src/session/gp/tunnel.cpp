@@ -373,7 +373,7 @@ AttemptResult GpDriver::begin_esp_retry(const GpTunnelSetup& fresh, Clock::time_
     prober_since_ = now;
     prober_->send_probe();
     last_probe_ = now;
-    return {AttemptResult::Kind::opened};
+    return AttemptResult::of(AttemptResult::Kind::opened);
 }
 
 std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempting) {
@@ -581,7 +581,7 @@ AttemptResult GpDriver::rekey_esp(const GpTunnelSetup& fresh) {
     rekey_after_s_ = fresh.esp->rekey_after_s;
     rekey_at_ = next_rekey(Clock::now());
     LOG_INFO << "rekey done: in=" << hex32(in_spi) << " out=" << hex32(out_spi);
-    return {AttemptResult::Kind::opened};
+    return AttemptResult::of(AttemptResult::Kind::opened);
 }
 
 Result<SessionDriver::Prepared> GpDriver::prepare() {

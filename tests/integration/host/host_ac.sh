@@ -10,11 +10,18 @@
 #               disconnect in that order, attempt-reconnect and reconnect with the connect
 #               environment (only reason differs), no second password login on ocserv
 #   dns:        built-in setup: ocserv's DNS written to a private /etc/resolv.conf (bind mount in a
-#               mount namespace), restored byte for byte at exit; the host's file untouched
+#               mount namespace), restored byte for byte at exit; the host's file untouched; ocserv's
+#               split tunnel: one warning that resolv.conf cannot send only its domain to its server
 #   dns_resolved: a stand-in systemd-resolved on a private bus gets the per-link calls (servers,
-#               domains, RevertLink at exit); resolv.conf untouched
+#               domains, RevertLink at exit); resolv.conf untouched. With a second split-dns
+#               (lab.test): split tunnel → example.test searched, ~lab.test, DefaultRoute=no;
+#   dns_resolved_full: the same with "route = default" (full tunnel) → also "~.", DefaultRoute=yes
 # shellcheck shell=bash
-ocserv_up || fail "ocserv did not start"
+case $mode in
+dns_resolved) ocserv_up "split-dns = lab.test" || fail "ocserv did not start" ;;
+dns_resolved_full) oc_routes=("route = default"); ocserv_up "split-dns = lab.test" || fail "ocserv did not start" ;;
+*) ocserv_up || fail "ocserv did not start" ;;
+esac
 ping_lan() { wait_until 10 ip netns exec "$nsc" ping -c 1 -W 1 "$lan_ip" >/dev/null 2>&1; }
 tun_name() { ip -n "$nsc" -o link show type tun | awk -F': ' '{print $2; exit}'; }
 # start_espvpn [options...]: password on stdin, stats in $work/cl-stats.json, CSTP only (the host side
@@ -119,6 +126,8 @@ dns)
   grep -q "^nameserver $oc_server_tun$" "$work/resolv.conf" || fail "VPN DNS not written: $(cat "$work/resolv.conf")"
   grep -q "^search .*example.test" "$work/resolv.conf" || fail "ocserv's domain not searched: $(cat "$work/resolv.conf")"
   ! grep -q "192.0.2.1" "$work/resolv.conf" || fail "the old nameserver was kept"
+  [[ $(grep -c "resolv.conf cannot send only example.test to the VPN" "$work/espvpn.log") -eq 1 ]] ||
+    fail "no (or more than one) note that resolv.conf cannot split DNS: $(grep DNS "$work/espvpn.log")"
   written=$(tr '\n' ';' <"$work/resolv.conf")
   ping_lan || fail "no ping with the built-in setup"
   stop_client
@@ -126,7 +135,12 @@ dns)
   [[ $(sha256sum /etc/resolv.conf 2>/dev/null || echo none) == "$host_sum" ]] || fail "the host's resolv.conf changed"
   echo "RESULT dns ac: private resolv.conf rewritten ($written), restored byte for byte on exit; host file untouched"
   ;;
-dns_resolved)
+dns_resolved|dns_resolved_full)
+  if [[ $mode == dns_resolved_full ]]; then
+    want='[["example.test", false], ["lab.test", true], [".", true]]' default_route=true
+  else
+    want='[["example.test", false], ["lab.test", true]]' default_route=false
+  fi
   resolved_up
   printf 'nameserver 192.0.2.1\n' >"$work/resolv.conf"
   ip netns exec "$nsc" unshare -m sh -c \
@@ -137,9 +151,11 @@ dns_resolved)
   stats_wait "$work/cl-stats.json" "d['transport'] == 'cstp'" 30 || fail "espvpn did not bring the tunnel up"
   ifindex=$(ip netns exec "$nsc" cat "/sys/class/net/$(tun_name)/ifindex")
   stop_client
-  calls=$(resolved_check "$ifindex" '["192.168.99.1"]' '[["example.test", false]]') || fail "resolved calls: $(cat "$work/resolved.jsonl")"
+  calls=$(resolved_check "$ifindex" '["192.168.99.1"]' "$want" $default_route) ||
+    fail "resolved calls: $(cat "$work/resolved.jsonl")"
   [[ $(cat "$work/resolv.conf") == "nameserver 192.0.2.1" ]] || fail "resolv.conf was touched with resolved present"
-  echo "RESULT dns_resolved ac: D-Bus calls on link $ifindex: $calls; resolv.conf untouched"
+  echo "RESULT $mode ac: D-Bus calls on link $ifindex: $calls; domains $want, DefaultRoute=$default_route;" \
+       "resolv.conf untouched"
   ;;
-*) echo "usage: host_test.sh ac background|scripts|dns|dns_resolved ESPVPN" >&2; exit 2 ;;
+*) echo "usage: host_test.sh ac background|scripts|dns|dns_resolved|dns_resolved_full ESPVPN" >&2; exit 2 ;;
 esac

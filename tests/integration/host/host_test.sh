@@ -22,8 +22,16 @@
 #   dns:        built-in setup (no --script): DNS written to a private /etc/resolv.conf
 #               (bind mount in a mount namespace) and restored at exit; the host's file
 #               is never touched.
+#               A split tunnel: says once that resolv.conf cannot send only the VPN's
+#               domains to its servers.
 #   dns_resolved: with a stand-in systemd-resolved on a private bus: the per-link D-Bus
-#               calls (servers, domains, RevertLink at exit); resolv.conf untouched.
+#               calls (servers, domains, RevertLink at exit); resolv.conf untouched. Split
+#               tunnel: the search domain, the plain include-split-tunneling-domain entry as
+#               routing domain (not the "*." / ":port" one), DefaultRoute=no.
+#   dns_resolved_full: the same in a full tunnel (--full-tunnel): "~." and DefaultRoute=yes
+#               besides the search and routing domains.
+#   dns_real_resolved: the full tunnel again with the real systemd-resolved (unpacked by
+#               tools/install-deps) on the private bus, checked with resolvectl while up.
 proto=${1:-}
 shift || true
 case $proto in
@@ -53,32 +61,59 @@ envvar() { tr '\0' '\n' <"$rec/$1" | sed -n "s/^$2=//p" | head -1; }
 # resolved_up: a private system bus ($work/bus) with a stand-in systemd-resolved on it, which
 # writes each call it gets to $work/resolved.jsonl.
 resolved_up() {
-  cat >"$work/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>system</type><listen>unix:path=$work/bus</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow own="*"/><allow send_destination="*"/><allow eavesdrop="false"/></policy>
-</busconfig>
-CONF
-  ip netns exec "$nsc" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
-  pids+=("$!")
-  wait_until 5 test -S "$work/bus" || fail "the private bus did not start"
+  resolved_up_bus
   ip netns exec "$nsc" $py "$here/fake_resolved.py" "unix:path=$work/bus" "$work/resolved.jsonl" \
     "$work/resolved.ready" 120 >"$work/resolved.log" 2>&1 &
   pids+=("$!")
   wait_for "$work/resolved.ready" ready 15 || fail "the stand-in resolved did not start"
 }
-# resolved_check IFINDEX SERVERS DOMAINS: the calls were all for IFINDEX, with these servers and
-# domains (JSON), no default route, RevertLink last; prints the methods in order.
+resolved_up_bus() {
+  cat >"$work/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>system</type><listen>unix:path=$work/bus</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/><allow eavesdrop="false"/></policy>
+</busconfig>
+CONF
+  ip netns exec "$nsc" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
+  pids+=("$!")
+  wait_until 5 test -S "$work/bus" || fail "the private bus did not start"
+}
+# real_resolved_up: the private bus and the real systemd-resolved (unpacked by tools/install-deps;
+# skip without it) on it in the client namespace, as nobody with the capabilities it keeps when
+# systemd starts it, in a mount namespace with its own /run/systemd and a resolved.conf without
+# stub listener, LLMNR or mDNS; the host's files stay as they are. resolvectl talks to it.
+resolved_bin=${ESPVPN_RESOLVED_DIR:-/opt/espvpn-test/systemd-resolved}
+real_resolved_up() {
+  [[ -x $resolved_bin/lib/systemd/systemd-resolved ]] || { echo "SKIP: no systemd-resolved in $resolved_bin (tools/install-deps)"; exit 77; }
+  resolved_up_bus
+  chmod 0666 "$work/bus"
+  printf '[Resolve]\nDNSStubListener=no\nLLMNR=no\nMulticastDNS=no\n' >"$work/resolved.conf"
+  ip netns exec "$nsc" unshare -m sh -c '
+    mount -t tmpfs tmpfs /run/systemd 2>/dev/null || { mkdir -p /run/systemd && mount -t tmpfs tmpfs /run/systemd; }
+    mkdir -p /run/systemd/resolve && chown nobody /run/systemd/resolve
+    mount --bind "$1" /etc/systemd/resolved.conf
+    exec setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=+setpcap,+net_raw,+net_bind_service \
+      --ambient-caps=+setpcap,+net_raw,+net_bind_service env DBUS_SYSTEM_BUS_ADDRESS="$2" "$3"' \
+    sh "$work/resolved.conf" "unix:path=$work/bus" "$resolved_bin/lib/systemd/systemd-resolved" \
+    >"$work/resolved.log" 2>&1 &
+  pids+=("$!")
+  wait_until 10 resolvectl_run status >/dev/null 2>&1 || fail "systemd-resolved did not start: $(tail -5 "$work/resolved.log")"
+}
+resolvectl_run() { ip netns exec "$nsc" env DBUS_SYSTEM_BUS_ADDRESS="unix:path=$work/bus" "$resolved_bin/usr/bin/resolvectl" "$@"; }
+# resolved_check IFINDEX SERVERS DOMAINS [DEFAULT_ROUTE]: the calls were all for IFINDEX, with these
+# servers and domains (JSON), SetLinkDefaultRoute DEFAULT_ROUTE (true/false, default false),
+# RevertLink last; prints the methods in order.
 resolved_check() { $py - "$work/resolved.jsonl" "$@" <<'PY'
 import json, sys
 calls = [json.loads(l) for l in open(sys.argv[1])]
 idx, servers, domains = int(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
+default_route = json.loads(sys.argv[5]) if len(sys.argv) > 5 else False
 by = {c["method"]: c for c in calls}
 assert all(c["ifindex"] == idx for c in calls), calls
 assert by["SetLinkDNS"]["servers"] == servers, by["SetLinkDNS"]
 assert by["SetLinkDomains"]["domains"] == domains, by["SetLinkDomains"]
-assert by["SetLinkDefaultRoute"]["enable"] is False, by["SetLinkDefaultRoute"]
+assert by["SetLinkDefaultRoute"]["enable"] is default_route, by["SetLinkDefaultRoute"]
 assert calls[-1]["method"] == "RevertLink", calls
 print(" ".join(c["method"] for c in calls))
 PY
@@ -302,6 +337,8 @@ dns)
   grep -q "^nameserver fd00:202::53$" "$work/resolv.conf" || fail "VPN IPv6 DNS not written"
   grep -q "^search corp.test home.test$" "$work/resolv.conf" || fail "search domains: $(cat "$work/resolv.conf")"
   ! grep -q "192.0.2.1" "$work/resolv.conf" || fail "the old nameserver was kept"
+  [[ $(grep -c "resolv.conf cannot send only corp.test to the VPN" "$work/espvpn.log") -eq 1 ]] ||
+    fail "no (or more than one) note that resolv.conf cannot split DNS: $(grep DNS "$work/espvpn.log")"
   written=$(grep -c . "$work/resolv.conf")
   ping_lan 2 || fail "no ping with the built-in setup"
   stop_client
@@ -310,11 +347,18 @@ dns)
   echo "RESULT dns: private resolv.conf rewritten ($written lines: VPN servers v4+v6, search corp.test first)," \
        "restored byte for byte on exit; host file untouched"
   ;;
-dns_resolved)
+dns_resolved|dns_resolved_full)
   # systemd-resolved present: a stand-in owning org.freedesktop.resolve1 on a private
   # bus (given to espvpn as the system bus) gets the per-link calls; resolv.conf (a
   # private bind mount again) stays as it was.
-  gateway_up aes-128-gcm "${fake_extra[@]}" || fail "fake gateway did not start"
+  domains=(--include-domain wiki.test --include-domain '*.apps.test:443')
+  if [[ $mode == dns_resolved_full ]]; then
+    gateway_up aes-128-gcm "${fake_extra[@]}" "${domains[@]}" --full-tunnel || fail "fake gateway did not start"
+    want='[["corp.test", false], ["wiki.test", true], [".", true]]' default_route=true
+  else
+    gateway_up aes-128-gcm "${fake_extra[@]}" "${domains[@]}" || fail "fake gateway did not start"
+    want='[["corp.test", false], ["wiki.test", true]]' default_route=false
+  fi
   resolved_up
   printf 'nameserver 192.0.2.1\n' >"$work/resolv.conf"
   echo secret | ip netns exec "$nsc" unshare -m sh -c \
@@ -325,9 +369,48 @@ dns_resolved)
   wait_connected
   ifindex=$(ip netns exec "$nsc" cat /sys/class/net/"$(sed -n 's/.*tun device \([^ ]*\).*/\1/p' "$work/espvpn.log")"/ifindex)
   stop_client
-  calls=$(resolved_check "$ifindex" '["10.202.0.53", "fd00:202::53"]' '[["corp.test", false]]') || fail "resolved calls: $(cat "$work/resolved.jsonl")"
+  calls=$(resolved_check "$ifindex" '["10.202.0.53", "fd00:202::53"]' "$want" $default_route) ||
+    fail "resolved calls: $(cat "$work/resolved.jsonl")"
   [[ $(cat "$work/resolv.conf") == "nameserver 192.0.2.1" ]] || fail "resolv.conf was touched with resolved present"
-  echo "RESULT dns_resolved: D-Bus calls on link $ifindex: $calls; resolv.conf untouched"
+  echo "RESULT $mode: D-Bus calls on link $ifindex: $calls; domains $want, DefaultRoute=$default_route;" \
+       "resolv.conf untouched"
   ;;
-*) echo "usage: $0 gp nm|scripts|sighup|background|dns|dns_resolved ESPVPN GATEWAY" >&2; exit 2 ;;
+dns_real_resolved)
+  # The real systemd-resolved: a full tunnel whose gateway also names a search domain and an
+  # include-split-tunneling-domain; while up, resolvectl shows the VPN's servers, the search
+  # domain, ~wiki.test and ~. with DefaultRoute on the tun; after exit the tun is gone from it.
+  gateway_up aes-128-gcm "${fake_extra[@]}" --include-domain wiki.test --include-domain '*.apps.test:443' \
+    --full-tunnel || fail "fake gateway did not start"
+  real_resolved_up
+  printf 'nameserver 192.0.2.1\n' >"$work/resolv.conf"
+  echo secret | ip netns exec "$nsc" unshare -m sh -c \
+    'mount --bind "$1" /etc/resolv.conf && shift && exec env DBUS_SYSTEM_BUS_ADDRESS="$1" "$@"' \
+    sh "$work/resolv.conf" "unix:path=$work/bus" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
+    -u alice --passwd-on-stdin $url >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_connected
+  tun=$(sed -n 's/.*tun device \([^ ]*\).*/\1/p' "$work/espvpn.log")
+  grep -q "systemd-resolved serves" "$work/espvpn.log" || fail "systemd-resolved not used: $(grep DNS "$work/espvpn.log")"
+  resolvectl_run status "$tun" >"$work/resolvectl.txt" 2>&1 || fail "resolvectl status $tun: $(cat "$work/resolvectl.txt")"
+  $py - "$work/resolvectl.txt" <<'PY' || fail "resolved's link settings: $(cat "$work/resolvectl.txt")"
+import re, sys
+text = open(sys.argv[1]).read()
+def field(name):
+    m = re.search(r"^\s*%s:\s*(.*(?:\n\s{10,}\S.*)*)" % name, text, re.M)
+    return m.group(1).split() if m else []
+assert "+DefaultRoute" in field("Protocols"), field("Protocols")
+assert set(field("DNS Servers")) == {"10.202.0.53", "fd00:202::53"}, field("DNS Servers")
+assert sorted(field("DNS Domain")) == sorted(["corp.test", "~wiki.test", "~."]), field("DNS Domain")
+PY
+  domains=$(sed -n 's/^ *DNS Domain: //p' "$work/resolvectl.txt")
+  stop_client
+  ! grep -q "RevertLink" "$work/espvpn.log" || fail "RevertLink refused: $(grep RevertLink "$work/espvpn.log")"
+  grep -q "link settings reverted" "$work/espvpn.log" || fail "no revert logged"
+  # The real resolved accepted RevertLink (no warning above); the tun is gone from it.
+  ! resolvectl_run status "$tun" 2>&1 | grep -q "DNS Servers" || fail "resolved still has $tun's servers after exit"
+  [[ $(cat "$work/resolv.conf") == "nameserver 192.0.2.1" ]] || fail "resolv.conf was touched with resolved present"
+  echo "RESULT dns_real_resolved: systemd-resolved 252 on link $tun: DNS Domain $domains, +DefaultRoute;" \
+       "reverted at exit; resolv.conf untouched"
+  ;;
+*) echo "usage: $0 gp nm|scripts|sighup|background|dns|dns_resolved|dns_resolved_full|dns_real_resolved ESPVPN GATEWAY" >&2; exit 2 ;;
 esac

@@ -11,6 +11,9 @@
 #include <sstream>
 #include <string>
 
+#include "protocols/anyconnect/connect.h"
+#include "protocols/gp/tunnel_config.h"
+#include "protocols/http/response_parser.h"
 #include "src/host/dns.h"
 
 using namespace espvpn;
@@ -124,6 +127,7 @@ TEST_CASE("built-in settings: a split-DNS name that is also a search domain is n
     c.dns = {"192.168.99.1"};
     c.default_domain = "example.test corp.test";
     c.split_dns = {"example.test", "lab.test", "lab.test"};
+    c.split_include = {*IpPrefix::parse("10.1.0.0/16")};  // a split tunnel
     DnsSettings s = built_in_dns_settings(c, "tun0", 3, 1);
     CHECK(s.search_domains == std::vector<std::string>{"example.test", "corp.test"});
     CHECK(s.routing_domains == std::vector<std::string>{"lab.test"});
@@ -232,4 +236,106 @@ TEST_CASE("resolv.conf backend: a missing file is a clear error") {
     auto dns = HostDns::apply(vpn_dns(), file_options("/nonexistent/espvpn/resolv.conf", ""));
     REQUIRE(!dns);
     CHECK(dns.error().message.find("/nonexistent/espvpn/resolv.conf") != std::string::npos);
+}
+
+namespace {
+
+// The TunnelConfig each protocol's parser makes of a gateway's reply.
+TunnelConfig gp_config(const std::string& inner) {
+    auto r = gp::parse_tunnel_config_reply("<response status=\"success\"><ip-address>10.0.0.2</ip-address>"
+                                           "<dns><member>10.0.0.53</member></dns>" + inner + "</response>");
+    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    REQUIRE(std::holds_alternative<gp::GpTunnelConfig>(*r));
+    return std::get<gp::GpTunnelConfig>(*r).tunnel;
+}
+
+TunnelConfig ac_config(const std::string& headers) {
+    http::ResponseParser p;
+    p.begin("CONNECT");
+    std::string text = "HTTP/1.1 200 CONNECTED\r\nX-CSTP-Address: 10.0.0.2\r\nX-CSTP-MTU: 1400\r\n"
+                       "X-CSTP-DNS: 10.0.0.53\r\n" + headers + "\r\n";
+    auto used = p.feed(text);
+    REQUIRE_MESSAGE(used.ok(), used.error().message);
+    REQUIRE(p.done());
+    auto r = anyconnect::parse_connect_reply(p.take_response());
+    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    return r->tunnel;
+}
+
+using Names = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE("built-in settings, GP full tunnel: every name to the VPN even with search domains; those stay searched") {
+    DnsSettings s = built_in_dns_settings(
+        gp_config("<dns-suffix><member>corp.test</member><member>lab.test</member></dns-suffix>"
+                  "<include-split-tunneling-domain><member>wiki.test</member></include-split-tunneling-domain>"),
+        "tun0", 3, 1);
+    CHECK(s.full_tunnel);
+    CHECK(s.default_route);
+    CHECK(s.servers == Names{"10.0.0.53"});
+    CHECK(s.search_domains == Names{"corp.test", "lab.test"});
+    CHECK(s.routing_domains == Names{"wiki.test"});
+    // A 0.0.0.0/0 among the access routes is a full tunnel too.
+    s = built_in_dns_settings(gp_config("<dns-suffix><member>corp.test</member></dns-suffix><access-routes>"
+                                        "<member>10.1.0.0/16</member><member>0.0.0.0/0</member></access-routes>"),
+                              "tun0", 3, 1);
+    CHECK(s.default_route);
+    CHECK(s.search_domains == Names{"corp.test"});
+}
+
+TEST_CASE("built-in settings, GP split tunnel: only the gateway's domains, plain include-domain entries routed") {
+    DnsSettings s = built_in_dns_settings(
+        gp_config("<dns-suffix><member>corp.test</member></dns-suffix>"
+                  "<access-routes><member>10.1.0.0/16</member></access-routes>"
+                  "<include-split-tunneling-domain><member>wiki.test</member><member>*.apps.test</member>"
+                  "<member>git.test:443</member><member>corp.test</member><member>*</member>"
+                  "</include-split-tunneling-domain>"
+                  "<exclude-split-tunneling-domain><member>www.wiki.test</member></exclude-split-tunneling-domain>"),
+        "tun0", 3, 1);
+    CHECK_FALSE(s.full_tunnel);
+    CHECK_FALSE(s.default_route);
+    CHECK(s.search_domains == Names{"corp.test"});
+    CHECK(s.routing_domains == Names{"wiki.test"});  // "*."/":port"/"*" entries are about traffic
+    // Only search domains: those, no default route.
+    s = built_in_dns_settings(gp_config("<dns-suffix><member>corp.test</member></dns-suffix>"
+                                        "<access-routes><member>10.1.0.0/16</member></access-routes>"),
+                              "tun0", 3, 1);
+    CHECK_FALSE(s.default_route);
+    CHECK(s.routing_domains.empty());
+    // No domain at all: the VPN's servers get every name (they are the only ones it names).
+    s = built_in_dns_settings(gp_config("<access-routes><member>10.1.0.0/16</member></access-routes>"), "tun0", 3, 1);
+    CHECK(s.default_route);
+}
+
+TEST_CASE("built-in settings, AnyConnect: full tunnel routes every name; split tunnel only the split-DNS names") {
+    DnsSettings full = built_in_dns_settings(
+        ac_config("X-CSTP-Default-Domain: example.test\r\nX-CSTP-Split-DNS: example.test\r\n"
+                  "X-CSTP-Split-DNS: lab.test\r\n"),
+        "tun0", 3, 1);
+    CHECK(full.full_tunnel);
+    CHECK(full.default_route);
+    CHECK(full.search_domains == Names{"example.test"});
+    CHECK(full.routing_domains == Names{"lab.test"});
+    // A default route among the split-include routes is a full tunnel too.
+    full = built_in_dns_settings(
+        ac_config("X-CSTP-Split-DNS: lab.test\r\nX-CSTP-Split-Include: 10.1.0.0/255.255.0.0\r\n"
+                  "X-CSTP-Split-Include: 0.0.0.0/0.0.0.0\r\n"),
+        "tun0", 3, 1);
+    CHECK(full.full_tunnel);
+    CHECK(full.default_route);
+    DnsSettings split = built_in_dns_settings(
+        ac_config("X-CSTP-Default-Domain: example.test\r\nX-CSTP-Split-DNS: example.test\r\n"
+                  "X-CSTP-Split-DNS: lab.test\r\nX-CSTP-Split-Include: 10.1.0.0/255.255.0.0\r\n"),
+        "tun0", 3, 1);
+    CHECK_FALSE(split.full_tunnel);
+    CHECK_FALSE(split.default_route);
+    CHECK(split.search_domains == Names{"example.test"});
+    CHECK(split.routing_domains == Names{"lab.test"});
+    // Split tunnel with split DNS only (no default domain).
+    split = built_in_dns_settings(
+        ac_config("X-CSTP-Split-DNS: lab.test\r\nX-CSTP-Split-Include: 10.1.0.0/255.255.0.0\r\n"), "tun0", 3, 1);
+    CHECK(split.search_domains.empty());
+    CHECK(split.routing_domains == Names{"lab.test"});
+    CHECK_FALSE(split.default_route);
 }

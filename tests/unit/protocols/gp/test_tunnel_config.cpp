@@ -130,6 +130,27 @@ TEST_CASE("gp getconfig: no <ipsec> means HTTPS only; full tunnel; 0.0.0.0 probe
     CHECK(m.tunnel.split_include[1].to_string() == "10.9.9.9/32");
 }
 
+TEST_CASE("gp getconfig: include/exclude-split-tunneling-domain members, wildcards and ports kept apart") {
+    GpTunnelConfig c = must_parse(reply(
+        "<include-split-tunneling-domain><member>Wiki.Corp.Test</member><member>*.apps.test:443</member>"
+        "<member>wiki.corp.test</member><member></member><member>*</member></include-split-tunneling-domain>"
+        "<exclude-split-tunneling-domain><member>*.cdn.test</member></exclude-split-tunneling-domain>"));
+    REQUIRE(c.tunnel.split_include_domains.size() == 3);  // the repeat (case aside) once, the empty one skipped
+    CHECK(c.tunnel.split_include_domains[0] == SplitDomain{"wiki.corp.test", false, 0});
+    CHECK(c.tunnel.split_include_domains[1] == SplitDomain{"apps.test", true, 443});
+    CHECK(c.tunnel.split_include_domains[1].to_string() == "*.apps.test:443");
+    CHECK(c.tunnel.split_include_domains[2].to_string() == "*");
+    REQUIRE(c.tunnel.split_exclude_domains.size() == 1);
+    CHECK(c.tunnel.split_exclude_domains[0] == SplitDomain{"cdn.test", true, 0});
+    CHECK(must_parse(reply("")).tunnel.split_include_domains.empty());
+    auto err = parse_error(reply("<include-split-tunneling-domain><member>a b.test</member>"
+                                 "</include-split-tunneling-domain>"));
+    CHECK(err.find("<include-split-tunneling-domain/member>") != std::string::npos);
+    err = parse_error(reply("<exclude-split-tunneling-domain><member>x.test:0</member>"
+                            "</exclude-split-tunneling-domain>"));
+    CHECK(err.find("<exclude-split-tunneling-domain/member>") != std::string::npos);
+}
+
 TEST_CASE("gp getconfig: the old aes128 spelling and GCM key+salt") {
     GpTunnelConfig old = must_parse(reply(ipsec("aes128")));
     CHECK(old.ipsec->enc_algo == "aes-128-cbc");

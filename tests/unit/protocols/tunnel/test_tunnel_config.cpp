@@ -60,3 +60,26 @@ TEST_CASE("parse_address_length: the one prefix grammar keeps the host bits; IpP
     CHECK(parse_address_length("10.0.0.1/33").error().message == "'10.0.0.1/33': prefix length over 32");
     CHECK(IpPrefix::parse("10.0.0.1/33").error().message == "route '10.0.0.1/33': prefix length over 32");
 }
+
+TEST_CASE("SplitDomain: plain, wildcard, port; bad names and ports rejected") {
+    auto d = SplitDomain::parse("*.Corp.Example.com:443");
+    REQUIRE(d.ok());
+    CHECK(d->name == "corp.example.com");
+    CHECK(d->wildcard);
+    CHECK(d->port == 443);
+    CHECK(d->to_string() == "*.corp.example.com:443");
+    d = SplitDomain::parse("wiki.example.com.");
+    REQUIRE(d.ok());
+    CHECK(d->to_string() == "wiki.example.com");
+    CHECK_FALSE(d->wildcard);
+    d = SplitDomain::parse("*");
+    REQUIRE(d.ok());
+    CHECK((d->wildcard && d->name.empty() && d->to_string() == "*"));
+    for (const char* bad : {"", ".", "a..b", "a b", "x.test:", "x.test:0", "x.test:65536", "x.test:44a", "**.x",
+                            "x.*.test", "x;rm", "\"x\"", "*.", "x.test:99999999999"}) {
+        INFO(bad);
+        CHECK_FALSE(SplitDomain::parse(bad).ok());
+    }
+    CHECK_FALSE(SplitDomain::parse(std::string(64, 'a') + ".test").ok());
+    CHECK(SplitDomain::parse(std::string(63, 'a') + ".test").ok());
+}
