@@ -51,7 +51,7 @@ public:
                                                   const HostDnsOptions& options = {});
 };
 
-// What the built-in setup asks for (docs/DNS.md): the servers; CISCO_DEF_DOMAIN's words as
+// What the built-in setup asks for (espvpn(8), section DNS): the servers; CISCO_DEF_DOMAIN's words as
 // search domains; AnyConnect's split-DNS names and GP's plain include-split-tunneling-domain
 // names (those not searched already, each once) as routing domains; all names to the VPN
 // (default_route) in a full tunnel whatever domains come with it, and in a split tunnel only
