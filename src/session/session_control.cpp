@@ -163,6 +163,31 @@ SessionActions SessionControl::attempt_finished(Clock::time_point now, const Att
     return a;
 }
 
+SessionActions SessionControl::path_reconnect(Clock::time_point now, const std::string& why) {
+    SessionActions a;
+    if (attempt_) {
+        a.add(Level::info, "path changed (" + why + "); a new connection is being made already (" + attempt_why_ + ")");
+        return a;
+    }
+    if (outage_.active()) {
+        a.add(Level::info, "path changed (" + why + "): next reconnect attempt now");
+        outage_.policy().attempt_now(now);
+        return tick_into(a, now);
+    }
+    a = link_lost(now, "path changed: " + why);
+    if (outage_.active()) outage_.policy().attempt_now(now);
+    return tick_into(a, now);
+}
+
+SessionActions SessionControl::tick_into(SessionActions& a, Clock::time_point now) {
+    SessionActions t = tick(now);
+    for (LogLine& l : t.log) a.log.push_back(std::move(l));
+    for (auto r : t.scripts) a.scripts.push_back(r);
+    if (t.start_attempt) a.start_attempt = t.start_attempt;
+    if (t.end) a.end = t.end;
+    return std::move(a);
+}
+
 SessionActions SessionControl::tick(Clock::time_point now) {
     SessionActions a;
     if (!outage_.active()) return a;

@@ -102,6 +102,9 @@ public:
     // The driver wants a new link (or keys) beside the working one; ignored while an attempt runs.
     SessionActions renew(AttemptPurpose purpose, const std::string& why, bool scripts);
     SessionActions attempt_finished(Clock::time_point now, const AttemptResult& result);
+    // Roaming (path_rule.h): the path to the server changed for good: the link is dropped and
+    // the reconnect (same cookie) starts at once; during an outage its next attempt comes now.
+    SessionActions path_reconnect(Clock::time_point now, const std::string& why);
     // Timers: the outage's next attempt, or giving up.
     SessionActions tick(Clock::time_point now);
 
@@ -115,6 +118,8 @@ private:
         AttemptPurpose purpose;
     };
     void begin(SessionActions& a, AttemptPurpose purpose, std::string why);
+    // `a` with the actions of tick(now) appended.
+    SessionActions tick_into(SessionActions& a, Clock::time_point now);
 
     Outage outage_;
     std::string attempt_text_;

@@ -2,9 +2,14 @@
 
 #include <poll.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
 #include <optional>
 
+#include "src/io/route_watch.h"
 #include "src/log/logger.h"
+#include "src/session/path_rule.h"
 #include "src/session/signal_watch.h"
 
 namespace espvpn::session {
@@ -40,11 +45,73 @@ public:
     void apply(const LinkEvent& e) {
         const Clock::time_point now = Clock::now();
         switch (e.kind) {
-            case LinkEvent::Kind::up: apply(control_.link_up(now, e.text, e.suffix)); break;
+            case LinkEvent::Kind::up:
+                apply(control_.link_up(now, e.text, e.suffix));
+                path_.set_local(io::local_address_for(d_.path_peer()));
+                break;
             case LinkEvent::Kind::lost: apply(control_.link_lost(now, e.text)); break;
             case LinkEvent::Kind::ended: apply(control_.link_ended(e.end, e.text)); break;
             case LinkEvent::Kind::renew: apply(control_.renew(e.purpose, e.text, e.scripts)); break;
         }
+    }
+
+    // Roaming: rtnetlink changes, coalesced and rate-limited by the PathRule, checked on
+    // this thread (the datapath threads never see them).
+    void step_path(bool readable) {
+        if (!watch_) return;
+        const Clock::time_point now = Clock::now();
+        if (readable && watch_->drain() > 0) path_.event(now);
+        const std::string peer = d_.path_peer();
+        if (peer.empty()) return;
+        PathRule::State st;
+        st.in_outage = control_.in_outage();
+        st.can_probe = !st.in_outage && !control_.attempt_in_flight();
+        st.last_rx = d_.last_receive();
+        PathRule::Decision dec = path_.step(now, st, [&peer] { return io::local_address_for(peer); });
+        if (dec.action == PathRule::Action::probe) {
+            LOG_INFO << "path to " << peer << " changed (local address " << path_.local() << " kept): probing the link";
+            if (!d_.probe_path()) LOG_DEBUG << "the link cannot be probed";
+        } else if (dec.action == PathRule::Action::reconnect) {
+            apply(control_.path_reconnect(now, dec.why));
+        }
+        publish_path_json();
+    }
+    int poll_timeout() const {
+        int t = d_.poll_ms();
+        if (auto due = path_.next_due()) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*due - Clock::now()).count();
+            t = static_cast<int>(std::clamp<long long>(left + 1, 0, t));
+        }
+        return t;
+    }
+    // What roaming did, for --stats-json.
+    std::string path_json() const {
+        std::lock_guard lock(json_mu_);
+        return path_json_;
+    }
+    void publish_path_json() {
+        const PathCounters& c = path_.counters();
+        std::lock_guard lock(json_mu_);
+        path_json_ = "{\"watching\": " + std::string(watch_ ? "true" : "false") + ", \"events\": " + std::to_string(c.events) +
+               ", \"checks\": " + std::to_string(c.checks) + ", \"probes\": " + std::to_string(c.probes) +
+               ", \"probe_failures\": " + std::to_string(c.probe_failures) +
+               ", \"reconnects\": " + std::to_string(c.reconnects) + ", \"deferred\": " + std::to_string(c.deferred) + "}";
+    }
+    void watch_path() {
+        // For measuring the outage without roaming (docs/RELIABILITY.md), as before it existed.
+        if (const char* off = std::getenv("ESPVPN_NO_ROAMING"); off && *off && std::string(off) != "0") {
+            LOG_INFO << "roaming off (ESPVPN_NO_ROAMING): path changes are noticed by DPD only";
+            publish_path_json();
+            return;
+        }
+        auto w = io::RouteWatch::open(host_.tun().ifindex());
+        if (!w) {
+            LOG_WARN << "roaming: " << w.error().message << "; path changes are noticed by DPD only";
+            return;
+        }
+        watch_.emplace(std::move(*w));
+        path_.set_local(io::local_address_for(d_.path_peer()));
+        publish_path_json();
     }
 
     // `first`: the first link's `up`, when start() had it at once.
@@ -52,10 +119,12 @@ public:
         if (first) apply(*first);
         while (!end_) {
             // A new link is made on its own thread: signals are served meanwhile, and its end wakes us.
-            pollfd p[2] = {{signals.fd(), POLLIN, 0}, {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0}};
-            poll(p, 2, d_.poll_ms());
+            pollfd p[3] = {{signals.fd(), POLLIN, 0}, {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0},
+                           {watch_ ? watch_->fd() : -1, POLLIN, 0}};
+            poll(p, 3, poll_timeout());
             for (int sig; !end_ && (sig = signals.next()) != 0;)
                 apply(control_.signal(sig, Clock::now(), d_.renew_blocked()));
+            if (!end_) step_path((p[2].revents & POLLIN) != 0);
             if (!end_ && attempt_ && attempt_->done()) {
                 attempt_->wait();
                 AttemptResult r = d_.finish_attempt(control_.attempt_purpose(), control_.in_outage(), control_.attempt_why());
@@ -87,6 +156,10 @@ private:
     host::TunnelHost& host_;
     SessionControl control_;
     std::unique_ptr<LinkAttempt> attempt_;
+    std::optional<io::RouteWatch> watch_;
+    PathRule path_;
+    mutable std::mutex json_mu_;  // path_json_, read by the stats reporter's thread
+    std::string path_json_ = "{}";
 };
 
 }  // namespace
@@ -108,6 +181,8 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     if (Status s = host.bring_up(hp.config, hp.mtu); !s) return s.error();
     StopLinks stop_links{d};
     SessionLoop loop(d, o, host);
+    // Subscribed before the first link starts: no change between them is missed.
+    loop.watch_path();
     auto started = d.start(host);
     if (!started) return started.error();
     if (*started && (*started)->kind == LinkEvent::Kind::ended) return (*started)->end;
@@ -116,7 +191,16 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     }
     datapath::StatsReporterOptions report;
     report.json_path = o.stats_json;
-    auto reporter = datapath::StatsReporter::start(d.stats_view(), report);
+    datapath::StatsView view = d.stats_view();
+    // The driver's object, with the roaming counters as "path" (read on the reporter's thread:
+    // small integers, a torn read shows an old count at worst).
+    view.json = [inner = view.json, &loop] {
+        std::string j = inner();
+        const auto close = j.rfind('}');
+        if (close == std::string::npos) return j;
+        return j.insert(close, ", \"path\": " + loop.path_json());
+    };
+    auto reporter = datapath::StatsReporter::start(view, report);
     if (!reporter) return reporter.error();
 
     const TunnelEnd end = loop.run(signals, *started);

@@ -100,6 +100,12 @@ public:
     virtual std::vector<LinkEvent> step(Clock::time_point now, const SessionControl& control) = 0;
     // How long the loop may sleep now.
     virtual int poll_ms() const { return 100; }
+    // Roaming (path_rule.h): the server's numeric address the link's packets go to ("": the
+    // path is not watched); probe the link now (GP: an ESP probe, AnyConnect: a DPD; false:
+    // it cannot be probed); the link's last authentic packet from the server.
+    virtual std::string path_peer() const { return {}; }
+    virtual bool probe_path() { return false; }
+    virtual Clock::time_point last_receive() const { return {}; }
     // Non-empty: why SIGUSR2 cannot renew now (e.g. a TLS rehandshake runs).
     virtual std::string renew_blocked() const { return {}; }
 

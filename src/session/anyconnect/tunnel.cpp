@@ -120,6 +120,16 @@ public:
     std::vector<LinkEvent> step(Clock::time_point now, const SessionControl& control) override;
     int poll_ms() const override;
     std::string renew_blocked() const override;
+    // Roaming: the TCP peer's path; a DPD now; the link's last receive (CSTP or DTLS).
+    std::string path_peer() const override { return peer_address_; }
+    bool probe_path() override {
+        if (!link_ || link_->ended() || link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle) return false;
+        link_->pump()->request_dpd();
+        return true;
+    }
+    Clock::time_point last_receive() const override {
+        return link_ ? Clock::time_point{std::chrono::nanoseconds(link_->pump()->last_rx_ns())} : Clock::time_point{};
+    }
     std::unique_ptr<LinkAttempt> begin_attempt(AttemptPurpose purpose) override;
     AttemptResult finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string& why) override;
     void drop_link() override;

@@ -110,6 +110,21 @@ public:
         stop_esp();
         stop_https();
     }
+    std::string path_peer() const override { return esp_peer_.empty() ? setup_.config.gateway_address : esp_peer_; }
+    bool probe_path() override {
+        if (esp_ && connected_ && esp_options_.probe.enabled()) {
+            esp_->send_probe();
+            return true;
+        }
+        if (https_) {
+            https_->send_keepalive();  // the gateway echoes it
+            return true;
+        }
+        return false;
+    }
+    Clock::time_point last_receive() const override {
+        return esp_ ? esp_->liveness().last_rx : https_ ? https_->last_rx() : Clock::time_point{};
+    }
     void logout() override {
         if (transport() == Transport::none) {
             LOG_WARN << "no connection to the gateway: logout not sent (the gateway ends the session after its "
@@ -167,6 +182,7 @@ private:
     const GpTimers timers_;
     io::TunDevice* tun_ = nullptr;  // the host's device, once up
     std::optional<io::UdpSocket> udp_;
+    std::string esp_peer_;  // where the ESP socket goes (the path roaming watches)
     const GpEspSetup* first_esp_ = nullptr;
     std::optional<EspSuite> suite_;
     unsigned rekey_after_s_ = 0;  // the current keys' lifetime (getconfig <timeout>)
@@ -220,6 +236,7 @@ Status GpDriver::open_esp_socket(const GpEspSetup& esp) {
     auto udp = io::UdpSocket::open(u);
     if (!udp) return make_error("ESP socket to " + u.remote + ": " + udp.error().message);
     udp_.emplace(std::move(*udp));
+    esp_peer_ = esp.peer_address;
     return {};
 }
 

@@ -24,6 +24,8 @@
 #               dead, the HTTPS fallback times out (--http-timeout 8), the outage's reconnect
 #               attempt 1 (getconfig) waits for a SYN answer: SIGINT then exits 0 within 3 s (the
 #               attempt cancelled, no logout tried), tun removed
+#   roam_addrchange, roam_linkflap: the address change (link down 2 s) with default DPD: the
+#               rtnetlink watch reconnects / probes at once (issue 22 roaming)
 #   flood:      iperf3 UDP -b 3G for 5 s each way, on ESP and on the HTTPS tunnel:
 #               espvpn's peak RSS (VmHWM) < 100 MiB (400 under ASan), loss reported, ping afterwards
 proto=${1:-}
@@ -98,6 +100,8 @@ if [[ $proto == ac ]]; then
   exit 0
 fi
 
+# roam_*_timing: the roaming case with a bound on its outage (label timing).
+if [[ $mode == roam_*_timing ]]; then mode=${mode%_timing}; ROAM_MAX_MS=${ROAM_MAX_MS:-1000}; fi
 case $mode in
 netem)
   # This kernel has no sch_netem: tools/netns/udp-impair in front of esp-gateway does
@@ -181,6 +185,55 @@ addrchange)
   [[ $gap -lt 15000 ]] || fail "outage ${gap} ms"
   echo "RESULT addrchange: $cl_ip -> 10.201.0.5; outage ${gap} ms; ping ${back_ms} ms after the move;" \
        "esp-gateway peer_changes=$changes (ESP from the new address)"
+  ;;
+roam_addrchange|roam_linkflap)
+  # Roaming (issue 22) with the DEFAULT DPD settings: the rtnetlink change makes espvpn check
+  # the path at once: a new local address reconnects (getconfig with the cookie, a new ESP
+  # socket), the same one is probed. The behaviour verdict: the path reconnect/probe is
+  # counted in --stats-json ("path") and traffic flows while the stream runs; the outage is
+  # printed (its bound is the timing test faults_roam_timing). ESPVPN_NO_ROAMING=1
+  # ROAM_STREAM_S=40 measures the same without roaming (DPD only).
+  stream_s=${ROAM_STREAM_S:-12}
+  up --reconnect-timeout 60
+  stream_start "$stream_s"
+  sleep 2
+  if [[ $mode == roam_addrchange ]]; then
+    ip -n "$nsc" addr del $cl_ip/24 dev "$cl_veth"
+    ip -n "$nsc" addr add 10.201.0.5/24 dev "$cl_veth"
+    t_usable=$(date +%s%N)
+    unusable_ms=0
+  else
+    t_down=$(date +%s%N)
+    ip -n "$nsc" link set dev "$cl_veth" down
+    sleep 2
+    ip -n "$nsc" link set dev "$cl_veth" up
+    t_usable=$(date +%s%N)
+    unusable_ms=$(((t_usable - t_down) / 1000000))
+  fi
+  resumed "after the path change" $((stream_s - 3))
+  back_ms=$((($(date +%s%N) - t_usable) / 1000000))
+  stream_outage
+  ping_lan || fail "ping after the path change"
+  path=$(client_stat 'd.get("path")')
+  espvpn_down || fail "clean exit"
+  if [[ -z ${ESPVPN_NO_ROAMING:-} ]]; then
+    [[ $(json "$work/cl-stats.json" 'd["path"]["events"]') -ge 1 ]] || fail "no rtnetlink change counted: $path"
+    if [[ $mode == roam_addrchange ]]; then
+      [[ $(json "$work/cl-stats.json" 'd["path"]["reconnects"]') -ge 1 ]] || fail "no path reconnect counted: $path"
+      grep -q "path changed: the local address for the server changed" "$work/espvpn.log" \
+        || fail "the reconnect was not caused by the path change"
+    else
+      [[ $(json "$work/cl-stats.json" 'd["path"]["probes"] + d["path"]["reconnects"]') -ge 1 ]] \
+        || fail "the link's return was neither probed nor reconnected: $path"
+    fi
+  fi
+  # The outage past the time the network was unusable (the link down): what roaming shortens.
+  after_ms=$((gap - unusable_ms))
+  if [[ -n ${ROAM_MAX_MS:-} ]]; then
+    ((after_ms <= ROAM_MAX_MS)) || fail "outage ${gap} ms: ${after_ms} ms after the network was usable (limit $ROAM_MAX_MS)"
+  fi
+  echo "RESULT $mode (default DPD${ESPVPN_NO_ROAMING:+, roaming off}): outage (largest stream gap) ${gap} ms," \
+       "${after_ms} ms of it after the network was usable; first ping ${back_ms} ms after; path: $path"
   ;;
 blackhole_sigint)
   up --force-dpd 1 --reconnect-timeout 60 --http-timeout 8

@@ -1,0 +1,148 @@
+#include "src/io/route_watch.h"
+
+#include <arpa/inet.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace espvpn::io {
+
+Result<RouteWatch> RouteWatch::open(int ignore_ifindex) {
+    const int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+    if (fd < 0) return make_error(std::string("route watch: netlink socket: ") + std::strerror(errno));
+    sockaddr_nl sa{};
+    sa.nl_family = AF_NETLINK;
+    sa.nl_groups = RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+        const int e = errno;
+        ::close(fd);
+        return make_error(std::string("route watch: netlink bind: ") + std::strerror(e));
+    }
+    return RouteWatch(fd, ignore_ifindex);
+}
+
+RouteWatch::RouteWatch(RouteWatch&& o) noexcept : fd_(o.fd_), ignore_ifindex_(o.ignore_ifindex_) { o.fd_ = -1; }
+
+RouteWatch& RouteWatch::operator=(RouteWatch&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = o.fd_;
+        ignore_ifindex_ = o.ignore_ifindex_;
+        o.fd_ = -1;
+    }
+    return *this;
+}
+
+RouteWatch::~RouteWatch() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+// The device a change concerns (0: unknown).
+int message_ifindex(const nlmsghdr& h) {
+    switch (h.nlmsg_type) {
+        case RTM_NEWLINK:
+        case RTM_DELLINK:
+            if (h.nlmsg_len >= NLMSG_LENGTH(sizeof(ifinfomsg)))
+                return static_cast<const ifinfomsg*>(NLMSG_DATA(&h))->ifi_index;
+            return 0;
+        case RTM_NEWADDR:
+        case RTM_DELADDR:
+            if (h.nlmsg_len >= NLMSG_LENGTH(sizeof(ifaddrmsg)))
+                return static_cast<int>(static_cast<const ifaddrmsg*>(NLMSG_DATA(&h))->ifa_index);
+            return 0;
+        case RTM_NEWROUTE:
+        case RTM_DELROUTE: {
+            if (h.nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg))) return 0;
+            const auto* rt = static_cast<const rtmsg*>(NLMSG_DATA(&h));
+            int len = static_cast<int>(RTM_PAYLOAD(&h));
+            for (const rtattr* a = RTM_RTA(rt); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+                if (a->rta_type == RTA_OIF && RTA_PAYLOAD(a) >= sizeof(int)) {
+                    int oif;
+                    std::memcpy(&oif, RTA_DATA(a), sizeof oif);
+                    return oif;
+                }
+            }
+            return 0;
+        }
+        default: return 0;
+    }
+}
+
+bool is_change(std::uint16_t type) {
+    switch (type) {
+        case RTM_NEWLINK: case RTM_DELLINK: case RTM_NEWADDR: case RTM_DELADDR:
+        case RTM_NEWROUTE: case RTM_DELROUTE: return true;
+        default: return false;
+    }
+}
+
+}  // namespace
+
+unsigned RouteWatch::drain() {
+    unsigned changes = 0;
+    alignas(nlmsghdr) char buf[16384];
+    // Bounded: the socket is non-blocking and each read takes what the kernel queued.
+    for (int reads = 0; reads < 256; ++reads) {
+        const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == ENOBUFS) {  // messages were lost: something changed
+                ++changes;
+                continue;
+            }
+            break;  // EAGAIN: all read
+        }
+        int len = static_cast<int>(n);
+        for (const auto* h = reinterpret_cast<const nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+            if (!is_change(h->nlmsg_type)) continue;
+            const int ifindex = message_ifindex(*h);
+            if (ignore_ifindex_ != 0 && ifindex == ignore_ifindex_) continue;
+            ++changes;
+        }
+    }
+    return changes;
+}
+
+std::string local_address_for(const std::string& peer_host) {
+    sockaddr_storage ss{};
+    socklen_t len = 0;
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    if (inet_pton(AF_INET, peer_host.c_str(), &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(9);
+        len = sizeof *v4;
+    } else if (inet_pton(AF_INET6, peer_host.c_str(), &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(9);
+        len = sizeof *v6;
+    } else {
+        return {};
+    }
+    const int fd = ::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return {};
+    std::string out;
+    // connect() on UDP only looks the route up and fixes the source address.
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0) {
+        sockaddr_storage local{};
+        socklen_t ll = sizeof local;
+        char text[INET6_ADDRSTRLEN] = {};
+        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) == 0) {
+            const void* a = local.ss_family == AF_INET
+                                ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                                : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+            if (inet_ntop(local.ss_family, a, text, sizeof text)) out = text;
+        }
+    }
+    ::close(fd);
+    return out;
+}
+
+}  // namespace espvpn::io

@@ -1,0 +1,36 @@
+// Roaming (issue 22): a netlink socket subscribed to the kernel's address, link and
+// route changes (RTMGRP_LINK, IPV4/IPV6_IFADDR, IPV4/IPV6_ROUTE), non-blocking, for the
+// session loop's poll (never a datapath thread). And the local address the kernel picks
+// for a peer now: a connect()ed UDP socket's getsockname (no packet is sent).
+#pragma once
+
+#include <string>
+
+#include "protocols/base/result.h"
+
+namespace espvpn::io {
+
+class RouteWatch {
+public:
+    // `ignore_ifindex`: changes on this device (the tunnel's own tun) are not reported.
+    static Result<RouteWatch> open(int ignore_ifindex = 0);
+    RouteWatch(RouteWatch&& other) noexcept;
+    RouteWatch& operator=(RouteWatch&& other) noexcept;
+    ~RouteWatch();
+
+    int fd() const { return fd_; }
+    // Reads every pending message: the number of address/link/route changes among them
+    // (an overrun buffer counts as one: something changed).
+    unsigned drain();
+
+private:
+    RouteWatch(int fd, int ignore) : fd_(fd), ignore_ifindex_(ignore) {}
+    int fd_ = -1;
+    int ignore_ifindex_ = 0;
+};
+
+// The source address the kernel would use for `peer_host` (numeric IPv4/IPv6) now;
+// "" when there is no route to it (or the address is not numeric).
+std::string local_address_for(const std::string& peer_host);
+
+}  // namespace espvpn::io
