@@ -13,11 +13,21 @@
 #   the probes arrive again; a start without --kill-switch removes a leftover table;
 #   --allow-lan PREFIX lets that prefix through; --allow-lan without --kill-switch and
 #   --kill-switch with --setuid are refused.
-#   kill_switch.sh MODE ESPVPN_BIN GATEWAY_BIN   (MODE: gp)
-# shellcheck source=../gp_test_head.sh
-. "$(dirname "$0")/../gp_test_head.sh" kill-switch "$@"
+#   kill_switch.sh gp|ac tunnel ESPVPN [GATEWAY_BIN]   (gp: the fake GP gateway; ac: ocserv)
+proto=${1:-}
+shift || true
+case $proto in
+gp)
+  # shellcheck source=../gp_test_head.sh
+  . "$(dirname "$0")/../gp_test_head.sh" kill-switch "$@" ;;
+ac)
+  # shellcheck source=../ac_test_head.sh
+  . "$(dirname "$0")/../ac_test_head.sh" kill-switch "$@" ;;
+*) echo "usage: $0 gp|ac tunnel ESPVPN [GATEWAY]" >&2; exit 2 ;;
+esac
 topo_up
 fake_routes=(--full-tunnel)
+oc_routes=("route = default")
 ip -n "$nsg" addr add 10.201.0.9/24 dev "${topo}gc"
 ip -n "$nsg" addr add fd00:201::9/64 dev "${topo}gc" nodad
 ip netns exec "$nsg" nft -f - <<EOF
@@ -49,38 +59,49 @@ expect_none() {  # WHAT: nothing leaves outside the tunnel
   echo "$1: 0 packets outside the tunnel"
 }
 has_table() { ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null 2>&1; }
-url=https://$gw_ip:4443/
-start_espvpn() {  # LOG ARGS...
-  local log=$1; shift
-  echo secret | ip netns exec "$nsc" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" -u alice \
-    --passwd-on-stdin --disable-ipv6 --reconnect-timeout 600 "$@" $url >"$work/$log.out" 2>"$work/$log.log" &
+server_up() {
+  if [[ $proto == gp ]]; then gateway_up aes-128-gcm; else ocserv_up; fi
+}
+start_espvpn() {  # LOG ARGS...: until the stats say a transport carries the tunnel
+  local log=$1 login=(--protocol=gp -u alice) pass=secret; shift
+  [[ $proto == ac ]] && login=(--protocol=anyconnect -u testuser) pass=$oc_password
+  rm -f "$work/$log.json"
+  echo "$pass" | ip netns exec "$nsc" "$espvpn" "${login[@]}" --cafile "$repo/certs/ca.pem" \
+    --passwd-on-stdin --disable-ipv6 --reconnect-timeout 600 --stats-json "$work/$log.json" "$@" \
+    "https://$gw_ip:${oc_port:-4443}/" >"$work/$log.out" 2>"$work/$log.log" &
   client_pid=$!; pids+=("$client_pid")
-  wait_for "$work/$log.log" "ESP connected" 30 "$client_pid" || fail "$log: espvpn did not bring ESP up"
+  stats_wait "$work/$log.json" "d['transport'] != 'none'" 30 || fail "$log: espvpn did not bring the tunnel up"
 }
 ping_lan() { ip netns exec "$nsc" ping -c "${1:-2}" -i 0.2 -W 2 $lan_ip >/dev/null; }
 
 case $mode in
-gp)
+tunnel)
   # Refused combinations, before any network use.
   out=$("$espvpn" --allow-lan=10.0.0.0/8 https://192.0.2.1/ 2>&1) && fail "--allow-lan without --kill-switch was accepted"
   grep -q -- "--allow-lan needs --kill-switch" <<<"$out" || fail "unclear refusal: $out"
   out=$("$espvpn" --kill-switch --setuid nobody https://192.0.2.1/ 2>&1) && fail "--kill-switch --setuid was accepted"
   grep -q -- "cannot be combined with --setuid" <<<"$out" || fail "unclear refusal: $out"
 
-  gateway_up aes-128-gcm || fail "fake gateway did not start"
+  server_up || fail "the $proto server did not start"
   expect_leaks "without espvpn"
 
   start_espvpn ks1 --kill-switch
   grep -q "kill switch on" "$work/ks1.log" || fail "no 'kill switch on' in the log"
   has_table || fail "no nftables table inet espvpn_kill_switch while connected"
-  ip netns exec "$nsc" nft list table inet espvpn_kill_switch | grep -q "espvpn pid $client_pid" ||
-    fail "the table does not name espvpn's pid $client_pid"
+  # (the listing is read whole: grep -q stopping early would kill nft with SIGPIPE under pipefail)
+  table=$(ip netns exec "$nsc" nft list table inet espvpn_kill_switch)
+  grep -q "espvpn pid $client_pid" <<<"$table" || fail "the table does not name espvpn's pid $client_pid: $table"
   ping_lan || fail "no traffic through the tunnel with the kill switch on"
   expect_none "tunnel up"
 
   # Outage: the gateway drops everything from the client; the rules stay.
   ip netns exec "$nsg" nft -f - <<EOF
-table inet outage { chain in { type filter hook input priority -10; ip saddr $cl_ip drop; } }
+table inet outage {
+  chain in {
+    type filter hook input priority -10;
+    ip saddr $cl_ip drop
+  }
+}
 EOF
   ! ping_lan 1 || fail "the outage did not stop the tunnel"
   has_table || fail "the table went during the outage"
@@ -120,7 +141,7 @@ EOF
   ping_lan || fail "no traffic through the tunnel after removing the leftover table"
   sigint_exit "$client_pid"
   [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGINT"
-  echo "PASS: kill switch (no packet outside the tunnel while up, in an outage and after SIGKILL)"
+  echo "PASS: $proto kill switch (no packet outside the tunnel while up, in an outage and after SIGKILL)"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
