@@ -28,17 +28,8 @@
 #               rtnetlink watch reconnects / probes at once (issue 22 roaming)
 #   flood:      iperf3 UDP -b 3G for 5 s each way, on ESP and on the HTTPS tunnel:
 #               espvpn's peak RSS (VmHWM) < 100 MiB (400 under ASan), loss reported, ping afterwards
-proto=${1:-}
-shift || true
-case $proto in
-gp)
-  # shellcheck source=../gp_test_head.sh
-  . "$(dirname "$0")/../gp_test_head.sh" faults "$@" ;;
-ac)
-  # shellcheck source=../ac_test_head.sh
-  . "$(dirname "$0")/../ac_test_head.sh" faults "$@" ;;
-*) echo "usage: $0 gp|ac MODE ESPVPN [GATEWAY]" >&2; exit 2 ;;
-esac
+# shellcheck source=../proto_head.sh
+. "$(dirname "$0")/../proto_head.sh" faults "$@"
 # Names of this task + PID (other tests build the same topology concurrently).
 topo=flt$$ nsc=flt$$c nsg=flt$$g nsl=flt$$l ht_dev=flt$$ht
 cl_veth=${topo}cg

@@ -32,17 +32,8 @@
 #               besides the search and routing domains.
 #   dns_real_resolved: the full tunnel again with the real systemd-resolved (unpacked by
 #               tools/install-deps) on the private bus, checked with resolvectl while up.
-proto=${1:-}
-shift || true
-case $proto in
-gp)
-  # shellcheck source=../gp_test_head.sh
-  . "$(dirname "$0")/../gp_test_head.sh" host-test "$@" ;;
-ac)
-  # shellcheck source=../ac_test_head.sh
-  . "$(dirname "$0")/../ac_test_head.sh" host-test "$@" ;;
-*) echo "usage: $0 gp|ac MODE ESPVPN [GATEWAY]" >&2; exit 2 ;;
-esac
+# shellcheck source=../proto_head.sh
+. "$(dirname "$0")/../proto_head.sh" host-test "$@"
 chmod 755 "$work"  # the unprivileged client reaches the helper's record directory below it
 topo_up
 

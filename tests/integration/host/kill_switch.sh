@@ -14,17 +14,8 @@
 #   --allow-lan PREFIX lets that prefix through; --allow-lan without --kill-switch and
 #   --kill-switch with --setuid are refused.
 #   kill_switch.sh gp|ac tunnel ESPVPN [GATEWAY_BIN]   (gp: the fake GP gateway; ac: ocserv)
-proto=${1:-}
-shift || true
-case $proto in
-gp)
-  # shellcheck source=../gp_test_head.sh
-  . "$(dirname "$0")/../gp_test_head.sh" kill-switch "$@" ;;
-ac)
-  # shellcheck source=../ac_test_head.sh
-  . "$(dirname "$0")/../ac_test_head.sh" kill-switch "$@" ;;
-*) echo "usage: $0 gp|ac tunnel ESPVPN [GATEWAY]" >&2; exit 2 ;;
-esac
+# shellcheck source=../proto_head.sh
+. "$(dirname "$0")/../proto_head.sh" kill-switch "$@"
 topo_up
 fake_routes=(--full-tunnel)
 oc_routes=("route = default")
