@@ -251,10 +251,9 @@ Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConne
         return make_error("the server chose CSTP compression \"" + c.content_encoding + "\", which espvpn did not offer");
     if (t.ip4_address.empty() && t.ip6_address.empty()) return make_error("the server gave no tunnel address");
     if (cstp_mtu <= 0 && dtls_mtu <= 0) return make_error("the server gave no MTU (X-CSTP-MTU)");
-    // The same bounds as GlobalProtect's <mtu>: below 576 IPv4 itself breaks, above 9000 no link
-    // carries it (and a CSTP frame's length field stops at 65535).
+    // The bounds GlobalProtect's <mtu> has too (server_mtu_in_range, tunnel_config.h).
     for (const auto& [header, mtu] : {std::pair<const char*, int>{"X-CSTP-MTU", cstp_mtu}, {"X-DTLS-MTU", dtls_mtu}})
-        if (mtu > 0 && (mtu < 576 || mtu > 9000))
+        if (mtu > 0 && !server_mtu_in_range(mtu))
             return make_error(std::string(header) + " is " + std::to_string(mtu) + ", expected 576..9000");
     c.cstp_mtu = cstp_mtu > 0 ? cstp_mtu : dtls_mtu;
     t.mtu = std::max(cstp_mtu, dtls_mtu);

@@ -205,7 +205,7 @@ Result<GpTunnelConfig> parse_tunnel_config(const xml::Document& doc) {
 
     if (auto mtu = r.child_text("mtu"); mtu && !mtu->empty()) {
         auto n = parse_uint(*mtu);
-        if (!n || (*n != 0 && (*n < 576 || *n > 9000)))
+        if (!n || (*n != 0 && !server_mtu_in_range(static_cast<long long>(*n))))
             return make_error(err_field("mtu", "is \"" + *mtu + "\", expected 0 or 576..9000"));
         t.mtu = static_cast<int>(*n);  // 0 = not given: the data path computes it
     }

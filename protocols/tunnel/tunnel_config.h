@@ -62,6 +62,13 @@ struct SplitDomain {
     bool operator==(const SplitDomain&) const = default;
 };
 
+// The tunnel MTU a server may announce (GP <mtu>, AnyConnect X-CSTP-MTU / X-DTLS-MTU): below
+// 576 IPv4 itself breaks; above 9000 no link carries it (and a CSTP frame's length field
+// stops at 65535).
+inline constexpr int kMinServerMtu = 576;
+inline constexpr int kMaxServerMtu = 9000;
+inline bool server_mtu_in_range(long long mtu) { return mtu >= kMinServerMtu && mtu <= kMaxServerMtu; }
+
 struct TunnelConfig {
     std::string gateway_address;  // numeric address of the peer we connected to
     // With --proxy: the server's own address, where ESP/DTLS go directly ("" otherwise); kept
