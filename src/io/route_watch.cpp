@@ -26,22 +26,6 @@ Result<RouteWatch> RouteWatch::open(int ignore_ifindex) {
     return RouteWatch(fd, ignore_ifindex);
 }
 
-RouteWatch::RouteWatch(RouteWatch&& o) noexcept : fd_(o.fd_), ignore_ifindex_(o.ignore_ifindex_) { o.fd_ = -1; }
-
-RouteWatch& RouteWatch::operator=(RouteWatch&& o) noexcept {
-    if (this != &o) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = o.fd_;
-        ignore_ifindex_ = o.ignore_ifindex_;
-        o.fd_ = -1;
-    }
-    return *this;
-}
-
-RouteWatch::~RouteWatch() {
-    if (fd_ >= 0) ::close(fd_);
-}
-
 namespace {
 
 // The device a change concerns (0: unknown).
@@ -90,7 +74,7 @@ unsigned RouteWatch::drain() {
     alignas(nlmsghdr) char buf[16384];
     // Bounded: the socket is non-blocking and each read takes what the kernel queued.
     for (int reads = 0; reads < 256; ++reads) {
-        const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+        const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == ENOBUFS) {  // messages were lost: something changed

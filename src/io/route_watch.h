@@ -7,6 +7,7 @@
 #include <string>
 
 #include "protocols/base/result.h"
+#include "src/io/unique_fd.h"
 
 namespace espvpn::io {
 
@@ -14,18 +15,15 @@ class RouteWatch {
 public:
     // `ignore_ifindex`: changes on this device (the tunnel's own tun) are not reported.
     static Result<RouteWatch> open(int ignore_ifindex = 0);
-    RouteWatch(RouteWatch&& other) noexcept;
-    RouteWatch& operator=(RouteWatch&& other) noexcept;
-    ~RouteWatch();
 
-    int fd() const { return fd_; }
+    int fd() const { return fd_.get(); }
     // Reads every pending message: the number of address/link/route changes among them
     // (an overrun buffer counts as one: something changed).
     unsigned drain();
 
 private:
     RouteWatch(int fd, int ignore) : fd_(fd), ignore_ifindex_(ignore) {}
-    int fd_ = -1;
+    UniqueFd fd_;
     int ignore_ifindex_ = 0;
 };
 

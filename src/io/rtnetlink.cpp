@@ -76,20 +76,6 @@ Result<RtNetlink> RtNetlink::open() {
     return RtNetlink(fd);
 }
 
-RtNetlink::RtNetlink(RtNetlink&& other) noexcept : fd_(other.fd_), seq_(other.seq_) { other.fd_ = -1; }
-RtNetlink& RtNetlink::operator=(RtNetlink&& other) noexcept {
-    if (this != &other) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = other.fd_;
-        seq_ = other.seq_;
-        other.fd_ = -1;
-    }
-    return *this;
-}
-RtNetlink::~RtNetlink() {
-    if (fd_ >= 0) ::close(fd_);
-}
-
 Status RtNetlink::transact(void* request, std::size_t length, const char* what,
                            const std::function<void(const nlmsghdr&)>& on_reply, int* error) {
     auto* hdr = static_cast<nlmsghdr*>(request);
@@ -97,11 +83,11 @@ Status RtNetlink::transact(void* request, std::size_t length, const char* what,
     if (error) *error = 0;
     sockaddr_nl kernel{};
     kernel.nl_family = AF_NETLINK;
-    if (::sendto(fd_, request, length, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
+    if (::sendto(fd_.get(), request, length, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
         return make_error(std::string(what) + ": netlink send: " + errno_text(errno));
     alignas(NLMSG_ALIGNTO) std::uint8_t reply[8192];
     for (int attempts = 0; attempts < 16; ++attempts) {
-        ssize_t n = ::recv(fd_, reply, sizeof reply, 0);
+        ssize_t n = ::recv(fd_.get(), reply, sizeof reply, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             return make_error(std::string(what) + ": netlink receive: " + errno_text(errno));

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "protocols/base/result.h"
+#include "src/io/unique_fd.h"
 
 struct nlmsghdr;
 
@@ -40,9 +41,6 @@ struct RouteNextHop {
 class RtNetlink {
 public:
     static Result<RtNetlink> open();
-    RtNetlink(RtNetlink&& other) noexcept;
-    RtNetlink& operator=(RtNetlink&& other) noexcept;
-    ~RtNetlink();
 
     Status set_mtu(int ifindex, unsigned mtu);
     // The device's transmit queue (txqueuelen), in packets.
@@ -68,7 +66,7 @@ private:
                     const std::function<void(const nlmsghdr&)>& on_reply = {}, int* error = nullptr);
     // RTM_NEWLINK setting one u32 link attribute (IFLA_MTU, IFLA_TXQLEN).
     Status set_link_u32(int ifindex, std::uint16_t attr, std::uint32_t value, const std::string& what);
-    int fd_ = -1;
+    UniqueFd fd_;
     std::uint32_t seq_ = 1;
 };
 

@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +25,7 @@
 
 #include "src/log/logger.h"
 #include "src/sso/invoking_user.h"
+#include "src/sso/login_signals.h"
 
 extern char** environ;
 
@@ -106,37 +106,6 @@ std::string percent_encode(std::string_view s) {
     }
     return out;
 }
-
-// SIGINT/SIGTERM/SIGHUP (the user gives up) and SIGPIPE (a write to a browser that
-// is gone) read from a signalfd while the login waits; the mask is restored after.
-class LoginSignals {
-public:
-    LoginSignals() {
-        sigemptyset(&set_);
-        for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaddset(&set_, s);
-        pthread_sigmask(SIG_BLOCK, &set_, &old_);
-        fd_ = signalfd(-1, &set_, SFD_NONBLOCK | SFD_CLOEXEC);
-    }
-    ~LoginSignals() {
-        next_quit();  // drains a SIGPIPE so it is not delivered when unblocked
-        if (fd_ >= 0) ::close(fd_);
-        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    }
-    LoginSignals(const LoginSignals&) = delete;
-    LoginSignals& operator=(const LoginSignals&) = delete;
-    int fd() const { return fd_; }
-    // The first pending signal that ends the login (SIGPIPE is only drained), 0 when none.
-    int next_quit() {
-        signalfd_siginfo si;
-        while (fd_ >= 0 && ::read(fd_, &si, sizeof si) == sizeof si)
-            if (si.ssi_signo != SIGPIPE) return static_cast<int>(si.ssi_signo);
-        return 0;
-    }
-
-private:
-    sigset_t set_{}, old_{};
-    int fd_ = -1;
-};
 
 // The browser process: its own process group (so the terminal's Ctrl-C reaches
 // espvpn, which then closes it, and nothing of it outlives the login), the
@@ -709,7 +678,7 @@ public:
                               "name, or a GlobalProtect ACS result)");
         auto user = invoking_user();
         if (!user) return user.error();
-        LoginSignals signals;
+        LoginSignals signals{SIGINT, SIGTERM, SIGHUP, SIGPIPE};
         BrowserProcess browser;
         if (auto s = browser.start(command, *user); !s) return s.error();
         LOG_INFO << "log in to " << (start.server.empty() ? std::string("the server") : start.server)

@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +20,8 @@
 #include "src/log/logger.h"
 #include "src/sso/callback_socket.h"
 #include "src/sso/invoking_user.h"
+#include "src/io/unique_fd.h"
+#include "src/sso/login_signals.h"
 
 namespace espvpn::sso {
 
@@ -29,56 +30,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string errno_text() { return std::strerror(errno); }
-
-class Fd {
-public:
-    Fd() = default;
-    explicit Fd(int fd) : fd_(fd) {}
-    Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-    Fd& operator=(Fd&& o) noexcept {
-        if (this != &o) {
-            reset();
-            fd_ = o.fd_;
-            o.fd_ = -1;
-        }
-        return *this;
-    }
-    ~Fd() { reset(); }
-    void reset() {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = -1;
-    }
-    int get() const { return fd_; }
-
-private:
-    int fd_ = -1;
-};
-
-// SIGINT/SIGTERM while waiting end the wait (the mask is put back afterwards).
-class SignalsWhileWaiting {
-public:
-    SignalsWhileWaiting() {
-        sigemptyset(&set_);
-        sigaddset(&set_, SIGINT);
-        sigaddset(&set_, SIGTERM);
-        ::pthread_sigmask(SIG_BLOCK, &set_, &old_);
-        fd_ = Fd(::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK));
-    }
-    ~SignalsWhileWaiting() {
-        fd_.reset();
-        ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    }
-    int fd() const { return fd_.get(); }
-    int next() {
-        signalfd_siginfo si{};
-        return ::read(fd_.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si) ? static_cast<int>(si.ssi_signo)
-                                                                                    : 0;
-    }
-
-private:
-    sigset_t set_{}, old_{};
-    Fd fd_;
-};
 
 // A private copy of an HTML page (GP saml-auth-method POST) the user's browser can open.
 class PageFile {
@@ -93,7 +44,7 @@ public:
         if (!::mkdtemp(templ.data())) return make_error("cannot make a directory for the IdP form: " + errno_text());
         dir_ = templ;
         file_ = dir_ + "/login.html";
-        Fd fd(::open(file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+        io::UniqueFd fd(::open(file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
         if (fd.get() < 0) return make_error("cannot write the IdP form: " + errno_text());
         std::size_t off = 0;
         while (off < html.size()) {
@@ -118,7 +69,7 @@ private:
 class LoopbackListener {
 public:
     Status open(std::uint16_t port) {
-        Fd v4(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        io::UniqueFd v4(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
         int one = 1;
         if (v4.get() >= 0) {
             ::setsockopt(v4.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -130,7 +81,7 @@ public:
                 fds_.push_back(std::move(v4));
         }
         std::string v4_error = fds_.empty() ? errno_text() : std::string();
-        Fd v6(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        io::UniqueFd v6(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
         if (v6.get() >= 0) {
             ::setsockopt(v6.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
             ::setsockopt(v6.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
@@ -146,11 +97,11 @@ public:
                               " for the browser's return: " + v4_error);
         return {};
     }
-    const std::vector<Fd>& fds() const { return fds_; }
+    const std::vector<io::UniqueFd>& fds() const { return fds_; }
 
     // One request on a ready listener: the token, or nothing (answered 404; keep waiting).
     std::optional<Secret> take(int listen_fd) {
-        Fd conn(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+        io::UniqueFd conn(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
         if (conn.get() < 0) return std::nullopt;
         std::string head;
         char buf[2048];
@@ -202,7 +153,7 @@ private:
         }
         return out;
     }
-    std::vector<Fd> fds_;
+    std::vector<io::UniqueFd> fds_;
 };
 
 // Lines typed or pasted on stdin.
@@ -302,7 +253,7 @@ Result<session::SsoResult> ExternalBrowser::run(const session::SsoStart& start, 
         if (auto st = loopback.open(finish.loopback_port); !st) return st.error();
         LOG_DEBUG << "waiting for the browser's return on localhost port " << finish.loopback_port;
     }
-    SignalsWhileWaiting signals;
+    LoginSignals signals{SIGINT, SIGTERM};
     StdinLines input(options_.read_stdin && ::fcntl(0, F_GETFL) >= 0);
 
     // What the browser opens: the URL, or for an HTML form a private file of it.
@@ -370,7 +321,7 @@ Result<session::SsoResult> ExternalBrowser::run(const session::SsoStart& start, 
         if (r < 0 && errno != EINTR) return make_error("poll: " + errno_text());
         if (r <= 0) continue;
         if (fds[0].revents) {
-            int sig = signals.next();
+            int sig = signals.next_quit();
             if (sig) return make_error(std::string("single sign-on at ") + who + " cancelled (" +
                                        (sig == SIGINT ? "SIGINT" : "SIGTERM") + ")");
         }
