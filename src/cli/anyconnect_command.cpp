@@ -116,9 +116,6 @@ int AcCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
 
 }  // namespace
 
-int run_anyconnect(ClientOptions& options, std::ostream& out) {
-    AcCommand ac;
-    return run_tunnel_command(options, out, ac);
-}
+std::unique_ptr<ProtocolCommand> make_anyconnect_command() { return std::make_unique<AcCommand>(); }
 
 }  // namespace espvpn::cli

@@ -4,14 +4,13 @@
 // it (src/session/anyconnect/tunnel.h).
 #pragma once
 
-#include <iosfwd>
+#include <memory>
 
-#include "src/cli/options.h"
+#include "src/cli/tunnel_command.h"
 
 namespace espvpn::cli {
 
-// Returns the process exit code (exit_codes.h), as openconnect's: 2 when the
-// server rejected the cookie.
-int run_anyconnect(ClientOptions& options, std::ostream& out);
+// Its commands for run_tunnel_command() (tunnel_command.h).
+std::unique_ptr<ProtocolCommand> make_anyconnect_command();
 
 }  // namespace espvpn::cli

@@ -190,9 +190,6 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
 
 }  // namespace
 
-int run_globalprotect(ClientOptions& options, std::ostream& out) {
-    GpCommand gp;
-    return run_tunnel_command(options, out, gp);
-}
+std::unique_ptr<ProtocolCommand> make_gp_command() { return std::make_unique<GpCommand>(); }
 
 }  // namespace espvpn::cli

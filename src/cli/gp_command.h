@@ -3,14 +3,13 @@
 // getconfig + HIP, the tunnel (ESP or the HTTPS fallback, src/session/gp/tunnel.h), logout.
 #pragma once
 
-#include <iosfwd>
+#include <memory>
 
-#include "src/cli/options.h"
 #include "src/cli/tunnel_command.h"
 
 namespace espvpn::cli {
 
-// Returns the process exit code (exit_codes.h).
-int run_globalprotect(ClientOptions& options, std::ostream& out);
+// Its commands for run_tunnel_command() (tunnel_command.h).
+std::unique_ptr<ProtocolCommand> make_gp_command();
 
 }  // namespace espvpn::cli

@@ -49,6 +49,6 @@ int main(int argc, char** argv) {
         LOG_ERROR << st.error().message;
         return cli::kExitError;
     }
-    if (options.protocol == cli::Protocol::gp) return cli::run_globalprotect(options, std::cout);
-    return cli::run_anyconnect(options, std::cout);
+    auto command = options.protocol == cli::Protocol::gp ? cli::make_gp_command() : cli::make_anyconnect_command();
+    return cli::run_tunnel_command(options, std::cout, *command);
 }

@@ -38,26 +38,20 @@ io::SendStatus send_with_back_pressure(io::UdpSocket& udp, const io::PacketBatch
     return worst;
 }
 
-// The socket's send-side counters (kept by this thread) into the thread's stats.
-template <class Counters>
-void mirror_send_counters(const io::UdpCounters& u, Counters& c) {
-    mirror(c.udp_sent, u.sent);
-    mirror(c.udp_send_calls, u.send_calls);
-    mirror(c.udp_gso_messages, u.gso_messages);
-    mirror(c.drop_socket_full, u.drop_would_block);
-    mirror(c.drop_no_buffers, u.drop_no_buffers);
-    mirror(c.drop_unreachable, u.drop_unreachable);
-    mirror(c.drop_udp_too_big, u.drop_too_big);
-    mirror(c.drop_send_error, u.drop_other);
-}
+// Which io::UdpCounters field each stats field mirrors: the send side and the receive
+// side, each kept by its own thread (the socket's counters are that thread's alone).
+#define ESPVPN_UDP_SEND_MIRROR(X)                                                              \
+    X(udp_sent, sent) X(udp_send_calls, send_calls) X(udp_gso_messages, gso_messages)          \
+    X(drop_socket_full, drop_would_block) X(drop_no_buffers, drop_no_buffers)                  \
+    X(drop_unreachable, drop_unreachable) X(drop_udp_too_big, drop_too_big) X(drop_send_error, drop_other)
+#define ESPVPN_UDP_RECEIVE_MIRROR(X)                                                           \
+    X(udp_recv_calls, receive_calls) X(udp_gro_buffers, gro_buffers) X(udp_peer_errors, peer_errors) \
+    X(drop_truncated, drop_truncated)
+#define ESPVPN_MIRROR_UDP(stat, udp) mirror(c.stat, u.udp);
 
-// The socket's receive-side counters (kept by this thread) into the thread's stats.
 template <class Counters>
-void mirror_receive_counters(const io::UdpCounters& u, Counters& c) {
-    mirror(c.udp_recv_calls, u.receive_calls);
-    mirror(c.udp_gro_buffers, u.gro_buffers);
-    mirror(c.udp_peer_errors, u.peer_errors);
-    mirror(c.drop_truncated, u.drop_truncated);
-}
+void mirror_send_counters(const io::UdpCounters& u, Counters& c) { ESPVPN_UDP_SEND_MIRROR(ESPVPN_MIRROR_UDP) }
+template <class Counters>
+void mirror_receive_counters(const io::UdpCounters& u, Counters& c) { ESPVPN_UDP_RECEIVE_MIRROR(ESPVPN_MIRROR_UDP) }
 
 }  // namespace espvpn::datapath
