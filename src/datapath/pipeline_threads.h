@@ -126,6 +126,14 @@ public:
         requests.fetch_add(1, std::memory_order_release);
         tx->control.notify();
     }
+    // Both halves' counters, as the pipeline's stats struct (fields `tx` and `rx`).
+    template <class Stats>
+    Stats snapshot() const {
+        Stats s;
+        s.tx = tx->counters.snapshot();
+        s.rx = rx->counters.snapshot();
+        return s;
+    }
     // Empty while both threads run; the reason (after the side's prefix) when one stopped.
     std::optional<std::string> failure(const char* tx_prefix = "tx: ", const char* rx_prefix = "rx: ") const {
         if (auto f = tx->failure.get()) return tx_prefix + *f;

@@ -2,6 +2,8 @@
 // with back-pressure, and the socket's counters mirrored into a thread's stats.
 #pragma once
 
+#include <string>
+
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/pipeline_threads.h"
 #include "src/io/packet_batch.h"
@@ -36,6 +38,13 @@ io::SendStatus send_with_back_pressure(io::UdpSocket& udp, const io::PacketBatch
         first = sent.next;
     }
     return worst;
+}
+
+// A UDP pipeline's tx/rx batch sizes: 1..UdpSocket::kMaxBatch each.
+inline Status check_batch_sizes(const std::string& what, std::size_t tx, std::size_t rx) {
+    const auto ok = [](std::size_t n) { return n >= 1 && n <= io::UdpSocket::kMaxBatch; };
+    if (ok(tx) && ok(rx)) return {};
+    return make_error(what + ": batch sizes must be 1.." + std::to_string(io::UdpSocket::kMaxBatch));
 }
 
 // Which io::UdpCounters field each stats field mirrors: the send side and the receive

@@ -368,10 +368,22 @@ Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out, SocketAddress* sourc
     Buffers& b = *buf_;
     MessageArrays& rx = b.rx;
     std::size_t appended = 0;
-    auto want_name = [&](mmsghdr& mh, std::size_t k) {
-        if (!sources) return;
-        mh.msg_hdr.msg_name = &b.rx_names[k];
-        mh.msg_hdr.msg_namelen = sizeof b.rx_names[k];
+    // Message k receives into [at, at + size), with room for the GRO cmsg when asked,
+    // and the sender's address when the caller wants it.
+    auto prepare = [&](std::size_t k, std::uint8_t* at, std::size_t size, bool control) {
+        rx.iov[k] = {at, size};
+        mmsghdr& mh = rx.msgs[k];
+        mh = {};
+        mh.msg_hdr.msg_iov = &rx.iov[k];
+        mh.msg_hdr.msg_iovlen = 1;
+        if (control) {
+            mh.msg_hdr.msg_control = rx.cmsg[k];
+            mh.msg_hdr.msg_controllen = kCmsgSpace;
+        }
+        if (sources) {
+            mh.msg_hdr.msg_name = &b.rx_names[k];
+            mh.msg_hdr.msg_namelen = sizeof b.rx_names[k];
+        }
     };
     auto name_of = [&](const mmsghdr& mh, std::size_t k) {
         SocketAddress a;
@@ -389,14 +401,7 @@ Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out, SocketAddress* sourc
         const std::size_t buffers = b.gro_in_batch ? std::min(kGroBuffers, out.slots()) : kGroBuffers;
         for (std::size_t k = 0; k < buffers; ++k) {
             std::uint8_t* at = b.gro_in_batch ? out.storage(k).data() + out.headroom() : b.gro_data.get() + k * kGroBufferSize;
-            rx.iov[k] = {at, kGroBufferSize};
-            mmsghdr& mh = rx.msgs[k];
-            mh = {};
-            mh.msg_hdr.msg_iov = &rx.iov[k];
-            mh.msg_hdr.msg_iovlen = 1;
-            mh.msg_hdr.msg_control = rx.cmsg[k];
-            mh.msg_hdr.msg_controllen = kCmsgSpace;
-            want_name(mh, k);
+            prepare(k, at, kGroBufferSize, true);
         }
         auto got = receive_messages(rx.msgs, buffers);
         if (!got) return got.error();
@@ -434,13 +439,7 @@ Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out, SocketAddress* sourc
     if (want == 0) return appended;
     for (std::size_t k = 0; k < want; ++k) {
         out.reset_slot(start + k);
-        std::uint8_t* room = out.slot(start + k).data() + out.headroom();
-        rx.iov[k] = {room, out.capacity()};
-        mmsghdr& mh = rx.msgs[k];
-        mh = {};
-        mh.msg_hdr.msg_iov = &rx.iov[k];
-        mh.msg_hdr.msg_iovlen = 1;
-        want_name(mh, k);
+        prepare(k, out.slot(start + k).data() + out.headroom(), out.capacity(), false);
     }
     auto got = receive_messages(rx.msgs, want);
     if (!got) return got.error();

@@ -28,9 +28,7 @@ Result<std::unique_ptr<DtlsDatapath>> DtlsDatapath::start(io::TunDevice* tun, io
     if (!options.deliver) return make_error("DTLS datapath: no deliver function for received packets");
     if (channel.tunnel_mtu() < 576)
         return make_error("DTLS datapath: tunnel MTU " + std::to_string(channel.tunnel_mtu()) + " is below 576");
-    if (options.tx_batch == 0 || options.rx_batch == 0 || options.tx_batch > io::UdpSocket::kMaxBatch ||
-        options.rx_batch > io::UdpSocket::kMaxBatch)
-        return make_error("DTLS datapath: batch sizes must be 1.." + std::to_string(io::UdpSocket::kMaxBatch));
+    if (auto st = check_batch_sizes("DTLS datapath", options.tx_batch, options.rx_batch); !st) return st.error();
     std::unique_ptr<DtlsDatapath> dp(new DtlsDatapath());
     PipelinePair<DtlsTxPipeline, DtlsRxPipeline>& p = dp->pipes_;
     Status started = p.start("DTLS datapath", "dtls-tx", "dtls-rx", [&] {
@@ -55,10 +53,7 @@ void DtlsDatapath::send_dpd_request() { pipes_.ask_tx(pipes_.tx->dpd_requests); 
 void DtlsDatapath::send_keepalive() { pipes_.ask_tx(pipes_.tx->keepalives); }
 
 DtlsDatapathStats DtlsDatapath::stats() const {
-    DtlsDatapathStats s;
-    s.tx = pipes_.tx->counters.snapshot();
-    s.rx = pipes_.rx->counters.snapshot();
-    return s;
+    return pipes_.snapshot<DtlsDatapathStats>();
 }
 
 DtlsLiveness DtlsDatapath::liveness() const {

@@ -30,9 +30,7 @@ Result<std::unique_ptr<EspDatapath>> EspDatapath::start(io::TunDevice& tun, io::
     if (options.max_inner_size < 576 || options.max_inner_size > 65535)
         return make_error("datapath: max inner packet size " + std::to_string(options.max_inner_size) +
                           " is outside 576..65535");
-    if (options.tx_batch == 0 || options.rx_batch == 0 || options.tx_batch > io::UdpSocket::kMaxBatch ||
-        options.rx_batch > io::UdpSocket::kMaxBatch)
-        return make_error("datapath: batch sizes must be 1.." + std::to_string(io::UdpSocket::kMaxBatch));
+    if (auto st = check_batch_sizes("datapath", options.tx_batch, options.rx_batch); !st) return st.error();
     std::unique_ptr<EspDatapath> dp(new EspDatapath());
     PipelinePair<EspTxPipeline, EspRxPipeline>& p = dp->pipes_;
     Status started = p.start("datapath", "esp-tx", "esp-rx", [&] {
@@ -82,10 +80,7 @@ bool EspDatapath::install_inbound(EspInboundSa sa) {
 void EspDatapath::send_probe() { pipes_.ask_tx(pipes_.tx->probe_requests); }
 
 DatapathStats EspDatapath::stats() const {
-    DatapathStats s;
-    s.tx = pipes_.tx->counters.snapshot();
-    s.rx = pipes_.rx->counters.snapshot();
-    return s;
+    return pipes_.snapshot<DatapathStats>();
 }
 
 EspLiveness EspDatapath::liveness() const {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "src/datapath/udp_send.h"
 #include "src/datapath/esp/esp_datapath.h"
 #include "src/datapath/dtls/dtls_datapath.h"
 #include "src/datapath/stats_reporter.h"
@@ -241,4 +242,15 @@ TEST_CASE("StatsReporter with a StatsView writes the view's JSON, last at destru
     std::string text((std::istreambuf_iterator<char>(last)), std::istreambuf_iterator<char>());
     CHECK(text == "{\"n\": 2}\n");
     std::remove(path.c_str());
+}
+
+TEST_CASE("a UDP pipeline's batch sizes are 1..UdpSocket::kMaxBatch each") {
+    using espvpn::datapath::check_batch_sizes;
+    constexpr std::size_t max = espvpn::io::UdpSocket::kMaxBatch;
+    CHECK(check_batch_sizes("datapath", 1, max));
+    CHECK_FALSE(check_batch_sizes("datapath", 0, 1));
+    CHECK_FALSE(check_batch_sizes("datapath", 1, max + 1));
+    auto st = check_batch_sizes("DTLS datapath", max + 1, 1);
+    REQUIRE_FALSE(st);
+    CHECK(st.error().message == "DTLS datapath: batch sizes must be 1.." + std::to_string(max));
 }
