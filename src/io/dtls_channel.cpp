@@ -11,7 +11,7 @@
 
 #include "protocols/base/hex.h"
 #include "protocols/anyconnect/dtls_framing.h"
-#include "protocols/tunnel/tunnel_mtu.h"
+#include "protocols/anyconnect/tunnel_mtu.h"
 #include "src/io/tls_stream.h"
 
 namespace espvpn::io {

@@ -12,6 +12,8 @@ product (src/, protocols/, crypto/) to it. An include fails the build when:
     sees itself and the folders above it in its layer: datapath/esp/ never datapath/dtls/,
     session/ never session/gp/), unless the layer is declared OPEN_SUBFOLDERS (protocols/);
   - it closes a cycle of includes, or the declared links themselves form a cycle;
+  - in an OPEN_SUBFOLDERS layer, it closes a cycle of folders (protocols/gp/ uses
+    protocols/tunnel/, so protocols/tunnel/ may not use protocols/gp/);
   - it is quoted but outside the product (a test's or a tool's header).
 A comment that cites docs/....md must name a file that exists, and with "§N.N" a heading
 numbered N.N in it.
@@ -125,6 +127,7 @@ def check(root, layers):
                     files.append(os.path.relpath(os.path.join(dirpath, fn), root).replace(os.sep, "/"))
 
     includes = {}  # file -> [included product files], for the cycle check
+    folder_uses = {}  # (layer, folder) -> {folders of the same open layer it includes}
     docs = {}
     for path in files:
         own = owner(path, dir_owner)
@@ -158,6 +161,8 @@ def check(root, layers):
                 continue
             if to[1] == layer.name:
                 there = os.path.dirname(target)
+                if layer.open_subfolders and there != here:
+                    folder_uses.setdefault(here, set()).add(there)
                 if not layer.open_subfolders and not (here == there or here.startswith(there + "/")):
                     errors.append(f"{where}: {there}/ is not {here}/ or a folder above it in {layer.name}"
                                   " (a folder uses itself and its parents, never a sibling or a child)")
@@ -175,6 +180,10 @@ def check(root, layers):
     cycle = find_cycle(includes.keys(), includes)
     if cycle:
         errors.append("include cycle: " + " -> ".join(cycle))
+    cycle = find_cycle(sorted(folder_uses), {k: sorted(v) for k, v in folder_uses.items()})
+    if cycle:
+        errors.append("folder cycle: " + " -> ".join(f + "/" for f in cycle)
+                      + " (sub-folders of one layer use each other one way only)")
 
     for (doc, section), places in sorted(docs.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         full = os.path.join(root, doc)

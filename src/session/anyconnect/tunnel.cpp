@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "protocols/anyconnect/cstp.h"
-#include "protocols/tunnel/tunnel_mtu.h"
+#include "protocols/anyconnect/tunnel_mtu.h"
 #include "src/log/logger.h"
 #include "src/session/anyconnect/cstp_link.h"
 

@@ -9,7 +9,7 @@
 #include "protocols/esp/esp_sa.h"
 #include "protocols/gp/https_tunnel.h"
 #include "protocols/tunnel/dpd_timer.h"
-#include "protocols/tunnel/tunnel_mtu.h"
+#include "protocols/gp/tunnel_mtu.h"
 #include "src/datapath/esp/esp_datapath.h"
 #include "src/datapath/tls/gp_https_tunnel.h"
 #include "src/io/tun_device.h"

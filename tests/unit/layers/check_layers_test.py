@@ -47,6 +47,8 @@ CASES = {
                               "crypto may not use protocols"),
     "include_cycle": ({"src/io/a.h": '#pragma once\n#include "src/io/b.h"\n',
                        "src/io/b.h": '#pragma once\n#include "src/io/a.h"\n'}, "include cycle: src/io/a.h"),
+    "folder_cycle": ({"protocols/http/url.h": '#pragma once\n#include "protocols/gp/auth.h"\n'},  # no file cycle
+                     "folder cycle: protocols/"),
     "link_cycle": ({"RULES": RULES.replace("log|src/log||PkgConfig::X|", "log|src/log||session|")},
                    "the declared links form a cycle"),
     "no_such_file": ({"src/io/tun.cpp": '#include "src/io/gone.h"\n'}, "no such file"),

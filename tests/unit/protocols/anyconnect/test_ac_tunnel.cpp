@@ -7,7 +7,7 @@
 #include "protocols/anyconnect/connect.h"
 #include "protocols/anyconnect/cstp.h"
 #include "protocols/http/response_parser.h"
-#include "protocols/tunnel/tunnel_mtu.h"
+#include "protocols/anyconnect/tunnel_mtu.h"
 
 using namespace espvpn;
 using namespace espvpn::anyconnect;
