@@ -1,6 +1,6 @@
 # bash completion for espvpn(8). Installed to bash-completion's completions dir.
 # The option list is checked against espvpn's option table by a unit test
-# (tests/unit/src/test_option_docs.cpp), so the two cannot drift apart.
+# (tests/unit/src/cli/test_option_docs.cpp), so the two cannot drift apart.
 
 _espvpn() {
   local cur prev
