@@ -56,14 +56,6 @@ void SecretBuffer::append(std::string_view text) {
     append(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
 
-void SecretBuffer::consume_front(std::size_t n) {
-    n = std::min(n, size_);
-    if (n == 0) return;
-    std::memmove(data_, data_ + n, size_ - n);
-    secure_zero(data_ + size_ - n, n);
-    size_ -= n;
-}
-
 void SecretBuffer::clear() {
     if (data_) secure_zero(data_, size_);
     size_ = 0;

@@ -23,8 +23,6 @@ public:
     void append(std::span<const std::uint8_t> bytes);
     void append(std::string_view text);
     void append(const Secret& secret) { append(secret.reveal()); }
-    // Drops the first n bytes (zeroing the tail that moves out of use).
-    void consume_front(std::size_t n);
     void clear();
 
     std::size_t size() const { return size_; }

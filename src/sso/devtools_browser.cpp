@@ -226,7 +226,6 @@ public:
 
     int in() const { return in_; }
     int out() const { return out_; }
-    pid_t pid() const { return pid_; }
 
     // Waits up to `grace` for the browser to exit, then kills its process group and
     // removes the profile. Idempotent.
