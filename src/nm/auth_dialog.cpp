@@ -1,5 +1,6 @@
 #include "src/nm/auth_dialog.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -22,6 +23,8 @@ std::vector<AskedSecret> secrets_to_ask(const VpnSettings& settings, bool reprom
     if (!reprompt && has_secret(settings, "cookie")) return asked;
     if (is_sso_profile(settings) && !has_secret(settings, "password")) return asked;  // the browser logs in
     asked.push_back({"password", "Password", reprompt || !has_secret(settings, "password")});
+    // A code is good once: always asked, even beside a stored password.
+    if (wants_otp(settings)) asked.push_back({"otp", "One-time code", true});
     return asked;
 }
 
@@ -33,7 +36,9 @@ std::string external_ui_reply(const std::string& connection_name, const VpnSetti
     if (auto it = settings.data.find("gateway"); it != settings.data.end()) server = it->second;
     auto user = settings.data.find("user");
     if (user == settings.data.end()) user = settings.data.find("username");
-    std::string description = "Password needed for the VPN connection '" + connection_name + "'";
+    const bool otp = std::any_of(asked.begin(), asked.end(), [](const AskedSecret& a) { return a.key == "otp"; });
+    std::string description = std::string(otp ? "Password and one-time code" : "Password") +
+                              " needed for the VPN connection '" + connection_name + "'";
     if (!server.empty()) description += " to " + server;
     if (user != settings.data.end() && !user->second.empty()) description += " as " + user->second;
     g_key_file_set_integer(kf, ui, "Version", 2);

@@ -37,7 +37,8 @@ unsigned secret_flags(const VpnSettings& settings, const std::string& key);
 // The password, unless its flags say "not required", or a cookie the service can use
 // is there already and no new secrets were requested (reprompt = -r); should_ask is
 // false when the password is present and no new one was requested. A single sign-on
-// profile without a stored password asks nothing: its login is in the browser.
+// profile without a stored password asks nothing: its login is in the browser. An
+// otp=yes profile also gets a one-time code (secret `otp`), always asked.
 std::vector<AskedSecret> secrets_to_ask(const VpnSettings& settings, bool reprompt);
 
 // The external-UI key file (GLib key-file syntax, values escaped).

@@ -42,7 +42,7 @@ constexpr ValueOption kValueOptions[] = {
 };
 // Keys handled specially below, or bookkeeping NM itself keeps in vpn.data.
 constexpr const char* kOtherKeys[] = {"gateway", "protocol", "servercert", "cafile", "cacert",
-                                      "resolve", "disable_ipv6", "no_dtls"};
+                                      "resolve", "disable_ipv6", "no_dtls", "otp"};
 // Items of a NetworkManager-openconnect profile that only its auth dialog reads (the
 // login happened there; the service gets the cookie): not passed on, not "unknown".
 constexpr const char* kAuthDialogKeys[] = {"authtype",          "key_pass",           "pem_passphrase_fsid",
@@ -71,6 +71,11 @@ bool has_secret(const VpnSettings& settings, const std::string& key) { return se
 
 bool is_sso_profile(const VpnSettings& settings) {
     return data_value(settings, "external-browser") || data_value(settings, "sso-browser");
+}
+
+bool wants_otp(const VpnSettings& settings) {
+    const std::string* v = data_value(settings, "otp");
+    return v && is_yes(*v);
 }
 
 bool has_login_secret(const VpnSettings& settings) {
@@ -134,6 +139,22 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
     } else if (const Secret* password = secret_value(s, "password")) {
         argv.push_back("--passwd-on-stdin");
         cmd.stdin_line = password->clone();
+        if (wants_otp(s)) {
+            // espvpn reads the server's next prompt (the challenge) from the next line.
+            const Secret* otp = secret_value(s, "otp");
+            if (!otp) return make_error("the connection wants a one-time code (otp=yes) and none came with it");
+            for (char c : otp->reveal_text())
+                if (c == '\n' || c == '\r') return make_error("the one-time code spans more than one line");
+            for (char c : cmd.stdin_line.reveal_text())
+                if (c == '\n' || c == '\r') return make_error("the login secret spans more than one line");
+            Secret lines(password->size() + 1 + otp->size());
+            auto bytes = lines.reveal_mutable();
+            std::size_t at = 0;
+            for (char c : password->reveal_text()) bytes[at++] = static_cast<std::uint8_t>(c);
+            bytes[at++] = '\n';
+            for (char c : otp->reveal_text()) bytes[at++] = static_cast<std::uint8_t>(c);
+            cmd.stdin_line = std::move(lines);
+        }
     } else if (is_sso_profile(s)) {
         return make_error("the connection signs in through a browser (single sign-on) and no login cookie came "
                           "with it: connect it from a desktop whose agent runs nm-espvpn-auth-dialog in its "
@@ -142,8 +163,9 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
     } else {
         return make_error("the connection has neither a 'cookie' nor a 'password' secret");
     }
-    for (char c : cmd.stdin_line.reveal_text())
-        if (c == '\n' || c == '\r') return make_error("the login secret spans more than one line");
+    if (!wants_otp(s) || secret_value(s, "cookie"))
+        for (char c : cmd.stdin_line.reveal_text())
+            if (c == '\n' || c == '\r') return make_error("the login secret spans more than one line");
 
     argv.push_back("--script=" + script_command);
     for (int i = 0; i < std::clamp(verbosity, 0, 3); ++i) argv.push_back("--verbose");

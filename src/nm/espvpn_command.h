@@ -21,7 +21,8 @@ struct VpnSettings {
 
 struct EspvpnCommand {
     std::vector<std::string> argv;  // never holds a secret
-    Secret stdin_line;              // the cookie or password, without the newline
+    Secret stdin_line;              // the cookie, or the password (then "\n" + the one-time code
+                                    // of an otp=yes profile); without the final newline
     std::vector<std::string> ignored_keys;  // unknown vpn.data items (logged, not fatal)
 };
 
@@ -36,6 +37,11 @@ bool has_secret(const VpnSettings& settings, const std::string& key);
 // "sso-browser" (a command) is set. Its login happens in a browser the auth dialog's
 // espvpn --authenticate opens as the desktop user (docs/SSO.md); no password is asked.
 bool is_sso_profile(const VpnSettings& settings);
+
+// vpn.data `otp` = yes: the server asks a one-time code after the password (a GP
+// challenge, an AnyConnect second form); the auth dialog asks it beside the password
+// (secret `otp`) and the service hands it to espvpn as the next stdin line.
+bool wants_otp(const VpnSettings& settings);
 
 // binary: the espvpn program; script_command: the vpnc-script command line that
 // reports the configuration back (our helper); verbosity: number of -v.

@@ -131,9 +131,14 @@ gboolean on_stderr(gint, GIOCondition, gpointer plugin) {
 
 // Whether espvpn's failure was the server refusing the login: exit status 2 (a
 // rejected cookie; GlobalProtect credentials), or AnyConnect's rejected credentials,
-// which exit 1 as openconnect's do, told apart by espvpn's message.
+// which exit 1 as openconnect's do, told apart by espvpn's message. Also a prompt
+// beyond the answers the service gave on stdin (the password, an otp=yes profile's
+// code): the server asked again (a GP gateway refusing a wrong code falls back to its
+// own password form), so what the user gave did not do: their credentials to fix.
 bool login_rejected(int code, const std::string& first_error) {
-    return code == 2 || (code == 1 && first_error.find("rejected the credentials") != std::string::npos);
+    return code == 2 ||
+           (code == 1 && (first_error.find("rejected the credentials") != std::string::npos ||
+                          first_error.find("end of input while waiting for") != std::string::npos));
 }
 
 void child_gone(PluginState& st) {
@@ -284,7 +289,11 @@ gboolean plugin_need_secrets(NMVpnServicePlugin*, NMConnection* connection, cons
                              GError** error) {
     NMSettingVpn* vpn = vpn_setting_of(connection, NM_VPN_PLUGIN_ERROR_INVALID_CONNECTION, error);
     if (!vpn) return FALSE;
-    if (has_login_secret(settings_of(vpn))) return FALSE;
+    const auto settings = settings_of(vpn);
+    // An otp=yes profile's one-time code is never kept: asked at every password login.
+    if (has_secret(settings, "cookie") ||
+        (has_login_secret(settings) && (!wants_otp(settings) || has_secret(settings, "otp"))))
+        return FALSE;
     *setting_name = NM_SETTING_VPN_SETTING_NAME;
     return TRUE;
 }

@@ -24,6 +24,14 @@ if [[ ${DEB_TEST_LINTIAN:-1} == 1 ]] && command -v lintian >/dev/null; then
   grep '^W:' "$work/lintian.out" || true
 fi
 
+# Depends comes from shlibs (dh_shlibdeps): every library the binaries link, among them
+# libnftables1 (the kill switch) and libnm0 (the plugin).
+depends=$(dpkg-deb -f "$deb" Depends)
+for lib in libc6 libgnutls30 libnettle8 libxml2 libnftables1 libnm0 libglib2.0-0; do
+  sed 's/, /\n/g; s/ ([^)]*)//g' <<<"$depends" | grep -qxF "$lib" || { echo "FAIL: Depends lacks $lib: $depends"; exit 1; }
+done
+echo "ok: Depends (shlibs): $depends"
+
 # Everything below runs in a private mount namespace: the overlay, the binds and the
 # chroot vanish with it.
 unshare --mount --propagation private bash -euo pipefail -s "$work" "$here" "$gw_bin" "$deb" <<'INNER'

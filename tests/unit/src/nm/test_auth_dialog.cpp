@@ -138,3 +138,34 @@ TEST_CASE("auth dialog: a single sign-on profile logs in through the browser, as
     CHECK(std::find(driven->begin(), driven->end(), "--sso-browser=chromium --headless=new") != driven->end());
     CHECK_FALSE(is_sso_profile(settings({{"gateway", "https://vpn/"}}, {})));
 }
+
+TEST_CASE("auth dialog: an otp=yes profile asks a one-time code beside the password, every time") {
+    auto s = settings({{"gateway", "https://vpn/"}, {"otp", "yes"}}, {{"password", "kept"}});
+    auto asked = secrets_to_ask(s, false);
+    REQUIRE(asked.size() == 2);
+    CHECK(asked[0].key == "password");
+    CHECK_FALSE(asked[0].should_ask);  // stored: handed over, not asked
+    CHECK(asked[1].key == "otp");
+    CHECK(asked[1].should_ask);  // a code is good once
+    // A cookie (no -r) or a password that is not required: nothing, as before.
+    CHECK(secrets_to_ask(settings({{"otp", "yes"}}, {{"cookie", "c"}}), false).empty());
+    CHECK(secrets_to_ask(settings({{"otp", "yes"}, {"password-flags", "4"}}, {}), false).empty());
+    CHECK(secrets_to_ask(settings({{"otp", "no"}}, {}), false).size() == 1);
+
+    // The key file: both groups, both secret (nmcli 1.42 asks only IsSecret + ShouldAsk
+    // groups), the known password not echoed.
+    const std::string text = external_ui_reply("work", s, asked);
+    GKeyFile* kf = g_key_file_new();
+    REQUIRE(g_key_file_load_from_data(kf, text.data(), text.size(), G_KEY_FILE_NONE, nullptr));
+    CHECK(g_key_file_get_boolean(kf, "otp", "IsSecret", nullptr));
+    CHECK(g_key_file_get_boolean(kf, "otp", "ShouldAsk", nullptr));
+    CHECK_FALSE(g_key_file_get_boolean(kf, "password", "ShouldAsk", nullptr));
+    gchar* label = g_key_file_get_string(kf, "otp", "Label", nullptr);
+    CHECK(std::string(label) == "One-time code");
+    g_free(label);
+    gchar* description = g_key_file_get_string(kf, "VPN Plugin UI", "Description", nullptr);
+    CHECK(std::string(description).find("one-time code") != std::string::npos);
+    g_free(description);
+    g_key_file_free(kf);
+    CHECK(text.find("kept") == std::string::npos);
+}

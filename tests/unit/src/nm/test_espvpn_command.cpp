@@ -117,3 +117,27 @@ TEST_CASE("espvpn command: a single sign-on profile connects with the dialog's c
     REQUIRE_FALSE(none);
     CHECK(none.error().message.find("single sign-on") != std::string::npos);
 }
+
+TEST_CASE("espvpn command: an otp=yes profile hands espvpn the one-time code as the line after the password") {
+    auto s = settings({{"gateway", "https://gw/"}, {"protocol", "gp"}, {"otp", "yes"}},
+                      {{"password", "pw"}, {"otp", "123456"}});
+    EspvpnCommand c = build(s);
+    CHECK(c.stdin_line.reveal_text() == "pw\n123456");
+    CHECK_FALSE(argv_mentions(c, "123456"));
+    CHECK(c.ignored_keys.empty());  // "otp" is known
+    CHECK(wants_otp(s));
+    CHECK_FALSE(wants_otp(settings({{"otp", "no"}}, {})));
+
+    // Without the code there is nothing to answer the challenge with: refused, not started.
+    CHECK(error_of(settings({{"gateway", "https://gw/"}, {"otp", "yes"}}, {{"password", "pw"}})).find("one-time code") !=
+          std::string::npos);
+    // A code with a newline would answer a second prompt: refused.
+    CHECK(error_of(settings({{"gateway", "https://gw/"}, {"otp", "yes"}}, {{"password", "pw"}, {"otp", "1\n2"}}))
+              .find("more than one line") != std::string::npos);
+    CHECK(error_of(settings({{"gateway", "https://gw/"}, {"otp", "yes"}}, {{"password", "p\nw"}, {"otp", "1"}}))
+              .find("more than one line") != std::string::npos);
+    // A cookie needs no code; without otp=yes a stray otp secret is not passed.
+    CHECK(build(settings({{"gateway", "https://gw/"}, {"otp", "yes"}}, {{"cookie", "c"}})).stdin_line.reveal_text() == "c");
+    CHECK(build(settings({{"gateway", "https://gw/"}}, {{"password", "pw"}, {"otp", "1"}})).stdin_line.reveal_text() ==
+          "pw");
+}
