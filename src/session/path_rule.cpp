@@ -1,6 +1,7 @@
 #include "src/session/path_rule.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace espvpn::session {
 
@@ -9,6 +10,19 @@ void PathRule::event(Clock::time_point now) {
     if (pending_) return;  // absorbed by the burst's check
     pending_ = true;
     check_at_ = now + s_.coalesce;
+}
+
+bool slept(std::chrono::milliseconds asked, std::chrono::milliseconds boot_elapsed) {
+    return boot_elapsed > std::max(asked, std::chrono::milliseconds(0)) + std::chrono::milliseconds(3000);
+}
+
+void PathRule::resumed(Clock::time_point now, bool from_logind) {
+    ++counters_.resumes;
+    if (from_logind) ++counters_.sleep_signals;
+    ++counters_.events;
+    resume_ = true;
+    pending_ = true;
+    check_at_ = now;  // at once: a resume is not part of a burst to wait for
 }
 
 void PathRule::want_reconnect(std::string why) {
@@ -27,12 +41,13 @@ PathRule::Decision PathRule::step(Clock::time_point now, const State& state, con
             probing_ = false;  // the link is gone anyway: the outage's attempts take over
         } else if (now >= probe_deadline_) {
             ++counters_.probe_failures;
-            want_reconnect("no answer to the probe within " + std::to_string(s_.probe_timeout.count()) +
-                           " ms after the path changed");
+            want_reconnect("no answer to the probe within " + std::to_string(probe_timeout_.count()) +
+                           (probe_resume_ ? " ms after the resume" : " ms after the path changed"));
         }
     }
     if (pending_ && now >= check_at_) {
         pending_ = false;
+        const bool resume = std::exchange(resume_, false);
         ++counters_.checks;
         const std::string local = lookup();
         const bool was_down = path_down_;
@@ -43,15 +58,18 @@ PathRule::Decision PathRule::step(Clock::time_point now, const State& state, con
             want_reconnect("the local address for the server changed (" + known_ + " -> " + local + ")");
             known_ = local;
         } else if (state.in_outage) {
-            want_reconnect(std::string("a path to the server ") + (was_down ? "is back" : "changed") +
-                           " (from " + local + ")");
+            want_reconnect(resume ? "resumed from sleep during an outage (from " + local + ")"
+                                  : std::string("a path to the server ") + (was_down ? "is back" : "changed") +
+                                        " (from " + local + ")");
             known_ = local;
         } else if (state.can_probe && !reconnect_wanted_) {
             known_ = local;
             ++counters_.probes;
             probing_ = true;
+            probe_resume_ = resume;
             probe_since_ = now;
-            probe_deadline_ = now + s_.probe_timeout;
+            probe_deadline_ = now + (resume ? s_.resume_probe_timeout : s_.probe_timeout);
+            probe_timeout_ = resume ? s_.resume_probe_timeout : s_.probe_timeout;
             d.action = Action::probe;
             return d;
         } else {

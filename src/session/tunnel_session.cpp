@@ -1,6 +1,7 @@
 #include "src/session/tunnel_session.h"
 
 #include <poll.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <optional>
 
 #include "src/io/route_watch.h"
+#include "src/io/sleep_watch.h"
 #include "src/log/logger.h"
 #include "src/session/path_rule.h"
 #include "src/session/signal_watch.h"
@@ -57,10 +59,16 @@ public:
 
     // Roaming: rtnetlink changes, coalesced and rate-limited by the PathRule, checked on
     // this thread (the datapath threads never see them).
-    void step_path(bool readable) {
+    void step_path(bool readable, bool bus_ready) {
         if (!watch_) return;
         const Clock::time_point now = Clock::now();
         if (readable && watch_->drain() > 0) path_.event(now);
+        // Every turn, not only when the fd is readable: sd-bus may hold read messages in its queue.
+        (void)bus_ready;
+        if (sleep_ && sleep_->drain() > 0) {
+            LOG_INFO << "resumed from sleep (logind's PrepareForSleep): checking the path to the server";
+            path_.resumed(now, true);
+        }
         const std::string peer = d_.path_peer();
         if (peer.empty()) return;
         PathRule::State st;
@@ -75,6 +83,23 @@ public:
             apply(control_.path_reconnect(now, dec.why));
         }
         publish_path_json();
+    }
+    static std::chrono::milliseconds boottime() {
+        timespec ts{};
+        clock_gettime(CLOCK_BOOTTIME, &ts);
+        return std::chrono::milliseconds(static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000);
+    }
+    // A resume without logind: the loop did not run for much longer than its poll asked
+    // (CLOCK_BOOTTIME counts a suspend, which CLOCK_MONOTONIC does not; both count a SIGSTOP).
+    void note_sleep(int asked_ms, std::chrono::milliseconds boot0, Clock::time_point mono0) {
+        if (!watch_) return;
+        const auto boot = boottime() - boot0;
+        if (!slept(std::chrono::milliseconds(asked_ms), boot)) return;
+        const auto mono = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - mono0);
+        LOG_INFO << "resumed: the loop did not run for " << boot.count() << " ms ("
+                 << (boot - mono > std::chrono::milliseconds(2000) ? "the machine slept" : "the process was stopped")
+                 << "): checking the path to the server";
+        path_.resumed(Clock::now(), false);
     }
     int poll_timeout() const {
         int t = d_.poll_ms();
@@ -95,7 +120,9 @@ public:
         path_json_ = "{\"watching\": " + std::string(watch_ ? "true" : "false") + ", \"events\": " + std::to_string(c.events) +
                ", \"checks\": " + std::to_string(c.checks) + ", \"probes\": " + std::to_string(c.probes) +
                ", \"probe_failures\": " + std::to_string(c.probe_failures) +
-               ", \"reconnects\": " + std::to_string(c.reconnects) + ", \"deferred\": " + std::to_string(c.deferred) + "}";
+               ", \"reconnects\": " + std::to_string(c.reconnects) + ", \"deferred\": " + std::to_string(c.deferred) +
+               ", \"resumes\": " + std::to_string(c.resumes) + ", \"sleep_signals\": " + std::to_string(c.sleep_signals) +
+               ", \"logind\": " + std::string(sleep_ ? "true" : "false") + "}";
     }
     void watch_path() {
         // For measuring the outage without roaming (docs/RELIABILITY.md), as before it existed.
@@ -110,6 +137,12 @@ public:
             return;
         }
         watch_.emplace(std::move(*w));
+        if (auto s = io::SleepWatch::open()) {
+            sleep_.emplace(std::move(*s));
+        } else {
+            LOG_DEBUG << "roaming: no logind PrepareForSleep (" << s.error().message
+                      << "); a resume is noticed by the clock jump";
+        }
         path_.set_local(io::local_address_for(d_.path_peer()));
         publish_path_json();
     }
@@ -119,12 +152,17 @@ public:
         if (first) apply(*first);
         while (!end_) {
             // A new link is made on its own thread: signals are served meanwhile, and its end wakes us.
-            pollfd p[3] = {{signals.fd(), POLLIN, 0}, {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0},
-                           {watch_ ? watch_->fd() : -1, POLLIN, 0}};
-            poll(p, 3, poll_timeout());
+            pollfd p[4] = {{signals.fd(), POLLIN, 0}, {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0},
+                           {watch_ ? watch_->fd() : -1, POLLIN, 0},
+                           {sleep_ ? sleep_->fd() : -1, sleep_ ? sleep_->events() : short(0), 0}};
+            const int timeout = poll_timeout();
+            const auto boot0 = boottime();
+            const Clock::time_point mono0 = Clock::now();
+            poll(p, 4, timeout);
+            note_sleep(timeout, boot0, mono0);
             for (int sig; !end_ && (sig = signals.next()) != 0;)
                 apply(control_.signal(sig, Clock::now(), d_.renew_blocked()));
-            if (!end_) step_path((p[2].revents & POLLIN) != 0);
+            if (!end_) step_path((p[2].revents & POLLIN) != 0, p[3].revents != 0);
             if (!end_ && attempt_ && attempt_->done()) {
                 attempt_->wait();
                 AttemptResult r = d_.finish_attempt(control_.attempt_purpose(), control_.in_outage(), control_.attempt_why());
@@ -157,6 +195,7 @@ private:
     SessionControl control_;
     std::unique_ptr<LinkAttempt> attempt_;
     std::optional<io::RouteWatch> watch_;
+    std::optional<io::SleepWatch> sleep_;  // logind's PrepareForSleep, when there is a bus
     PathRule path_;
     mutable std::mutex json_mu_;  // path_json_, read by the stats reporter's thread
     std::string path_json_ = "{}";

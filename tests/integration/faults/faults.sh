@@ -26,6 +26,11 @@
 #               attempt cancelled, no logout tried), tun removed
 #   roam_addrchange, roam_linkflap: the address change (link down 2 s) with default DPD: the
 #               rtnetlink watch reconnects / probes at once (issue 22 roaming)
+#   suspend:    a simulated suspend with default DPD: espvpn SIGSTOPped 10 s while the gateway
+#               drops its ESP flow (the old path dead, as a NAT mapping gone during a sleep); then
+#               SIGCONT and PrepareForSleep(false) from a stand-in logind (fake_logind.py) on a
+#               private system bus: the resume is counted in --stats-json "path" (logind's signal
+#               too), probed/reconnected, traffic flows while the stream runs (issue 22)
 #   flood:      iperf3 UDP -b 3G for 5 s each way, on ESP and on the HTTPS tunnel:
 #               espvpn's peak RSS (VmHWM) < 100 MiB (400 under ASan), loss reported, ping afterwards
 # shellcheck source=../proto_head.sh
@@ -92,7 +97,7 @@ if [[ $proto == ac ]]; then
 fi
 
 # roam_*_timing: the roaming case with a bound on its outage (label timing).
-if [[ $mode == roam_*_timing ]]; then mode=${mode%_timing}; ROAM_MAX_MS=${ROAM_MAX_MS:-1000}; fi
+if [[ $mode == roam_*_timing || $mode == suspend_timing ]]; then mode=${mode%_timing}; ROAM_MAX_MS=${ROAM_MAX_MS:-1000}; fi
 case $mode in
 netem)
   # This kernel has no sch_netem: tools/netns/udp-impair in front of esp-gateway does
@@ -225,6 +230,64 @@ roam_addrchange|roam_linkflap)
   fi
   echo "RESULT $mode (default DPD${ESPVPN_NO_ROAMING:+, roaming off}): outage (largest stream gap) ${gap} ms," \
        "${after_ms} ms of it after the network was usable; first ping ${back_ms} ms after; path: $path"
+  ;;
+suspend)
+  # 10 s of SIGSTOP, not the issue's 30: what matters is that the old path died meanwhile and
+  # the loop sees the resume; longer only lengthens CI. SUSPEND_S / ROAM_STREAM_S change them
+  # (ESPVPN_NO_ROAMING=1 ROAM_STREAM_S=60 measures without roaming: DPD only).
+  stop_s=${SUSPEND_S:-10} stream_s=${ROAM_STREAM_S:-$((${SUSPEND_S:-10} + 9))}
+  cat >"$work/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>system</type><listen>unix:path=$work/bus</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/><allow eavesdrop="false"/></policy>
+</busconfig>
+CONF
+  ip netns exec "$nsc" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
+  pids+=("$!")
+  wait_until 5 test -S "$work/bus" || fail "the private bus did not start"
+  ip netns exec "$nsc" $py "$here/fake_logind.py" "unix:path=$work/bus" "$work/logind.log" "$work/logind.ready" 120 \
+    >"$work/logind.out" 2>&1 &
+  logind_pid=$!; pids+=("$logind_pid")
+  wait_for "$work/logind.ready" ready 15 || fail "the stand-in logind did not start"
+  DBUS_SYSTEM_BUS_ADDRESS="unix:path=$work/bus" up --reconnect-timeout 60
+  stream_start "$stream_s"
+  sleep 2
+  sport=$(ip netns exec "$nsc" ss -Hnu state all "dst $gw_ip:4501" | awk '{split($(NF-1), a, ":"); print a[length(a)]; exit}')
+  [[ -n $sport ]] || fail "no ESP socket to $gw_ip:4501"
+  kill -USR2 "$logind_pid"
+  wait_until 5 grep -q sleep "$work/logind.log" || fail "the stand-in logind did not signal the sleep"
+  kill -STOP "$client_pid"
+  t_stop=$(date +%s%N)
+  # The old path dies while espvpn sleeps: the gateway drops its ESP flow (that source port).
+  ip netns exec "$nsg" nft add table inet gpsl
+  ip netns exec "$nsg" nft add chain inet gpsl in "{ type filter hook input priority 0; }"
+  ip netns exec "$nsg" nft add rule inet gpsl in ip saddr $cl_ip udp sport "$sport" drop
+  sleep "$stop_s"
+  kill -CONT "$client_pid"
+  t_usable=$(date +%s%N)
+  kill -USR1 "$logind_pid"
+  stopped_ms=$(((t_usable - t_stop) / 1000000))
+  resumed "after the resume" $((stream_s - stop_s - 3))
+  back_ms=$((($(date +%s%N) - t_usable) / 1000000))
+  stream_outage
+  ping_lan || fail "ping after the resume"
+  path=$(client_stat 'd.get("path")')
+  espvpn_down || fail "clean exit"
+  if [[ -z ${ESPVPN_NO_ROAMING:-} ]]; then
+    [[ $(json "$work/cl-stats.json" 'd["path"]["resumes"]') -ge 1 ]] || fail "no resume counted: $path"
+    [[ $(json "$work/cl-stats.json" 'd["path"]["sleep_signals"]') -ge 1 ]] || fail "logind's PrepareForSleep(false) not counted: $path"
+    [[ $(json "$work/cl-stats.json" 'd["path"]["probes"] + d["path"]["reconnects"]') -ge 1 ]] \
+      || fail "the resume was neither probed nor reconnected: $path"
+    grep -q "resumed" "$work/espvpn.log" || fail "no resume logged"
+  fi
+  after_ms=$((gap - stopped_ms))
+  if [[ -n ${ROAM_MAX_MS:-} ]]; then
+    ((after_ms <= ROAM_MAX_MS)) || fail "outage ${gap} ms: ${after_ms} ms after the resume (limit $ROAM_MAX_MS)"
+  fi
+  echo "RESULT suspend (default DPD${ESPVPN_NO_ROAMING:+, roaming off}): stopped ${stopped_ms} ms, outage (largest stream gap)" \
+       "${gap} ms, ${after_ms} ms of it after the resume; first ping ${back_ms} ms after; path: $path;" \
+       "how: $(grep -o 'path changed: [^;]*\|no answer to the probe[^;]*' "$work/espvpn.log" | head -2 | tr '\n' ';')"
   ;;
 blackhole_sigint)
   up --force-dpd 1 --reconnect-timeout 60 --http-timeout 8

@@ -143,3 +143,48 @@ TEST_CASE("SessionControl::path_reconnect drops the link and starts the attempt 
     REQUIRE(d.start_attempt);
     CHECK(!d.drop_link);
 }
+
+TEST_CASE("a resume is checked at once and an unanswered probe reconnects after the resume timeout") {
+    Fixture f;
+    f.state.last_rx = f.t0 - milliseconds(10);
+    f.rule.resumed(f.t0, true);
+    REQUIRE(f.rule.next_due());
+    CHECK(*f.rule.next_due() == f.t0);  // no coalescing window
+    CHECK(f.at(milliseconds(0)).action == Action::probe);
+    CHECK(f.rule.counters().resumes == 1);
+    CHECK(f.rule.counters().sleep_signals == 1);
+    CHECK(f.at(milliseconds(499)).action == Action::none);
+    PathRule::Decision d = f.at(milliseconds(500));
+    CHECK(d.action == Action::reconnect);
+    CHECK(d.why.find("after the resume") != std::string::npos);
+    // A clock-jump resume counts as a resume, not as logind's signal; answered: nothing.
+    f.rule.resumed(f.t0 + milliseconds(3000), false);
+    CHECK(f.at(milliseconds(3000)).action == Action::probe);
+    f.state.last_rx = f.t0 + milliseconds(3100);
+    CHECK(f.at(milliseconds(4000)).action == Action::none);
+    CHECK(f.rule.counters().resumes == 2);
+    CHECK(f.rule.counters().sleep_signals == 1);
+    CHECK(f.rule.counters().reconnects == 1);
+}
+
+TEST_CASE("a resume during an outage or with a new local address reconnects at once") {
+    Fixture f;
+    f.state.in_outage = true;
+    f.state.can_probe = false;
+    f.rule.resumed(f.t0, false);
+    PathRule::Decision d = f.at(milliseconds(0));
+    CHECK(d.action == Action::reconnect);
+    CHECK(d.why.find("resumed") != std::string::npos);
+    Fixture g;
+    g.local = "10.9.0.7";
+    g.rule.resumed(g.t0, true);
+    CHECK(g.at(milliseconds(0)).action == Action::reconnect);
+}
+
+TEST_CASE("slept(): the loop stayed away more than 3 s past its poll timeout") {
+    CHECK(!slept(milliseconds(100), milliseconds(100)));
+    CHECK(!slept(milliseconds(100), milliseconds(3000)));  // a loaded machine's stall is not a sleep
+    CHECK(slept(milliseconds(100), milliseconds(3200)));
+    CHECK(slept(milliseconds(1000), milliseconds(15000)));
+    CHECK(!slept(milliseconds(-1), milliseconds(2900)));
+}
