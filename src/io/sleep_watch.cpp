@@ -40,7 +40,7 @@ SleepWatch::SleepWatch(SleepWatch&& o) noexcept
 
 SleepWatch& SleepWatch::operator=(SleepWatch&& o) noexcept {
     if (this != &o) {
-        this->~SleepWatch();
+        close();
         bus_ = std::exchange(o.bus_, nullptr);
         slot_ = std::exchange(o.slot_, nullptr);
         resumes_ = std::move(o.resumes_);
@@ -48,7 +48,9 @@ SleepWatch& SleepWatch::operator=(SleepWatch&& o) noexcept {
     return *this;
 }
 
-SleepWatch::~SleepWatch() {
+SleepWatch::~SleepWatch() { close(); }
+
+void SleepWatch::close() {
     sd_bus_slot_unref(slot_);
     slot_ = nullptr;
     sd_bus_flush_close_unref(bus_);
@@ -69,7 +71,13 @@ unsigned SleepWatch::drain() {
     // Bounded: sd_bus_process handles one message per call; what is left wakes the next poll.
     for (int i = 0; i < 64; ++i) {
         const int r = sd_bus_process(bus_, nullptr);
-        if (r <= 0) break;  // nothing more (0) or the bus failed (<0: poll shows POLLHUP, not retried)
+        if (r == 0) break;  // nothing more
+        if (r < 0) {
+            // The bus went away (dbus-daemon restarted): stop watching it, or its hung-up fd
+            // would wake every poll. The clock-jump check still notices a resume.
+            close();
+            break;
+        }
     }
     return *resumes_ - before;
 }

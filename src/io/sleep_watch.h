@@ -25,10 +25,13 @@ public:
     int fd() const;
     short events() const;  // for pollfd.events (sd-bus may want POLLOUT too)
     // Processes what the bus has: the number of PrepareForSleep(false) (resumes) among it.
+    // A failed bus is closed (fd() is -1 from then on: a resume is left to the clock check).
     unsigned drain();
+    bool watching() const { return bus_ != nullptr; }
 
 private:
     SleepWatch() = default;
+    void close();
     sd_bus* bus_ = nullptr;
     sd_bus_slot* slot_ = nullptr;
     std::unique_ptr<unsigned> resumes_;  // counted by on_signal: a heap cell survives a move

@@ -59,15 +59,18 @@ public:
 
     // Roaming: rtnetlink changes, coalesced and rate-limited by the PathRule, checked on
     // this thread (the datapath threads never see them).
-    void step_path(bool readable, bool bus_ready) {
+    void step_path(bool readable) {
         if (!watch_) return;
         const Clock::time_point now = Clock::now();
         if (readable && watch_->drain() > 0) path_.event(now);
         // Every turn, not only when the fd is readable: sd-bus may hold read messages in its queue.
-        (void)bus_ready;
-        if (sleep_ && sleep_->drain() > 0) {
-            LOG_INFO << "resumed from sleep (logind's PrepareForSleep): checking the path to the server";
-            path_.resumed(now, true);
+        if (sleep_ && sleep_->watching()) {
+            if (sleep_->drain() > 0) {
+                LOG_INFO << "resumed from sleep (logind's PrepareForSleep): checking the path to the server";
+                path_.resumed(now, true);
+            }
+            if (!sleep_->watching())
+                LOG_WARN << "roaming: the system bus went away; a resume is now noticed by the clock jump only";
         }
         const std::string peer = d_.path_peer();
         if (peer.empty()) return;
@@ -122,7 +125,7 @@ public:
                ", \"probe_failures\": " + std::to_string(c.probe_failures) +
                ", \"reconnects\": " + std::to_string(c.reconnects) + ", \"deferred\": " + std::to_string(c.deferred) +
                ", \"resumes\": " + std::to_string(c.resumes) + ", \"sleep_signals\": " + std::to_string(c.sleep_signals) +
-               ", \"logind\": " + std::string(sleep_ ? "true" : "false") + "}";
+               ", \"logind\": " + std::string(sleep_ && sleep_->watching() ? "true" : "false") + "}";
     }
     void watch_path() {
         // For measuring the outage without roaming (docs/RELIABILITY.md), as before it existed.
@@ -162,7 +165,7 @@ public:
             note_sleep(timeout, boot0, mono0);
             for (int sig; !end_ && (sig = signals.next()) != 0;)
                 apply(control_.signal(sig, Clock::now(), d_.renew_blocked()));
-            if (!end_) step_path((p[2].revents & POLLIN) != 0, p[3].revents != 0);
+            if (!end_) step_path((p[2].revents & POLLIN) != 0);
             if (!end_ && attempt_ && attempt_->done()) {
                 attempt_->wait();
                 AttemptResult r = d_.finish_attempt(control_.attempt_purpose(), control_.in_outage(), control_.attempt_why());

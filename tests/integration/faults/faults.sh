@@ -244,7 +244,7 @@ suspend)
 </busconfig>
 CONF
   ip netns exec "$nsc" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
-  pids+=("$!")
+  bus_pid=$!; pids+=("$bus_pid")
   wait_until 5 test -S "$work/bus" || fail "the private bus did not start"
   ip netns exec "$nsc" $py "$here/fake_logind.py" "unix:path=$work/bus" "$work/logind.log" "$work/logind.ready" 120 \
     >"$work/logind.out" 2>&1 &
@@ -273,6 +273,14 @@ CONF
   stream_outage
   ping_lan || fail "ping after the resume"
   path=$(client_stat 'd.get("path")')
+  if [[ -z ${ESPVPN_NO_ROAMING:-} ]]; then
+    # The bus goes away (dbus-daemon restarted): espvpn stops watching it, says so, and the
+    # tunnel carries on (a hung-up bus fd left in the poll would wake the loop for ever).
+    kill "$bus_pid"
+    wait_for "$work/espvpn.log" "the system bus went away" 10 "$client_pid" || fail "the bus's end not noticed"
+    ping_lan || fail "ping after the bus went away"
+    [[ $(client_stat 'd["path"]["logind"]') == False ]] || fail "still watching a bus that is gone: $(client_stat 'd["path"]')"
+  fi
   espvpn_down || fail "clean exit"
   if [[ -z ${ESPVPN_NO_ROAMING:-} ]]; then
     [[ $(json "$work/cl-stats.json" 'd["path"]["resumes"]') -ge 1 ]] || fail "no resume counted: $path"
