@@ -12,6 +12,8 @@
 #                             second: a read after a fixed sleep may see it from before the event)
 #   no_tun_left NS            no tun device left in namespace NS
 #   peak_rss_mb PID           VmHWM of PID in MiB
+#   private_bus_up NS         a system-type dbus-daemon on $work/bus in namespace NS that anyone
+#                             may own names on and call (bus_pid; the pid joins pids)
 #   rss_limit_mb BIN LIMIT [ASAN_LIMIT]   LIMIT, or for an AddressSanitizer build of BIN ASAN_LIMIT
 #                             (default 4 x LIMIT: freed memory sits in ASan's quarantine)
 lib_py=/usr/bin/python3; [[ -x $lib_py ]] || lib_py=python3
@@ -59,4 +61,17 @@ peak_rss_mb() { awk '/^VmHWM:/ {print int($2 / 1024)}' "/proc/$1/status"; }
 
 rss_limit_mb() {
   if [[ $(readelf --dyn-syms -W "$1" 2>/dev/null) == *__asan_init* ]]; then echo "${3:-$(($2 * 4))}"; else echo "$2"; fi
+}
+
+private_bus_up() {
+  cat >"$work/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>system</type><listen>unix:path=$work/bus</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/><allow eavesdrop="false"/></policy>
+</busconfig>
+CONF
+  ip netns exec "$1" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
+  bus_pid=$!; pids+=("$bus_pid")
+  wait_until 5 test -S "$work/bus" || fail "the private bus did not start"
 }

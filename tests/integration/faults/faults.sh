@@ -236,16 +236,7 @@ suspend)
   # the loop sees the resume; longer only lengthens CI. SUSPEND_S / ROAM_STREAM_S change them
   # (ESPVPN_NO_ROAMING=1 ROAM_STREAM_S=60 measures without roaming: DPD only).
   stop_s=${SUSPEND_S:-10} stream_s=${ROAM_STREAM_S:-$((${SUSPEND_S:-10} + 9))}
-  cat >"$work/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>system</type><listen>unix:path=$work/bus</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/><allow eavesdrop="false"/></policy>
-</busconfig>
-CONF
-  ip netns exec "$nsc" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
-  bus_pid=$!; pids+=("$bus_pid")
-  wait_until 5 test -S "$work/bus" || fail "the private bus did not start"
+  private_bus_up "$nsc"
   ip netns exec "$nsc" $py "$here/fake_logind.py" "unix:path=$work/bus" "$work/logind.log" "$work/logind.ready" 120 \
     >"$work/logind.out" 2>&1 &
   logind_pid=$!; pids+=("$logind_pid")

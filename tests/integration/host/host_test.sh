@@ -52,23 +52,11 @@ envvar() { tr '\0' '\n' <"$rec/$1" | sed -n "s/^$2=//p" | head -1; }
 # resolved_up: a private system bus ($work/bus) with a stand-in systemd-resolved on it, which
 # writes each call it gets to $work/resolved.jsonl.
 resolved_up() {
-  resolved_up_bus
+  private_bus_up "$nsc"
   ip netns exec "$nsc" $py "$here/fake_resolved.py" "unix:path=$work/bus" "$work/resolved.jsonl" \
     "$work/resolved.ready" 120 >"$work/resolved.log" 2>&1 &
   pids+=("$!")
   wait_for "$work/resolved.ready" ready 15 || fail "the stand-in resolved did not start"
-}
-resolved_up_bus() {
-  cat >"$work/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>system</type><listen>unix:path=$work/bus</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/><allow eavesdrop="false"/></policy>
-</busconfig>
-CONF
-  ip netns exec "$nsc" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
-  pids+=("$!")
-  wait_until 5 test -S "$work/bus" || fail "the private bus did not start"
 }
 # real_resolved_up: the private bus and the real systemd-resolved (unpacked by tools/install-deps;
 # skip without it) on it in the client namespace, as nobody with the capabilities it keeps when
@@ -77,7 +65,7 @@ CONF
 resolved_bin=${ESPVPN_RESOLVED_DIR:-/opt/espvpn-test/systemd-resolved}
 real_resolved_up() {
   [[ -x $resolved_bin/lib/systemd/systemd-resolved ]] || { echo "SKIP: no systemd-resolved in $resolved_bin (tools/install-deps)"; exit 77; }
-  resolved_up_bus
+  private_bus_up "$nsc"
   chmod 0666 "$work/bus"
   printf '[Resolve]\nDNSStubListener=no\nLLMNR=no\nMulticastDNS=no\n' >"$work/resolved.conf"
   ip netns exec "$nsc" unshare -m sh -c '

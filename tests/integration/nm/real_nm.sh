@@ -63,16 +63,7 @@ topo_up
 policy=
 if [[ -z $name_file ]]; then
   # The build tree's programs: a wrapper stands where the package puts the service.
-  cat >"$work/nm-espvpn-service" <<SH
-#!/bin/sh
-exec "$service" --espvpn "$espvpn" --debug "\$@"
-SH
-  cat >"$work/nm-espvpn-auth-dialog" <<SH
-#!/bin/sh
-exec "${service%/*}/nm-espvpn-auth-dialog" --espvpn "$espvpn" "\$@"
-SH
-  chmod 755 "$work/nm-espvpn-service" "$work/nm-espvpn-auth-dialog"
-  sed -e "s|@ESPVPN_NM_PROGRAM_PATH@|$work|" "$repo/src/nm/nm-espvpn-service.name.in" >"$work/nm-espvpn-service.name"
+  nm_build_tree_name "$service" "$espvpn"
   name_file=$work/nm-espvpn-service.name
   policy=$repo/src/nm/nm-espvpn-service.conf
 fi

@@ -18,6 +18,9 @@
 #                              # POLICY: a D-Bus policy file for the bus; sets nm_pid
 #   nm_base_up                 # the veth's profile (addresses + default route), activated
 #   nm_down                    # SIGTERM to NM, then the bus (also done by nm_cleanup)
+#   nm_build_tree_name SERVICE ESPVPN  # wrappers in $work that run the build tree's service and
+#                              # auth dialog with this espvpn, and a .name file naming them:
+#                              # $work/nm-espvpn-service.name (where a package puts the programs)
 # NM's own log (--debug: stderr) is $work/nm.log; the plugin's output lands there too.
 
 nm_root=$work/nm
@@ -25,6 +28,18 @@ nm_pid= nm_bus_pid= nm_mnt_ns=
 
 # -r: the target's root too (setns into a mount namespace resets it; matters in a chroot).
 nmc() { nsenter -t "$nm_pid" -m -n -u -r nmcli "$@"; }
+nm_build_tree_name() {
+  cat >"$work/nm-espvpn-service" <<SH
+#!/bin/sh
+exec "$1" --espvpn "$2" --debug "\$@"
+SH
+  cat >"$work/nm-espvpn-auth-dialog" <<SH
+#!/bin/sh
+exec "${1%/*}/nm-espvpn-auth-dialog" --espvpn "$2" "\$@"
+SH
+  chmod 755 "$work/nm-espvpn-service" "$work/nm-espvpn-auth-dialog"
+  sed -e "s|@ESPVPN_NM_PROGRAM_PATH@|$work|" "$repo/src/nm/nm-espvpn-service.name.in" >"$work/nm-espvpn-service.name"
+}
 # A command in NM's mount namespace (its bus, its /run): e.g. nm_ns cat /run/...
 nm_ns() { nsenter -t "$nm_pid" -m -n -u -r "$@"; }
 

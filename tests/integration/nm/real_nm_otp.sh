@@ -41,16 +41,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 topo_up
 
-cat >"$work/nm-espvpn-service" <<SH
-#!/bin/sh
-exec "$service" --espvpn "$espvpn" --debug "\$@"
-SH
-cat >"$work/nm-espvpn-auth-dialog" <<SH
-#!/bin/sh
-exec "${service%/*}/nm-espvpn-auth-dialog" --espvpn "$espvpn" "\$@"
-SH
-chmod 755 "$work/nm-espvpn-service" "$work/nm-espvpn-auth-dialog"
-sed -e "s|@ESPVPN_NM_PROGRAM_PATH@|$work|" "$repo/src/nm/nm-espvpn-service.name.in" >"$work/nm-espvpn-service.name"
+nm_build_tree_name "$service" "$espvpn"
 nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" || fail "NetworkManager did not start"
 nm_base_up || fail "the base connection did not come up"
 say "NetworkManager runs in $nsc (pid $nm_pid); base connection up"
