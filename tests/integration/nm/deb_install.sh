@@ -6,8 +6,8 @@
 # (real_nm.sh gp with /usr/sbin/espvpn, /usr/lib/NetworkManager/nm-espvpn-service, the
 # installed .name file and the D-Bus policy the bus reads from /usr/share/dbus-1/system.d).
 #   deb_install.sh DEB GATEWAY_BIN
-# DEB: built with `dpkg-buildpackage -b -us -uc` (ctest runs this when configured with
-# -DESPVPN_TEST_DEB=PATH). lintian runs on it too (errors fail, warnings are listed).
+# DEB: built with `dpkg-buildpackage -b -us -uc` (tools/package-check builds it and runs
+# this; CI's package step). lintian runs on it too (errors fail, warnings are listed).
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (mount namespace, overlay)"; exit 77; }
 deb=$(realpath "$1") gw_bin=$(realpath "$2")
