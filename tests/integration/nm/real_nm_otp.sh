@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # A one-time code through the real NetworkManager (Debian's network-manager, harness
 # real_nm_env.sh) and nmcli's agent, which runs the auth dialog in its external-UI mode
-# exactly as GNOME Shell does (--external-ui-mode: one key file, one round): a GP
-# profile with otp=yes against the fake gateway asking a code after the password
-# (--gw-otp js:totp:KEY, respStatus "Challenge"; the code is RFC 6238's, computed here).
-#   real_nm_otp.sh SERVICE ESPVPN GATEWAY_BIN
+# exactly as GNOME Shell does (--external-ui-mode: one key file, one round): a profile
+# with otp=yes against a server asking a code after the password (the code is RFC 6238's,
+# computed here):
+#   gp: the fake GP gateway (--gw-otp js:totp:KEY, respStatus "Challenge");
+#   ac: ocserv 1.1.6 with plain[passwd=...,otp=USERS.OATH] (liboath checks the code in a
+#       second form); one user per case, since liboath takes a TOTP code once per user.
+#   real_nm_otp.sh gp|ac SERVICE ESPVPN GATEWAY_BIN
 # Cases:
 #   password and code not kept (password-flags=2, otp-flags=2): from a passwd-file with
-#     both -> up; the gateway checked one code and logged in via "password+otp"
+#     both -> up; the server checked one code (gp: the gateway logged in via
+#     "password+otp"; ac: ocserv has no session without it)
 #   nmcli --ask: prompted "Password" then "One-time code", answered from stdin -> up
 #   stored password (password-flags=0): only the code is asked (NM merges the agent's
 #     otp with its own password) -> up
@@ -19,7 +23,8 @@ set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
 command -v NetworkManager >/dev/null || { echo "SKIP: network-manager not installed"; exit 77; }
 command -v dbus-daemon >/dev/null || { echo "SKIP: dbus-daemon not installed"; exit 77; }
-service=$1 espvpn=$2 gw_bin=$3
+mode=$1 service=$2 espvpn=$3 gw_bin=$4
+[[ $mode == gp || $mode == ac ]] || { echo "usage: real_nm_otp.sh gp|ac SERVICE ESPVPN GATEWAY_BIN" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 work=$(mktemp -d /tmp/real-nm-otp.XXXXXX)
@@ -29,24 +34,33 @@ t0=$SECONDS
 say() { echo "ok [$((SECONDS - t0)) s]: $*"; }
 fail() {
   echo "FAIL: $*"
-  for f in "$work"/nm.log "$work"/*.out; do [[ -f $f ]] && { echo "--- $f"; tail -40 "$f"; }; done
+  for f in "$work"/nm.log "$work"/*.out "$work"/ocserv.log; do [[ -f $f ]] && { echo "--- $f"; tail -40 "$f"; }; done
   exit 1
 }
-# shellcheck source=../../../tools/netns/gp-topology.sh
-. "$repo/tools/netns/gp-topology.sh"
+if [[ $mode == ac ]]; then
+  command -v ocserv >/dev/null || { echo "SKIP: ocserv not installed"; exit 77; }
+  # shellcheck source=../anyconnect/ocserv_env.sh
+  . "$repo/tests/integration/anyconnect/ocserv_env.sh"
+else
+  # shellcheck source=../../../tools/netns/gp-topology.sh
+  . "$repo/tools/netns/gp-topology.sh"
+fi
 # shellcheck source=real_nm_env.sh
 . "$here/real_nm_env.sh"
-cleanup() { nm_down; topo_cleanup; }
+cleanup() {
+  nm_down
+  if [[ $mode == ac ]]; then ocserv_cleanup; else topo_cleanup; fi
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 topo_up
 
 nm_build_tree_name "$service" "$espvpn"
-nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" || fail "NetworkManager did not start"
+nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" "$([[ $mode == ac ]] && echo etc)" || fail "NetworkManager did not start"
 nm_base_up || fail "the base connection did not come up"
 say "NetworkManager runs in $nsc (pid $nm_pid); base connection up"
 
-password=s3cr3t-otp-pw key=JBSWY3DPEHPK3PXPNBSWY3DP
+key=JBSWY3DPEHPK3PXPNBSWY3DP
 # totp: the current RFC 6238 code of $key (the gateway accepts the step before and after).
 totp() {
   $py - "$key" <<'PY'
@@ -57,9 +71,25 @@ o = h[-1] & 15
 print("%06d" % ((struct.unpack(">I", h[o:o + 4])[0] & 0x7fffffff) % 1000000))
 PY
 }
-gateway_up aes-128-gcm --user "alice:$password" --gw-otp "js:totp:$key" || fail "fake gateway did not start"
-url="https://$gw_ip:4443/"
-base="gateway=$url, protocol=gp, user=alice, cafile=$repo/certs/ca.pem, otp=yes, otp-flags=2"
+# A TOTP code is made just before use: keep clear of a 30-s step's last 3 s (at most 3.2 s).
+avoid_step_edge() { $py -c "import time; r = 30 - time.time() % 30; r < 3 and time.sleep(r + 0.2)"; }
+if [[ $mode == gp ]]; then
+  password=s3cr3t-otp-pw
+  gateway_up aes-128-gcm --user "alice:$password" --gw-otp "js:totp:$key" || fail "fake gateway did not start"
+  url="https://$gw_ip:4443/"
+  base() { echo "gateway=$url, protocol=gp, user=alice, cafile=$repo/certs/ca.pem, otp=yes, otp-flags=2"; }
+else
+  password=$oc_password
+  hexkey=$($py -c "import base64, sys; print(base64.b32decode(sys.argv[1]).hex())" "$key")
+  for u in otp1 otp2 otp3 otp4; do echo "HOTP/T30 $u - $hexkey"; done >"$work/users.oath"
+  chmod 600 "$work/users.oath"
+  oc_auth=("auth = \"plain[passwd=$work/oc/passwd,otp=$work/users.oath]\"")
+  # ocserv scores each plain+otp login like a wrong password and bans the address after a few.
+  ocserv_up "max-ban-score = 0" || fail "ocserv did not start"
+  for u in otp1 otp2 otp3 otp4; do printf '%s\n%s\n' "$password" "$password" | ocpasswd -c "$work/oc/passwd" $u; done
+  url="https://$gw_ip:$oc_port/"
+  base() { echo "gateway=$url, protocol=anyconnect, user=$1, cafile=$repo/certs/ca.pem, otp=yes, otp-flags=2"; }
+fi
 
 service_pid() { local p; p=$(nm_procs nm-espvpn-serv); [[ $p =~ ^[0-9]+$ ]] && echo "$p"; }
 tun_dev() { ip -n "$nsc" -o link show type tun 2>/dev/null | awk -F': ' '{print $2}' | head -1; }
@@ -88,55 +118,80 @@ check_down() {
 }
 otp_logins() { stat 'd["login_via"].get("password+otp+1otp", 0)'; }
 codes_ok() { stat 'd.get("otp_codes_ok", 0)'; }
+# logins_are N: the server saw N logins with a code (gp: the fake's counters; ac: ocserv's
+# log: its plain+otp method logs a user in only after liboath accepted the code).
+logins_are() {
+  if [[ $mode == ac ]]; then
+    local n
+    n=$(grep -c "main\[otp[0-9]\].* user logged in" "$work/ocserv.log" || true)
+    [[ $n -eq $1 ]] || fail "ocserv logged $n users in, expected $1"
+    return 0
+  fi
+  [[ $(otp_logins) -eq $1 && $(codes_ok) -ge $1 ]] ||
+    fail "login $1 was not password+otp: $(stat 'd["login_via"]') codes ok $(codes_ok)"
+}
+# bad_codes: codes the server refused (gp: the fake's counter; ac: liboath's refusals in
+# ocserv's log).
+bad_codes() {
+  if [[ $mode == gp ]]; then stat 'd.get("otp_codes_bad", 0)'
+  else grep -c "OTP auth failed for" "$work/ocserv.log" || true; fi
+}
 
 # 1. passwd-file with the password and the code.
-add_profile file "$base, password-flags=2"
+u1=alice u3=alice
+[[ $mode == ac ]] && u1=otp1 u3=otp3
+add_profile file "$(base $u1), password-flags=2"
+avoid_step_edge
 code=$(totp)
 printf 'vpn.secrets.password:%s\nvpn.secrets.otp:%s\n' "$password" "$code" >"$work/passwd-file"
 out=$(nmc --wait 40 connection up file passwd-file "$work/passwd-file" 2>&1) || fail "up file passwd-file: $out"
 check_up file
-[[ $(otp_logins) -eq 1 && $(codes_ok) -eq 1 ]] ||
-  fail "the gateway saw no password+otp login: $(stat 'd["login_via"]') codes ok $(codes_ok)"
+logins_are 1
 check_down file
-say "passwd-file: the dialog asked password and code, the gateway checked the code (password+otp login)"
+say "passwd-file: the dialog asked password and code, the server checked the code"
 
-# 2. nmcli --ask: both prompted, answered from stdin.
+# 2. nmcli --ask: both prompted, answered from stdin (ac: the next user, a code is good once).
+[[ $mode == ac ]] && nmc connection modify file vpn.data "$(base otp2), password-flags=2" >/dev/null
+avoid_step_edge
 code=$(totp)
 out=$(printf '%s\n%s\n' "$password" "$code" | nmc --ask --wait 40 connection up file 2>&1) ||
   fail "nmcli --ask connection up file: $out"
 grep -q "^Password (vpn.secrets.password):" <<<"$out" || fail "no password prompt: $out"
 grep -q "One-time code (vpn.secrets.otp):" <<<"$out" || fail "no one-time code prompt: $out"
 check_up file
-[[ $(otp_logins) -eq 2 ]] || fail "the second login was not password+otp: $(stat 'd["login_via"]')"
+logins_are 2
 check_down file
 say "nmcli --ask: prompted 'Password' and 'One-time code', connected"
 
 # 3. Stored password: only the code is asked.
-add_profile kept "$base, password-flags=0" "password=$password"
+add_profile kept "$(base $u3), password-flags=0" "password=$password"
+avoid_step_edge
 code=$(totp)
 out=$(nmc --ask --wait 40 connection up kept <<<"$code" 2>&1) || fail "nmcli --ask connection up kept: $out"
 ! grep -q "vpn.secrets.password" <<<"$out" || fail "the stored password was asked: $out"
 grep -q "One-time code (vpn.secrets.otp):" <<<"$out" || fail "no one-time code prompt: $out"
 check_up kept
-[[ $(otp_logins) -eq 3 ]] || fail "the third login was not password+otp: $(stat 'd["login_via"]')"
+logins_are 3
 check_down kept
 say "stored password: only the code asked, connected"
 
 # 4. A wrong code, then the right one (asked again).
-bad_before=$(stat 'd.get("otp_codes_bad", 0)')
+[[ $mode == ac ]] && nmc connection modify file vpn.data "$(base otp4), password-flags=2" >/dev/null
+bad_before=$(bad_codes)
+avoid_step_edge
 code=$(totp)
 bad=$(printf '%06d' $(((10#$code + 500000) % 1000000)))  # a neighbour step's code: 2 in 10^6
 out=$(printf '%s\n%s\n%s\n%s\n' "$password" "$bad" "$password" "$code" | nmc --ask --wait 60 connection up file 2>&1) ||
   fail "nmcli --ask with a wrong, then the right code: $out"
-[[ $(stat 'd.get("otp_codes_bad", 0)') -gt $bad_before ]] || fail "the gateway saw no wrong code"
+[[ $(bad_codes) -gt $bad_before ]] || fail "the server saw no wrong code"
 [[ $(grep -c "One-time code (vpn.secrets.otp):" <<<"$out") -ge 2 ]] || fail "the code was not asked again: $out"
 check_up file
 check_down file
-say "a wrong code: refused by the gateway, asked again, the right one connected"
+say "a wrong code: refused by the server, asked again, the right one connected"
 
 # (a 6-digit code can be part of a timestamp: only lines about secrets count)
 while read -r c; do
   ! grep -F -- "$c" "$work/nm.log" | grep -qi "otp\|secret\|stdin" || fail "the code $c is in NetworkManager's log"
 done <"$work/codes"
 ! grep -qF -- "$password" "$work/nm.log" || fail "the password is in NetworkManager's log"
-echo "RESULT real_nm_otp: passed"
+echo "RESULT real_nm_otp $mode: passed in $((SECONDS - t0)) s"
