@@ -15,7 +15,8 @@
 #          the routes after the re-resolve (TTL 2 s, ESPVPN_DOMAIN_MIN_TTL=2); the lost name
 #          counts failures; a SIGUSR2 reconnect keeps the routes and the answers coming; one
 #          whose getconfig changes the lists (fake --domains-file) replaces them;
-#          --stats-json domain_routes matches; SIGINT removes every route.
+#          --stats-json domain_routes matches; SIGINT removes every route; with --script
+#          nothing is applied.
 #   domain_split.sh gp split ESPVPN GATEWAY_BIN
 # shellcheck source=../proto_head.sh
 . "$(dirname "$0")/../proto_head.sh" domain-split "$@"
@@ -162,4 +163,12 @@ espvpn_down || fail "espvpn did not exit cleanly"
 left=$(ip -n "$nsc" route show; ip -n "$nsc" -6 route show)
 ! grep -Eq "10\.203\.|10\.202\.0\.200|fd00:203::" <<<"$left" || fail "routes left after SIGINT: $left"
 [[ $(dr "['routes']") == 0 ]] || fail "the last stats still count routes: $(dr "")"
+
+# With --script the routes are the script's: nothing applied, no domain_routes in the stats.
+espvpn_up -i "$tun" --script /bin/true
+stats_wait "$work/cl-stats.json" "d['transport'] != 'none'" 30 || fail "--script: espvpn did not bring the tunnel up"
+sleep 0.5
+stats_wait "$work/cl-stats.json" "'domain_routes' not in d" 2 || fail "--script: domain routes applied: $(dr "")"
+! ip -n "$nsc" route show | grep -Eq "10\.203\.|10\.202\.0\.200" || fail "--script: domain routes added"
+espvpn_down || fail "--script: espvpn did not exit cleanly"
 echo "PASS: domain split tunnel"
