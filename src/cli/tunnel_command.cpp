@@ -24,6 +24,7 @@ session::TunnelOptions tunnel_options(const ClientOptions& o) {
     t.udp_retry = std::chrono::seconds(o.esp_retry_interval_s);
     t.dry_run = o.dry_run;
     t.hostname = o.local_hostname;
+    t.keeps_privileges = o.setuid_user.empty();
     return t;
 }
 

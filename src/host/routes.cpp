@@ -75,4 +75,27 @@ HostRoutePlan plan_host_routes(const TunnelConfig& c, bool disable_ipv6, const P
     return plan;
 }
 
+DomainRoutePlan plan_domain_route(const TunnelConfig& c, bool disable_ipv6, const IpPrefix& address, bool include,
+                                  bool into_tun_now, const std::optional<RoutePath>& gateway_path) {
+    using Kind = DomainRoutePlan::Kind;
+    auto none = [](std::string note) { return DomainRoutePlan{Kind::none, {}, std::move(note)}; };
+    for (const std::string* peer : {&c.gateway_address, &c.direct_udp_address}) {
+        auto p = IpPrefix::parse(*peer);
+        if (!peer->empty() && p && *p == address)
+            return none("the gateway's own address: left as it is");
+    }
+    if (address.v6 && disable_ipv6) return none("IPv6 is disabled (--disable-ipv6)");
+    if (include) {
+        for (const IpPrefix& e : c.split_exclude)
+            if (prefix_covers(e, address)) return none("inside the excluded route " + e.to_string() + ": left outside");
+        if ((address.v6 ? c.ip6_address : c.ip4_address).empty())
+            return none(std::string("the tunnel has no ") + (address.v6 ? "IPv6" : "IPv4") + " address");
+        return DomainRoutePlan{Kind::tun, {}, {}};
+    }
+    if (!into_tun_now) return none("already outside the tunnel: no route needed");
+    if (!gateway_path) return none(std::string("no path outside the tunnel for ") + (address.v6 ? "IPv6" : "IPv4") +
+                                   " (the gateway is not reached over it)");
+    return DomainRoutePlan{Kind::outside, *gateway_path, {}};
+}
+
 }  // namespace espvpn::host

@@ -44,6 +44,23 @@ using PathLookup = std::function<std::optional<RoutePath>(const IpPrefix&)>;
 
 HostRoutePlan plan_host_routes(const TunnelConfig& config, bool disable_ipv6, const PathLookup& path_now);
 
+// The domain-based split tunnel (session/domain_split): where one resolved address
+// goes. An include goes via the tun (when the tunnel has an address of its family and
+// no split-exclude prefix of the gateway covers it);
+// an exclude that the kernel would send into the tun goes the way the gateway is
+// reached (its path of the same family, looked up at setup), one it sends elsewhere
+// already needs no route. The gateway's own addresses are never touched.
+struct DomainRoutePlan {
+    enum class Kind { tun, outside, none };
+    Kind kind = Kind::none;
+    RoutePath path;    // outside: the next hop and device
+    std::string note;  // none: why no route ("already outside the tunnel", ...)
+};
+// `into_tun_now`: the kernel routes `address` into the tun now; `gateway_path`: how the
+// gateway (of the address's family) is reached outside the tunnel, nullopt when unknown.
+DomainRoutePlan plan_domain_route(const TunnelConfig& config, bool disable_ipv6, const IpPrefix& address,
+                                  bool include, bool into_tun_now, const std::optional<RoutePath>& gateway_path);
+
 // True when `prefix` covers the address `address` (same family).
 bool prefix_covers(const IpPrefix& prefix, const IpPrefix& address);
 

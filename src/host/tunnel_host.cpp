@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/log/logger.h"
@@ -138,25 +139,31 @@ Result<io::RouteNextHop> to_next_hop(const RoutePath& path, bool v6) {
 }
 }  // namespace
 
+std::optional<RoutePath> TunnelHost::path_now(const IpPrefix& p) {
+    auto a = to_interface_address(p);
+    if (!a) return std::nullopt;
+    std::string why;
+    auto hop = netlink_->get_route(*a, &why);
+    if (!hop || !*hop) {
+        LOG_DEBUG << "route get " << p.address() << ": " << (hop ? why : hop.error().message);
+        return std::nullopt;
+    }
+    if ((*hop)->ifindex == tun_->ifindex()) return std::nullopt;  // already ours: no way around it
+    return to_route_path(**hop);
+}
+
 // The gateway's host route and the excluded prefixes keep the path they take
 // now (added first, removed by tear_down); then the tunnel's routes via the tun.
 Status TunnelHost::add_routes() {
     auto netlink = io::RtNetlink::open();
     if (!netlink) return make_error(netlink.error().message);
     netlink_.emplace(std::move(*netlink));
-    auto path_now = [&](const IpPrefix& p) -> std::optional<RoutePath> {
-        auto a = to_interface_address(p);
-        if (!a) return std::nullopt;
-        std::string why;
-        auto hop = netlink_->get_route(*a, &why);
-        if (!hop || !*hop) {
-            LOG_DEBUG << "route get " << p.address() << ": " << (hop ? why : hop.error().message);
-            return std::nullopt;
-        }
-        if ((*hop)->ifindex == tun_->ifindex()) return std::nullopt;  // already ours: no way around it
-        return to_route_path(**hop);
-    };
-    const HostRoutePlan plan = plan_host_routes(config_, o_.disable_ipv6, path_now);
+    auto path = [this](const IpPrefix& p) { return path_now(p); };
+    const HostRoutePlan plan = plan_host_routes(config_, o_.disable_ipv6, path);
+    // Before the tunnel's routes exist: the way to the gateway, for the domain excludes.
+    for (const std::string* peer : {&config_.gateway_address, &config_.direct_udp_address})
+        if (auto gw = IpPrefix::parse(*peer); !peer->empty() && gw && !gateway_path_[gw->v6])
+            gateway_path_[gw->v6] = path_now(*gw);
     for (const std::string& note : plan.notes) LOG_INFO << note;
     for (const BypassRoute& b : plan.bypass) {
         auto dst = to_interface_address(b.destination);
@@ -188,10 +195,52 @@ void TunnelHost::remove_bypass_routes() {
     bypass_routes_.clear();
 }
 
+Result<std::string> TunnelHost::add_domain_route(const IpPrefix& address, bool include) {
+    if (!domain_routes_possible()) return make_error("no built-in route setup");
+    auto dst = to_interface_address(address);
+    if (!dst) return dst.error();
+    bool into_tun = false;
+    if (!include) {
+        auto hop = netlink_->get_route(*dst);
+        into_tun = hop && *hop && (*hop)->ifindex == tun_->ifindex();
+    }
+    const DomainRoutePlan plan =
+        plan_domain_route(config_, o_.disable_ipv6, address, include, into_tun, gateway_path_[address.v6 ? 1 : 0]);
+    if (plan.kind == DomainRoutePlan::Kind::none) return plan.note;
+    const RoutePath path = plan.kind == DomainRoutePlan::Kind::tun ? RoutePath{"", tun_->ifindex(), tun_->name()} : plan.path;
+    auto hop = to_next_hop(path, address.v6);
+    if (!hop) return hop.error();
+    // Never replaces a route that is there (the user's, or one of ours): it stays as it is.
+    bool exists = false;
+    if (Status s = netlink_->add_route_via(*dst, *hop, &exists); !s) {
+        if (exists) return std::string("a route to it exists already: left as it is");
+        return s.error();
+    }
+    domain_routes_.push_back({address, include, *dst, *hop});
+    return path.to_string() + (plan.kind == DomainRoutePlan::Kind::tun ? "" : " (outside the tunnel)");
+}
+
+void TunnelHost::remove_domain_route(const IpPrefix& address, bool include) {
+    auto it = std::find_if(domain_routes_.begin(), domain_routes_.end(),
+                           [&](const DomainHostRoute& r) { return r.address == address && r.include == include; });
+    if (it == domain_routes_.end()) return;  // none was added for it
+    Status s = netlink_->delete_route_via(it->dst, it->hop);
+    if (!s) LOG_WARN << "route " << address.to_string() << ": " << s.error().message;
+    domain_routes_.erase(it);
+}
+
+void TunnelHost::remove_domain_routes() {
+    while (!domain_routes_.empty()) {
+        const DomainHostRoute r = domain_routes_.back();
+        remove_domain_route(r.address, r.include);
+    }
+}
+
 void TunnelHost::tear_down() {
     if (tun_) run_script(ScriptReason::disconnect);
     scripts_.reset();
     dns_.reset();
+    if (tun_ && netlink_) remove_domain_routes();
     remove_bypass_routes();
     tun_.reset();  // removes the device (or our addresses/routes on a persistent one)
     kill_switch_.reset();  // a clean exit: traffic may leave outside the tunnel again

@@ -14,6 +14,7 @@
 #include "protocols/base/result.h"
 #include "src/host/dns.h"
 #include "src/host/kill_switch.h"
+#include "src/host/routes.h"
 #include "src/host/script_env.h"
 #include "src/host/script_runner.h"
 #include "src/io/tun_device.h"
@@ -52,6 +53,16 @@ public:
     // The disconnect script, then the device goes (with our addresses and routes).
     void tear_down();
 
+    // The domain-based split tunnel (session/domain_split): a host route for one resolved
+    // address, via the tun (include) or the gateway's path (exclude), as plan_domain_route
+    // (routes.h) decides; kept until removed or the host goes. Returns what it did ("dev
+    // tun0", "via 10.201.0.1 dev eth0") or why no route was needed; an Error when the kernel
+    // refused it. Built-in setup only (domain_routes_possible()).
+    Result<std::string> add_domain_route(const IpPrefix& address, bool include);
+    void remove_domain_route(const IpPrefix& address, bool include);
+    bool domain_routes_possible() const { return netlink_.has_value() && tun_.has_value(); }
+    std::size_t domain_route_count() const { return domain_routes_.size(); }
+
     io::TunDevice& tun() { return *tun_; }
     bool has_tun() const { return tun_.has_value(); }
     int mtu() const { return mtu_; }
@@ -61,6 +72,9 @@ private:
     Status add_routes();
     Status install_kill_switch();
     void remove_bypass_routes();
+    void remove_domain_routes();
+    // The path the host takes to `p` outside the tun (nullopt: none, or into the tun).
+    std::optional<RoutePath> path_now(const IpPrefix& p);
     ScriptEnv script_env(ScriptReason reason) const;
 
     TunnelHostOptions o_;
@@ -73,6 +87,15 @@ private:
     std::optional<io::RtNetlink> netlink_;  // built-in setup: routes outside the tun
     // Added outside the tun (gateway host route, excludes): removed at tear-down.
     std::vector<std::pair<io::InterfaceAddress, io::RouteNextHop>> bypass_routes_;
+    // How the gateway is reached outside the tunnel, per family ([1]: IPv6), found at setup.
+    std::optional<RoutePath> gateway_path_[2];
+    struct DomainHostRoute {
+        IpPrefix address;
+        bool include;
+        io::InterfaceAddress dst;
+        io::RouteNextHop hop;  // include: dev tun; exclude: the gateway's next hop
+    };
+    std::vector<DomainHostRoute> domain_routes_;  // removed at tear-down
 };
 
 }  // namespace espvpn::host

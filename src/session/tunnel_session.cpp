@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "src/io/route_watch.h"
 #include "src/io/sleep_watch.h"
 #include "src/log/logger.h"
+#include "src/session/domain_split.h"
 #include "src/session/path_rule.h"
 #include "src/session/signal_watch.h"
 
@@ -40,7 +43,10 @@ public:
         if (a.drop_link) d_.drop_link();
         if (a.outage_ended) d_.outage_ended(*a.outage_ended);
         if (a.start_attempt && !end_) attempt_ = d_.begin_attempt(*a.start_attempt);
-        if (a.first_up && o_.on_connected) o_.on_connected();
+        if (a.first_up) {
+            if (o_.on_connected) o_.on_connected();
+            carried_ = true;
+        }
         if (a.end && !end_) end_ = a.end;
     }
 
@@ -106,11 +112,52 @@ public:
     }
     int poll_timeout() const {
         int t = d_.poll_ms();
-        if (auto due = path_.next_due()) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*due - Clock::now()).count();
+        auto until = [&](Clock::time_point due) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - Clock::now()).count();
             t = static_cast<int>(std::clamp<long long>(left + 1, 0, t));
-        }
+        };
+        if (auto due = path_.next_due()) until(*due);
+        if (domains_ && carried_) until(domains_->next_due());
         return t;
+    }
+    // The domain-based split tunnel (domain_split.h), when the gateway sent domain lists.
+    void start_domains(const TunnelConfig& config) {
+        DomainSplitOptions opt;
+        opt.disable_ipv6 = o_.host.disable_ipv6;
+        opt.keeps_privileges = o_.keeps_privileges;
+        // A test knob (the namespace test re-resolves within seconds): the shortest TTL kept.
+        if (const char* v = std::getenv("ESPVPN_DOMAIN_MIN_TTL"); v && *v) {
+            const long s = std::strtol(v, nullptr, 10);
+            if (s >= 1 && s <= 3600) opt.limits.min_ttl = std::chrono::seconds(s);
+        }
+        domains_config_ = config;
+        domain_options_ = opt;
+        auto fresh = DomainSplit::start(config, host_, opt, Clock::now());
+        std::lock_guard lock(json_mu_);
+        domains_ = std::move(fresh);
+    }
+    // A reconnect's configuration: the same domain lists and DNS servers keep the routes;
+    // other ones replace them (the old routes go first).
+    void refresh_domains(const TunnelConfig& fresh) {
+        const TunnelConfig& was = domains_config_;
+        if (fresh.split_include_domains == was.split_include_domains &&
+            fresh.split_exclude_domains == was.split_exclude_domains && fresh.dns == was.dns)
+            return;
+        LOG_INFO << "the gateway's split domains or DNS servers changed: their routes are made again";
+        if (domains_) domains_->stop();
+        domains_config_ = fresh;
+        ++domain_options_.generation;
+        auto next = DomainSplit::start(fresh, host_, domain_options_, Clock::now());
+        std::unique_ptr<DomainSplit> old;
+        {
+            std::lock_guard lock(json_mu_);
+            old = std::exchange(domains_, std::move(next));
+        }
+    }
+    // {"rules": ...} or "" without domain lists (any thread).
+    std::string domains_json() const {
+        std::lock_guard lock(json_mu_);
+        return domains_ ? domains_->json() : std::string();
     }
     // What roaming did, for --stats-json.
     std::string path_json() const {
@@ -155,22 +202,29 @@ public:
         if (first) apply(*first);
         while (!end_) {
             // A new link is made on its own thread: signals are served meanwhile, and its end wakes us.
-            pollfd p[4] = {{signals.fd(), POLLIN, 0}, {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0},
-                           {watch_ ? watch_->fd() : -1, POLLIN, 0},
-                           {sleep_ ? sleep_->fd() : -1, sleep_ ? sleep_->events() : short(0), 0}};
+            pollfd p[4 + 3] = {{signals.fd(), POLLIN, 0}, {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0},
+                               {watch_ ? watch_->fd() : -1, POLLIN, 0},
+                               {sleep_ ? sleep_->fd() : -1, sleep_ ? sleep_->events() : short(0), 0}};
+            nfds_t n = 4;
+            if (domains_)
+                for (int fd : domains_->fds())
+                    if (n < std::size(p)) p[n++] = {fd, POLLIN, 0};
             const int timeout = poll_timeout();
             const auto boot0 = boottime();
             const Clock::time_point mono0 = Clock::now();
-            poll(p, 4, timeout);
+            poll(p, n, timeout);
             note_sleep(timeout, boot0, mono0);
             for (int sig; !end_ && (sig = signals.next()) != 0;)
                 apply(control_.signal(sig, Clock::now(), d_.renew_blocked()));
             if (!end_) step_path((p[2].revents & POLLIN) != 0);
+            // Resolved once the tunnel carries traffic (the queries take it).
+            if (!end_ && domains_ && carried_) domains_->step(Clock::now());
             if (!end_ && attempt_ && attempt_->done()) {
                 attempt_->wait();
                 AttemptResult r = d_.finish_attempt(control_.attempt_purpose(), control_.in_outage(), control_.attempt_why());
                 attempt_.reset();
                 apply(control_.attempt_finished(Clock::now(), r));
+                if (auto fresh = d_.take_new_config(); fresh && !end_) refresh_domains(*fresh);
             }
             if (!end_) apply(control_.tick(Clock::now()));
             if (end_) break;
@@ -186,6 +240,7 @@ public:
             LOG_INFO << "the connection attempt in progress (" << control_.attempt_why() << ") cancelled in "
                      << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count() << " ms";
         }
+        if (domains_) domains_->stop();  // its routes go before the links stop
         return *end_;
     }
 
@@ -200,7 +255,12 @@ private:
     std::optional<io::RouteWatch> watch_;
     std::optional<io::SleepWatch> sleep_;  // logind's PrepareForSleep, when there is a bus
     PathRule path_;
-    mutable std::mutex json_mu_;  // path_json_, read by the stats reporter's thread
+    // Replaced under json_mu_ (the stats reporter's thread reads its json()).
+    std::unique_ptr<DomainSplit> domains_;
+    TunnelConfig domains_config_;  // what domains_ was made from
+    DomainSplitOptions domain_options_;
+    bool carried_ = false;                  // the first link has come up
+    mutable std::mutex json_mu_;  // path_json_ and domains_, read by the stats reporter's thread
     std::string path_json_ = "{}";
 };
 
@@ -225,6 +285,8 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     SessionLoop loop(d, o, host);
     // Subscribed before the first link starts: no change between them is missed.
     loop.watch_path();
+    // Before after_setup: its sockets are bound to the tun, and --setuid comes there.
+    if (!o.dry_run) loop.start_domains(hp.config);
     auto started = d.start(host);
     if (!started) return started.error();
     if (*started && (*started)->kind == LinkEvent::Kind::ended) return (*started)->end;
@@ -240,7 +302,9 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
         std::string j = inner();
         const auto close = j.rfind('}');
         if (close == std::string::npos) return j;
-        return j.insert(close, ", \"path\": " + loop.path_json());
+        std::string extra = ", \"path\": " + loop.path_json();
+        if (std::string dj = loop.domains_json(); !dj.empty()) extra += ", \"domain_routes\": " + dj;
+        return j.insert(close, extra);
     };
     auto reporter = datapath::StatsReporter::start(view, report);
     if (!reporter) return reporter.error();

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -40,6 +41,7 @@ struct TunnelOptions {
     std::string user_agent;    // AnyConnect
     std::string dtls_ciphers;  // AnyConnect --dtls-ciphers: X-DTLS-CipherSuite instead of ours
     std::string dtls12_ciphers;  // AnyConnect --dtls12-ciphers: X-DTLS12-CipherSuite
+    bool keeps_privileges = true;  // false with --setuid: nothing may need root after after_setup
     // Host-integration hooks (src/cli), called on the control thread.
     // after_setup: the tun, its configuration and the first link exist, nothing else needs
     // privileges (--setuid drops them here); an error ends the session.
@@ -117,6 +119,10 @@ public:
     virtual void drop_link() = 0;
     // The outage ended (for the driver's counters).
     virtual void outage_ended(Clock::duration) {}
+    // The configuration the server sent with the attempt just finished (GP: its getconfig),
+    // once; nullopt when there was none. The host keeps the first one; the session core
+    // compares what it can change (the domain-based split tunnel's lists).
+    virtual std::optional<TunnelConfig> take_new_config() { return std::nullopt; }
     // A user logout: tell the server while a link exists.
     virtual void logout() = 0;
     // The session ends: stop every link (before the host goes) and log the last statistics.

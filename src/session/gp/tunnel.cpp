@@ -3,6 +3,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "protocols/base/hex.h"
 #include "crypto/esp_transform.h"
@@ -133,6 +134,7 @@ public:
             links_.logout();
         }
     }
+    std::optional<TunnelConfig> take_new_config() override { return std::exchange(new_config_, std::nullopt); }
     void stop() override {
         prober_.reset();
         stop_esp();
@@ -211,6 +213,7 @@ private:
     enum class Work { config, config_or_https, https };
     Work work_ = Work::config;
     std::optional<Result<GpTunnelSetup>> fetched_;
+    std::optional<TunnelConfig> new_config_;  // the last fetched configuration, for take_new_config
     std::optional<Result<std::unique_ptr<io::TlsStream>>> stream_;
     bool attempt_cookie_rejected_ = false;
     std::string fallback_reason_;  // the HTTPS tunnel is being connected because of this
@@ -519,6 +522,7 @@ AttemptResult GpDriver::reconnect(Result<GpTunnelSetup> fresh) {
 }
 
 AttemptResult GpDriver::finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string&) {
+    if (fetched_ && *fetched_) new_config_ = (*fetched_)->config;
     AttemptResult r;
     r.kind = AttemptResult::Kind::failed;
     if (attempt_cookie_rejected_) {

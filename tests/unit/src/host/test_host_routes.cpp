@@ -205,3 +205,41 @@ TEST_CASE("prefix_covers: same family, shorter or equal prefix, matching bits") 
     CHECK_FALSE(prefix_covers(P("::/1"), P("10.0.0.1")));
     CHECK(prefix_covers(P("8000::/1"), P("fe80::1")));
 }
+
+TEST_CASE("domain routes: include via the tun, exclude by the gateway's path, the gateway left alone") {
+    using Kind = DomainRoutePlan::Kind;
+    TunnelConfig c = dual_stack();
+    c.direct_udp_address = "192.0.2.11";
+    const std::optional<RoutePath> gw4 = kViaRouter;
+
+    CHECK(plan_domain_route(c, false, P("10.203.0.5"), true, false, gw4).kind == Kind::tun);
+    CHECK(plan_domain_route(c, false, P("fd00:203::5"), true, false, std::nullopt).kind == Kind::tun);
+    // Exclude: into the tun now -> the gateway's path; elsewhere now -> nothing to do.
+    auto e = plan_domain_route(c, false, P("10.202.0.77"), false, true, gw4);
+    CHECK(e.kind == Kind::outside);
+    CHECK(e.path == kViaRouter);
+    e = plan_domain_route(c, false, P("10.202.0.77"), false, false, gw4);
+    CHECK(e.kind == Kind::none);
+    CHECK(e.note == "already outside the tunnel: no route needed");
+    // An IPv6 exclude with the gateway reached over IPv4 only: no path around the tunnel.
+    e = plan_domain_route(c, false, P("fd00:202::77"), false, true, std::nullopt);
+    CHECK(e.kind == Kind::none);
+    CHECK(e.note.find("no path outside the tunnel for IPv6") != std::string::npos);
+    // The gateway's addresses never get a domain route (the outer packets would loop).
+    for (const char* gw : {"192.0.2.10", "192.0.2.11"}) {
+        CHECK(plan_domain_route(c, false, P(gw), true, false, gw4).kind == Kind::none);
+        CHECK(plan_domain_route(c, false, P(gw), false, true, gw4).kind == Kind::none);
+    }
+    // The gateway's own split-exclude prefixes win over an include name.
+    c.split_exclude = {P("10.203.0.0/28")};
+    e = plan_domain_route(c, false, P("10.203.0.5"), true, false, gw4);
+    CHECK(e.kind == Kind::none);
+    CHECK(e.note == "inside the excluded route 10.203.0.0/28: left outside");
+    CHECK(plan_domain_route(c, false, P("10.203.0.17"), true, false, gw4).kind == Kind::tun);
+    // No tunnel address of the family, or IPv6 disabled.
+    CHECK(plan_domain_route(c, true, P("fd00:203::5"), true, false, std::nullopt).kind == Kind::none);
+    c.ip6_address.clear();
+    e = plan_domain_route(c, false, P("fd00:203::5"), true, false, std::nullopt);
+    CHECK(e.kind == Kind::none);
+    CHECK(e.note == "the tunnel has no IPv6 address");
+}

@@ -1,0 +1,49 @@
+#include "src/io/dns_socket.h"
+
+#include <errno.h>
+#include <net/if.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/io/udp_socket.h"
+
+namespace espvpn::io {
+
+namespace {
+std::string os_error(const std::string& what) { return what + ": " + std::strerror(errno); }
+}  // namespace
+
+Result<DnsSocket> DnsSocket::open(const std::string& server, unsigned port, const std::string& device) {
+    auto to = SocketAddress::parse(endpoint_text(server, port));
+    if (!to) return make_error("DNS server " + server + ": " + to.error().message);
+    UniqueFd fd(::socket(to->family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return make_error(os_error("DNS socket"));
+    if (!device.empty() &&
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_BINDTODEVICE, device.c_str(), static_cast<socklen_t>(device.size())) != 0)
+        return make_error(os_error("DNS socket: bind to " + device));
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to->storage), to->length) != 0)
+        return make_error(os_error("DNS socket: connect to " + to->to_string()));
+    return DnsSocket(std::move(fd), server);
+}
+
+Status DnsSocket::send(std::span<const std::uint8_t> datagram) {
+    const ssize_t n = ::send(fd_.get(), datagram.data(), datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) return make_error(os_error("DNS query to " + server_));
+    if (static_cast<std::size_t>(n) != datagram.size()) return make_error("DNS query to " + server_ + ": short send");
+    return {};
+}
+
+Result<std::optional<std::size_t>> DnsSocket::receive(std::span<std::uint8_t> buffer) {
+    for (int tries = 0; tries < 4; ++tries) {
+        const ssize_t n = ::recv(fd_.get(), buffer.data(), buffer.size(), MSG_DONTWAIT | MSG_TRUNC);
+        if (n >= 0) return std::optional<std::size_t>(std::min(static_cast<std::size_t>(n), buffer.size()));
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return std::optional<std::size_t>{};
+        return make_error(os_error("DNS reply from " + server_));
+    }
+    return std::optional<std::size_t>{};
+}
+
+}  // namespace espvpn::io

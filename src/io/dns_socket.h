@@ -1,0 +1,38 @@
+// DnsSocket: a connected, non-blocking UDP socket to one DNS server, for the
+// domain-based split tunnel's queries (the control thread polls its fd). Bound
+// to a device (SO_BINDTODEVICE: the tun), its queries take that device whatever
+// the routing table says; connected, the kernel hands it only the server's
+// datagrams. Its local port is the kernel's ephemeral choice (random).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "protocols/base/result.h"
+#include "src/io/unique_fd.h"
+
+namespace espvpn::io {
+
+class DnsSocket {
+public:
+    // `server`: a numeric address ("10.0.0.53", "fd00::53"); `device`: "" for none.
+    static Result<DnsSocket> open(const std::string& server, unsigned port, const std::string& device);
+
+    int fd() const { return fd_.get(); }
+    const std::string& server() const { return server_; }
+    // One datagram (never blocks: a full buffer is an error, the query then times out).
+    Status send(std::span<const std::uint8_t> datagram);
+    // One datagram into `buffer` (its length; a longer one is cut: the parser refuses it),
+    // nullopt when none is waiting; an ICMP error from the server (refused, unreachable)
+    // is an Error, and the socket goes on.
+    Result<std::optional<std::size_t>> receive(std::span<std::uint8_t> buffer);
+
+private:
+    DnsSocket(UniqueFd fd, std::string server) : fd_(std::move(fd)), server_(std::move(server)) {}
+    UniqueFd fd_;
+    std::string server_;
+};
+
+}  // namespace espvpn::io
