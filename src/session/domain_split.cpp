@@ -50,12 +50,19 @@ std::unique_ptr<DomainSplit> DomainSplit::start(const TunnelConfig& c, host::Tun
                 wildcards.push_back(d.to_string());
                 continue;
             }
+            // A route cannot name a port. Through the tunnel, every port of the address is
+            // only more than asked; around it, the other ports would leave outside the
+            // tunnel: an exclude with a port stays in the tunnel (fails closed).
+            if (d.port != 0 && !include) {
+                LOG_WARN << "split domain " << d.to_string() << " (exclude) not applied: a route covers every port, "
+                         << "so " << d.name << " stays in the tunnel";
+                continue;
+            }
             rules.push_back({d.name, include});
             ports.push_back(d.port);
             if (d.port != 0)
                 LOG_INFO << "split domain " << d.to_string() << ": the port is not applied; each address of "
-                         << d.name << " is routed " << (include ? "via the tunnel" : "outside the tunnel")
-                         << " for every port";
+                         << d.name << " is routed via the tunnel for every port";
         }
     }
     if (!wildcards.empty())

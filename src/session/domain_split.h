@@ -6,8 +6,9 @@
 // server, question; 2 s timeout), kept with their TTLs in a DomainRouteTable
 // (re-resolve, expiry, bounded), and its changes become host routes through the
 // TunnelHost: an include's addresses via the tun, an exclude's the way the gateway
-// is reached. Wildcard entries cannot be resolved by name and are not applied; a
-// ":port" applies to the whole address. The host configuration stays for the whole
+// is reached. Wildcard entries cannot be resolved by name and are not applied; an
+// include's ":port" applies to the whole address, an exclude with a port is not
+// applied (its other ports would leave outside the tunnel). The host configuration stays for the whole
 // session (a reconnect keeps the tun, its routes and these), and every route added
 // here goes when this object does. Nothing here touches the packet path.
 #pragma once

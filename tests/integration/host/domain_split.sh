@@ -3,7 +3,8 @@
 # (tools/netns/gp-topology.sh), with a small DNS server (fake_dns.py) on the lan host. The
 # gateway sends (--domains-file) include-split-tunneling-domain inc.corp.test, port.corp.test:443,
 # lost.corp.test (never answered), *.wild.test and exclude-split-tunneling-domain
-# exc.corp.test; its DNS server is the lan host, which is outside the tunnel's routes
+# exc.corp.test and xport.corp.test:443 (an exclude with a port: not applied, never
+# queried, it stays in the tunnel); its DNS server is the lan host, which is outside the tunnel's routes
 # (10.202.0.128/25 only), so only queries bound to the tun reach it. The named hosts
 # (10.203.0.0/24, fd00:203::/64) sit behind the lan host; the client has no route to them
 # but the domain routes.
@@ -73,7 +74,7 @@ count() { ip netns exec "$nsc" nft list counter inet count "$1" | sed -n 's/.*pa
 
 fake_routes=(--route 10.202.0.128/25 --route6 fd00:202::/64)
 domains() { printf '%s\n' "$1" >"$work/domains.tmp" && mv "$work/domains.tmp" "$work/domains.json"; }
-domains '{"include": ["inc.corp.test", "port.corp.test:443", "lost.corp.test", "*.wild.test"], "exclude": ["exc.corp.test"]}'
+domains '{"include": ["inc.corp.test", "port.corp.test:443", "lost.corp.test", "*.wild.test"], "exclude": ["exc.corp.test", "xport.corp.test:443"]}'
 gateway_up aes-128-gcm --dns $lan_ip --domains-file "$work/domains.json" || fail "the gateway did not start"
 export ESPVPN_DOMAIN_MIN_TTL=2
 espvpn_up -i "$tun"
