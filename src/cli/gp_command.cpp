@@ -65,6 +65,7 @@ public:
     std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
                               const LoginInputs& inputs) override;
     http::Url server() const override { return auth_.gateway; }
+    http::Url login_server() const override { return target_.server; }
     Secret cookie_text() const override { return auth_.cookie.encode(); }
     int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                 session::TunnelOptions& tunnel) override;

@@ -1,5 +1,6 @@
 #include "src/cli/tunnel_command.h"
 
+#include <algorithm>
 #include <ostream>
 
 #include "src/cli/exit_codes.h"
@@ -13,7 +14,7 @@ namespace {
 
 session::TunnelOptions tunnel_options(const ClientOptions& o) {
     session::TunnelOptions t;
-    t.host = {o.interface_name, o.script, o.verbosity, o.disable_ipv6, o.queue_len, o.kill_switch, o.allow_lan};
+    t.host = {o.interface_name, o.script, o.verbosity, o.disable_ipv6, o.queue_len, o.kill_switch, o.allow_lan, {}};
     t.mtu = o.mtu;
     t.base_mtu = o.base_mtu;
     t.stats_json = o.stats_json;
@@ -26,6 +27,21 @@ session::TunnelOptions tunnel_options(const ClientOptions& o) {
     t.hostname = o.local_hostname;
     t.keeps_privileges = o.setuid_user.empty();
     return t;
+}
+
+// --kill-switch: the portal's addresses, so that a new login to it (on its TCP port) is not
+// blocked when it is not the gateway. Behind --proxy the proxy (allowed as the gateway's TCP
+// peer) carries it: nothing more.
+std::vector<host::KillSwitchService> login_servers(const io::HttpsClient& https, const http::Url& url) {
+    const auto peer = https.peer(url.host, url.port);
+    if (peer && peer->via_proxy) return {};
+    std::vector<std::string> addresses = https.addresses_of(url.host);
+    if (peer && !peer->address.empty() &&
+        std::find(addresses.begin(), addresses.end(), peer->address) == addresses.end())
+        addresses.push_back(peer->address);
+    std::vector<host::KillSwitchService> out;
+    for (std::string& a : addresses) out.push_back({std::move(a), url.port});
+    return out;
 }
 
 }  // namespace
@@ -117,6 +133,7 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     if (options.print_cookie) out << protocol.cookie_text().reveal_text() << std::endl;
 
     session::TunnelOptions t = tunnel_options(options);
+    if (options.kill_switch) t.host.login_servers = login_servers(*https, protocol.login_server());
     t.after_setup = [&] { return process->drop_privileges(); };
     t.on_connected = [&] { process->tunnel_up(); };
     const int rc = protocol.connect(options, *https, *process, t);

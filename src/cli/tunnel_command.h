@@ -34,6 +34,8 @@ public:
                               const LoginInputs& inputs) = 0;
     // The server the session is on, and its cookie as openconnect prints it.
     virtual http::Url server() const = 0;
+    // Where a new login goes (GP: the portal given), for --kill-switch's rules.
+    virtual http::Url login_server() const { return server(); }
     virtual Secret cookie_text() const = 0;
     // The tunnel (and whatever the protocol does around it); returns the exit code.
     // `process.background()` is called here, before any thread starts.

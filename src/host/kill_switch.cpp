@@ -89,6 +89,13 @@ std::string kill_switch_script(const KillSwitchRules& r) {
     s += "  chain output {\n    type filter hook output priority filter; policy drop;\n";
     s += "    oifname \"lo\" accept\n    oifname " + tun + " accept\n";
     s += address_rule("ip", "daddr", peers4) + address_rule("ip6", "daddr", peers6);
+    // The portal: new connections to its port only (their replies: ct state on input).
+    for (const KillSwitchService& t : r.tcp_services) {
+        bool v6 = false;
+        auto n = normalise_ip(t.address, &v6);
+        if (!n || t.port <= 0 || t.port > 65535) continue;
+        s += std::string("    ") + (v6 ? "ip6" : "ip") + " daddr " + *n + " tcp dport " + std::to_string(t.port) + " accept\n";
+    }
     s += address_rule("ip", "daddr", allowed4) + address_rule("ip6", "daddr", allowed6);
     s += "    udp sport 68 udp dport 67 accept\n";    // DHCPv4
     s += "    udp sport 546 udp dport 547 accept\n";  // DHCPv6
@@ -164,6 +171,7 @@ Result<std::unique_ptr<KillSwitch>> KillSwitch::install(const KillSwitchRules& r
     auto done = nft.run(kill_switch_script(rules));
     if (!done) return make_error("--kill-switch: " + done.error().message);
     LOG_INFO << "kill switch on: only " << rules.tun_name << ", the gateway"
+             << (rules.tcp_services.empty() ? "" : ", the portal (TCP to its port)")
              << (rules.allowed.empty() ? "" : ", the allowed prefixes")
              << ", loopback, DHCP and neighbour discovery (nftables table inet " << kKillSwitchTable << ")";
     return std::unique_ptr<KillSwitch>(new KillSwitch());

@@ -1,9 +1,10 @@
 // The kill switch (--kill-switch): while espvpn runs, an nftables table of its
 // own lets IP traffic leave or enter only through the tunnel, to and from the
-// gateway, on loopback, for DHCP and IPv6 neighbour discovery, and to the
-// prefixes the user allows (--allow-lan). The table stays while espvpn
-// reconnects (fail closed) and goes at a clean exit; one that a killed espvpn
-// left behind is found, reported and replaced (or removed) by the next start.
+// gateway, on loopback, for DHCP and IPv6 neighbour discovery, to the portal's
+// addresses on its TCP port, and to the prefixes the user allows (--allow-lan).
+// The table stays while espvpn reconnects (fail closed) and goes at a clean exit;
+// one that a killed espvpn left behind is found, reported and replaced (or
+// removed) by the next start.
 #pragma once
 
 #include <memory>
@@ -18,9 +19,17 @@ namespace espvpn::host {
 
 inline constexpr const char* kKillSwitchTable = "espvpn_kill_switch";  // family inet
 
+// A server the rules let through by address and TCP port only: the portal (login server) when
+// it is not the gateway, so that a new login to it is not blocked.
+struct KillSwitchService {
+    std::string address;  // numeric
+    int port = 443;
+};
+
 struct KillSwitchRules {
     std::string tun_name;
     std::vector<std::string> peers;     // numeric addresses: the gateway (or proxy), the direct UDP peer
+    std::vector<KillSwitchService> tcp_services;  // the portal's addresses: TCP to its port only
     std::vector<IpPrefix> allowed;      // --allow-lan prefixes and the gateway's split excludes
     int pid = 0;                        // written into the table's comment
 };

@@ -70,6 +70,9 @@ Status TunnelHost::install_kill_switch() {
     rules.pid = static_cast<int>(::getpid());
     for (const std::string& a : {config_.gateway_address, config_.direct_udp_address})
         if (!a.empty()) rules.peers.push_back(a);
+    for (const KillSwitchService& s : o_.login_servers)  // a portal that is the gateway needs no rule of its own
+        if (std::find(rules.peers.begin(), rules.peers.end(), s.address) == rules.peers.end())
+            rules.tcp_services.push_back(s);
     for (const std::string& text : o_.allow_lan) {
         if (text == "attached") {
             for (const IpPrefix& p : attached_networks(rules.tun_name)) rules.allowed.push_back(p);

@@ -34,6 +34,7 @@ struct TunnelHostOptions {
     // except to these prefixes (--allow-lan) and the gateway's split excludes.
     bool kill_switch = false;
     std::vector<std::string> allow_lan;  // prefixes; "attached": the host's own networks
+    std::vector<KillSwitchService> login_servers;  // the portal's addresses and port (a new login)
 };
 
 class TunnelHost {

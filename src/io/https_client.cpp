@@ -59,6 +59,26 @@ std::string numeric_server_address(const std::string& host, const TlsClientConfi
 
 }  // namespace
 
+std::vector<std::string> HttpsClient::addresses_of(const std::string& host) const {
+    if (auto it = config_.tls.resolve.find(host); it != config_.tls.resolve.end()) return {it->second};
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* list = nullptr;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &list) != 0) return {};
+    std::vector<std::string> out;
+    for (const addrinfo* a = list; a && out.size() < 32; a = a->ai_next) {
+        char text[INET6_ADDRSTRLEN] = {};
+        if (a->ai_family == AF_INET)
+            ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof text);
+        else if (a->ai_family == AF_INET6)
+            ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr, text, sizeof text);
+        if (text[0] && std::find(out.begin(), out.end(), text) == out.end()) out.emplace_back(text);
+    }
+    ::freeaddrinfo(list);
+    return out;
+}
+
 HttpsClient::HttpsClient(HttpsClientConfig config, std::shared_ptr<const TlsCredentials> credentials)
     : config_(std::move(config)), credentials_(std::move(credentials)), parser_(config_.limits) {
     config_.tls.key_password.clear();  // the loaded credentials hold what is needed

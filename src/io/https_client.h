@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "protocols/base/result.h"
 #include "protocols/http/cookie_jar.h"
@@ -69,6 +70,9 @@ public:
 
     // The last connection made to host:port, if any (kept after it closes).
     std::optional<HttpsPeer> peer(const std::string& host, std::uint16_t port) const;
+    // Every numeric address `host` resolves to here (its --resolve address if it has one;
+    // empty when it does not resolve).
+    std::vector<std::string> addresses_of(const std::string& host) const;
 
     // The trust anchors, pins and client certificate this client connects with
     // (e.g. for probing other servers under the same rules).

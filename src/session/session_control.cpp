@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <utility>
+
 namespace espvpn::session {
 
 using log::Level;
@@ -31,8 +33,8 @@ long long ms(std::chrono::steady_clock::duration d) {
 SessionControl::SessionControl(std::string peer, std::chrono::seconds reconnect_timeout, std::string attempt_text)
     : outage_(std::move(peer), reconnect_timeout), attempt_text_(std::move(attempt_text)) {}
 
-void SessionControl::begin(SessionActions& a, AttemptPurpose purpose, std::string why) {
-    attempt_ = Attempt{purpose};
+void SessionControl::begin(SessionActions& a, AttemptPurpose purpose, std::string why, Clock::time_point now) {
+    attempt_ = Attempt{purpose, now};
     attempt_why_ = std::move(why);
     a.start_attempt = purpose;
 }
@@ -68,7 +70,7 @@ SessionActions SessionControl::renew(AttemptPurpose purpose, const std::string& 
         a.scripts.push_back(ScriptReason::attempt_reconnect);
         renewing_ = true;
     }
-    begin(a, purpose, why);
+    begin(a, purpose, why, Clock::time_point{});  // its age counts from a loss that makes it the outage's
     return a;
 }
 
@@ -106,6 +108,7 @@ SessionActions SessionControl::link_lost(Clock::time_point now, const std::strin
         a.add(Level::info, outage_.begin_attempt(now) + ": the new connection begun for \"" + attempt_why_ +
                                "\" is still being made");
         attempt_->purpose = AttemptPurpose::reconnect;
+        attempt_->began = now;
     }
     return a;
 }
@@ -122,6 +125,7 @@ SessionActions SessionControl::attempt_finished(Clock::time_point now, const Att
     if (!attempt_) return a;
     const AttemptPurpose purpose = attempt_->purpose;
     attempt_.reset();
+    const bool retry_now = std::exchange(retry_now_, false);
     switch (r.kind) {
         case AttemptResult::Kind::cookie_rejected:
             a.add(Level::error, attempt_why_ + ": " + r.why);
@@ -135,6 +139,7 @@ SessionActions SessionControl::attempt_finished(Clock::time_point now, const Att
             if (purpose == AttemptPurpose::reconnect) {
                 const Outage::Loss loss = outage_.lose(now, r.why);
                 a.add(Level::info, loss.message);
+                if (retry_now && outage_.active()) outage_.policy().attempt_now(now);
             } else if (purpose == AttemptPurpose::fallback) {
                 return link_lost(now, r.why);
             } else if (purpose == AttemptPurpose::rekey) {
@@ -165,6 +170,14 @@ SessionActions SessionControl::attempt_finished(Clock::time_point now, const Att
 
 SessionActions SessionControl::path_reconnect(Clock::time_point now, const std::string& why) {
     SessionActions a;
+    if (attempt_ && outage_.active() && attempt_->purpose == AttemptPurpose::reconnect &&
+        now - attempt_->began >= kStaleAttempt && !retry_now_) {
+        a.add(Level::info, "path changed (" + why + "): " + attempt_why_ +
+                               " (begun on the old path) cancelled, the next one now");
+        a.cancel_attempt = true;
+        retry_now_ = true;
+        return a;
+    }
     if (attempt_) {
         a.add(Level::info, "path changed (" + why + "); a new connection is being made already (" + attempt_why_ + ")");
         return a;
@@ -199,7 +212,7 @@ SessionActions SessionControl::tick(Clock::time_point now) {
     if (attempt_ || awaiting_up_ || !outage_.policy().attempt_due(now)) return a;
     std::string line = outage_.begin_attempt(now);
     a.add(Level::info, line + ": " + attempt_text_);
-    begin(a, AttemptPurpose::reconnect, std::move(line));
+    begin(a, AttemptPurpose::reconnect, std::move(line), now);
     return a;
 }
 

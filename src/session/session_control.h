@@ -77,6 +77,7 @@ struct SessionActions {
     std::vector<LogLine> log;
     std::vector<host::ScriptReason> scripts;  // queued, not awaited
     bool drop_link = false;                    // the link is lost: stop it (the tun stays)
+    bool cancel_attempt = false;               // cancel the attempt in flight (its end is reported as usual)
     std::optional<AttemptPurpose> start_attempt;
     bool first_up = false;                     // traffic flows for the first time (-b detaches)
     std::optional<std::chrono::steady_clock::duration> outage_ended;  // its length
@@ -103,7 +104,10 @@ public:
     SessionActions renew(AttemptPurpose purpose, const std::string& why, bool scripts);
     SessionActions attempt_finished(Clock::time_point now, const AttemptResult& result);
     // Roaming (path_rule.h): the path to the server changed for good: the link is dropped and
-    // the reconnect (same cookie) starts at once; during an outage its next attempt comes now.
+    // the reconnect (same cookie) starts at once; during an outage its next attempt comes now,
+    // and an attempt that has run for kStaleAttempt already (begun on the old path: its TCP SYN
+    // lost there, the next retransmission 1-4 s away) is cancelled and made again at once.
+    static constexpr std::chrono::milliseconds kStaleAttempt{1000};
     SessionActions path_reconnect(Clock::time_point now, const std::string& why);
     // Timers: the outage's next attempt, or giving up.
     SessionActions tick(Clock::time_point now);
@@ -116,8 +120,9 @@ public:
 private:
     struct Attempt {
         AttemptPurpose purpose;
+        Clock::time_point began;
     };
-    void begin(SessionActions& a, AttemptPurpose purpose, std::string why);
+    void begin(SessionActions& a, AttemptPurpose purpose, std::string why, Clock::time_point now);
     // `a` with the actions of tick(now) appended.
     SessionActions tick_into(SessionActions& a, Clock::time_point now);
 
@@ -127,6 +132,7 @@ private:
     std::string attempt_why_;   // of the last attempt begun
     bool awaiting_up_ = false;  // an opened link that is not up yet (GP: probing)
     bool renewing_ = false;     // a renewal's `reconnect` script is due once its link is up
+    bool retry_now_ = false;    // the cancelled attempt is made again at once, not after the backoff
     bool ever_up_ = false;
 };
 

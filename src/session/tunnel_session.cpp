@@ -41,6 +41,7 @@ public:
         for (const LogLine& line : a.log) write_log(line);
         for (host::ScriptReason reason : a.scripts) host_.queue_script(reason);  // not awaited
         if (a.drop_link) d_.drop_link();
+        if (a.cancel_attempt && attempt_) attempt_->cancel();  // its end comes through done_fd as usual
         if (a.outage_ended) d_.outage_ended(*a.outage_ended);
         if (a.start_attempt && !end_) attempt_ = d_.begin_attempt(*a.start_attempt);
         if (a.first_up) {

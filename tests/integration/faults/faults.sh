@@ -6,8 +6,10 @@
 # host and prints its outage = the largest gap between two arrivals ("RESULT <case>: outage X ms ...").
 #
 #   faults.sh gp MODE ESPVPN_BIN GATEWAY_BIN     MODE: netem|restart|linkflap|addrchange|gone|forgotten|
-#                                                      blackhole_sigint|flood
-#   faults.sh ac MODE ESPVPN_BIN                 MODE: netem|restart|linkflap|addrchange|blackhole_sigint|flood
+#                                                      blackhole_sigint|flood|roam_addrchange|roam_linkflap|
+#                                                      roam_gwroute|roam_gwroute_late|suspend (roam_*, suspend: + _timing)
+#   faults.sh ac MODE ESPVPN_BIN                 MODE: netem|restart|linkflap|addrchange|blackhole_sigint|flood|
+#                                                      roam_addrchange|roam_gwroute|roam_gwroute_late (+ _timing)
 #                                                (the AnyConnect cases: faults_ac.sh)
 # GlobalProtect:
 #   netem:      5 % loss + 50 ms +-20 ms jitter on the ESP path: iperf3 TCP 5 s completes
@@ -24,8 +26,9 @@
 #               dead, the HTTPS fallback times out (--http-timeout 8), the outage's reconnect
 #               attempt 1 (getconfig) waits for a SYN answer: SIGINT then exits 0 within 3 s (the
 #               attempt cancelled, no logout tried), tun removed
-#   roam_addrchange, roam_linkflap: the address change (link down 2 s) with default DPD: the
-#               rtnetlink watch reconnects / probes at once (issue 22 roaming)
+#   roam_addrchange, roam_linkflap, roam_gwroute: the address change (link down 2 s, the route to
+#               the gateway moved to a second veth pair) with default DPD: the rtnetlink watch
+#               reconnects / probes at once (issue 22 roaming; roam_case below, both protocols)
 #   suspend:    a simulated suspend with default DPD: espvpn SIGSTOPped 10 s while the gateway
 #               drops its ESP flow (the old path dead, as a NAT mapping gone during a sleep); then
 #               SIGCONT and PrepareForSleep(false) from a stand-in logind (fake_logind.py) on a
@@ -90,14 +93,123 @@ resumed() {
   fail "$1: no traffic within $2 s"
 }
 
+# A second path between the client and gateway namespaces (roam_gwroute): a veth pair with no
+# addresses of its own; gw_route_switch moves the traffic between $cl_ip and $gw_ip onto it (a /32
+# each way, more specific than the connected /24s): the client keeps its source address.
+second_path_up() {
+  ip link add "${topo}c2" netns "$nsc" type veth peer name "${topo}g2" netns "$nsg"
+  ip -n "$nsc" link set "${topo}c2" up
+  ip -n "$nsg" link set "${topo}g2" up
+}
+gw_route_switch() {
+  ip -n "$nsg" route add $cl_ip/32 dev "${topo}g2" src $gw_ip
+  ip -n "$nsc" route add $gw_ip/32 dev "${topo}c2" src $cl_ip
+}
+tx_packets() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_packets"; }
+
+# roam_case: roaming (issue 22) with the DEFAULT DPD settings, for both protocols (the caller's up
+# and espvpn_down): the rtnetlink change makes espvpn check the path at once: a new local address
+# reconnects (GP: getconfig with the cookie, a new ESP socket; AnyConnect: a new TLS connection,
+# CONNECT with the cookie), the same one is probed (ESP probe / DPD). The behaviour verdict: the
+# path reconnect/probe is counted in --stats-json ("path") and traffic flows while the stream runs;
+# the outage is printed (its bound is the _timing twin's, ROAM_MAX_MS). ESPVPN_NO_ROAMING=1
+# ROAM_STREAM_S=40 measures the same without roaming (DPD only).
+#   roam_addrchange: the client's address moves to 10.201.0.5
+#   roam_linkflap:   the client's veth down 2 s, up again
+#   roam_gwroute:    the route to the gateway moves to a second veth pair (the source address
+#                    kept), then the old path goes down (the gateway's end of the first veth)
+#   roam_gwroute_late: the old path goes down first, the route moves 3 s later (GWROUTE_GAP_S):
+#                    the probe goes unanswered, the reconnect attempt's SYN is lost on the dead
+#                    path; the route's move cancels that attempt and makes it again at once
+roam_case() {
+  local stream_s=${ROAM_STREAM_S:-12} gap_s=0 c2_tx0=0
+  [[ $mode == roam_gwroute_late ]] && gap_s=${GWROUTE_GAP_S:-3}
+  if [[ $mode == roam_gwroute* ]]; then second_path_up; fi
+  up --reconnect-timeout 60
+  stream_start "$stream_s"
+  sleep 2
+  unusable_ms=0
+  case $mode in
+  roam_addrchange)
+    ip -n "$nsc" addr del $cl_ip/24 dev "$cl_veth"
+    ip -n "$nsc" addr add 10.201.0.5/24 dev "$cl_veth"
+    t_usable=$(date +%s%N)
+    ;;
+  roam_linkflap)
+    t_down=$(date +%s%N)
+    ip -n "$nsc" link set dev "$cl_veth" down
+    sleep 2
+    ip -n "$nsc" link set dev "$cl_veth" up
+    t_usable=$(date +%s%N)
+    unusable_ms=$(((t_usable - t_down) / 1000000))
+    ;;
+  roam_gwroute*)
+    c2_tx0=$(tx_packets "$nsc" "${topo}c2")
+    if [[ $gap_s == 0 ]]; then
+      gw_route_switch
+      t_usable=$(date +%s%N)
+      ip -n "$nsg" link set dev "${topo}gc" down
+    else
+      t_down=$(date +%s%N)
+      ip -n "$nsg" link set dev "${topo}gc" down
+      sleep "$gap_s"
+      gw_route_switch
+      t_usable=$(date +%s%N)
+      unusable_ms=$(((t_usable - t_down) / 1000000))
+    fi
+    ;;
+  esac
+  resumed "after the path change" $((stream_s - 3))
+  back_ms=$((($(date +%s%N) - t_usable) / 1000000))
+  stream_outage
+  ping_lan || fail "ping after the path change"
+  path=$(client_stat 'd.get("path")')
+  espvpn_down || fail "clean exit"
+  local how=""
+  if [[ $mode == roam_gwroute* ]]; then
+    # The tunnel's packets took the new path (the stream's 200/s for its last seconds).
+    local c2_tx=$(($(tx_packets "$nsc" "${topo}c2") - c2_tx0))
+    ((c2_tx >= 400)) || fail "only $c2_tx packets left over the new path"
+    how="; $c2_tx packets over the new path"
+  fi
+  if [[ -z ${ESPVPN_NO_ROAMING:-} ]]; then
+    [[ $(json "$work/cl-stats.json" 'd["path"]["events"]') -ge 1 ]] || fail "no rtnetlink change counted: $path"
+    case $mode in
+    roam_addrchange)
+      [[ $(json "$work/cl-stats.json" 'd["path"]["reconnects"]') -ge 1 ]] || fail "no path reconnect counted: $path"
+      grep -q "path changed: the local address for the server changed" "$work/espvpn.log" \
+        || fail "the reconnect was not caused by the path change"
+      ;;
+    roam_linkflap)
+      [[ $(json "$work/cl-stats.json" 'd["path"]["probes"] + d["path"]["reconnects"]') -ge 1 ]] \
+        || fail "the link's return was neither probed nor reconnected: $path"
+      ;;
+    roam_gwroute*)
+      # The same source address: probed at once; no reconnect storm (one or two at most).
+      [[ $(json "$work/cl-stats.json" 'd["path"]["probes"]') -ge 1 ]] || fail "the route change was not probed: $path"
+      [[ $(json "$work/cl-stats.json" 'd["path"]["reconnects"]') -le 2 ]] || fail "a reconnect storm: $path"
+      ;;
+    esac
+  fi
+  # The outage past the time the network was unusable (the link down): what roaming shortens.
+  after_ms=$((gap - unusable_ms))
+  if [[ -n ${ROAM_MAX_MS:-} ]]; then
+    ((after_ms <= ROAM_MAX_MS)) || fail "outage ${gap} ms: ${after_ms} ms after the network was usable (limit $ROAM_MAX_MS)"
+  fi
+  echo "RESULT $proto $mode (default DPD${ESPVPN_NO_ROAMING:+, roaming off}):" \
+       "outage (largest stream gap) ${gap} ms, ${after_ms} ms of it after the network was usable; first ping ${back_ms} ms after;" \
+       "path: $path$how; how: $(grep -o 'path changed[^;]*\|no answer to the probe[^;]*' "$work/espvpn.log" | head -3 | tr '\n' ';')"
+}
+
+# roam_*_timing: the roaming case with a bound on its outage (label timing).
+if [[ $mode == roam_*_timing || $mode == suspend_timing ]]; then mode=${mode%_timing}; ROAM_MAX_MS=${ROAM_MAX_MS:-1000}; fi
+
 if [[ $proto == ac ]]; then
   # shellcheck source=faults_ac.sh
   . "$here/faults_ac.sh"
   exit 0
 fi
 
-# roam_*_timing: the roaming case with a bound on its outage (label timing).
-if [[ $mode == roam_*_timing || $mode == suspend_timing ]]; then mode=${mode%_timing}; ROAM_MAX_MS=${ROAM_MAX_MS:-1000}; fi
 case $mode in
 netem)
   # This kernel has no sch_netem: tools/netns/udp-impair in front of esp-gateway does
@@ -182,55 +294,7 @@ addrchange)
   echo "RESULT addrchange: $cl_ip -> 10.201.0.5; outage ${gap} ms; ping ${back_ms} ms after the move;" \
        "esp-gateway peer_changes=$changes (ESP from the new address)"
   ;;
-roam_addrchange|roam_linkflap)
-  # Roaming (issue 22) with the DEFAULT DPD settings: the rtnetlink change makes espvpn check
-  # the path at once: a new local address reconnects (getconfig with the cookie, a new ESP
-  # socket), the same one is probed. The behaviour verdict: the path reconnect/probe is
-  # counted in --stats-json ("path") and traffic flows while the stream runs; the outage is
-  # printed (its bound is the timing test faults_roam_timing). ESPVPN_NO_ROAMING=1
-  # ROAM_STREAM_S=40 measures the same without roaming (DPD only).
-  stream_s=${ROAM_STREAM_S:-12}
-  up --reconnect-timeout 60
-  stream_start "$stream_s"
-  sleep 2
-  if [[ $mode == roam_addrchange ]]; then
-    ip -n "$nsc" addr del $cl_ip/24 dev "$cl_veth"
-    ip -n "$nsc" addr add 10.201.0.5/24 dev "$cl_veth"
-    t_usable=$(date +%s%N)
-    unusable_ms=0
-  else
-    t_down=$(date +%s%N)
-    ip -n "$nsc" link set dev "$cl_veth" down
-    sleep 2
-    ip -n "$nsc" link set dev "$cl_veth" up
-    t_usable=$(date +%s%N)
-    unusable_ms=$(((t_usable - t_down) / 1000000))
-  fi
-  resumed "after the path change" $((stream_s - 3))
-  back_ms=$((($(date +%s%N) - t_usable) / 1000000))
-  stream_outage
-  ping_lan || fail "ping after the path change"
-  path=$(client_stat 'd.get("path")')
-  espvpn_down || fail "clean exit"
-  if [[ -z ${ESPVPN_NO_ROAMING:-} ]]; then
-    [[ $(json "$work/cl-stats.json" 'd["path"]["events"]') -ge 1 ]] || fail "no rtnetlink change counted: $path"
-    if [[ $mode == roam_addrchange ]]; then
-      [[ $(json "$work/cl-stats.json" 'd["path"]["reconnects"]') -ge 1 ]] || fail "no path reconnect counted: $path"
-      grep -q "path changed: the local address for the server changed" "$work/espvpn.log" \
-        || fail "the reconnect was not caused by the path change"
-    else
-      [[ $(json "$work/cl-stats.json" 'd["path"]["probes"] + d["path"]["reconnects"]') -ge 1 ]] \
-        || fail "the link's return was neither probed nor reconnected: $path"
-    fi
-  fi
-  # The outage past the time the network was unusable (the link down): what roaming shortens.
-  after_ms=$((gap - unusable_ms))
-  if [[ -n ${ROAM_MAX_MS:-} ]]; then
-    ((after_ms <= ROAM_MAX_MS)) || fail "outage ${gap} ms: ${after_ms} ms after the network was usable (limit $ROAM_MAX_MS)"
-  fi
-  echo "RESULT $mode (default DPD${ESPVPN_NO_ROAMING:+, roaming off}): outage (largest stream gap) ${gap} ms," \
-       "${after_ms} ms of it after the network was usable; first ping ${back_ms} ms after; path: $path"
-  ;;
+roam_addrchange|roam_linkflap|roam_gwroute|roam_gwroute_late) roam_case ;;
 suspend)
   # 10 s of SIGSTOP, not the issue's 30: what matters is that the old path died meanwhile and
   # the loop sees the resume; longer only lengthens CI. SUSPEND_S / ROAM_STREAM_S change them

@@ -18,6 +18,8 @@
 #               resolv.conf restored
 #   flood:      iperf3 UDP -b 3G for 3 s each way on DTLS and on CSTP (--no-dtls): espvpn's peak RSS
 #               (VmHWM) < 100 MiB (800 under ASan), ping afterwards; one ocserv for both
+#   roam_addrchange, roam_gwroute, roam_gwroute_late (+ _timing): roaming with ocserv's and espvpn's DEFAULT DPD
+#               (faults.sh's roam_case: the path reconnect / probe counted in --stats-json "path")
 # shellcheck shell=bash
 
 resolv_conf=/etc/netns/$nsc/resolv.conf
@@ -196,5 +198,6 @@ flood)
   limit=$(rss_limit_mb "$espvpn" 100 800)
   [[ $dtls_mb -lt $limit && $cstp_mb -lt $limit ]] || fail "peak RSS DTLS $dtls_mb MiB / CSTP $cstp_mb MiB >= $limit MiB"
   ;;
-*) echo "usage: faults.sh ac netem|restart|linkflap|addrchange|blackhole_sigint|flood ESPVPN" >&2; exit 2 ;;
+roam_addrchange|roam_gwroute|roam_gwroute_late) roam_case ;;
+*) echo "usage: faults.sh ac netem|restart|linkflap|addrchange|blackhole_sigint|flood|roam_addrchange|roam_gwroute[_timing] ESPVPN" >&2; exit 2 ;;
 esac

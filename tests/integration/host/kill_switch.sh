@@ -13,7 +13,11 @@
 #   the probes arrive again; a start without --kill-switch removes a leftover table;
 #   --allow-lan PREFIX lets that prefix through; --allow-lan without --kill-switch and
 #   --kill-switch with --setuid are refused.
+#   portal (gp): the portal on another address (10.201.0.3) than its gateway (10.201.0.1): the
+#   table lets TCP to the portal's port through, so a new login (espvpn --authenticate) passes
+#   while the tunnel runs; nothing else to the portal's address leaves.
 #   kill_switch.sh gp|ac tunnel ESPVPN [GATEWAY_BIN]   (gp: the fake GP gateway; ac: ocserv)
+#   kill_switch.sh gp portal ESPVPN GATEWAY_BIN
 # shellcheck source=../proto_head.sh
 . "$(dirname "$0")/../proto_head.sh" kill-switch "$@"
 topo_up
@@ -53,13 +57,14 @@ has_table() { ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/
 server_up() {
   if [[ $proto == gp ]]; then gateway_up aes-128-gcm; else ocserv_up; fi
 }
+server_url=https://$gw_ip:${oc_port:-4443}/
 start_espvpn() {  # LOG ARGS...: until the stats say a transport carries the tunnel
   local log=$1 login=(--protocol=gp -u alice) pass=secret; shift
   [[ $proto == ac ]] && login=(--protocol=anyconnect -u testuser) pass=$oc_password
   rm -f "$work/$log.json"
   echo "$pass" | ip netns exec "$nsc" "$espvpn" "${login[@]}" --cafile "$repo/certs/ca.pem" \
     --passwd-on-stdin --disable-ipv6 --reconnect-timeout 600 --stats-json "$work/$log.json" "$@" \
-    "https://$gw_ip:${oc_port:-4443}/" >"$work/$log.out" 2>"$work/$log.log" &
+    "$server_url" >"$work/$log.out" 2>"$work/$log.log" &
   client_pid=$!; pids+=("$client_pid")
   stats_wait "$work/$log.json" "d['transport'] != 'none'" 30 || fail "$log: espvpn did not bring the tunnel up"
 }
@@ -133,6 +138,45 @@ EOF
   sigint_exit "$client_pid"
   [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGINT"
   echo "PASS: $proto kill switch (no packet outside the tunnel while up, in an outage and after SIGKILL)"
+  ;;
+portal)
+  # The fake serves the portal on a second listener, 10.201.0.3 (in the test certificate), whose
+  # configuration names the first, 10.201.0.1, as the gateway.
+  portal_ip=10.201.0.3
+  ip -n "$nsg" addr add $portal_ip/24 dev "${topo}gc"
+  ip netns exec "$nsg" nft -f - <<EOF
+table netdev portal {
+  counter other {}
+  chain in {
+    type filter hook ingress device "${topo}gc" priority 1;
+    ip daddr $portal_ip tcp dport != 4443 counter name "other"
+    ip daddr $portal_ip meta l4proto != tcp counter name "other"
+  }
+}
+EOF
+  other() { ip netns exec "$nsg" nft list counter netdev portal other | sed -n 's/.*packets \([0-9]*\).*/\1/p'; }
+  gateway_up aes-128-gcm --listen $portal_ip:4443 || fail "the fake gateway did not start"
+  server_url=https://$portal_ip:4443/
+  start_espvpn ks1 --kill-switch
+  table=$(ip netns exec "$nsc" nft list table inet espvpn_kill_switch)
+  grep -q "ip daddr $portal_ip tcp dport 4443 accept" <<<"$table" || fail "no rule for the portal's TCP port: $table"
+  grep -q "ip daddr $gw_ip accept" <<<"$table" || fail "the portal did not send espvpn to the gateway $gw_ip: $table"
+  ping_lan || fail "no traffic through the tunnel with the kill switch on"
+  # A new login to the portal (and its gateway) while the kill switch is on.
+  echo secret | timeout 30 ip netns exec "$nsc" "$espvpn" --protocol=gp -u alice --cafile "$repo/certs/ca.pem" \
+    --passwd-on-stdin --http-timeout 5 --authenticate "$server_url" >"$work/relogin.out" 2>"$work/relogin.log" ||
+    fail "the login to the portal was blocked under the kill switch: $(tail -3 "$work/relogin.log")"
+  grep -q "^COOKIE=" "$work/relogin.out" || fail "the new login printed no cookie"
+  # Only TCP to its port: a ping, UDP and another TCP port to the portal's address stay blocked.
+  n=$(other)
+  ip netns exec "$nsc" ping -c 1 -W 1 $portal_ip >/dev/null 2>&1 || true
+  ip netns exec "$nsc" bash -c "echo x >/dev/udp/$portal_ip/4443" 2>/dev/null || true
+  ip netns exec "$nsc" timeout 2 bash -c "echo x >/dev/tcp/$portal_ip/4444" 2>/dev/null || true
+  (($(other) == n)) || fail "packets other than TCP to 4443 reached the portal's address ($n -> $(other))"
+  sigint_exit "$client_pid"
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGINT"
+  has_table && fail "the table stayed after a clean exit"
+  echo "PASS: gp kill switch lets a new login reach the portal $portal_ip:4443 (gateway $gw_ip), nothing else to it"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac

@@ -78,3 +78,20 @@ TEST_CASE("kill switch: a quote in an interface name cannot end the string") {
     const std::string s = kill_switch_script(r);
     CHECK(s.find("oifname \"tun acceptx\" accept") != std::string::npos);
 }
+
+TEST_CASE("kill switch: the portal's addresses pass on their TCP port only") {
+    KillSwitchRules r = rules();
+    r.tcp_services = {{"192.0.2.20", 443}, {"2001:db8::20", 8443}, {"portal.example", 443}, {"192.0.2.21", 0}};
+    const std::string s = kill_switch_script(r);
+    const std::string out = chain(s, "output");
+    CHECK(out.find("ip daddr 192.0.2.20 tcp dport 443 accept") != std::string::npos);
+    CHECK(out.find("ip6 daddr 2001:db8::20 tcp dport 8443 accept") != std::string::npos);
+    // a name or a bad port is left out, not spliced in
+    CHECK(out.find("portal.example") == std::string::npos);
+    CHECK(out.find("192.0.2.21") == std::string::npos);
+    // not every packet to the portal: no address-only rule for it, and it comes before the drop
+    CHECK(out.find("{ 192.0.2.20 }") == std::string::npos);
+    CHECK(out.find("tcp dport 443 accept") < out.find("counter drop"));
+    // its replies come back by ct state, nothing else from it
+    CHECK(chain(s, "input").find("192.0.2.20") == std::string::npos);
+}

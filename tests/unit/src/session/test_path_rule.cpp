@@ -1,6 +1,7 @@
 // PathRule (roaming, issue 22) and SessionControl::path_reconnect on a fake clock:
 // a path change is coalesced, then probed (same local address) or reconnected (address
-// changed, probe unanswered, path back during an outage); reconnects are rate-limited.
+// changed, probe unanswered, path back during an outage); reconnects are rate-limited; an
+// outage's attempt begun on the old path is cancelled and made again.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -142,6 +143,34 @@ TEST_CASE("SessionControl::path_reconnect drops the link and starts the attempt 
     SessionActions d = c.path_reconnect(t0 + milliseconds(40), "a path to the server is back");
     REQUIRE(d.start_attempt);
     CHECK(!d.drop_link);
+}
+
+TEST_CASE("SessionControl::path_reconnect cancels an outage's attempt begun on the old path and makes it again at once") {
+    const auto t0 = Clock::time_point{} + std::chrono::hours(1);
+    SessionControl c("the gateway", std::chrono::seconds(60), "getconfig");
+    c.link_up(t0, "over ESP");
+    SessionActions a = c.path_reconnect(t0 + milliseconds(5), "no answer to the probe within 1000 ms");
+    REQUIRE(a.start_attempt);
+    // A young attempt (under kStaleAttempt) is left alone: it may be on the new path already.
+    SessionActions b = c.path_reconnect(t0 + milliseconds(505), "a path to the server changed");
+    CHECK(!b.cancel_attempt);
+    CHECK(!b.start_attempt);
+    // One that has run for a second began on the old path (its SYN lost there): cancelled, and
+    // no second attempt beside it.
+    SessionActions d = c.path_reconnect(t0 + milliseconds(1005), "a path to the server changed");
+    CHECK(d.cancel_attempt);
+    CHECK(!d.start_attempt);
+    CHECK(!d.drop_link);
+    CHECK(c.attempt_in_flight());
+    CHECK(!c.path_reconnect(t0 + milliseconds(1007), "again").cancel_attempt);  // once per attempt
+    // Its end (cancelled): the next attempt at once, not after the backoff.
+    c.attempt_finished(t0 + milliseconds(1010), AttemptResult::failed("cancelled"));
+    SessionActions e = c.tick(t0 + milliseconds(1011));
+    REQUIRE(e.start_attempt);
+    CHECK(*e.start_attempt == AttemptPurpose::reconnect);
+    // A plain failure afterwards waits for the backoff again.
+    c.attempt_finished(t0 + milliseconds(1100), AttemptResult::failed("connection refused"));
+    CHECK(!c.tick(t0 + milliseconds(1101)).start_attempt);
 }
 
 TEST_CASE("a resume is checked at once and an unanswered probe reconnects after the resume timeout") {
