@@ -1,7 +1,5 @@
 #include "src/cli/gp_command.h"
 
-#include <unistd.h>
-
 #include <ostream>
 
 #include "protocols/gp/session_cookie.h"
@@ -28,13 +26,7 @@ gp::GpClientInfo client_info(const ClientOptions& o) {
     else if (o.os == "apple-ios") c.clientos = "iOS";
     else c.clientos = "Linux";
     c.os_version = o.os;  // OC sends its platform name here
-    if (!o.local_hostname.empty()) {
-        c.computer = o.local_hostname;
-    } else {
-        char name[256] = {};
-        if (::gethostname(name, sizeof name - 1) == 0) c.computer = name;
-        if (c.computer.empty()) c.computer = "localhost";
-    }
+    c.computer = reported_hostname(o);
     if (!o.version_string.empty()) c.app_version = o.version_string;
     c.ipv6 = !o.disable_ipv6;
     return c;
@@ -154,17 +146,8 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
         LOG_INFO << "dry run: not opening the tunnel; logging out";
     } else if (rc == kExitOk) {
         process.background();  // -b: from here on, the daemon child
-        session::GpGatewayLinks links;
-        links.refetch = [&] { return gateway.fetch_config(); };
-        // The login's kept-alive connection to the gateway if there is one (as openconnect does).
-        links.connect = [&] { return https.release_connection(auth_.gateway.host, auth_.gateway.port); };
-        links.cookie = &gateway.cookie();
-        links.cookie_rejected = [&] { return gateway.cookie_rejected(); };
-        links.forget_connections = [&] { https.close_all(); };
-        links.set_cancel_fd = [&](int fd) { https.set_cancel_fd(fd); };
         Status logged_out;
-        links.logout = [&] { logged_out = gateway.logout(); };
-        auto end = session::run_gp_tunnel(*setup, t, links);
+        auto end = session::run_gp_tunnel(*setup, t, gateway, logged_out);
         if (!end) {
             LOG_ERROR << end.error().message;
             rc = kExitError;

@@ -1,5 +1,7 @@
 #include "src/cli/tunnel_command.h"
 
+#include <unistd.h>
+
 #include <ostream>
 
 #include "src/cli/exit_codes.h"
@@ -23,11 +25,18 @@ session::TunnelOptions tunnel_options(const ClientOptions& o) {
     t.udp_local_port = o.dtls_local_port;
     t.udp_retry = std::chrono::seconds(o.esp_retry_interval_s);
     t.dry_run = o.dry_run;
-    t.hostname = o.local_hostname;
+    t.hostname = reported_hostname(o);
     return t;
 }
 
 }  // namespace
+
+std::string reported_hostname(const ClientOptions& o) {
+    if (!o.local_hostname.empty()) return o.local_hostname;
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) == 0 && name[0]) return name;
+    return "localhost";
+}
 
 std::string shell_quote(std::string_view text) {
     std::string out = "'";
