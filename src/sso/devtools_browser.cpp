@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocols/base/exec_array.h"
 #include "src/log/logger.h"
 #include "src/sso/invoking_user.h"
 #include "src/sso/login_signals.h"
@@ -136,9 +137,7 @@ public:
             argv_s.emplace_back(flag);
         argv_s.push_back("--user-data-dir=" + profile_);
         argv_s.emplace_back("about:blank");
-        std::vector<char*> argv;
-        for (auto& a : argv_s) argv.push_back(a.data());
-        argv.push_back(nullptr);
+        std::vector<char*> argv = exec_array(argv_s);
 
         std::vector<std::string> env_s;
         if (sw.needed) {
@@ -150,9 +149,7 @@ public:
         }
         // Its temporary files (the singleton socket) go into the profile, removed with it.
         env_s.push_back("TMPDIR=" + profile_);
-        std::vector<char*> envp;
-        for (auto& e : env_s) envp.push_back(e.data());
-        envp.push_back(nullptr);
+        std::vector<char*> envp = exec_array(env_s);
 
         int to_browser[2], from_browser[2], exec_status[2];
         if (::pipe2(to_browser, O_CLOEXEC) != 0) return make_error(errno_text("pipe"));
