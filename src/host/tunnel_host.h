@@ -53,7 +53,6 @@ public:
     void tear_down();
 
     io::TunDevice& tun() { return *tun_; }
-    bool has_tun() const { return tun_.has_value(); }
     int mtu() const { return mtu_; }
 
 private:
