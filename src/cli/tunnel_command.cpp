@@ -29,6 +29,12 @@ session::TunnelOptions tunnel_options(const ClientOptions& o) {
     return t;
 }
 
+// The error logged; the exit code for it.
+int failed(const Error& e) {
+    LOG_ERROR << e.message;
+    return kExitError;
+}
+
 }  // namespace
 
 std::string reported_hostname(const ClientOptions& o) {
@@ -66,35 +72,20 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
         return kExitError;
     }
     auto process = ProcessControl::prepare(options);  // early: a bad user or pid file fails before the login
-    if (!process) {
-        LOG_ERROR << process.error().message;
-        return kExitError;
-    }
+    if (!process) return failed(process.error());
     TerminalPrompter prompter(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
     auto inputs = login_inputs(options);
-    if (!inputs) {
-        LOG_ERROR << inputs.error().message;
-        return kExitError;
-    }
-    if (auto st = ask_key_password_if_needed(options, prompter); !st) {
-        LOG_ERROR << st.error().message;
-        return kExitError;
-    }
+    if (!inputs) return failed(inputs.error());
+    if (auto st = ask_key_password_if_needed(options, prompter); !st) return failed(st.error());
     auto https = io::HttpsClient::create(https_config(options));
-    if (!https) {
-        LOG_ERROR << https.error().message;
-        return kExitError;
-    }
+    if (!https) return failed(https.error());
 
     // 1. A session: from a cookie, or by logging in.
     if (options.cookie_on_stdin || !options.cookie.empty()) {
         Secret text = options.cookie_on_stdin ? Secret() : std::move(options.cookie);
         if (options.cookie_on_stdin) {
             auto line = read_stdin_line("the cookie on standard input");
-            if (!line) {
-                LOG_ERROR << line.error().message;
-                return kExitError;
-            }
+            if (!line) return failed(line.error());
             text = std::move(*line);
         }
         if (auto rc = protocol.use_cookie(options, text.reveal_text())) return *rc;
