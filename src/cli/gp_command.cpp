@@ -62,6 +62,12 @@ public:
                 session::TunnelOptions& tunnel) override;
 
 private:
+    session::GpRequestSender& requests(const ClientOptions& o, io::HttpsClient& https) {
+        if (!requests_)
+            requests_.emplace(https, o.useragent.empty() ? std::string(gp::kUserAgent) : o.useragent, o.dump_http_traffic);
+        return *requests_;
+    }
+
     session::GpLoginTarget target_;
     gp::GpClientInfo client_;
     std::optional<session::GpRequestSender> requests_;
@@ -85,8 +91,6 @@ std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view 
 
 std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
                                     const LoginInputs& inputs) {
-    requests_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
-                       options.dump_http_traffic);
     session::GpLoginSettings settings;
     settings.target = target_;
     settings.user = options.user;
@@ -109,7 +113,7 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     settings.form_entries = inputs.form_entries;
     settings.token = inputs.token;
     settings.sso = sso_browser(options);
-    session::GpLogin login(*requests_, std::move(settings), prompter);
+    session::GpLogin login(requests(options, https), std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");
     if (!done) {
@@ -124,10 +128,7 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
 // Gateway config and HIP, the tunnel until a signal, then logout.
 int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                        session::TunnelOptions& t) {
-    if (!requests_)
-        requests_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
-                           options.dump_http_traffic);
-    session::GpGatewaySession gateway(*requests_, auth_.gateway, std::move(auth_.cookie), client_);
+    session::GpGatewaySession gateway(requests(options, https), auth_.gateway, std::move(auth_.cookie), client_);
     int rc = kExitOk;
     auto setup = gateway.fetch_config();
     if (!setup) {
@@ -142,11 +143,11 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
     }
     LOG_INFO << "tunnel configuration from " << auth_.gateway.host << ":\n" << session::describe_tunnel_setup(*setup);
     bool logout = true;
+    Status logged_out;
     if (rc == kExitOk && options.dry_run) {
         LOG_INFO << "dry run: not opening the tunnel; logging out";
     } else if (rc == kExitOk) {
         process.background();  // -b: from here on, the daemon child
-        Status logged_out;
         auto end = session::run_gp_tunnel(*setup, t, gateway, logged_out);
         if (!end) {
             LOG_ERROR << end.error().message;
@@ -155,17 +156,12 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
             rc = exit_code(*end);
             // SIGINT/SIGTERM: the session loop sent the logout (or could not: no connection).
             logout = *end != session::TunnelEnd::user_detach && *end != session::TunnelEnd::user_logout;
-            if (!logged_out) {
-                LOG_ERROR << logged_out.error().message;
-                if (rc == kExitOk) rc = kExitError;
-            }
         }
     }
-    if (logout) {
-        if (auto st = gateway.logout(); !st) {
-            LOG_ERROR << st.error().message;
-            if (rc == kExitOk) rc = kExitError;
-        }
+    if (logout) logged_out = gateway.logout();
+    if (!logged_out) {
+        LOG_ERROR << logged_out.error().message;
+        if (rc == kExitOk) rc = kExitError;
     }
     https.log_summary("session");
     return rc;
