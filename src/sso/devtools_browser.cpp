@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocols/base/ascii.h"
 #include "protocols/base/exec_array.h"
 #include "src/log/logger.h"
 #include "src/sso/invoking_user.h"
@@ -42,14 +43,6 @@ using session::SsoStart;
 
 // A DevTools message is one JSON text; a response body can be large, but not this large.
 constexpr std::size_t kMaxMessage = 64u << 20;
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
@@ -416,7 +409,7 @@ HeaderList header_list(const json& headers) {
 
 const std::string* header(const HeaderList& headers, std::string_view name) {
     for (const auto& [n, v] : headers)
-        if (lower(n) == name) return &v;
+        if (ascii_lower(n) == name) return &v;
     return nullptr;
 }
 
@@ -501,7 +494,7 @@ Status DrivenLogin::attach(const std::string& target_id) {
 }
 
 void DrivenLogin::on_url(const std::string& session, const std::string& url, const std::string& request_id) {
-    if (finish_.gp_acs && lower(url.substr(0, 22)) == "globalprotectcallback:") {
+    if (finish_.gp_acs && ascii_lower(url.substr(0, 22)) == "globalprotectcallback:") {
         SsoResult r;
         r.kind = SsoResult::Kind::callback_url;
         r.url = Secret::from_string(url);
@@ -509,7 +502,7 @@ void DrivenLogin::on_url(const std::string& session, const std::string& url, con
         LOG_INFO << "the browser reached the globalprotectcallback: URL";
         return;
     }
-    if (!finish_.final_url.empty() && starts_with(url, finish_.final_url) && !final_reached_) {
+    if (!finish_.final_url.empty() && url.starts_with(finish_.final_url) && !final_reached_) {
         final_reached_ = true;
         final_session_ = session;
         LOG_INFO << "the browser reached the login's final URL (" << host_of(url) << ")";
@@ -555,7 +548,7 @@ Status DrivenLogin::fetch_body(const std::string& request_id) {
     std::string body = r->value("body", std::string());
     if (r->value("base64Encoded", false)) return {};  // not a page of text
     bool in_headers = header(c.headers, "saml-auth-status") != nullptr;
-    if (!in_headers && lower(body).find("saml-auth-status") == std::string::npos) return {};
+    if (!in_headers && ascii_lower(body).find("saml-auth-status") == std::string::npos) return {};
     SsoResult res;
     res.kind = SsoResult::Kind::acs_response;
     res.url = Secret::from_string(c.url);
