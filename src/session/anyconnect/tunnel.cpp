@@ -1,11 +1,10 @@
 #include "src/session/anyconnect/tunnel.h"
 
-#include <gnutls/crypto.h>
-
 #include <algorithm>
 
 #include "protocols/anyconnect/cstp.h"
 #include "protocols/anyconnect/tunnel_mtu.h"
+#include "src/io/dtls_channel.h"
 #include "src/log/logger.h"
 #include "src/session/anyconnect/cstp_link.h"
 
@@ -193,10 +192,10 @@ Status AcDriver::prepare_connect_settings(bool outer_v6) {
     if (!o_.no_dtls && dtls_peer_address_.empty())
         LOG_INFO << "no address for DTLS to the server: data runs over CSTP (TLS)";
     if (!o_.no_dtls && !dtls_peer_address_.empty()) {
+        auto secret = io::make_dtls_master_secret();
+        if (!secret) return secret.error();
         anyconnect::AcDtlsOffer offer;
-        offer.master_secret = Secret(48);
-        if (gnutls_rnd(GNUTLS_RND_KEY, offer.master_secret.reveal_mutable().data(), 48) != 0)
-            return make_error("no random bytes for the DTLS master secret");
+        offer.master_secret = std::move(*secret);
         master_secret_ = offer.master_secret.clone();
         if (!o_.dtls_ciphers.empty()) offer.cipher_suites = o_.dtls_ciphers;
         if (!o_.dtls12_ciphers.empty()) offer.dtls12_cipher_suites = o_.dtls12_ciphers;
