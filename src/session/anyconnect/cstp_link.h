@@ -49,10 +49,8 @@ private:
     std::thread thread_;
 };
 
-// One connected CSTP transport: a TLS connection that took the CONNECT, its
-// reply, the pump threads on it and the DTLS channel keyed from it. Outlived by
-// the session (tun, host, signals, reconnect policy), which replaces it on a
-// reconnect or a new-tunnel rekey.
+// Outlived by the session (tun, host, signals, reconnect policy), which replaces
+// it on a reconnect or a new-tunnel rekey.
 class CstpLink {
 public:
     // What the DTLS channel needs from the session.
