@@ -20,6 +20,8 @@
 #include <optional>
 #include <string>
 
+#include "protocols/base/byte_order.h"
+
 namespace espvpn {
 
 // ---- suite --------------------------------------------------------------------------
@@ -204,13 +206,6 @@ struct GcmHandle {
     // Sets the explicit IV part of the nonce from the packet.
     void load_iv(const std::uint8_t* iv) { std::memcpy(nonce.data() + kGcmSaltSize, iv, 8); }
 };
-
-void store_be64(std::uint8_t* p, std::uint64_t v) {
-    for (int i = 7; i >= 0; --i) {
-        p[i] = static_cast<std::uint8_t>(v);
-        v >>= 8;
-    }
-}
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "protocols/base/ascii.h"
 #include "protocols/base/hex.h"
 namespace espvpn {
 
@@ -110,13 +111,6 @@ void append_base32(std::string& out, std::span<const std::uint8_t> bytes) {
     }
 }
 
-bool starts_with_nocase(std::string_view text, std::string_view prefix) {
-    if (text.size() < prefix.size()) return false;
-    for (std::size_t i = 0; i < prefix.size(); ++i)
-        if (std::tolower(static_cast<unsigned char>(text[i])) != prefix[i]) return false;
-    return true;
-}
-
 }  // namespace
 
 Secret hotp_code(const Secret& key, OtpHash hash, std::uint64_t counter, int digits) {
@@ -150,12 +144,12 @@ Secret totp_code(const Secret& key, OtpHash hash, std::int64_t unix_time, int st
 Result<OtpSecret> parse_otp_secret(std::string_view text, bool hotp) {
     while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
     OtpSecret s;
-    if (starts_with_nocase(text, "sha1:")) {
+    if (istarts_with(text, "sha1:")) {
         text.remove_prefix(5);
-    } else if (starts_with_nocase(text, "sha256:")) {
+    } else if (istarts_with(text, "sha256:")) {
         s.hash = OtpHash::sha256;
         text.remove_prefix(7);
-    } else if (starts_with_nocase(text, "sha512:")) {
+    } else if (istarts_with(text, "sha512:")) {
         s.hash = OtpHash::sha512;
         text.remove_prefix(7);
     }
@@ -175,7 +169,7 @@ Result<OtpSecret> parse_otp_secret(std::string_view text, bool hotp) {
             while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
         }
     }
-    if (starts_with_nocase(text, "base32:")) {
+    if (istarts_with(text, "base32:")) {
         s.format = OtpSecret::Format::base32;
         auto key = decode_base32(text.substr(7));
         if (!key) return make_error("the token secret is " + key.error().message);

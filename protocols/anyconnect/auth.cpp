@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "protocols/base/ascii.h"
 #include "protocols/http/message.h"
 #include "protocols/http/secret_buffer.h"
 #include "protocols/xml/document.h"
@@ -52,12 +53,6 @@ bool valid_element_name(std::string_view name) {
     return true;
 }
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
 }  // namespace
 
 const AcFormField* AcAuthReply::field(std::string_view name) const {
@@ -81,7 +76,7 @@ Result<AcAuthReply> parse_auth_reply(std::string_view body) {
     reply.client_cert_requested = static_cast<bool>(root.child("client-cert-request"));
     if (xml::Node mca = root.child("multiple-client-cert-request")) {
         AcMcaRequest request;
-        for (const xml::Node& h : mca.children("hash-algorithm")) request.hashes.push_back(lower(h.text()));
+        for (const xml::Node& h : mca.children("hash-algorithm")) request.hashes.push_back(ascii_lower(h.text()));
         request.cert_authenticated = static_cast<bool>(root.child("cert-authenticated"));
         request.signed_document = std::string(body);
         // Without the machine certificate accepted there is nothing to add a second one to.
@@ -149,7 +144,7 @@ Result<AcAuthReply> parse_auth_reply(std::string_view body) {
 }
 
 bool refusal_names_certificate(std::string_view http_reason) {
-    return lower(http_reason).find("certificate") != std::string::npos;
+    return ascii_lower(http_reason).find("certificate") != std::string::npos;
 }
 
 std::string client_certificate_error(std::string_view server, const std::optional<std::string>& presented_subject) {

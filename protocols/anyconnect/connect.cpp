@@ -3,16 +3,13 @@
 #include <charconv>
 #include <utility>
 
+#include "protocols/base/ascii.h"
 #include "protocols/base/hex.h"
 #include "protocols/http/secret_buffer.h"
 
 namespace espvpn::anyconnect {
 
 namespace {
-
-bool starts_with_ci(std::string_view s, std::string_view prefix) {
-    return s.size() >= prefix.size() && http::iequals(s.substr(0, prefix.size()), prefix);
-}
 
 Result<int> parse_seconds(std::string_view name, std::string_view value) {
     if (value == "none") return 0;
@@ -125,7 +122,7 @@ Result<AcCstpConfig> parse_connect_reply(const http::Response& response, AcConne
         const auto& name = field.first;
         const auto& value = field.second;
         const std::string_view n = name;
-        if (starts_with_ci(n, "X-CSTP-")) t.protocol_options.emplace_back(name, value);
+        if (istarts_with(n, "X-CSTP-")) t.protocol_options.emplace_back(name, value);
         auto is = [&](std::string_view h) { return http::iequals(n, h); };
         auto seconds = [&](int& out) -> Status {
             auto v = parse_seconds(n, value);

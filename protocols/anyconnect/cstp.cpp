@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "protocols/base/byte_order.h"
+
 namespace espvpn::anyconnect {
 
 namespace {
@@ -24,8 +26,7 @@ const char* describe(CstpType type) {
 
 void write_cstp_header(CstpType type, std::uint16_t payload_len, std::uint8_t* out) {
     std::memcpy(out, kMagic, 4);
-    out[4] = static_cast<std::uint8_t>(payload_len >> 8);
-    out[5] = static_cast<std::uint8_t>(payload_len);
+    store_be16(out + 4, payload_len);
     out[6] = static_cast<std::uint8_t>(type);
     out[7] = 0;
 }
@@ -57,7 +58,7 @@ auto CstpDecoder::check_header(std::span<const std::uint8_t> header) const -> Re
         return make_error(std::string("bad packet magic ") + hex + " (expected 53 54 46 01)");
     }
     if (h[7] != 0) return make_error("packet header byte 7 is " + std::to_string(h[7]) + ", expected 0");
-    const std::size_t len = (std::size_t{h[4]} << 8) | h[5];
+    const std::size_t len = load_be16(h + 4);
     if (len > max_payload_)
         return make_error("packet payload of " + std::to_string(len) + " bytes exceeds the limit of " +
                           std::to_string(max_payload_));

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "protocols/base/ascii.h"
+
 namespace espvpn {
 
 namespace {
@@ -14,13 +16,6 @@ constexpr std::uint16_t kTypeCname = 5;
 constexpr std::size_t kHeader = 12;
 constexpr std::size_t kMaxName = 253;  // text form, without the trailing dot
 constexpr int kMaxChain = 8;           // CNAME hops followed inside one reply
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return out;
-}
 
 class Reader {
 public:
@@ -64,7 +59,7 @@ public:
             }
             if (p + 1 + len > m_.size()) return false;
             if (!out.empty()) out += '.';
-            out += lower(std::string_view(reinterpret_cast<const char*>(&m_[p + 1]), len));
+            out += ascii_lower(std::string_view(reinterpret_cast<const char*>(&m_[p + 1]), len));
             if (out.size() > kMaxName) return false;
             p += 1 + len;
         }
@@ -133,7 +128,7 @@ Result<DnsReply> parse_dns_reply(std::span<const std::uint8_t> m, std::uint16_t 
     std::uint16_t qtype = 0, qclass = 0;
     if (!r.name(pos, qname) || !r.u16(pos, qtype) || !r.u16(pos, qclass))
         return make_error("DNS: malformed question");
-    if (qname != lower(name) || qtype != static_cast<std::uint16_t>(type) || qclass != kClassIn)
+    if (qname != ascii_lower(name) || qtype != static_cast<std::uint16_t>(type) || qclass != kClassIn)
         return make_error("DNS: reply is for another question");
 
     std::vector<Record> records;

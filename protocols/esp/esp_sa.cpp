@@ -1,19 +1,10 @@
 #include "protocols/esp/esp_sa.h"
 
+#include "protocols/base/byte_order.h"
+
 namespace espvpn {
 
 namespace {
-
-void store_be32(std::uint8_t* p, std::uint32_t v) {
-    p[0] = static_cast<std::uint8_t>(v >> 24);
-    p[1] = static_cast<std::uint8_t>(v >> 16);
-    p[2] = static_cast<std::uint8_t>(v >> 8);
-    p[3] = static_cast<std::uint8_t>(v);
-}
-
-std::uint32_t load_be32(const std::uint8_t* p) {
-    return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
-}
 
 constexpr std::uint64_t kLastSequence = 0xFFFFFFFFu;
 

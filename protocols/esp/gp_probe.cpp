@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "protocols/base/byte_order.h"
+
 namespace espvpn {
 
 namespace {
@@ -23,18 +25,13 @@ std::uint16_t fold(std::uint32_t acc) {
     return static_cast<std::uint16_t>(~acc);
 }
 
-void put16(std::uint8_t* p, std::uint16_t v) {
-    p[0] = static_cast<std::uint8_t>(v >> 8);
-    p[1] = static_cast<std::uint8_t>(v);
-}
-
 // ICMP echo request header + magic payload at p (8 + 16 bytes), checksum left zero.
 void write_echo(std::uint8_t* p, std::uint8_t type, std::uint16_t id, std::uint16_t seq) {
     p[0] = type;
     p[1] = 0;
-    put16(p + 2, 0);
-    put16(p + 4, id);
-    put16(p + 6, seq);
+    store_be16(p + 2, 0);
+    store_be16(p + 4, id);
+    store_be16(p + 6, seq);
     std::memcpy(p + 8, kGpProbeMagic.data(), kGpProbeMagic.size());
 }
 
@@ -52,9 +49,9 @@ GpProbe build_gp_probe(std::span<std::uint8_t> out, std::span<const std::uint8_t
         std::memcpy(p, ip, sizeof ip);
         std::memcpy(p + 12, src.data(), 4);
         std::memcpy(p + 16, dst.data(), 4);
-        put16(p + 10, fold(sum16({p, 20})));
+        store_be16(p + 10, fold(sum16({p, 20})));
         write_echo(p + 20, 8, icmp_id, seq);
-        put16(p + 22, fold(sum16({p + 20, kEchoSize})));
+        store_be16(p + 22, fold(sum16({p + 20, kEchoSize})));
         return {kGpProbeIpv4Size, 4};
     }
     if (src.size() == 16) {
@@ -69,7 +66,7 @@ GpProbe build_gp_probe(std::span<std::uint8_t> out, std::span<const std::uint8_t
         std::uint32_t acc = sum16({p + 8, 32});
         acc += kEchoSize;
         acc += kProtoIcmpv6;
-        put16(p + 42, fold(sum16({p + 40, kEchoSize}, acc)));
+        store_be16(p + 42, fold(sum16({p + 40, kEchoSize}, acc)));
         return {kGpProbeIpv6Size, 41};
     }
     return {};

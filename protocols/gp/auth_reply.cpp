@@ -4,23 +4,16 @@
 #include <cctype>
 #include <optional>
 
+#include "protocols/base/ascii.h"
 #include "protocols/base/hex.h"
 
 namespace espvpn::gp {
 
 namespace {
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
 std::size_t find_nocase(std::string_view hay, std::string_view needle, std::size_t from = 0) {
-    return lower(hay).find(lower(needle), from);
+    return ascii_lower(hay).find(ascii_lower(needle), from);
 }
-
-bool iequals(std::string_view a, std::string_view b) { return lower(a) == lower(b); }
 
 void append_utf8(std::string& out, unsigned cp) {
     if (cp < 0x80) {
@@ -145,7 +138,7 @@ std::string decode_entities(std::string_view s) {
 }  // namespace
 
 GpErrorKind classify_error_message(std::string_view message) {
-    const std::string m = lower(message);
+    const std::string m = ascii_lower(message);
     auto has = [&](std::string_view k) { return m.find(k) != std::string::npos; };
     if (has("invalid authentication cookie") || has("errors getting ssl/vpn config") ||
         has("portal name not found") || has("allow automatic restoration"))

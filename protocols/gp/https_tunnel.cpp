@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "protocols/base/byte_order.h"
 #include "protocols/http/form.h"
 
 namespace espvpn::gp {
@@ -43,11 +44,8 @@ Status check_tunnel_reply(std::span<const std::uint8_t> first_bytes, GpTunnelRef
 GpFrameHeader encode_frame_header(GpFrameType type, std::uint16_t payload_len) {
     GpFrameHeader h{};
     std::copy(kFrameMagic.begin(), kFrameMagic.end(), h.begin());
-    const auto t = static_cast<std::uint16_t>(type);
-    h[4] = static_cast<std::uint8_t>(t >> 8);
-    h[5] = static_cast<std::uint8_t>(t);
-    h[6] = static_cast<std::uint8_t>(payload_len >> 8);
-    h[7] = static_cast<std::uint8_t>(payload_len);
+    store_be16(h.data() + 4, static_cast<std::uint16_t>(type));
+    store_be16(h.data() + 6, payload_len);
     if (type != GpFrameType::Keepalive) h[8] = 1;
     return h;
 }
@@ -69,8 +67,8 @@ Result<GpFrameInfo> decode_frame_header(std::span<const std::uint8_t, kFrameHead
         std::snprintf(hex, sizeof hex, "%02x%02x%02x%02x", h[0], h[1], h[2], h[3]);
         return make_error(std::string("bad frame magic ") + hex + ", expected 1a2b3c4d");
     }
-    const std::uint16_t type = static_cast<std::uint16_t>(h[4] << 8 | h[5]);
-    const std::uint16_t len = static_cast<std::uint16_t>(h[6] << 8 | h[7]);
+    const std::uint16_t type = load_be16(h.data() + 4);
+    const std::uint16_t len = load_be16(h.data() + 6);
     static constexpr std::uint8_t data_tail[8] = {1, 0, 0, 0, 0, 0, 0, 0};
     static constexpr std::uint8_t zero_tail[8] = {};
     switch (static_cast<GpFrameType>(type)) {

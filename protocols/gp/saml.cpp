@@ -1,9 +1,9 @@
 #include "protocols/gp/saml.h"
 
 #include <algorithm>
-#include <cctype>
 #include <optional>
 
+#include "protocols/base/ascii.h"
 #include "protocols/gp/base64.h"
 #include "protocols/http/form.h"
 #include "protocols/xml/document.h"
@@ -13,14 +13,6 @@ namespace espvpn::gp {
 namespace {
 
 constexpr std::string_view kCookieFields[] = {"prelogin-cookie", "portal-userauthcookie"};
-
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-            return false;
-    return true;
-}
 
 std::optional<std::string> header(const GpHeaderList& headers, std::string_view name) {
     for (const auto& [k, v] : headers)

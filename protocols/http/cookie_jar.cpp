@@ -10,14 +10,6 @@ namespace espvpn::http {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
-}
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
 bool is_date_delimiter(char c) {
     auto u = static_cast<unsigned char>(c);
     return u == 0x09 || (u >= 0x20 && u <= 0x2f) || (u >= 0x3b && u <= 0x40) || (u >= 0x5b && u <= 0x60) ||
@@ -34,7 +26,7 @@ bool has_control(std::string_view s) {
 // Leading 1..max_digits digits not followed by another digit; -1 otherwise.
 int leading_number(std::string_view token, std::size_t max_digits, std::size_t min_digits = 1) {
     std::size_t n = 0;
-    while (n < token.size() && is_digit(token[n])) ++n;
+    while (n < token.size() && is_ascii_digit(token[n])) ++n;
     if (n < min_digits || n > max_digits) return -1;
     int value = 0;
     for (std::size_t i = 0; i < n; ++i) value = value * 10 + (token[i] - '0');
@@ -45,7 +37,7 @@ bool parse_time(std::string_view token, int& h, int& m, int& s) {
     int* parts[3] = {&h, &m, &s};
     for (int i = 0; i < 3; ++i) {
         std::size_t n = 0;
-        while (n < token.size() && is_digit(token[n])) ++n;
+        while (n < token.size() && is_ascii_digit(token[n])) ++n;
         if (n < 1 || n > 2) return false;
         *parts[i] = leading_number(token, 2);
         token.remove_prefix(n);
@@ -59,14 +51,7 @@ bool parse_time(std::string_view token, int& h, int& m, int& s) {
 
 bool is_ip_address(std::string_view host) {
     return host.find(':') != std::string_view::npos ||
-           std::all_of(host.begin(), host.end(), [](char c) { return is_digit(c) || c == '.'; });
-}
-
-std::string lowercase(std::string_view s) {
-    std::string out(s);
-    for (auto& c : out)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return out;
+           std::all_of(host.begin(), host.end(), [](char c) { return is_ascii_digit(c) || c == '.'; });
 }
 
 std::string default_path(std::string_view request_path) {
@@ -101,9 +86,9 @@ std::optional<Clock::time_point> parse_cookie_date(std::string_view text) {
             have_day = true;
             day = leading_number(token, 2);
         } else if (!have_month && token.size() >= 3 &&
-                   std::find(months.begin(), months.end(), lowercase(token.substr(0, 3))) != months.end()) {
+                   std::find(months.begin(), months.end(), ascii_lower(token.substr(0, 3))) != months.end()) {
             have_month = true;
-            month = static_cast<int>(std::find(months.begin(), months.end(), lowercase(token.substr(0, 3))) -
+            month = static_cast<int>(std::find(months.begin(), months.end(), ascii_lower(token.substr(0, 3))) -
                                      months.begin()) + 1;
         } else if (!have_year && leading_number(token, 4, 2) >= 0) {
             have_year = true;
@@ -153,30 +138,30 @@ Status CookieJar::store(std::string_view request_host, std::string_view request_
     auto eq = pair.find('=');
     if (eq == std::string_view::npos) return make_error("Set-Cookie without name=value");
     Cookie cookie;
-    cookie.name = std::string(trim(pair.substr(0, eq)));
-    auto value = trim(pair.substr(eq + 1));
+    cookie.name = std::string(trim_blanks(pair.substr(0, eq)));
+    auto value = trim_blanks(pair.substr(eq + 1));
     if (cookie.name.empty() || has_control(cookie.name) || cookie.name.find_first_of(" \t") != std::string::npos)
         return make_error("Set-Cookie with an invalid cookie name");
     if (has_control(value)) return make_error("Set-Cookie " + cookie.name + " has control characters in its value");
     cookie.value = Secret::from_string(value);
-    cookie.domain = lowercase(request_host);
+    cookie.domain = ascii_lower(request_host);
     cookie.path = default_path(request_path);
 
     bool have_max_age = false;
     auto attributes = semi == std::string_view::npos ? std::string_view() : text.substr(semi + 1);
     while (!attributes.empty()) {
         auto next = attributes.find(';');
-        auto attr = trim(attributes.substr(0, next));
+        auto attr = trim_blanks(attributes.substr(0, next));
         attributes = next == std::string_view::npos ? std::string_view() : attributes.substr(next + 1);
         auto aeq = attr.find('=');
-        auto key = trim(attr.substr(0, aeq));
-        auto val = aeq == std::string_view::npos ? std::string_view() : trim(attr.substr(aeq + 1));
+        auto key = trim_blanks(attr.substr(0, aeq));
+        auto val = aeq == std::string_view::npos ? std::string_view() : trim_blanks(attr.substr(aeq + 1));
         if (iequals(key, "Expires")) {
             if (auto when = parse_cookie_date(val); when && !have_max_age) cookie.expires = when;
         } else if (iequals(key, "Max-Age")) {
             bool negative = !val.empty() && val.front() == '-';
             auto digits = negative ? val.substr(1) : val;
-            if (digits.empty() || !std::all_of(digits.begin(), digits.end(), is_digit)) continue;
+            if (digits.empty() || !std::all_of(digits.begin(), digits.end(), is_ascii_digit)) continue;
             have_max_age = true;
             if (negative || digits.find_first_not_of('0') == std::string_view::npos) {
                 cookie.expires = Clock::time_point::min();
@@ -188,7 +173,7 @@ Status CookieJar::store(std::string_view request_host, std::string_view request_
         } else if (iequals(key, "Domain")) {
             if (!val.empty() && val.front() == '.') val.remove_prefix(1);
             if (val.empty()) continue;
-            auto domain = lowercase(val);
+            auto domain = ascii_lower(val);
             if (!domain_matches(request_host, domain))
                 return make_error("Set-Cookie " + cookie.name + ": domain \"" + domain + "\" does not cover host \"" +
                                   std::string(request_host) + "\"");
@@ -223,7 +208,7 @@ void CookieJar::set(std::string_view host, std::string name, Secret value, std::
     Cookie cookie;
     cookie.name = std::move(name);
     cookie.value = std::move(value);
-    cookie.domain = lowercase(host);
+    cookie.domain = ascii_lower(host);
     cookie.path = std::move(path);
     std::erase_if(cookies_, [&](const Cookie& c) {
         return c.name == cookie.name && c.domain == cookie.domain && c.path == cookie.path;

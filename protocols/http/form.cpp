@@ -29,13 +29,6 @@ std::string percent_encode(std::string_view text) {
     return out;
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 Result<std::string> percent_decode(std::string_view text) {
     std::string out;
     out.reserve(text.size());
@@ -46,7 +39,7 @@ Result<std::string> percent_decode(std::string_view text) {
         } else if (c == '%') {
             if (i + 2 >= text.size())
                 return make_error("truncated percent-escape at offset " + std::to_string(i));
-            int hi = hexval(text[i + 1]), lo = hexval(text[i + 2]);
+            int hi = hex_digit_value(text[i + 1]), lo = hex_digit_value(text[i + 2]);
             if (hi < 0 || lo < 0)
                 return make_error("invalid percent-escape at offset " + std::to_string(i));
             out += static_cast<char>(hi << 4 | lo);

@@ -9,14 +9,6 @@ namespace espvpn::http {
 
 namespace {
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
-}
-
 bool is_tchar(char c) {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
     return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
@@ -30,13 +22,6 @@ bool safe_on_one_line(std::string_view s) {
 }
 
 }  // namespace
-
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        if (lower(a[i]) != lower(b[i])) return false;
-    return true;
-}
 
 void Headers::set(std::string_view name, std::string value) {
     remove(name);
@@ -64,7 +49,7 @@ bool Headers::list_contains(std::string_view name, std::string_view token) const
     for (auto value : get_all(name)) {
         while (!value.empty()) {
             auto comma = value.find(',');
-            if (iequals(trim(value.substr(0, comma)), token)) return true;
+            if (iequals(trim_blanks(value.substr(0, comma)), token)) return true;
             if (comma == std::string_view::npos) break;
             value.remove_prefix(comma + 1);
         }

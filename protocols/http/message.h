@@ -11,12 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "protocols/base/ascii.h"
 #include "protocols/base/result.h"
 #include "crypto/secret.h"
 
 namespace espvpn::http {
 
-bool iequals(std::string_view a, std::string_view b);
+using espvpn::iequals;
 
 // Headers in the order they were added or received; names compare case-insensitively
 // and repeated headers are all kept.

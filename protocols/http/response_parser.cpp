@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "protocols/base/ascii.h"
 #include "protocols/base/hex.h"
 
 namespace espvpn::http {
@@ -11,8 +12,6 @@ namespace {
 // A chunk-size line is a hex number plus optional extensions; nothing legitimate
 // is longer than this.
 constexpr std::size_t kMaxChunkLine = 4096;
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 // Server bytes quoted for an error message: at most `max` of them, anything but
 // printable ASCII as \xNN, so a hostile reply cannot write control sequences to the
@@ -32,22 +31,9 @@ std::string quoted(std::string_view bytes, std::size_t max) {
     return out;
 }
 
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 bool is_tchar(char c) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c)) return true;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_ascii_digit(c)) return true;
     return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
 }
 
 // Content-Length may be repeated or a list ("5, 5"), but every value must agree.
@@ -56,8 +42,8 @@ Result<std::uint64_t> parse_content_length(const std::vector<std::string_view>& 
     for (auto field : values) {
         while (true) {
             auto comma = field.find(',');
-            auto item = trim(field.substr(0, comma));
-            if (item.empty() || !std::all_of(item.begin(), item.end(), is_digit) || item.size() > 18)
+            auto item = trim_blanks(field.substr(0, comma));
+            if (item.empty() || !std::all_of(item.begin(), item.end(), is_ascii_digit) || item.size() > 18)
                 return make_error("invalid Content-Length " + quoted(item, 32));
             std::uint64_t n = 0;
             for (char c : item) n = n * 10 + static_cast<std::uint64_t>(c - '0');
@@ -175,8 +161,8 @@ Status ResponseParser::on_line(std::string_view line) {
 
 Status ResponseParser::on_status_line(std::string_view line) {
     // HTTP/1.x SP 3DIGIT [SP reason]
-    if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || !is_digit(line[7]) || line[8] != ' ' ||
-        !is_digit(line[9]) || !is_digit(line[10]) || !is_digit(line[11]) || (line.size() > 12 && line[12] != ' '))
+    if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || !is_ascii_digit(line[7]) || line[8] != ' ' ||
+        !is_ascii_digit(line[9]) || !is_ascii_digit(line[10]) || !is_ascii_digit(line[11]) || (line.size() > 12 && line[12] != ' '))
         return fail("malformed status line " + quoted(line, 64));
     response_.version_minor = line[7] - '0';
     response_.status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
@@ -195,7 +181,7 @@ Status ResponseParser::on_header_line(std::string_view line, Headers& into) {
     auto name = line.substr(0, colon);
     if (name.empty() || !std::all_of(name.begin(), name.end(), is_tchar))
         return fail("invalid header name " + quoted(name, 64));
-    auto value = trim(line.substr(colon + 1));
+    auto value = trim_blanks(line.substr(colon + 1));
     if (std::any_of(value.begin(), value.end(), [](char c) { return c == '\0' || c == '\r'; }))
         return fail("control character in header " + std::string(name));
     std::size_t count = into.size() + (&into == &response_.headers ? response_.set_cookies.size() : 0);
@@ -229,7 +215,7 @@ Status ResponseParser::on_headers_complete() {
     if (auto codings = h.get_all("Transfer-Encoding"); !codings.empty()) {
         auto last = codings.back();
         if (auto comma = last.rfind(','); comma != std::string_view::npos) last.remove_prefix(comma + 1);
-        if (!iequals(trim(last), "chunked"))
+        if (!iequals(trim_blanks(last), "chunked"))
             return fail("unsupported Transfer-Encoding " + quoted(codings.back(), 64));
         // RFC 9112 6.3: with both framings the message is suspect; do not reuse the connection.
         if (h.has("Content-Length")) response_.keep_alive = false;
@@ -255,12 +241,12 @@ Status ResponseParser::on_headers_complete() {
 Status ResponseParser::on_chunk_size_line(std::string_view line) {
     std::uint64_t size = 0;
     std::size_t i = 0;
-    for (; i < line.size() && hex_value(line[i]) >= 0; ++i) {
-        size = size * 16 + static_cast<std::uint64_t>(hex_value(line[i]));
+    for (; i < line.size() && hex_digit_value(line[i]) >= 0; ++i) {
+        size = size * 16 + static_cast<std::uint64_t>(hex_digit_value(line[i]));
         if (size > limits_.max_body_bytes)
             return fail("chunk size exceeds the body limit of " + std::to_string(limits_.max_body_bytes) + " bytes");
     }
-    auto rest = trim(line.substr(i));
+    auto rest = trim_blanks(line.substr(i));
     if (i == 0 || (!rest.empty() && rest.front() != ';'))
         return fail("invalid chunk size line " + quoted(line, 32));
     if (size == 0) {

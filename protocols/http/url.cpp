@@ -3,19 +3,13 @@
 #include <algorithm>
 #include <vector>
 
+#include "protocols/base/ascii.h"
+
 namespace espvpn::http {
 
 namespace {
 
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-std::string lowercase(std::string_view s) {
-    std::string out(s);
-    for (auto& c : out)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return out;
-}
 
 // RFC 3986 5.2.4, on a path that starts with '/'.
 std::string remove_dot_segments(std::string_view path) {
@@ -49,7 +43,7 @@ std::string remove_dot_segments(std::string_view path) {
 // Hex digits, ':' and a dotted IPv4 tail; the socket layer rejects what is still no address.
 bool ipv6_literal_chars(std::string_view host) {
     return !host.empty() && std::all_of(host.begin(), host.end(), [](char c) {
-        return is_digit(c) || (c >= 'a' && c <= 'f') || c == ':' || c == '.';
+        return is_ascii_digit(c) || (c >= 'a' && c <= 'f') || c == ':' || c == '.';
     });
 }
 
@@ -80,7 +74,7 @@ Result<Url> parse_url(std::string_view text) {
     const std::string_view original = text;
     if (auto hash = text.find('#'); hash != std::string_view::npos) text = text.substr(0, hash);
     if (auto sep = text.find("://"); sep != std::string_view::npos) {
-        auto scheme = lowercase(text.substr(0, sep));
+        auto scheme = ascii_lower(text.substr(0, sep));
         if (scheme == "http")
             return make_error("refusing insecure URL \"" + std::string(original) + "\" (only https is supported)");
         if (scheme != "https")
@@ -98,7 +92,7 @@ Result<Url> parse_url(std::string_view text) {
         auto close = authority.find(']');
         if (close == std::string_view::npos)
             return make_error("URL \"" + std::string(original) + "\": unterminated IPv6 literal");
-        url.host = lowercase(authority.substr(1, close - 1));
+        url.host = ascii_lower(authority.substr(1, close - 1));
         auto after = authority.substr(close + 1);
         if (!after.empty()) {
             if (after.front() != ':') return make_error("URL \"" + std::string(original) + "\": junk after ']'");
@@ -109,24 +103,24 @@ Result<Url> parse_url(std::string_view text) {
     } else if (std::count(authority.begin(), authority.end(), ':') > 1) {
         // A bare IPv6 literal (portals list gateways as "2001:db8::1"): all of it is the
         // address, so no port can follow without brackets.
-        url.host = lowercase(authority);
+        url.host = ascii_lower(authority);
         if (!ipv6_literal_chars(url.host))
             return make_error("URL \"" + std::string(original) + "\": invalid host \"" + url.host +
                               "\" (an IPv6 address with a port needs brackets: [addr]:port)");
     } else {
         auto colon = authority.find(':');
-        url.host = lowercase(authority.substr(0, colon));
+        url.host = ascii_lower(authority.substr(0, colon));
         if (colon != std::string_view::npos) port_text = authority.substr(colon + 1);
         if (url.host.empty())
             return make_error("URL \"" + std::string(original) + "\" has no host name");
         if (!std::all_of(url.host.begin(), url.host.end(),
-                         [](char c) { return is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_'; }))
+                         [](char c) { return is_alpha(c) || is_ascii_digit(c) || c == '-' || c == '.' || c == '_'; }))
             return make_error("URL \"" + std::string(original) + "\": invalid host name \"" + url.host + "\"");
     }
     if (std::count(authority.begin(), authority.end(), ':') == 1 && authority.front() != '[' && port_text.empty())
         return make_error("URL \"" + std::string(original) + "\": empty port");
     if (!port_text.empty()) {
-        if (port_text.size() > 5 || !std::all_of(port_text.begin(), port_text.end(), is_digit))
+        if (port_text.size() > 5 || !std::all_of(port_text.begin(), port_text.end(), is_ascii_digit))
             return make_error("URL \"" + std::string(original) + "\": invalid port \"" + std::string(port_text) + "\"");
         unsigned long port = std::stoul(std::string(port_text));
         if (port == 0 || port > 65535)
@@ -150,7 +144,7 @@ Result<Url> resolve_location(const Url& base, std::string_view location) {
     auto first_delim = location.find_first_of("/?");
     if (colon != std::string_view::npos && colon > 0 && colon < first_delim && is_alpha(location.front()) &&
         std::all_of(location.begin(), location.begin() + static_cast<std::ptrdiff_t>(colon),
-                    [](char c) { return is_alpha(c) || is_digit(c) || c == '+' || c == '-' || c == '.'; })) {
+                    [](char c) { return is_alpha(c) || is_ascii_digit(c) || c == '+' || c == '-' || c == '.'; })) {
         if (location.substr(colon, 3) != "://")
             return make_error("unsupported redirect target \"" + std::string(location) + "\"");
         return parse_url(location);

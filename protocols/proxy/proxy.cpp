@@ -4,9 +4,9 @@
 #include <nettle/base64.h>
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 
+#include "protocols/base/ascii.h"
 #include "protocols/http/form.h"
 #include "protocols/http/response_parser.h"
 #include "protocols/http/secret_buffer.h"
@@ -17,19 +17,13 @@ namespace {
 
 constexpr std::size_t kMaxReplyHeader = 16 * 1024;
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
 // The items of a `separators`-separated list, lower-cased, blanks trimmed, empty ones dropped.
 std::vector<std::string> list_items(std::string_view list, std::string_view separators) {
     std::vector<std::string> items;
     std::size_t pos = 0;
     while (pos <= list.size()) {
         auto end = std::min(list.find_first_of(separators, pos), list.size());
-        std::string item = lower(list.substr(pos, end - pos));
+        std::string item = ascii_lower(list.substr(pos, end - pos));
         pos = end + 1;
         item.erase(0, item.find_first_not_of(" \t"));
         item.erase(item.find_last_not_of(" \t") + 1);
@@ -70,7 +64,7 @@ Result<ProxySpec> parse_proxy_url(std::string_view text) {
     auto scheme_end = rest.find("://");
     std::string scheme = "http";
     if (scheme_end != std::string_view::npos) {
-        scheme = lower(rest.substr(0, scheme_end));
+        scheme = ascii_lower(rest.substr(0, scheme_end));
         rest.remove_prefix(scheme_end + 3);
     }
     if (scheme == "http") {
@@ -125,12 +119,12 @@ Result<ProxySpec> parse_proxy_url(std::string_view text) {
         if (!port) return port.error();
         spec.port = *port;
     }
-    spec.host = lower(spec.host);
+    spec.host = ascii_lower(spec.host);
     return spec;
 }
 
 bool bypasses_proxy(std::string_view host_in, std::string_view no_proxy) {
-    const std::string host = lower(host_in);
+    const std::string host = ascii_lower(host_in);
     for (std::string entry : list_items(no_proxy, ", \t")) {
         if (entry == "*") return true;
         if (entry.front() == '[') {  // [v6]:port or [v6]

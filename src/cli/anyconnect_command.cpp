@@ -9,7 +9,6 @@
 #include "src/cli/https_settings.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/log/logger.h"
-#include "src/session/anyconnect/dtls_channel.h"
 #include "src/session/anyconnect/login.h"
 #include "src/session/anyconnect/tunnel.h"
 #include "src/cli/sso_settings.h"
@@ -96,16 +95,8 @@ int AcCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
     t.user_agent = user_agent(options);
     t.dtls_ciphers = options.dtls_ciphers;
     t.dtls12_ciphers = options.dtls12_ciphers;
-    session::AcDtlsFactory dtls;
-    if (!options.no_dtls) {
-        session::AcDtlsChannelOptions d;
-        d.local_port = options.dtls_local_port;
-        d.retry = std::chrono::seconds(options.esp_retry_interval_s);
-        d.force_dpd_s = options.force_dpd_s;
-        dtls = session::make_ac_dtls_factory(d);
-    }
     if (!options.dry_run) process.background();  // -b: from here on, the daemon child
-    auto end = session::run_ac_tunnel(https, auth_, t, dtls);
+    auto end = session::run_ac_tunnel(https, auth_, t);
     if (!end) {
         LOG_ERROR << end.error().message;
         return kExitError;

@@ -1,7 +1,5 @@
 #include "src/cli/gp_command.h"
 
-#include <unistd.h>
-
 #include <ostream>
 
 #include "protocols/gp/session_cookie.h"
@@ -28,13 +26,7 @@ gp::GpClientInfo client_info(const ClientOptions& o) {
     else if (o.os == "apple-ios") c.clientos = "iOS";
     else c.clientos = "Linux";
     c.os_version = o.os;  // OC sends its platform name here
-    if (!o.local_hostname.empty()) {
-        c.computer = o.local_hostname;
-    } else {
-        char name[256] = {};
-        if (::gethostname(name, sizeof name - 1) == 0) c.computer = name;
-        if (c.computer.empty()) c.computer = "localhost";
-    }
+    c.computer = reported_hostname(o);
     if (!o.version_string.empty()) c.app_version = o.version_string;
     c.ipv6 = !o.disable_ipv6;
     return c;
@@ -71,6 +63,12 @@ public:
                 session::TunnelOptions& tunnel) override;
 
 private:
+    session::GpRequestSender& requests(const ClientOptions& o, io::HttpsClient& https) {
+        if (!requests_)
+            requests_.emplace(https, o.useragent.empty() ? std::string(gp::kUserAgent) : o.useragent, o.dump_http_traffic);
+        return *requests_;
+    }
+
     session::GpLoginTarget target_;
     gp::GpClientInfo client_;
     std::optional<session::GpRequestSender> requests_;
@@ -94,8 +92,6 @@ std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view 
 
 std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
                                     const LoginInputs& inputs) {
-    requests_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
-                       options.dump_http_traffic);
     session::GpLoginSettings settings;
     settings.target = target_;
     settings.user = options.user;
@@ -118,7 +114,7 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     settings.form_entries = inputs.form_entries;
     settings.token = inputs.token;
     settings.sso = sso_browser(options);
-    session::GpLogin login(*requests_, std::move(settings), prompter);
+    session::GpLogin login(requests(options, https), std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");
     if (!done) {
@@ -133,10 +129,7 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
 // Gateway config and HIP, the tunnel until a signal, then logout.
 int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                        session::TunnelOptions& t) {
-    if (!requests_)
-        requests_.emplace(https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
-                           options.dump_http_traffic);
-    session::GpGatewaySession gateway(*requests_, auth_.gateway, std::move(auth_.cookie), client_);
+    session::GpGatewaySession gateway(requests(options, https), auth_.gateway, std::move(auth_.cookie), client_);
     int rc = kExitOk;
     auto setup = gateway.fetch_config();
     if (!setup) {
@@ -151,21 +144,12 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
     }
     LOG_INFO << "tunnel configuration from " << auth_.gateway.host << ":\n" << session::describe_tunnel_setup(*setup);
     bool logout = true;
+    Status logged_out;
     if (rc == kExitOk && options.dry_run) {
         LOG_INFO << "dry run: not opening the tunnel; logging out";
     } else if (rc == kExitOk) {
         process.background();  // -b: from here on, the daemon child
-        session::GpGatewayLinks links;
-        links.refetch = [&] { return gateway.fetch_config(); };
-        // The login's kept-alive connection to the gateway if there is one (as openconnect does).
-        links.connect = [&] { return https.release_connection(auth_.gateway.host, auth_.gateway.port); };
-        links.cookie = &gateway.cookie();
-        links.cookie_rejected = [&] { return gateway.cookie_rejected(); };
-        links.forget_connections = [&] { https.close_all(); };
-        links.set_cancel_fd = [&](int fd) { https.set_cancel_fd(fd); };
-        Status logged_out;
-        links.logout = [&] { logged_out = gateway.logout(); };
-        auto end = session::run_gp_tunnel(*setup, t, links);
+        auto end = session::run_gp_tunnel(*setup, t, gateway, logged_out);
         if (!end) {
             LOG_ERROR << end.error().message;
             rc = kExitError;
@@ -173,17 +157,12 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
             rc = exit_code(*end);
             // SIGINT/SIGTERM: the session loop sent the logout (or could not: no connection).
             logout = *end != session::TunnelEnd::user_detach && *end != session::TunnelEnd::user_logout;
-            if (!logged_out) {
-                LOG_ERROR << logged_out.error().message;
-                if (rc == kExitOk) rc = kExitError;
-            }
         }
     }
-    if (logout) {
-        if (auto st = gateway.logout(); !st) {
-            LOG_ERROR << st.error().message;
-            if (rc == kExitOk) rc = kExitError;
-        }
+    if (logout) logged_out = gateway.logout();
+    if (!logged_out) {
+        LOG_ERROR << logged_out.error().message;
+        if (rc == kExitOk) rc = kExitError;
     }
     https.log_summary("session");
     return rc;

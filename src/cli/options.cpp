@@ -9,6 +9,7 @@
 #include <functional>
 #include <sstream>
 
+#include "protocols/base/exec_array.h"
 #include "protocols/proxy/proxy.h"
 #include "protocols/tunnel/tunnel_config.h"
 
@@ -468,9 +469,7 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
     storage.reserve(expanded->size() + 1);
     storage.push_back(argc > 0 ? argv[0] : "espvpn");
     storage.insert(storage.end(), expanded->begin(), expanded->end());
-    std::vector<char*> args;
-    for (auto& s : storage) args.push_back(s.data());
-    args.push_back(nullptr);
+    std::vector<char*> args = exec_array(storage);
 
     ClientOptions options;
     std::vector<std::string> positionals;

@@ -1,5 +1,7 @@
 #include "src/cli/tunnel_command.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <ostream>
 
@@ -24,7 +26,7 @@ session::TunnelOptions tunnel_options(const ClientOptions& o) {
     t.udp_local_port = o.dtls_local_port;
     t.udp_retry = std::chrono::seconds(o.esp_retry_interval_s);
     t.dry_run = o.dry_run;
-    t.hostname = o.local_hostname;
+    t.hostname = reported_hostname(o);
     t.keeps_privileges = o.setuid_user.empty();
     return t;
 }
@@ -44,7 +46,20 @@ std::vector<host::KillSwitchService> login_servers(const io::HttpsClient& https,
     return out;
 }
 
+// The error logged; the exit code for it.
+int failed(const Error& e) {
+    LOG_ERROR << e.message;
+    return kExitError;
+}
+
 }  // namespace
+
+std::string reported_hostname(const ClientOptions& o) {
+    if (!o.local_hostname.empty()) return o.local_hostname;
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) == 0 && name[0]) return name;
+    return "localhost";
+}
 
 std::string shell_quote(std::string_view text) {
     std::string out = "'";
@@ -74,35 +89,20 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
         return kExitError;
     }
     auto process = ProcessControl::prepare(options);  // early: a bad user or pid file fails before the login
-    if (!process) {
-        LOG_ERROR << process.error().message;
-        return kExitError;
-    }
+    if (!process) return failed(process.error());
     TerminalPrompter prompter(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
     auto inputs = login_inputs(options);
-    if (!inputs) {
-        LOG_ERROR << inputs.error().message;
-        return kExitError;
-    }
-    if (auto st = ask_key_password_if_needed(options, prompter); !st) {
-        LOG_ERROR << st.error().message;
-        return kExitError;
-    }
+    if (!inputs) return failed(inputs.error());
+    if (auto st = ask_key_password_if_needed(options, prompter); !st) return failed(st.error());
     auto https = io::HttpsClient::create(https_config(options));
-    if (!https) {
-        LOG_ERROR << https.error().message;
-        return kExitError;
-    }
+    if (!https) return failed(https.error());
 
     // 1. A session: from a cookie, or by logging in.
     if (options.cookie_on_stdin || !options.cookie.empty()) {
         Secret text = options.cookie_on_stdin ? Secret() : std::move(options.cookie);
         if (options.cookie_on_stdin) {
             auto line = read_stdin_line("the cookie on standard input");
-            if (!line) {
-                LOG_ERROR << line.error().message;
-                return kExitError;
-            }
+            if (!line) return failed(line.error());
             text = std::move(*line);
         }
         if (auto rc = protocol.use_cookie(options, text.reveal_text())) return *rc;

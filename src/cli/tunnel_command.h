@@ -50,6 +50,9 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
 // cookie); the end is logged.
 int exit_code(session::TunnelEnd end);
 
+// The host name to report: --local-hostname, else the machine's ("localhost" if it has none).
+std::string reported_hostname(const ClientOptions& options);
+
 // openconnect's shell quoting for --authenticate lines: 'text', with ' as '\''.
 std::string shell_quote(std::string_view text);
 

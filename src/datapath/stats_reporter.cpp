@@ -34,9 +34,12 @@ Result<std::unique_ptr<StatsReporter>> StatsReporter::start(Source source, const
 }
 
 Result<std::unique_ptr<StatsReporter>> StatsReporter::start(StatsView view, const StatsReporterOptions& options) {
-    const int stop_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (stop_fd < 0) return make_error(std::string("stats: eventfd: ") + std::strerror(errno));
-    std::unique_ptr<StatsReporter> r(new StatsReporter(std::move(view), options, stop_fd));
+    std::unique_ptr<StatsReporter> r;
+    try {
+        r.reset(new StatsReporter(std::move(view), options));
+    } catch (const std::exception& e) {
+        return make_error(std::string("stats: ") + e.what());
+    }
     if (options.print_on_sigusr1) {
         const int sig_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (sig_fd < 0) return make_error(std::string("stats: eventfd: ") + std::strerror(errno));
@@ -56,12 +59,11 @@ Result<std::unique_ptr<StatsReporter>> StatsReporter::start(StatsView view, cons
     return r;
 }
 
-StatsReporter::StatsReporter(StatsView view, StatsReporterOptions options, int stop_fd)
-    : view_(std::move(view)), options_(std::move(options)), stop_fd_(stop_fd) {}
+StatsReporter::StatsReporter(StatsView view, StatsReporterOptions options)
+    : view_(std::move(view)), options_(std::move(options)) {}
 
 StatsReporter::~StatsReporter() {
-    const std::uint64_t one = 1;
-    (void)!::write(stop_fd_, &one, sizeof one);
+    stop_.notify();
     if (thread_.joinable()) thread_.join();
     if (options_.print_on_sigusr1) {
         ::signal(SIGUSR1, SIG_IGN);
@@ -69,7 +71,6 @@ StatsReporter::~StatsReporter() {
         if (fd >= 0) ::close(fd);
     }
     if (!options_.json_path.empty()) (void)write_json();
-    ::close(stop_fd_);
 }
 
 Status StatsReporter::write_json() const {
@@ -88,7 +89,7 @@ void StatsReporter::print() const { LOG_INFO << "datapath stats:\n" << view_.tex
 
 void StatsReporter::run() {
     const int sig_fd = g_sigusr1_fd.load();
-    pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {sig_fd, POLLIN, 0}};
+    pollfd fds[2] = {{stop_.fd(), POLLIN, 0}, {sig_fd, POLLIN, 0}};
     const int nfds = sig_fd >= 0 ? 2 : 1;
     const int timeout = options_.json_path.empty() ? -1 : static_cast<int>(options_.json_interval.count());
     for (;;) {

@@ -14,6 +14,7 @@
 
 #include "protocols/base/result.h"
 #include "src/datapath/datapath_stats.h"
+#include "src/datapath/pipeline_threads.h"
 
 namespace espvpn::datapath {
 
@@ -45,12 +46,12 @@ public:
     void print() const;
 
 private:
-    StatsReporter(StatsView view, StatsReporterOptions options, int stop_fd);
+    StatsReporter(StatsView view, StatsReporterOptions options);
     void run();
 
     StatsView view_;
     StatsReporterOptions options_;
-    int stop_fd_ = -1;
+    ControlChannel stop_;
     std::thread thread_;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "protocols/base/byte_order.h"
 #include "src/io/checksum.h"
 #include "src/io/tun_device.h"
 
@@ -17,11 +18,6 @@ constexpr std::size_t kIpv4Header = 20;
 constexpr std::size_t kIpv6Header = 40;
 constexpr std::size_t kIcmpHeader = 8;
 constexpr std::size_t kIpv4QuoteLimit = 576;  // RFC 1812: the whole error fits 576 bytes
-
-void put16(std::uint8_t* p, std::uint32_t v) {
-    p[0] = static_cast<std::uint8_t>(v >> 8);
-    p[1] = static_cast<std::uint8_t>(v);
-}
 
 // Is it an ICMP error (never answered with another error, RFC 1122 / RFC 4443)?
 bool is_icmp_error(std::span<const std::uint8_t> pkt, std::size_t l4, std::uint8_t protocol) {
@@ -44,7 +40,7 @@ std::size_t too_big_v4(std::span<const std::uint8_t> in, std::size_t mtu, std::s
     std::uint8_t* ip = out.data();
     std::memset(ip, 0, kIpv4Header + kIcmpHeader);
     ip[0] = 0x45;
-    put16(ip + 2, static_cast<std::uint32_t>(total));
+    store_be16(ip + 2, static_cast<std::uint32_t>(total));
     ip[8] = 64;  // TTL
     ip[9] = 1;   // ICMP
     std::memcpy(ip + 12, in.data() + 16, 4);  // from the unreachable destination
@@ -53,7 +49,7 @@ std::size_t too_big_v4(std::span<const std::uint8_t> in, std::size_t mtu, std::s
     std::uint8_t* icmp = ip + kIpv4Header;
     icmp[0] = 3;  // destination unreachable
     icmp[1] = 4;  // fragmentation needed and DF set
-    put16(icmp + 6, static_cast<std::uint32_t>(std::min<std::size_t>(mtu, 0xffff)));
+    store_be16(icmp + 6, static_cast<std::uint32_t>(std::min<std::size_t>(mtu, 0xffff)));
     std::memcpy(icmp + kIcmpHeader, in.data(), quote);
     cs::store(icmp + 2, static_cast<std::uint16_t>(~cs::fold(cs::add(0, {icmp, kIcmpHeader + quote}))));
     return total;
@@ -67,7 +63,7 @@ std::size_t too_big_v6(std::span<const std::uint8_t> in, std::size_t mtu, std::s
     std::uint8_t* ip = out.data();
     std::memset(ip, 0, kIpv6Header + kIcmpHeader);
     ip[0] = 0x60;
-    put16(ip + 4, static_cast<std::uint32_t>(payload));
+    store_be16(ip + 4, static_cast<std::uint32_t>(payload));
     ip[6] = 58;   // ICMPv6
     ip[7] = 64;   // hop limit
     std::memcpy(ip + 8, in.data() + 24, 16);
@@ -75,8 +71,8 @@ std::size_t too_big_v6(std::span<const std::uint8_t> in, std::size_t mtu, std::s
     std::uint8_t* icmp = ip + kIpv6Header;
     icmp[0] = 2;  // packet too big
     const std::uint32_t m = static_cast<std::uint32_t>(std::max<std::size_t>(mtu, 1280));
-    put16(icmp + 4, m >> 16);
-    put16(icmp + 6, m & 0xffff);
+    store_be16(icmp + 4, m >> 16);
+    store_be16(icmp + 6, m & 0xffff);
     std::memcpy(icmp + kIcmpHeader, in.data(), quote);
     std::uint64_t sum = cs::pseudo_header({ip + 8, 16}, {ip + 24, 16}, 58, static_cast<std::uint32_t>(payload));
     cs::store(icmp + 2, static_cast<std::uint16_t>(~cs::fold(cs::add(sum, {icmp, payload}))));

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 
+#include "protocols/base/exec_array.h"
 #include "src/log/logger.h"
 
 extern char** environ;
@@ -99,9 +100,7 @@ ScriptResult ScriptRunner::execute(const ScriptEnv& env) {
     }
 
     std::vector<std::string> env_strings = child_environment(env);
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
+    std::vector<char*> envp = exec_array(env_strings);
     std::string shell = "/bin/sh", dash_c = "-c";
     char* argv[] = {shell.data(), dash_c.data(), command_.data(), nullptr};
 

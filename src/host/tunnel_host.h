@@ -65,7 +65,6 @@ public:
     std::size_t domain_route_count() const { return domain_routes_.size(); }
 
     io::TunDevice& tun() { return *tun_; }
-    bool has_tun() const { return tun_.has_value(); }
     int mtu() const { return mtu_; }
 
 private:

@@ -89,23 +89,6 @@ std::string dtls_legacy_suite_offer(bool dtls12_header) {
     return list;
 }
 
-Result<std::vector<std::uint8_t>> parse_dtls_session_id(std::string_view hex, std::string_view header) {
-    if (hex.size() != 2 * kDtlsSessionIdSize)
-        return make_error(std::string(header) + " must be " + std::to_string(2 * kDtlsSessionIdSize) +
-                          " hex digits, got " + std::to_string(hex.size()) + " characters");
-    std::vector<std::uint8_t> id(kDtlsSessionIdSize);
-    for (std::size_t i = 0; i < hex.size(); ++i) {
-        const char c = hex[i];
-        int v;
-        if (c >= '0' && c <= '9') v = c - '0';
-        else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') v = c - 'A' + 10;
-        else return make_error(std::string(header) + " has a non-hex character at position " + std::to_string(i));
-        id[i / 2] = static_cast<std::uint8_t>(i % 2 ? (id[i / 2] | v) : v << 4);
-    }
-    return id;
-}
-
 Result<Secret> make_dtls_master_secret() {
     Secret s(kDtlsMasterSecretSize);
     const int rc = gnutls_rnd(GNUTLS_RND_KEY, s.reveal_mutable().data(), s.size());

@@ -75,9 +75,6 @@ Result<const DtlsLegacySuite*> find_dtls_legacy_suite(std::string_view name, boo
 // The colon list to offer in that header (without PSK-NEGOTIATE), best first.
 std::string dtls_legacy_suite_offer(bool dtls12_header);
 
-// The 64 hex digits of X-DTLS-App-ID / X-DTLS-Session-ID as 32 bytes; the error
-// names `header` and what was wrong.
-Result<std::vector<std::uint8_t>> parse_dtls_session_id(std::string_view hex, std::string_view header);
 // A fresh random X-DTLS-Master-Secret (the header value is its hex).
 Result<Secret> make_dtls_master_secret();
 

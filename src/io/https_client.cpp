@@ -272,6 +272,17 @@ void HttpsClient::log_summary(std::string_view what) const {
                                  : std::string());
 }
 
+void HttpsClient::dump_headers(const http::Headers& headers) {
+    for (const auto& [name, value] : headers.fields()) LOG_DEBUG << "> " << name << ": " << value;
+}
+
+void HttpsClient::dump_response_head(const http::Response& response) {
+    LOG_DEBUG << "< HTTP " << response.status << " " << response.reason;
+    for (const auto& [name, value] : response.headers.fields()) LOG_DEBUG << "< " << name << ": " << value;
+    if (!response.set_cookies.empty())
+        LOG_DEBUG << "< (" << response.set_cookies.size() << " Set-Cookie header(s), values redacted)";
+}
+
 void HttpsClient::close_all() {
     for (auto& [key, c] : connections_) c.stream->close();
     connections_.clear();

@@ -84,6 +84,10 @@ public:
     void log_summary(std::string_view what) const;
     // Closes every kept-alive connection.
     void close_all();
+    // --dump-http-traffic: a request's header lines ("> "), a response's status and header
+    // lines ("< ") with the Set-Cookie values left out. Bodies are the caller's to log.
+    static void dump_headers(const http::Headers& headers);
+    static void dump_response_head(const http::Response& response);
     // From now on every wait (connect, handshake, request) ends at once when `fd` turns
     // readable (a LinkAttempt's cancel fd); -1: none.
     void set_cancel_fd(int fd);

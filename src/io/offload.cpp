@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "protocols/base/byte_order.h"
 #include "src/io/checksum.h"
 
 namespace espvpn::io {
@@ -22,19 +23,6 @@ constexpr std::size_t kUdpCsumOffset = 6;
 constexpr std::size_t kMaxIpPacket = 65535;
 constexpr std::uint16_t kNoPacket = 0xffff;
 
-std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] << 8 | p[1]); }
-std::uint32_t get32(const std::uint8_t* p) {
-    return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
-}
-void put16(std::uint8_t* p, std::uint32_t v) {
-    p[0] = static_cast<std::uint8_t>(v >> 8);
-    p[1] = static_cast<std::uint8_t>(v);
-}
-void put32(std::uint8_t* p, std::uint32_t v) {
-    put16(p, v >> 16);
-    put16(p + 2, v);
-}
-
 // The IP and transport headers of a packet; l4_len is 0 for non-TCP/UDP.
 struct Headers {
     std::uint8_t version = 0;
@@ -51,7 +39,7 @@ OffloadError parse_headers(std::span<const std::uint8_t> pkt, Headers& h) {
     if (h.version == 4) {
         if (pkt.size() < kIpv4HeaderLen) return OffloadError::truncated;
         if ((pkt[0] & 0x0f) != 5) return OffloadError::ipv4_options;
-        if ((get16(&pkt[6]) & 0x3fff) != 0) return OffloadError::ipv4_fragment;  // MF or offset
+        if ((load_be16(&pkt[6]) & 0x3fff) != 0) return OffloadError::ipv4_fragment;  // MF or offset
         h.ip_len = kIpv4HeaderLen;
         h.protocol = pkt[9];
     } else if (h.version == 6) {
@@ -110,10 +98,10 @@ bool l4_checksum_valid(const std::uint8_t* pkt, const Headers& h, std::size_t le
 
 void set_ip_length(std::uint8_t* pkt, const Headers& h, std::size_t length) {
     if (h.version == 4) {
-        put16(pkt + 2, static_cast<std::uint32_t>(length));
+        store_be16(pkt + 2, static_cast<std::uint32_t>(length));
         set_ipv4_checksum(pkt);
     } else {
-        put16(pkt + 4, static_cast<std::uint32_t>(length - kIpv6HeaderLen));
+        store_be16(pkt + 4, static_cast<std::uint32_t>(length - kIpv6HeaderLen));
     }
 }
 
@@ -214,23 +202,23 @@ SplitOutcome split_super_packet(const VirtioNetHdr& hdr, std::span<const std::ui
     if (segments > out.free_slots()) return {OffloadError::batch_full, 0};
 
     const std::uint8_t* src = packet.data();
-    const std::uint16_t ip_id = h.version == 4 ? get16(src + 4) : 0;
-    const std::uint32_t seq = tcp ? get32(src + h.ip_len + 4) : 0;
+    const std::uint16_t ip_id = h.version == 4 ? load_be16(src + 4) : 0;
+    const std::uint32_t seq = tcp ? load_be32(src + h.ip_len + 4) : 0;
     std::size_t offset = 0;
     for (std::size_t i = 0; i < segments; ++i) {
         const std::size_t seg = std::min<std::size_t>(hdr.gso_size, payload - offset);
         std::uint8_t* dst = out.next_room().data();
         std::memcpy(dst, src, hlen);
         const std::uint64_t payload_sum = checksum::copy_and_add(dst + hlen, src + hlen + offset, seg, 0);
-        if (h.version == 4) put16(dst + 4, static_cast<std::uint16_t>(ip_id + i));
+        if (h.version == 4) store_be16(dst + 4, static_cast<std::uint16_t>(ip_id + i));
         set_ip_length(dst, h, hlen + seg);
         std::uint8_t* l4 = dst + h.ip_len;
         if (tcp) {
-            put32(l4 + 4, seq + static_cast<std::uint32_t>(offset));
+            store_be32(l4 + 4, seq + static_cast<std::uint32_t>(offset));
             if (i + 1 < segments) l4[13] &= static_cast<std::uint8_t>(~(kTcpFin | kTcpPsh));
             if (i > 0) l4[13] &= static_cast<std::uint8_t>(~kTcpCwr);
         } else {
-            put16(l4 + 4, static_cast<std::uint32_t>(kUdpHeaderLen + seg));
+            store_be16(l4 + 4, static_cast<std::uint32_t>(kUdpHeaderLen + seg));
         }
         set_l4_checksum(dst, h, hlen + seg, payload_sum);
         out.commit(hlen + seg);
@@ -314,15 +302,15 @@ GroCoalescer::Outcome GroCoalescer::coalesce(PacketBatch& batch, bool tcp, bool 
         std::size_t payload = candidate ? pkt.size() - std::min(pkt.size(), h.total()) : 0;
         if (candidate) {
             // Lengths must match the buffer exactly: merged packets rewrite them.
-            std::size_t ip_total = h.version == 4 ? get16(&pkt[2]) : get16(&pkt[4]) + kIpv6HeaderLen;
+            std::size_t ip_total = h.version == 4 ? load_be16(&pkt[2]) : load_be16(&pkt[4]) + kIpv6HeaderLen;
             candidate = ip_total == pkt.size() && payload > 0;
         }
         if (candidate && h.protocol == kProtoTcp) {
             std::uint8_t flags = pkt[h.ip_len + 13];
             candidate = tcp && (flags & ~(kTcpAck | kTcpPsh)) == 0 && (flags & kTcpAck);
         } else if (candidate) {
-            candidate = udp && get16(&pkt[h.ip_len + 4]) == pkt.size() - h.ip_len &&
-                        get16(&pkt[h.ip_len + 6]) != 0;
+            candidate = udp && load_be16(&pkt[h.ip_len + 4]) == pkt.size() - h.ip_len &&
+                        load_be16(&pkt[h.ip_len + 6]) != 0;
         }
         // Merged segments are trusted by the kernel (NEEDS_CSUM), so only
         // packets whose own checksum is right may be merged.
@@ -344,7 +332,7 @@ GroCoalescer::Outcome GroCoalescer::coalesce(PacketBatch& batch, bool tcp, bool 
             std::span<std::uint8_t> head = batch.packet(flow->slot);
             bool fits = flow->h.l4_len == h.l4_len && same_transport(head.data(), pkt.data(), h) &&
                         payload <= flow->gso_size && flow->length + payload <= kMaxIpPacket;
-            if (fits && h.protocol == kProtoTcp) fits = get32(&pkt[h.ip_len + 4]) == flow->next_seq;
+            if (fits && h.protocol == kProtoTcp) fits = load_be32(&pkt[h.ip_len + 4]) == flow->next_seq;
             if (fits) {
                 next_[flow->last] = static_cast<std::uint16_t>(i);
                 flow->last = static_cast<std::uint16_t>(i);
@@ -371,7 +359,7 @@ GroCoalescer::Outcome GroCoalescer::coalesce(PacketBatch& batch, bool tcp, bool 
         it.gso_size = static_cast<std::uint16_t>(payload);
         it.open = candidate && !(h.protocol == kProtoTcp && (pkt[h.ip_len + 13] & kTcpPsh));
         it.next_seq = candidate && h.protocol == kProtoTcp
-                          ? get32(&pkt[h.ip_len + 4]) + static_cast<std::uint32_t>(payload)
+                          ? load_be32(&pkt[h.ip_len + 4]) + static_cast<std::uint32_t>(payload)
                           : 0;
     }
     // Items are in arrival order of their first packet: write them that way.
@@ -386,7 +374,7 @@ GroCoalescer::Outcome GroCoalescer::coalesce(PacketBatch& batch, bool tcp, bool 
             const bool is_tcp = it.h.protocol == kProtoTcp;
             std::uint8_t* l4 = pkt + it.h.ip_len;
             std::size_t l4_length = it.length - it.h.ip_len;
-            if (!is_tcp) put16(l4 + 4, static_cast<std::uint32_t>(l4_length));
+            if (!is_tcp) store_be16(l4 + 4, static_cast<std::uint32_t>(l4_length));
             std::size_t at = is_tcp ? kTcpCsumOffset : kUdpCsumOffset;
             // The kernel completes the checksum from the pseudo-header sum.
             checksum::store(l4 + at, checksum::fold(pseudo_sum(pkt, it.h, l4_length)));

@@ -134,25 +134,25 @@ Result<UdpSocket> UdpSocket::open(const UdpOptions& options) {
     const int family = options.remote.empty() ? local.family() : remote.family();
 
     UdpSocket s;
-    s.fd_ = ::socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (s.fd_ < 0) return make_error("udp socket: " + errno_text(errno));
-    set_buffer(s.fd_, SO_SNDBUFFORCE, SO_SNDBUF, options.send_buffer, "send buffer");
-    set_buffer(s.fd_, SO_RCVBUFFORCE, SO_RCVBUF, options.receive_buffer, "receive buffer");
+    s.fd_.reset(::socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!s.fd_.valid()) return make_error("udp socket: " + errno_text(errno));
+    set_buffer(s.fd_.get(), SO_SNDBUFFORCE, SO_SNDBUF, options.send_buffer, "send buffer");
+    set_buffer(s.fd_.get(), SO_RCVBUFFORCE, SO_RCVBUF, options.receive_buffer, "receive buffer");
     if (!options.local.empty() &&
-        ::bind(s.fd_, reinterpret_cast<const sockaddr*>(&local.storage), local.length) != 0)
+        ::bind(s.fd_.get(), reinterpret_cast<const sockaddr*>(&local.storage), local.length) != 0)
         return make_error("udp bind " + options.local + ": " + errno_text(errno));
     if (!options.remote.empty()) {
-        if (::connect(s.fd_, reinterpret_cast<const sockaddr*>(&remote.storage), remote.length) != 0)
+        if (::connect(s.fd_.get(), reinterpret_cast<const sockaddr*>(&remote.storage), remote.length) != 0)
             return make_error("udp connect " + options.remote + ": " + errno_text(errno));
         s.connected_ = true;
     }
     if (options.gso) {
         int zero = 0;  // probe: kernels with UDP_SEGMENT accept a zero size
-        s.gso_ = ::setsockopt(s.fd_, SOL_UDP, UDP_SEGMENT, &zero, sizeof zero) == 0;
+        s.gso_ = ::setsockopt(s.fd_.get(), SOL_UDP, UDP_SEGMENT, &zero, sizeof zero) == 0;
     }
     if (options.gro) {
         int one = 1;
-        s.gro_ = ::setsockopt(s.fd_, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
+        s.gro_ = ::setsockopt(s.fd_.get(), SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
     }
     s.buf_ = std::make_unique<Buffers>();
     if (s.gro_) s.buf_->gro_data.reset(new std::uint8_t[kGroBuffers * kGroBufferSize]);
@@ -160,35 +160,22 @@ Result<UdpSocket> UdpSocket::open(const UdpOptions& options) {
     return s;
 }
 
-UdpSocket::UdpSocket(UdpSocket&& o) noexcept { *this = std::move(o); }
-UdpSocket& UdpSocket::operator=(UdpSocket&& o) noexcept {
-    if (this != &o) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = o.fd_;
-        o.fd_ = -1;
-        gso_ = o.gso_;
-        gro_ = o.gro_;
-        connected_ = o.connected_;
-        counters_ = o.counters_;
-        buf_ = std::move(o.buf_);
-    }
-    return *this;
-}
-UdpSocket::~UdpSocket() {
-    if (fd_ >= 0) ::close(fd_);
-}
+// Here, where Buffers is complete.
+UdpSocket::UdpSocket(UdpSocket&&) noexcept = default;
+UdpSocket& UdpSocket::operator=(UdpSocket&&) noexcept = default;
+UdpSocket::~UdpSocket() = default;
 
 Result<SocketAddress> UdpSocket::local_address() const {
     SocketAddress a;
     a.length = sizeof a.storage;
-    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&a.storage), &a.length) != 0)
+    if (::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a.storage), &a.length) != 0)
         return make_error("getsockname: " + errno_text(errno));
     return a;
 }
 
 bool UdpSocket::wait_readable(int timeout_ms) const {
     if (buf_ && buf_->gro_index < buf_->gro_count) return true;
-    pollfd p{fd_, POLLIN, 0};
+    pollfd p{fd_.get(), POLLIN, 0};
     return ::poll(&p, 1, timeout_ms) > 0 && (p.revents & POLLIN);
 }
 
@@ -257,7 +244,7 @@ SendOutcome UdpSocket::send_batch(const PacketBatch& batch, std::size_t first) {
         bool rebuild = false;
         while (done < m) {
             ++counters_.send_calls;
-            int r = ::sendmmsg(fd_, &tx.msgs[done], static_cast<unsigned>(m - done), MSG_DONTWAIT);
+            int r = ::sendmmsg(fd_.get(), &tx.msgs[done], static_cast<unsigned>(m - done), MSG_DONTWAIT);
             if (r > 0) {
                 for (int k = 0; k < r; ++k) {
                     std::size_t packets = b.msg_packets[done + static_cast<std::size_t>(k)];
@@ -354,7 +341,7 @@ std::size_t UdpSocket::drain_gro(PacketBatch& out, SocketAddress* sources) {
 // reports for the connected peer (counted) are all "0 messages"; anything else is an error.
 Result<int> UdpSocket::receive_messages(mmsghdr* msgs, std::size_t count) {
     ++counters_.receive_calls;
-    int r = ::recvmmsg(fd_, msgs, static_cast<unsigned>(count), MSG_DONTWAIT, nullptr);
+    int r = ::recvmmsg(fd_.get(), msgs, static_cast<unsigned>(count), MSG_DONTWAIT, nullptr);
     if (r >= 0) return r;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
     if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH) {

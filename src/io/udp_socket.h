@@ -18,6 +18,7 @@
 
 #include "protocols/base/result.h"
 #include "src/io/packet_batch.h"
+#include "src/io/unique_fd.h"
 
 struct mmsghdr;
 
@@ -83,7 +84,7 @@ public:
     UdpSocket& operator=(UdpSocket&&) noexcept;
     ~UdpSocket();
 
-    int fd() const { return fd_; }
+    int fd() const { return fd_.get(); }
     bool gso() const { return gso_; }
     bool gro() const { return gro_; }
     Result<SocketAddress> local_address() const;
@@ -123,7 +124,7 @@ private:
     std::size_t drain_gro(PacketBatch& out, SocketAddress* sources);
     Result<int> receive_messages(mmsghdr* msgs, std::size_t count);
 
-    int fd_ = -1;
+    UniqueFd fd_;
     bool gso_ = false;
     bool gro_ = false;
     bool connected_ = false;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "protocols/base/exec_array.h"
 #include "src/nm/auth_dialog.h"
 #include "src/nm/libnm.h"
 #include "src/nm/service_names.h"
@@ -63,7 +64,7 @@ VpnSettings settings_from(GHashTable* data, GHashTable* secrets) {
 // single sign-on with no terminal) /dev/null; stderr (espvpn's prompts and
 // progress) = the terminal when there is one, else ours.
 // Returns espvpn's exit status (-1: could not run it); its stdout in *output.
-int run_authenticate(const std::vector<std::string>& args, const Secret* password, int tty, Secret* output) {
+int run_authenticate(std::vector<std::string> args, const Secret* password, int tty, Secret* output) {
     int out_pipe[2], in_pipe[2] = {-1, -1};
     if (pipe2(out_pipe, O_CLOEXEC) != 0) return -1;
     if (password && pipe2(in_pipe, O_CLOEXEC) != 0) return -1;
@@ -74,9 +75,7 @@ int run_authenticate(const std::vector<std::string>& args, const Secret* passwor
     else posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
     if (tty >= 0) posix_spawn_file_actions_adddup2(&fa, tty, 2);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
+    std::vector<char*> argv = espvpn::exec_array(args);
     pid_t pid = 0;
     const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);

@@ -51,11 +51,9 @@ constexpr const char* kAuthDialogKeys[] = {"authtype",          "key_pass",     
                                            // single sign-on: the dialog's login (espvpn_authenticate_command)
                                            "external-browser", "sso-browser", "sso-timeout"};
 
-bool has_prefix(const std::string& s, std::string_view prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
-
 bool known_key(const std::string& key) {
     if (key.size() > 6 && key.compare(key.size() - 6, 6, "-flags") == 0) return true;  // secret flags
-    if (has_prefix(key, "form:")) return true;  // the auth dialog's saved form fields
+    if (key.starts_with("form:")) return true;  // the auth dialog's saved form fields
     for (const auto& o : kValueOptions)
         if (key == o.key) return true;
     for (const char* k : kOtherKeys)

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "protocols/base/exec_array.h"
 #include "src/nm/espvpn_command.h"
 #include "src/nm/write_all.h"
 
@@ -225,13 +226,9 @@ gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GErr
     }
     for (const auto& key : command->ignored_keys) g_message("ignoring unknown vpn.data item '%s'", key.c_str());
 
-    std::vector<char*> argv;
     std::string printable;
-    for (auto& a : command->argv) {
-        argv.push_back(a.data());
-        printable += (printable.empty() ? "" : " ") + a;
-    }
-    argv.push_back(nullptr);
+    for (const auto& a : command->argv) printable += (printable.empty() ? "" : " ") + a;
+    std::vector<char*> argv = exec_array(command->argv);
     gchar** envp = g_environ_setenv(g_get_environ(), kBusNameVariable, st.options.bus_name.c_str(), TRUE);
     int stdin_fd = -1, stderr_fd = -1;
     GPid pid = 0;

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "protocols/base/exec_array.h"
+
 extern char** environ;
 
 namespace espvpn::session {
@@ -26,15 +28,11 @@ Result<std::string> run_for_output(const ProgramRun& run) {
     // Everything the child needs is prepared before fork (no allocation after it).
     std::vector<std::string> argv_s{run.program};
     argv_s.insert(argv_s.end(), run.args.begin(), run.args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    std::vector<char*> argv = exec_array(argv_s);
     std::vector<std::string> env_s;
     for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
     env_s.insert(env_s.end(), run.extra_env.begin(), run.extra_env.end());
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
+    std::vector<char*> envp = exec_array(env_s);
     uid_t uid = 0;
     gid_t gid = 0;
     if (!run.run_as_user.empty()) {

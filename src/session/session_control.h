@@ -62,7 +62,18 @@ struct AttemptResult {
         r.why = std::move(why);
         return r;
     }
-    static AttemptResult failed(std::string why) { return of(Kind::failed, std::move(why)); }
+    static AttemptResult failed(std::string why, std::string note = {}) {
+        AttemptResult r = of(Kind::failed, std::move(why));
+        r.note = std::move(note);
+        return r;
+    }
+    static AttemptResult opened(std::string detail = {}, std::string note = {}, bool up = true) {
+        AttemptResult r = of(Kind::opened);
+        r.detail = std::move(detail);
+        r.note = std::move(note);
+        r.up = up;
+        return r;
+    }
     static AttemptResult fatal(std::string why) { return of(Kind::fatal, std::move(why)); }
 };
 

@@ -23,22 +23,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void write_log(const LogLine& line) {
-    switch (line.level) {
-        case log::Level::error: LOG_ERROR << line.text; break;
-        case log::Level::warn: LOG_WARN << line.text; break;
-        case log::Level::info: LOG_INFO << line.text; break;
-        default: LOG_DEBUG << line.text; break;
-    }
-}
-
 class SessionLoop {
 public:
     SessionLoop(SessionDriver& driver, const TunnelOptions& options, host::TunnelHost& host)
         : d_(driver), o_(options), host_(host), control_(driver.peer(), options.reconnect_timeout, driver.attempt_text()) {}
 
     void apply(SessionActions a) {
-        for (const LogLine& line : a.log) write_log(line);
+        for (const LogLine& line : a.log)
+            if (log::enabled(line.level)) log::Line(line.level) << line.text;
         for (host::ScriptReason reason : a.scripts) host_.queue_script(reason);  // not awaited
         if (a.drop_link) d_.drop_link();
         if (a.cancel_attempt && attempt_) attempt_->cancel();  // its end comes through done_fd as usual

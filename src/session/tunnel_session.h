@@ -37,7 +37,7 @@ struct TunnelOptions {
     int udp_local_port = 0;    // --dtls-local-port: the ESP/DTLS socket's local port (0 = any)
     std::chrono::seconds udp_retry{60};  // GP on HTTPS: try ESP again this often; AnyConnect: DTLS retry
     bool dry_run = false;      // connect and show the configuration, then log out; no tun
-    std::string hostname;      // AnyConnect X-CSTP-Hostname
+    std::string hostname;      // AnyConnect X-CSTP-Hostname (src/cli: --local-hostname or the machine's)
     std::string user_agent;    // AnyConnect
     std::string dtls_ciphers;  // AnyConnect --dtls-ciphers: X-DTLS-CipherSuite instead of ours
     std::string dtls12_ciphers;  // AnyConnect --dtls12-ciphers: X-DTLS12-CipherSuite

@@ -23,6 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocols/base/ascii.h"
+#include "protocols/base/exec_array.h"
 #include "src/log/logger.h"
 #include "src/sso/invoking_user.h"
 #include "src/sso/login_signals.h"
@@ -41,14 +43,6 @@ using session::SsoStart;
 
 // A DevTools message is one JSON text; a response body can be large, but not this large.
 constexpr std::size_t kMaxMessage = 64u << 20;
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
@@ -136,9 +130,7 @@ public:
             argv_s.emplace_back(flag);
         argv_s.push_back("--user-data-dir=" + profile_);
         argv_s.emplace_back("about:blank");
-        std::vector<char*> argv;
-        for (auto& a : argv_s) argv.push_back(a.data());
-        argv.push_back(nullptr);
+        std::vector<char*> argv = exec_array(argv_s);
 
         std::vector<std::string> env_s;
         if (sw.needed) {
@@ -150,9 +142,7 @@ public:
         }
         // Its temporary files (the singleton socket) go into the profile, removed with it.
         env_s.push_back("TMPDIR=" + profile_);
-        std::vector<char*> envp;
-        for (auto& e : env_s) envp.push_back(e.data());
-        envp.push_back(nullptr);
+        std::vector<char*> envp = exec_array(env_s);
 
         int to_browser[2], from_browser[2], exec_status[2];
         if (::pipe2(to_browser, O_CLOEXEC) != 0) return make_error(errno_text("pipe"));
@@ -419,7 +409,7 @@ HeaderList header_list(const json& headers) {
 
 const std::string* header(const HeaderList& headers, std::string_view name) {
     for (const auto& [n, v] : headers)
-        if (lower(n) == name) return &v;
+        if (ascii_lower(n) == name) return &v;
     return nullptr;
 }
 
@@ -504,7 +494,7 @@ Status DrivenLogin::attach(const std::string& target_id) {
 }
 
 void DrivenLogin::on_url(const std::string& session, const std::string& url, const std::string& request_id) {
-    if (finish_.gp_acs && lower(url.substr(0, 22)) == "globalprotectcallback:") {
+    if (finish_.gp_acs && ascii_lower(url.substr(0, 22)) == "globalprotectcallback:") {
         SsoResult r;
         r.kind = SsoResult::Kind::callback_url;
         r.url = Secret::from_string(url);
@@ -512,7 +502,7 @@ void DrivenLogin::on_url(const std::string& session, const std::string& url, con
         LOG_INFO << "the browser reached the globalprotectcallback: URL";
         return;
     }
-    if (!finish_.final_url.empty() && starts_with(url, finish_.final_url) && !final_reached_) {
+    if (!finish_.final_url.empty() && url.starts_with(finish_.final_url) && !final_reached_) {
         final_reached_ = true;
         final_session_ = session;
         LOG_INFO << "the browser reached the login's final URL (" << host_of(url) << ")";
@@ -558,7 +548,7 @@ Status DrivenLogin::fetch_body(const std::string& request_id) {
     std::string body = r->value("body", std::string());
     if (r->value("base64Encoded", false)) return {};  // not a page of text
     bool in_headers = header(c.headers, "saml-auth-status") != nullptr;
-    if (!in_headers && lower(body).find("saml-auth-status") == std::string::npos) return {};
+    if (!in_headers && ascii_lower(body).find("saml-auth-status") == std::string::npos) return {};
     SsoResult res;
     res.kind = SsoResult::Kind::acs_response;
     res.url = Secret::from_string(c.url);

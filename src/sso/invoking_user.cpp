@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "protocols/base/exec_array.h"
+
 namespace espvpn::sso {
 
 namespace {
@@ -99,13 +101,9 @@ Status start_as_user(const InvokingUser& user, const std::string& program, const
     for (std::string w; split >> w;) words.push_back(w);
     if (words.empty()) return make_error("no browser program given");
     words.push_back(argument);
-    std::vector<char*> argv;
-    for (auto& w : words) argv.push_back(w.data());
-    argv.push_back(nullptr);
+    std::vector<char*> argv = exec_array(words);
     std::vector<std::string> env_copy = user.environment;
-    std::vector<char*> envp;
-    for (auto& v : env_copy) envp.push_back(v.data());
-    envp.push_back(nullptr);
+    std::vector<char*> envp = exec_array(env_copy);
     const UserSwitch sw = user_switch(user);
     // The exec error (or nothing: exec worked) comes back on a close-on-exec pipe.
     int report[2];

@@ -7,15 +7,8 @@
 //                          data -> options.deliver (the tun's owner); DPD request -> answered
 //                          by tx; DPD response / keepalive -> liveness; disconnect -> flag
 //
-// Usage (the session, on its control thread, after DtlsChannel::handshake()):
-//   auto dp = DtlsDatapath::start(tun, udp, *channel, options);  // options.deliver: where data goes
-//   dp->send(batch);                                    // the tun reader's thread: IP packets out
-//   DpdTimer dpd(settings, now);                        // protocols/tunnel/dpd_timer.h
-//   loop: dpd.on_receive(dp->liveness().last_rx); switch (dpd.poll(now)) {
-//           send_dpd_request -> dp->send_dpd_request(); send_keepalive -> dp->send_keepalive();
-//           peer_dead -> dp->stop(), fall back to CSTP, new DtlsChannel }
-//         dp->liveness().peer_disconnected -> the server ended the session
-//   dp->stop();                                         // or the destructor
+// The session drives it from DtlsChannel::handshake() on: send() from the tun's
+// reader, DPD by a DpdTimer over liveness() (protocols/tunnel/dpd_timer.h), stop().
 //
 // One tun reader for both AnyConnect channels: the CSTP pump's tx thread reads
 // the tun (it needs the packets while DTLS is down) and hands batches to send();

@@ -9,24 +9,6 @@ namespace {
 constexpr std::size_t kDatagramCapacity = 16384 + io::kDtlsMaxRecordOverhead;
 constexpr std::size_t kTunSlotCapacity = 65535;  // a record, or coalesced TCP segments for one tun write
 
-io::PacketBatchShape datagram_shape(const DtlsDatapathOptions& o) {
-    io::PacketBatchShape s;
-    s.slots = o.rx_batch;
-    s.capacity = kDatagramCapacity;
-    s.headroom = 0;
-    s.tailroom = 0;
-    return s;
-}
-
-io::PacketBatchShape plaintext_shape(const DtlsDatapathOptions& o) {
-    io::PacketBatchShape s;
-    s.slots = o.rx_batch;
-    s.capacity = kTunSlotCapacity;
-    s.headroom = 16;  // >= the virtio header the tun write prepends
-    s.tailroom = 0;
-    return s;
-}
-
 std::atomic<std::uint64_t>* drop_counter(DtlsRxCounters& c, anyconnect::DtlsRecordDrop why) {
     using anyconnect::DtlsRecordDrop;
     switch (why) {
@@ -42,8 +24,10 @@ std::atomic<std::uint64_t>* drop_counter(DtlsRxCounters& c, anyconnect::DtlsReco
 
 DtlsRxPipeline::DtlsRxPipeline(io::UdpSocket& udp, io::DtlsChannel& channel,
                                const DtlsDatapathOptions& options, DtlsTxPipeline& tx)
-    : deliver_(options.deliver), udp_(udp), channel_(channel), tx_(tx), in_(datagram_shape(options)),
-      out_(plaintext_shape(options)) {}
+    : deliver_(options.deliver), udp_(udp), channel_(channel), tx_(tx),
+      in_({.slots = options.rx_batch, .capacity = kDatagramCapacity, .headroom = 0, .tailroom = 0}),
+      // Headroom >= the virtio header the tun write prepends.
+      out_({.slots = options.rx_batch, .capacity = kTunSlotCapacity, .headroom = 16, .tailroom = 0}) {}
 
 void DtlsRxPipeline::run() {
     for (;;) {

@@ -9,30 +9,18 @@ namespace espvpn::datapath {
 
 namespace {
 constexpr std::size_t kControlSlots = 20;  // DPD echoes (16 queued) + request + keepalive
-
-io::PacketBatchShape control_shape(const io::DtlsChannel& ch) {
-    io::PacketBatchShape s;
-    s.slots = kControlSlots;
-    s.capacity = ch.record_payload_mtu();
-    s.headroom = 0;
-    s.tailroom = 0;
-    return s;
-}
-
-io::PacketBatchShape record_shape(const DtlsDatapathOptions& o, const io::DtlsChannel& ch) {
-    io::PacketBatchShape s;
-    s.slots = std::max(o.tx_batch, kControlSlots);  // larger batches go in several rounds
-    s.capacity = ch.record_payload_mtu() + io::kDtlsMaxRecordOverhead + 32;
-    s.headroom = 0;
-    s.tailroom = 0;
-    return s;
-}
 }  // namespace
 
 DtlsTxPipeline::DtlsTxPipeline(io::TunDevice* tun, io::UdpSocket& udp, io::DtlsChannel& channel,
                                const DtlsDatapathOptions& options)
-    : tun_(tun), udp_(udp), channel_(channel), max_inner_(channel.tunnel_mtu()), ctrl_(control_shape(channel)),
-      out_(record_shape(options, channel)), too_big_(options.icmp_too_big_per_second) {}
+    : tun_(tun), udp_(udp), channel_(channel), max_inner_(channel.tunnel_mtu()),
+      ctrl_({.slots = kControlSlots, .capacity = channel.record_payload_mtu(), .headroom = 0, .tailroom = 0}),
+      // Larger batches go in several rounds.
+      out_({.slots = std::max(options.tx_batch, kControlSlots),
+            .capacity = channel.record_payload_mtu() + io::kDtlsMaxRecordOverhead + 32,
+            .headroom = 0,
+            .tailroom = 0}),
+      too_big_(options.icmp_too_big_per_second) {}
 
 void DtlsTxPipeline::run() {
     // Data comes through send() from the tun's reader; this thread sends control packets.

@@ -4,15 +4,8 @@
 //   rx (receive.cpp): recvmmsg / UDP GRO -> ESP open in place (replay after ICV)
 //                     -> probe replies taken out -> GRO coalesce -> tun write
 //
-// Usage (the session, on its control thread):
-//   auto dp = EspDatapath::start(tun, udp, options, {std::move(out_sa), std::move(in_sa)});
-//                                                            // threads run with the SAs from the first packet
-//   dp->send_probe();                                        // GP ESP probe, sealed by the tx thread
-//   if (dp->liveness().last_probe_reply ...)                 // ESP works / DPD
-//   DatapathStats s = dp->stats();                           // any time, any thread
-//   ... rekey: install_inbound(new) then install_outbound(new); the old inbound SA
-//   stays as "previous" for options.previous_sa_grace, packets keep flowing.
-//   dp->stop();                                              // or the destructor
+// A rekey installs the new inbound SA, then the outbound one; the old inbound SA
+// stays as "previous" for options.previous_sa_grace, packets keep flowing.
 //
 // Handover: SAs are built on the control thread (key schedules, allocation) and
 // queued; each pipeline picks them up between batches. The pipelines never wait

@@ -13,16 +13,6 @@ namespace {
 // tun from there, so nothing is copied between the socket and the tun.
 constexpr std::size_t kRxSlotCapacity = 65536;
 
-io::PacketBatchShape rx_shape(const EspDatapathOptions& o) {
-    io::PacketBatchShape s;
-    s.slots = o.rx_batch;
-    s.capacity = kRxSlotCapacity;
-    s.headroom = 16;  // >= the virtio header the tun write prepends
-    s.tailroom = 0;
-    s.views = 3 * o.rx_batch;  // a GRO buffer carries up to ~46 datagrams of 1400 bytes
-    return s;
-}
-
 bool same_address(const io::SocketAddress& a, const io::SocketAddress& b) {
     return a.length == b.length && std::memcmp(&a.storage, &b.storage, a.length) == 0;
 }
@@ -44,7 +34,11 @@ std::atomic<std::uint64_t>* drop_counter(EspRxCounters& c, EspDrop why) {
 }  // namespace
 
 EspRxPipeline::EspRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& to_tx)
-    : tun_(tun), udp_(udp), options_(options), to_tx_(to_tx), batch_(rx_shape(options)),
+    : tun_(tun), udp_(udp), options_(options), to_tx_(to_tx),
+      // Headroom >= the virtio header the tun write prepends; a GRO buffer carries up to ~46
+      // datagrams of 1400 bytes.
+      batch_({.slots = options.rx_batch, .capacity = kRxSlotCapacity, .headroom = 16, .tailroom = 0,
+              .views = 3 * options.rx_batch}),
       sources_(options.learn_peer ? new io::SocketAddress[batch_.entries()] : nullptr), tun_since_(&tun) {}
 
 void EspRxPipeline::run() {

@@ -9,19 +9,14 @@ namespace espvpn::datapath {
 
 namespace {
 constexpr unsigned kMaxProbesPerWake = 4;
-
-io::PacketBatchShape tx_shape(const EspDatapathOptions& o) {
-    io::PacketBatchShape s;
-    s.slots = o.tx_batch;
-    s.capacity = std::max({o.max_inner_size, o.tun_mtu, kGpProbeMaxSize});
-    s.headroom = kEspMaxHeadroom;
-    s.tailroom = kEspMaxTailroom;
-    return s;
-}
 }  // namespace
 
 EspTxPipeline::EspTxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& from_rx)
-    : tun_(tun), udp_(udp), options_(options), from_rx_(from_rx), batch_(tx_shape(options)),
+    : tun_(tun), udp_(udp), options_(options), from_rx_(from_rx),
+      batch_({.slots = options.tx_batch,
+              .capacity = std::max({options.max_inner_size, options.tun_mtu, kGpProbeMaxSize}),
+              .headroom = kEspMaxHeadroom,
+              .tailroom = kEspMaxTailroom}),
       too_big_(options.icmp_too_big_per_second), tun_since_(&tun) {}
 
 void EspTxPipeline::run() {

@@ -9,12 +9,8 @@
 // Both halves are shared with AnyConnect's CSTP (tls_framed.h): the protocols
 // differ in their frame header and control frames (GP: the keepalive).
 //
-// Usage (the session, on its control thread, once "START_TUNNEL" was read):
-//   auto dp = GpHttpsDatapath::start(tun, std::move(tls), options);
-//   dp->send_keepalive();                       // DPD: the gateway echoes it
-//   if (now - dp->last_rx() > dead_after) ...   // any frame counts as life
-//   dp->failure();                              // EOF, TLS error, bad frame, stalled write
-//   dp->stop();                                 // joins, then closes the TLS connection
+// Started once "START_TUNNEL" was read; the gateway echoes send_keepalive()'s
+// frame, so any frame received counts as life (last_rx()).
 //
 // Memory is fixed at start: a full TCP send buffer stalls the send thread (the
 // tun queue then fills and the kernel drops), it never queues more here.

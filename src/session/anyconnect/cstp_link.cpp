@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "protocols/http/response_parser.h"
+#include "src/session/anyconnect/dtls_channel.h"
 #include "src/log/logger.h"
 
 namespace espvpn::session {
@@ -108,17 +109,6 @@ std::unique_ptr<AcDataChannel> CstpLink::renew_channel(int mtu) {
     return old;
 }
 
-std::optional<std::pair<TunnelEnd, std::string>> CstpLink::ended() const {
-    auto e = pump_ ? pump_->ended() : std::nullopt;
-    if (!e) return std::nullopt;
-    switch (e->first) {
-        case datapath::CstpEnd::server_disconnect: return std::make_pair(TunnelEnd::server_disconnect, e->second);
-        case datapath::CstpEnd::connection_lost: return std::make_pair(TunnelEnd::connection_lost, e->second);
-        case datapath::CstpEnd::error: break;
-    }
-    return std::make_pair(TunnelEnd::error, e->second);
-}
-
 void CstpLink::logout() {
     if (!pump_) return;
     // A rehandshake that just finished leaves the threads parked; the BYE needs the tx thread.
@@ -143,10 +133,10 @@ void CstpLink::stop(AcDtlsStats* history) {
 }
 
 void CstpLink::open_channel(int mtu) {
-    if (!reply_.dtls || !dtls_.factory || !*dtls_.factory) return;
+    if (!reply_.dtls || !dtls_.options) return;
     AcDtlsContext ctx{tls_->native(), dtls_.peer_address, *reply_.dtls, dtls_.master_secret,
                       reply_.base_mtu > 0 ? reply_.base_mtu : dtls_.base_mtu, mtu, tun_};
-    auto made = (*dtls_.factory)(ctx, *pump_);
+    auto made = open_ac_dtls_channel(ctx, *pump_, *dtls_.options);
     if (!made) {
         LOG_WARN << "DTLS not started (" << made.error().message << "); data stays on CSTP";
         return;

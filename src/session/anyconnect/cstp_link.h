@@ -49,15 +49,13 @@ private:
     std::thread thread_;
 };
 
-// One connected CSTP transport: a TLS connection that took the CONNECT, its
-// reply, the pump threads on it and the DTLS channel keyed from it. Outlived by
-// the session (tun, host, signals, reconnect policy), which replaces it on a
-// reconnect or a new-tunnel rekey.
+// Outlived by the session (tun, host, signals, reconnect policy), which replaces
+// it on a reconnect or a new-tunnel rekey.
 class CstpLink {
 public:
     // What the DTLS channel needs from the session.
     struct DtlsSetup {
-        const AcDtlsFactory* factory = nullptr;
+        const TunnelOptions* options = nullptr;  // null: no DTLS (--no-dtls)
         std::string peer_address;
         const Secret* master_secret = nullptr;
         int base_mtu = 0;
@@ -89,8 +87,6 @@ public:
     void stop(AcDtlsStats* history = nullptr);
 
     datapath::CstpPump* pump() { return pump_.get(); }
-    // Set once the pump ended (server BYE, EOF, error); says why.
-    std::optional<std::pair<TunnelEnd, std::string>> ended() const;
     AcDataChannel* channel() const { return channel_.get(); }
     datapath::TlsTunnelStats cstp_stats() const { return pump_ ? pump_->stats() : stopped_cstp_; }
 

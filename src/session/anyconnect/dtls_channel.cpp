@@ -1,18 +1,15 @@
 #include "src/session/anyconnect/dtls_channel.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "protocols/tunnel/dpd_timer.h"
+#include "src/datapath/pipeline_threads.h"
 #include "src/io/dtls_channel.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
@@ -27,6 +24,7 @@ using Clock = std::chrono::steady_clock;
 // previous one (docs/protocols/anyconnect.md §4.5): attempts never start closer together than this.
 constexpr auto kMinAttemptGap = std::chrono::milliseconds(3200);
 constexpr int kSuperviseStepMs = 200;
+constexpr std::chrono::milliseconds kHandshakeTimeout{12000};  // OC: 12 s
 
 // One established DTLS session: socket, channel and datapath, destroyed in
 // reverse order (the datapath uses the other two).
@@ -50,7 +48,7 @@ struct DtlsEnd {
 
 class AcDtlsChannel final : public AcDataChannel {
 public:
-    AcDtlsChannel(const AcDtlsContext& context, AcPacketSink& sink, const AcDtlsChannelOptions& options, Secret psk)
+    AcDtlsChannel(const AcDtlsContext& context, datapath::PacketSink& sink, const TunnelOptions& options, Secret psk)
         : context_(context), sink_(sink), options_(options), psk_(std::move(psk)) {
         context_.master_secret = nullptr;  // copied below: the caller's may not outlive us
         if (context.master_secret) master_secret_ = context.master_secret->clone();
@@ -58,22 +56,12 @@ public:
         stats_.mode = context.params.mode == anyconnect::AcDtlsParams::Mode::psk ? "psk" : "legacy";
     }
     ~AcDtlsChannel() override {
-        stopping_ = true;
-        wake();
+        wake_.stop = true;
+        wake_.notify();
         if (thread_.joinable()) thread_.join();
-        if (stop_fd_ >= 0) ::close(stop_fd_);
     }
 
-    Status start() {
-        stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (stop_fd_ < 0) return make_error(std::string("DTLS: eventfd: ") + std::strerror(errno));
-        try {
-            thread_ = std::thread([this] { run(); });
-        } catch (const std::exception& e) {
-            return make_error(std::string("DTLS: cannot start its thread: ") + e.what());
-        }
-        return {};
-    }
+    void start() { thread_ = std::thread([this] { run(); }); }
 
     bool carrying() const override { return carrying_.load(std::memory_order_acquire); }
 
@@ -86,7 +74,7 @@ public:
         if (!st) {
             carrying_ = false;
             send_failed_ = true;
-            wake();
+            wake_.notify();
         }
         return st;
     }
@@ -104,23 +92,17 @@ public:
     }
 
 private:
-    void wake() {
-        const std::uint64_t one = 1;
-        (void)!::write(stop_fd_, &one, sizeof one);
-    }
-    // Empties the wake eventfd (stopping_ and send_failed_ say why it was written),
+    // Empties the wake eventfd (stop and send_failed_ say why it was written),
     // so a stale wake-up cannot turn a later wait into a busy loop.
     void drain_wake(const pollfd& p) {
-        if (!(p.revents & POLLIN)) return;
-        std::uint64_t v;
-        (void)!::read(stop_fd_, &v, sizeof v);
+        if (p.revents & POLLIN) wake_.drain();
     }
     // Sleeps until `until` or stop; false when stopping.
     bool sleep_until(Clock::time_point until) {
-        while (!stopping_) {
+        while (!wake_.stop) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
             if (left <= 0) return true;
-            pollfd p{stop_fd_, POLLIN, 0};
+            pollfd p{wake_.fd(), POLLIN, 0};
             if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) > 0) drain_wake(p);
         }
         return false;
@@ -128,19 +110,19 @@ private:
 
     void run() {
         Clock::time_point next_attempt = Clock::now();
-        while (!stopping_) {
+        while (!wake_.stop) {
             if (!sleep_until(next_attempt)) return;
             const Clock::time_point began = Clock::now();
             DtlsEnd end;
             auto live = establish();
             if (!live) {
-                if (stopping_) return;
+                if (wake_.stop) return;
                 end = {live.error().message, attempt_fatal_ || is_not_resumed(live.error().message), false};
                 std::lock_guard<std::mutex> lock(stats_mutex_);
                 ++stats_.handshake_failures;
             } else {
                 end = carry(std::move(*live));
-                if (stopping_) return;
+                if (wake_.stop) return;
             }
             if (end.rekey) {
                 LOG_INFO << "DTLS: " << end.reason;
@@ -151,14 +133,14 @@ private:
                 next_attempt = std::max(Clock::now(), began + kMinAttemptGap);
                 continue;
             }
-            if (end.fatal || options_.retry.count() == 0) {
+            if (end.fatal || options_.udp_retry.count() == 0) {
                 LOG_WARN << "DTLS: " << end.reason << "; data stays on CSTP (no more DTLS attempts)";
                 std::lock_guard<std::mutex> lock(stats_mutex_);
                 stats_.disabled = true;
                 return;
             }
             const Clock::time_point gap = began + kMinAttemptGap;
-            next_attempt = end.retry_now ? std::max(Clock::now(), gap) : std::max(began + options_.retry, gap);
+            next_attempt = end.retry_now ? std::max(Clock::now(), gap) : std::max(began + options_.udp_retry, gap);
             const auto in_s = std::chrono::duration_cast<std::chrono::seconds>(next_attempt - Clock::now()).count();
             LOG_WARN << "DTLS: " << end.reason << "; data over CSTP, next DTLS attempt in " << std::max<long long>(in_s, 0)
                      << " s";
@@ -174,7 +156,7 @@ private:
         const bool v6 = context_.peer_address.find(':') != std::string::npos;
         o.ipv6_outer = v6;
         o.base_mtu = static_cast<std::size_t>(context_.base_mtu > 0 ? context_.base_mtu : 1406);
-        o.handshake_timeout = options_.handshake_timeout;
+        o.handshake_timeout = kHandshakeTimeout;
         if (p.mode == anyconnect::AcDtlsParams::Mode::psk) {
             io::DtlsPskMode m;
             m.psk = psk_.clone();
@@ -206,8 +188,7 @@ private:
         auto live = std::make_unique<LiveDtls>();
         io::UdpOptions u;
         u.remote = io::endpoint_text(context_.peer_address, p.port);
-        if (options_.local_port > 0)
-            u.local = io::any_endpoint_like(context_.peer_address, options_.local_port);
+        if (options_.udp_local_port > 0) u.local = io::any_endpoint_like(context_.peer_address, options_.udp_local_port);
         auto udp = io::UdpSocket::open(u);
         if (!udp) return make_error("UDP socket to " + u.remote + ": " + udp.error().message);
         live->udp.emplace(std::move(*udp));
@@ -219,9 +200,9 @@ private:
             auto done = live->channel->handshake_step();
             if (!done) return make_error("handshake with " + u.remote + " failed: " + done.error().message);
             if (*done) break;
-            pollfd fds[2] = {{live->udp->fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+            pollfd fds[2] = {{live->udp->fd(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
             if (::poll(fds, 2, std::max(live->channel->handshake_wait_ms(), 1)) > 0) drain_wake(fds[1]);
-            if (stopping_) return make_error("stopped");
+            if (wake_.stop) return make_error("stopped");
         }
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
         datapath::DtlsDatapathOptions d;
@@ -272,10 +253,10 @@ private:
         const Clock::time_point rekey_at =
             p.rekey_s > 0 ? Clock::now() + std::chrono::seconds(p.rekey_s) : Clock::time_point::max();
         DtlsEnd end{"", false, true};
-        while (!stopping_) {
-            pollfd pfd{stop_fd_, POLLIN, 0};
+        while (!wake_.stop) {
+            pollfd pfd{wake_.fd(), POLLIN, 0};
             if (::poll(&pfd, 1, kSuperviseStepMs) > 0) drain_wake(pfd);
-            if (stopping_) break;
+            if (wake_.stop) break;
             const datapath::DtlsLiveness l = dp->liveness();
             dpd.on_receive(l.last_rx);  // "never" (the epoch) is older than any start: ignored
             if (send_failed_) {
@@ -323,14 +304,13 @@ private:
     }
 
     AcDtlsContext context_;
-    AcPacketSink& sink_;
-    AcDtlsChannelOptions options_;
+    datapath::PacketSink& sink_;
+    const TunnelOptions& options_;
     Secret psk_;
     Secret master_secret_;
     int current_mtu_ = 0;         // supervisor thread only
     bool attempt_fatal_ = false;  // supervisor thread only: the last attempt cannot succeed ever
-    int stop_fd_ = -1;
-    std::atomic<bool> stopping_{false};
+    datapath::ControlChannel wake_;  // stop, or a send failed
     std::atomic<bool> carrying_{false};
     std::atomic<bool> send_failed_{false};
     mutable std::mutex live_mutex_;
@@ -342,19 +322,22 @@ private:
 
 }  // namespace
 
-AcDtlsFactory make_ac_dtls_factory(const AcDtlsChannelOptions& options) {
-    return [options](const AcDtlsContext& context, AcPacketSink& sink) -> Result<std::unique_ptr<AcDataChannel>> {
-        Secret psk;
-        if (context.params.mode == anyconnect::AcDtlsParams::Mode::psk) {
-            // From the CSTP session before its pump threads use it (GnuTLS: one reader, one writer).
-            auto exported = io::export_dtls_psk(context.cstp_session);
-            if (!exported) return exported.error();
-            psk = std::move(*exported);
-        }
+Result<std::unique_ptr<AcDataChannel>> open_ac_dtls_channel(const AcDtlsContext& context, datapath::PacketSink& sink,
+                                                            const TunnelOptions& options) {
+    Secret psk;
+    if (context.params.mode == anyconnect::AcDtlsParams::Mode::psk) {
+        // From the CSTP session before its pump threads use it (GnuTLS: one reader, one writer).
+        auto exported = io::export_dtls_psk(context.cstp_session);
+        if (!exported) return exported.error();
+        psk = std::move(*exported);
+    }
+    try {
         auto channel = std::make_unique<AcDtlsChannel>(context, sink, options, std::move(psk));
-        if (Status st = channel->start(); !st) return st.error();
+        channel->start();
         return std::unique_ptr<AcDataChannel>(std::move(channel));
-    };
+    } catch (const std::exception& e) {
+        return make_error(std::string("DTLS: cannot start: ") + e.what());
+    }
 }
 
 }  // namespace espvpn::session

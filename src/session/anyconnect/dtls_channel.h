@@ -1,5 +1,5 @@
 // AcDtlsChannel: the AnyConnect tunnel's DTLS data channel (docs/protocols/anyconnect.md
-// §4, §5, §8), the AcDataChannel behind run_ac_tunnel's DTLS seam.
+// §4, §5, §8), the AcDataChannel a CstpLink opens when the server offers DTLS.
 //
 // One supervisor thread per tunnel: handshake (bounded, off the control
 // thread, so CSTP carries the traffic meanwhile), then a DtlsDatapath in
@@ -7,25 +7,20 @@
 // send(); received packets go to the tunnel's sink), DPD/keepalive on DTLS by
 // DpdTimer (protocols/tunnel/dpd_timer.h). When DTLS dies (2 x DPD silent, a send error, a
 // datapath failure) data falls back to CSTP and a new handshake starts at once;
-// a failed handshake is retried `retry` after the previous attempt began (OC:
-// 60 s). PSK mode when the server chose PSK-NEGOTIATE, else legacy resumption;
+// a failed handshake is retried --esp-retry-interval after the previous attempt
+// began (OC: 60 s; 0: no retry). PSK mode when the server chose PSK-NEGOTIATE, else legacy resumption;
 // a legacy server that does not resume (possible MITM) disables DTLS for good.
 #pragma once
 
-#include <chrono>
+#include <memory>
 
 #include "src/session/anyconnect/tunnel.h"
 
 namespace espvpn::session {
 
-struct AcDtlsChannelOptions {
-    int local_port = 0;                               // --dtls-local-port (0: any)
-    std::chrono::seconds retry{60};                   // --esp-retry-interval; 0: no retry after a failure
-    std::chrono::milliseconds handshake_timeout{12000};  // OC: 12 s
-    int force_dpd_s = 0;                              // --force-dpd (overrides X-DTLS-DPD)
-};
-
-// The factory run_ac_tunnel calls when the server offers DTLS.
-AcDtlsFactory make_ac_dtls_factory(const AcDtlsChannelOptions& options);
+// Starts the channel's thread; received data goes to `sink`. `options` (--dtls-local-port,
+// --esp-retry-interval, --force-dpd) must outlive the channel.
+Result<std::unique_ptr<AcDataChannel>> open_ac_dtls_channel(const AcDtlsContext& context, datapath::PacketSink& sink,
+                                                            const TunnelOptions& options);
 
 }  // namespace espvpn::session

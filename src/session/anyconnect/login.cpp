@@ -71,16 +71,13 @@ Result<AcAuthReply> AcLogin::post(const std::string& target, Secret body, const 
     req.body = std::move(body);
     if (s_.dump_traffic) {
         LOG_DEBUG << "> POST " << s_.server.host << ":" << s_.server.port << target;
-        for (const auto& [name, value] : req.headers.fields()) LOG_DEBUG << "> " << name << ": " << value;
+        io::HttpsClient::dump_headers(req.headers);
         LOG_DEBUG << "> " << logged_body;
     }
     auto response = https_.send(std::move(req));
     if (!response) return make_error("POST " + target + " to " + s_.server.host + ": " + response.error().message);
     if (s_.dump_traffic) {
-        LOG_DEBUG << "< HTTP " << response->status << " " << response->reason;
-        for (const auto& [name, value] : response->headers.fields()) LOG_DEBUG << "< " << name << ": " << value;
-        if (!response->set_cookies.empty())
-            LOG_DEBUG << "< (" << response->set_cookies.size() << " Set-Cookie header(s), values redacted)";
+        io::HttpsClient::dump_response_head(*response);
         LOG_DEBUG << "< " << response->body.reveal_text();  // config-auth forms hold no secrets; cookies are headers
     }
     if ((response->status == 401 || response->status == 403) && anyconnect::refusal_names_certificate(response->reason))

@@ -1,12 +1,10 @@
 #include "src/session/anyconnect/tunnel.h"
 
-#include <gnutls/crypto.h>
-#include <unistd.h>
-
 #include <algorithm>
 
 #include "protocols/anyconnect/cstp.h"
 #include "protocols/anyconnect/tunnel_mtu.h"
+#include "src/io/dtls_channel.h"
 #include "src/log/logger.h"
 #include "src/session/anyconnect/cstp_link.h"
 
@@ -97,20 +95,14 @@ std::string stats_text(const AcStatsSnapshot& s) {
            "), switches " + std::to_string(d->transport_switches) + ", rekeys " + std::to_string(d->rekeys);
 }
 
-std::string local_hostname() {
-    char name[256] = {};
-    if (gethostname(name, sizeof name - 1) == 0 && name[0]) return name;
-    return "localhost";
-}
-
 // The AnyConnect driver of the session core: CstpLinks (with their DTLS
 // channels) over the session's tun; the core owns signals, host, reporter and
 // the outage. Steps the current link: DPD, keepalive, rekey (TLS rehandshake or
 // a new tunnel), the pump's end.
 class AcDriver final : public SessionDriver {
 public:
-    AcDriver(io::HttpsClient& https, const AcAuthenticated& auth, const TunnelOptions& o, const AcDtlsFactory& dtls_factory)
-        : https_(https), auth_(auth), o_(o), dtls_factory_(dtls_factory) {}
+    AcDriver(io::HttpsClient& https, const AcAuthenticated& auth, const TunnelOptions& o)
+        : https_(https), auth_(auth), o_(o) {}
 
     Result<Prepared> prepare() override;
     Result<std::optional<LinkEvent>> start(host::TunnelHost& host) override;
@@ -123,7 +115,7 @@ public:
     // Roaming: the TCP peer's path; a DPD now; the link's last receive (CSTP or DTLS).
     std::string path_peer() const override { return peer_address_; }
     bool probe_path() override {
-        if (!link_ || link_->ended() || link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle) return false;
+        if (!link_ || link_->pump()->ended() || link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle) return false;
         link_->pump()->request_dpd();
         return true;
     }
@@ -162,7 +154,6 @@ private:
     io::HttpsClient& https_;
     const AcAuthenticated& auth_;
     const TunnelOptions& o_;
-    const AcDtlsFactory& dtls_factory_;
     anyconnect::AcConnectSettings settings_;
     Secret master_secret_;
     Secret request_;              // the CONNECT, built once per address set
@@ -192,20 +183,19 @@ Status AcDriver::prepare_connect_settings(bool outer_v6) {
     s.host = auth_.server.host;
     s.port = auth_.server.port;
     s.user_agent = o_.user_agent;
-    s.hostname = o_.hostname.empty() ? local_hostname() : o_.hostname;
+    s.hostname = o_.hostname;
     s.base_mtu = std::max(o_.base_mtu > 0 ? o_.base_mtu : 1406, 1280);
     s.mtu = o_.mtu > 0 ? o_.mtu : anyconnect::requested_tunnel_mtu(s.base_mtu, outer_v6);
     s.ipv6 = !o_.host.disable_ipv6;
     // DTLS is offered only when something can run it; otherwise ocserv would size
     // the MTU for a UDP channel that never comes.
-    if (!o_.no_dtls && !dtls_factory_) LOG_INFO << "no DTLS channel in this build: data runs over CSTP (TLS)";
-    if (!o_.no_dtls && dtls_factory_ && dtls_peer_address_.empty())
+    if (!o_.no_dtls && dtls_peer_address_.empty())
         LOG_INFO << "no address for DTLS to the server: data runs over CSTP (TLS)";
-    if (!o_.no_dtls && dtls_factory_ && !dtls_peer_address_.empty()) {
+    if (!o_.no_dtls && !dtls_peer_address_.empty()) {
+        auto secret = io::make_dtls_master_secret();
+        if (!secret) return secret.error();
         anyconnect::AcDtlsOffer offer;
-        offer.master_secret = Secret(48);
-        if (gnutls_rnd(GNUTLS_RND_KEY, offer.master_secret.reveal_mutable().data(), 48) != 0)
-            return make_error("no random bytes for the DTLS master secret");
+        offer.master_secret = std::move(*secret);
         master_secret_ = offer.master_secret.clone();
         if (!o_.dtls_ciphers.empty()) offer.cipher_suites = o_.dtls_ciphers;
         if (!o_.dtls12_ciphers.empty()) offer.dtls12_cipher_suites = o_.dtls12_ciphers;
@@ -235,10 +225,10 @@ std::unique_ptr<LinkAttempt> AcDriver::begin_attempt(AttemptPurpose purpose) {
 AttemptResult AcDriver::finish_attempt(AttemptPurpose, bool in_outage, const std::string& why) {
     Result<std::unique_ptr<CstpLink>> link = std::move(*attempt_link_);
     attempt_link_.reset();
-    AttemptResult r;
     if (!link) {
-        r.why = link.error().message;
-        r.kind = refusal_.cookie_rejected() ? AttemptResult::Kind::cookie_rejected : AttemptResult::Kind::failed;
+        AttemptResult r = AttemptResult::of(
+            refusal_.cookie_rejected() ? AttemptResult::Kind::cookie_rejected : AttemptResult::Kind::failed,
+            link.error().message);
         if (r.kind == AttemptResult::Kind::cookie_rejected || in_outage) return r;
         // The old connection ended meanwhile (or a failed rehandshake left it unusable): the next step says how.
         if (link_->pump()->ended()) {
@@ -251,12 +241,7 @@ AttemptResult AcDriver::finish_attempt(AttemptPurpose, bool in_outage, const std
         }
         return r;
     }
-    if (Status st = adopt_config((*link)->reply()); !st) {
-        r.kind = AttemptResult::Kind::fatal;
-        r.why = st.error().message;
-        return r;
-    }
-    r.kind = AttemptResult::Kind::opened;
+    if (Status st = adopt_config((*link)->reply()); !st) return AttemptResult::fatal(st.error().message);
     if (in_outage) {
         std::unique_ptr<TunDrain> drain;
         {
@@ -270,9 +255,8 @@ AttemptResult AcDriver::finish_attempt(AttemptPurpose, bool in_outage, const std
             c.outage_drops += dropped;
             ++c.reconnects;
         });
-        r.detail = "to " + link_->tls().endpoint();
-        r.note = " (tun packets dropped meanwhile: " + std::to_string(dropped) + ")";
-        return r;
+        return AttemptResult::opened("to " + link_->tls().endpoint(),
+                                     " (tun packets dropped meanwhile: " + std::to_string(dropped) + ")");
     }
     const Clock::time_point t0 = Clock::now();
     retire_link();
@@ -282,9 +266,8 @@ AttemptResult AcDriver::finish_attempt(AttemptPurpose, bool in_outage, const std
         c.last_switch_ms = switch_ms;
         ++c.renewals;
     });
-    r.detail = "to " + link_->tls().endpoint() + " (" + why + ") after 1 attempt(s); outage " +
-               std::to_string(switch_ms) + " ms (old connection stopped -> new one carrying)";
-    return r;
+    return AttemptResult::opened("to " + link_->tls().endpoint() + " (" + why + ") after 1 attempt(s); outage " +
+                                 std::to_string(switch_ms) + " ms (old connection stopped -> new one carrying)");
 }
 
 Status AcDriver::adopt_config(const anyconnect::AcCstpConfig& r) {
@@ -314,7 +297,7 @@ void AcDriver::schedule_rekey(CstpLink& link) const {
 }
 
 void AcDriver::start_link(std::unique_ptr<CstpLink> link) {
-    CstpLink::DtlsSetup d{&dtls_factory_, dtls_peer_address_, &master_secret_, settings_.base_mtu};
+    CstpLink::DtlsSetup d{o_.no_dtls ? nullptr : &o_, dtls_peer_address_, &master_secret_, settings_.base_mtu};
     link->start(host_->tun(), tun_mtu_, d);
     schedule_rekey(*link);
     std::lock_guard<std::mutex> lock(link_mutex_);
@@ -399,12 +382,13 @@ std::vector<LinkEvent> AcDriver::step(Clock::time_point now, const SessionContro
         if (!attempting) return {renew_for_rekey(why)};  // else the one being made takes over
         return {};
     }
-    if (auto e = link.ended()) {
+    if (auto e = pump.ended()) {
         // While its replacement is being made, the old link's end waits for that attempt: a server
         // moving the session to the new connection (ocserv: "session re-use") ends the old one first.
         if (attempting) return {};
-        if (e->first != TunnelEnd::connection_lost) return {LinkEvent::ended(e->first, e->second)};
-        return {LinkEvent::lost(e->second)};
+        if (e->first == datapath::CstpEnd::connection_lost) return {LinkEvent::lost(e->second)};
+        const bool server = e->first == datapath::CstpEnd::server_disconnect;
+        return {LinkEvent::ended(server ? TunnelEnd::server_disconnect : TunnelEnd::error, e->second)};
     }
     if (rh != RH::idle) return {};  // no DPD into a renegotiation's way, no verdict while it runs
     const int dpd = dpd_s();
@@ -553,9 +537,8 @@ void AcDriver::stop() {
 
 }  // namespace
 
-Result<TunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated& auth, const TunnelOptions& o,
-                                const AcDtlsFactory& dtls_factory) {
-    AcDriver driver(https, auth, o, dtls_factory);
+Result<TunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated& auth, const TunnelOptions& o) {
+    AcDriver driver(https, auth, o);
     return run_tunnel_session(driver, o);
 }
 

@@ -21,9 +21,8 @@
 // at X-DTLS-Rekey-Time (dtls_channel.cpp). The addresses must stay the same
 // across connections (the session ends otherwise); an MTU change is applied.
 //
-// DTLS seam: when the server offers DTLS and a factory is given (the product's
-// is make_ac_dtls_factory, dtls_channel.h), the tunnel creates an
-// AcDataChannel from the CSTP session (its TLS session exports the PSK) and the
+// DTLS: when the server offers DTLS (and no --no-dtls), the tunnel opens an
+// AcDataChannel (dtls_channel.h) from the CSTP session (its TLS session exports the PSK) and the
 // DTLS parameters; while that channel says it carries data, the tx thread hands
 // it the data packets instead of writing CSTP frames. CSTP keeps its own DPD,
 // keepalive and BYE meanwhile (ocserv drops a session whose TLS side is silent
@@ -40,7 +39,6 @@
 #include <gnutls/gnutls.h>
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -57,9 +55,6 @@
 #include "src/session/tunnel_session.h"
 
 namespace espvpn::session {
-
-// Where packets received on a second channel go: the CSTP pump, the tun's owner.
-using AcPacketSink = datapath::PacketSink;
 
 // What a DTLS channel is built from.
 struct AcDtlsContext {
@@ -93,13 +88,9 @@ public:
     virtual AcDtlsStats stats() const = 0;
 };
 
-using AcDtlsFactory =
-    std::function<Result<std::unique_ptr<AcDataChannel>>(const AcDtlsContext& context, AcPacketSink& sink)>;
-
 // Runs the tunnel over `https`'s kept connection to auth.server (a new one if
 // none), through the session core (tunnel_session.h), until it ends. Errors
 // before the tunnel is up are returned as Error, except a rejected cookie.
-Result<TunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated& auth, const TunnelOptions& options,
-                                const AcDtlsFactory& dtls = {});
+Result<TunnelEnd> run_ac_tunnel(io::HttpsClient& https, const AcAuthenticated& auth, const TunnelOptions& options);
 
 }  // namespace espvpn::session

@@ -4,30 +4,12 @@
 
 namespace espvpn::session {
 
-namespace {
-io::PacketBatchShape probe_shape() {
-    io::PacketBatchShape s;
-    s.slots = 1;
-    s.capacity = kGpProbeMaxSize;
-    s.headroom = kEspMaxHeadroom;
-    s.tailroom = kEspMaxTailroom;
-    return s;
-}
-
-io::PacketBatchShape reply_shape() {
-    io::PacketBatchShape s;
-    s.slots = 8;
-    s.capacity = 65535;  // a GRO buffer is split into its datagrams by recv_batch
-    s.headroom = 0;
-    s.tailroom = 0;
-    return s;
-}
-}  // namespace
-
 EspProber::EspProber(io::UdpSocket& udp, EspOutboundSa outbound, EspInboundSa inbound,
                      const datapath::ProbeTarget& target)
-    : udp_(udp), out_(std::move(outbound)), in_(std::move(inbound)), target_(target), tx_(probe_shape()),
-      rx_(reply_shape()) {}
+    : udp_(udp), out_(std::move(outbound)), in_(std::move(inbound)), target_(target),
+      tx_({.slots = 1, .capacity = kGpProbeMaxSize, .headroom = kEspMaxHeadroom, .tailroom = kEspMaxTailroom}),
+      // A GRO buffer is split into its datagrams by recv_batch.
+      rx_({.slots = 8, .capacity = 65535, .headroom = 0, .tailroom = 0}) {}
 
 void EspProber::send_probe() {
     if (!out_ || !target_.enabled()) return;
@@ -50,12 +32,9 @@ bool EspProber::take_replies() {
         Result<std::size_t> got = udp_.recv_batch(rx_);
         if (!got || *got == 0) break;
         for (std::size_t i = 0; i < rx_.size(); ++i) {
+            // Anything else is not for the tun now: the HTTPS tunnel carries the traffic.
             EspReceived r = in_->open(rx_.packet(i));
-            if (r.ok() && is_gp_probe_reply(r.inner, target_.gateway_address())) {
-                answered_ = true;
-            } else {
-                ++dropped_;  // not for the tun now: the HTTPS tunnel carries the traffic
-            }
+            if (r.ok() && is_gp_probe_reply(r.inner, target_.gateway_address())) answered_ = true;
         }
     }
     return answered_;

@@ -27,7 +27,6 @@ public:
     // among them (later calls keep returning true).
     bool take_replies();
     std::uint64_t probes_sent() const { return sent_; }
-    std::uint64_t datagrams_dropped() const { return dropped_; }
 
     // The SAs for the ESP datapath (the prober is spent afterwards).
     datapath::EspInitialSas release_sas();
@@ -40,7 +39,7 @@ private:
     io::PacketBatch tx_;
     io::PacketBatch rx_;
     std::uint16_t seq_ = 0;
-    std::uint64_t sent_ = 0, dropped_ = 0;
+    std::uint64_t sent_ = 0;
     bool answered_ = false;
 };
 

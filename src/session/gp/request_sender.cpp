@@ -55,7 +55,7 @@ Result<GpReplyBody> GpRequestSender::send(const http::Url& server, const gp::GpR
     if (dump_) {
         LOG_DEBUG << "> " << req.method << " " << server.host << ":" << server.port << request.path
                   << (request.query.empty() ? "" : "?" + redacted_form(request.query));
-        for (const auto& [name, value] : req.headers.fields()) LOG_DEBUG << "> " << name << ": " << value;
+        io::HttpsClient::dump_headers(req.headers);
         if (!request.body.empty()) LOG_DEBUG << "> body: " << redacted_form(request.body.reveal_text());
     }
 
@@ -67,10 +67,7 @@ Result<GpReplyBody> GpRequestSender::send(const http::Url& server, const gp::GpR
     reply.url = https_.last_url();
     if (auto reason = response->headers.get("X-Private-Pan-Globalprotect")) reply.pan_reason = std::string(*reason);
     if (dump_) {
-        LOG_DEBUG << "< HTTP " << response->status << " " << response->reason;
-        for (const auto& [name, value] : response->headers.fields()) LOG_DEBUG << "< " << name << ": " << value;
-        if (!response->set_cookies.empty())
-            LOG_DEBUG << "< (" << response->set_cookies.size() << " Set-Cookie header(s), values redacted)";
+        io::HttpsClient::dump_response_head(*response);
         LOG_DEBUG << "< body: " << response->body.size() << " bytes (content not logged: it may hold cookies or keys)";
     }
     // 512 is GlobalProtect's "authentication failed"; its body says why.

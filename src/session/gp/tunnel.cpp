@@ -22,8 +22,13 @@ namespace espvpn::session {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// Writes the tunnel GET on `tls` and reads the 12-byte answer; Ok once it was
+// START_TUNNEL. A refusal is an error naming the HTTP status; `cookie_rejected`
+// is set for 502.
 Status start_https_tunnel(io::TlsStream& tls, const gp::GpSessionCookie& cookie, const std::string& path,
-                          bool* cookie_rejected) {
+                          bool& cookie_rejected) {
     const Secret request = gp::tunnel_connect_request(cookie, path.empty() ? "/ssl-tunnel-connect.sslvpn" : path);
     if (Status s = tls.write_all(request.reveal()); !s) return make_error("HTTPS tunnel request: " + s.error().message);
     std::uint8_t reply[gp::kTunnelReplySize];
@@ -37,11 +42,9 @@ Status start_https_tunnel(io::TlsStream& tls, const gp::GpSessionCookie& cookie,
     }
     gp::GpTunnelRefusal refusal;
     Status s = gp::check_tunnel_reply({reply, have}, &refusal);
-    if (cookie_rejected) *cookie_rejected = refusal.cookie_rejected();
+    cookie_rejected = refusal.cookie_rejected();
     return s;
 }
-
-namespace {
 
 struct SaPair {
     EspOutboundSa outbound;
@@ -70,6 +73,9 @@ Result<SaPair> fresh_sas(const GpTunnelSetup& fresh, const char* no_keys) {
 
 using datapath::Transport;
 
+// The "reconnected" line's end for a link that replaced a lost one.
+constexpr const char* kSinceLost = " since the transport was declared lost";
+
 long long ms_between(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
 }
@@ -93,8 +99,8 @@ struct GpTimers {
 // session's tun, getconfig rekeys, ESP retries from the HTTPS tunnel.
 class GpDriver final : public SessionDriver {
 public:
-    GpDriver(const GpTunnelSetup& setup, const TunnelOptions& options, const GpGatewayLinks& links)
-        : setup_(setup), o_(options), links_(links), timers_(options.force_dpd_s) {}
+    GpDriver(const GpTunnelSetup& setup, const TunnelOptions& options, GpGatewaySession& gateway, Status& logout)
+        : setup_(setup), o_(options), gateway_(gateway), logout_(logout), timers_(options.force_dpd_s) {}
 
     Result<Prepared> prepare() override;
     Result<std::optional<LinkEvent>> start(host::TunnelHost& host) override;
@@ -111,6 +117,10 @@ public:
         stop_esp();
         stop_https();
     }
+    void stop() override {
+        drop_link();
+        udp_.reset();
+    }
     std::string path_peer() const override { return esp_peer_.empty() ? setup_.config.gateway_address : esp_peer_; }
     bool probe_path() override {
         if (esp_ && connected_ && esp_options_.probe.enabled()) {
@@ -126,21 +136,13 @@ public:
     Clock::time_point last_receive() const override {
         return esp_ ? esp_->liveness().last_rx : https_ ? https_->last_rx() : Clock::time_point{};
     }
+    // Not during an outage: a blackholed gateway would hold the exit for its timeout.
     void logout() override {
-        if (transport() == Transport::none) {
-            LOG_WARN << "no connection to the gateway: logout not sent (the gateway ends the session after its "
-                        "cookie timeout)";
-        } else if (links_.logout) {
-            links_.logout();
-        }
+        if (transport() != Transport::none) logout_ = gateway_.logout();
+        else LOG_WARN << "no connection to the gateway: logout not sent (the gateway ends the session after its "
+                         "cookie timeout)";
     }
     std::optional<TunnelConfig> take_new_config() override { return std::exchange(new_config_, std::nullopt); }
-    void stop() override {
-        prober_.reset();
-        stop_esp();
-        stop_https();
-        udp_.reset();
-    }
 
 private:
     // openconnect's schedule: a minute before the keys expire (half-way for short lifetimes).
@@ -154,6 +156,8 @@ private:
     Status open_esp_socket(const GpEspSetup& esp);
 
     Status start_esp(datapath::EspInitialSas sas, bool probe_answered);
+    // ESP with a configuration's keys on a new socket (probing unless there is no probe address).
+    Status start_esp_on(const GpEspSetup& esp, bool reconnect);
     void stop_esp();
     // The HTTPS tunnel on a connection that took the tunnel GET.
     Status start_https(std::unique_ptr<io::TlsStream> tls);
@@ -171,16 +175,17 @@ private:
     // A prober on new keys while the HTTPS tunnel carries the traffic.
     AttemptResult begin_esp_retry(const GpTunnelSetup& fresh, Clock::time_point now);
     AttemptResult reconnect(Result<GpTunnelSetup> fresh);
-    void forget_connections() {
-        if (links_.forget_connections) links_.forget_connections();
-    }
+    // Kept-alive TLS connections to the gateway may be stale after a loss (from a source
+    // address that is gone: a request on one would hang until its timeout).
+    void forget_connections() { gateway_.https().close_all(); }
     datapath::DatapathStats stats() const;
     // What carries the traffic: at most one datapath runs (the prober is not one).
     Transport transport() const { return esp_ ? Transport::esp : https_ ? Transport::https : Transport::none; }
 
     const GpTunnelSetup& setup_;
     const TunnelOptions& o_;
-    const GpGatewayLinks& links_;
+    GpGatewaySession& gateway_;
+    Status& logout_;
     const GpTimers timers_;
     io::TunDevice* tun_ = nullptr;  // the host's device, once up
     std::optional<io::UdpSocket> udp_;
@@ -275,16 +280,17 @@ void GpDriver::stop_esp() {
 }
 
 Result<std::unique_ptr<io::TlsStream>> GpDriver::connect_https(bool& cookie_rejected) const {
-    if (!links_.connect || !links_.cookie) return make_error("HTTPS tunnel: no way to reach the gateway over TLS");
-    auto tls = links_.connect();
+    // The login's kept-alive connection to the gateway if there is one (as openconnect does).
+    const http::Url& gw = gateway_.gateway();
+    auto tls = gateway_.https().release_connection(gw.host, gw.port);
     if (!tls) return make_error("HTTPS tunnel: " + tls.error().message);
-    Status started = start_https_tunnel(**tls, *links_.cookie, setup_.https_tunnel_path, &cookie_rejected);
+    Status started = start_https_tunnel(**tls, gateway_.cookie(), setup_.https_tunnel_path, cookie_rejected);
     if (!started && !cookie_rejected) {
         // The kept-alive login connection may have been closed by the server meanwhile: once more on a new one.
         LOG_DEBUG << started.error().message << "; retrying on a new connection";
-        tls = links_.connect();
+        tls = gateway_.https().release_connection(gw.host, gw.port);
         if (!tls) return make_error("HTTPS tunnel: " + tls.error().message);
-        started = start_https_tunnel(**tls, *links_.cookie, setup_.https_tunnel_path, &cookie_rejected);
+        started = start_https_tunnel(**tls, gateway_.cookie(), setup_.https_tunnel_path, cookie_rejected);
     }
     if (!started) return started.error();
     (*tls)->set_cancel_fd(-1);  // the attempt's fd dies with it; the stream outlives it
@@ -340,7 +346,7 @@ LinkEvent GpDriver::switch_to_esp(const std::string& reason) {
     if (Status s = start_esp(std::move(sas), true); !s) return LinkEvent::ended(TunnelEnd::error, s.error().message);
     ++switches_;
     LOG_INFO << "ESP connected again; " << tun_->name() << " carries its traffic over ESP";
-    return LinkEvent::up("over ESP", " since the transport was declared lost");
+    return LinkEvent::up("over ESP", kSinceLost);
 }
 
 std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting) {
@@ -352,7 +358,7 @@ std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting
             esp_dpd_ = DpdTimer(timers_.dpd, now);
             LOG_INFO << "ESP connected: probe answered after " << ms_between(probing_since_, now) << " ms; "
                      << tun_->name() << " is up";
-            return {LinkEvent::up("over ESP", " since the transport was declared lost")};
+            return {LinkEvent::up("over ESP", kSinceLost)};
         } else if (now - probing_since_ > timers_.probe_timeout) {
             if (attempting) return {};  // its end first (it may bring new keys)
             return {switch_to_https("no answer to the ESP probe within " + std::to_string(timers_.probe_timeout.count()) +
@@ -393,7 +399,7 @@ AttemptResult GpDriver::begin_esp_retry(const GpTunnelSetup& fresh, Clock::time_
     prober_since_ = now;
     prober_->send_probe();
     last_probe_ = now;
-    return AttemptResult::of(AttemptResult::Kind::opened);
+    return AttemptResult::opened();
 }
 
 std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempting) {
@@ -467,10 +473,11 @@ std::unique_ptr<LinkAttempt> GpDriver::begin_attempt(AttemptPurpose purpose) {
     }
     const Work work = work_;
     return std::make_unique<LinkAttempt>([this, work](int cancel_fd) {
-        if (links_.set_cancel_fd) links_.set_cancel_fd(cancel_fd);
+        // Every wait of the getconfig and the TLS connection ends at once when the attempt is cancelled.
+        gateway_.https().set_cancel_fd(cancel_fd);
         if (work != Work::https) {
-            fetched_.emplace(links_.refetch());
-            if (!*fetched_ && links_.cookie_rejected && links_.cookie_rejected()) attempt_cookie_rejected_ = true;
+            fetched_.emplace(gateway_.fetch_config());
+            if (!*fetched_ && gateway_.cookie_rejected()) attempt_cookie_rejected_ = true;
         }
         // A reconnect without ESP (--no-dtls, or no keys offered) goes on to the HTTPS tunnel.
         const bool need_https = work == Work::https || (work == Work::config_or_https && *fetched_ &&
@@ -480,107 +487,75 @@ std::unique_ptr<LinkAttempt> GpDriver::begin_attempt(AttemptPurpose purpose) {
             stream_.emplace(connect_https(rejected));
             if (rejected) attempt_cookie_rejected_ = true;
         }
-        if (links_.set_cancel_fd) links_.set_cancel_fd(-1);
+        gateway_.https().set_cancel_fd(-1);
     });
+}
+
+Status GpDriver::start_esp_on(const GpEspSetup& esp, bool reconnect) {
+    auto sas = build_sas(esp.sa);
+    if (!sas) return sas.error();
+    if (Status s = take_esp_setup(esp); !s) return s;
+    if (Status s = open_esp_socket(esp); !s) return s;
+    esp_possible_ = true;
+    LOG_INFO << (reconnect ? std::string("reconnect: ESP") : "ESP " + std::string(suite_->name())) << " to "
+             << io::endpoint_text(esp.peer_address, esp.udp_port) << ", in=" << hex32(sas->inbound.spi())
+             << " out=" << hex32(sas->outbound.spi()) << (reconnect ? "; probing" : ", MTU " + std::to_string(mtu_));
+    if (Status s = start_esp({std::move(sas->outbound), std::move(sas->inbound)}, false); !s) return s;
+    rekey_at_ = next_rekey(Clock::now());
+    return {};
 }
 
 // A getconfig with the session cookie (no login), then ESP with its new keys on a
 // new socket (the probe decides: step_esp falls back to HTTPS), or HTTPS directly.
 AttemptResult GpDriver::reconnect(Result<GpTunnelSetup> fresh) {
-    AttemptResult r;
-    r.kind = AttemptResult::Kind::failed;
-    if (!fresh) {
-        r.why = "getconfig: " + fresh.error().message;
-        return r;
+    if (!fresh) return AttemptResult::failed("getconfig: " + fresh.error().message);
+    if (o_.no_dtls || !fresh->esp) {
+        esp_possible_ = false;
+        return AttemptResult::failed("HTTPS tunnel: not connected");
     }
-    const bool esp = !o_.no_dtls && fresh->esp;
-    if (esp) {
-        auto sas = build_sas(fresh->esp->sa);
-        Status s = sas ? take_esp_setup(*fresh->esp) : Status(sas.error());
-        if (s) s = open_esp_socket(*fresh->esp);
-        if (!s) {
-            r.why = s.error().message;
-            return r;
-        }
-        esp_possible_ = true;
-        LOG_INFO << "reconnect: ESP to " << io::endpoint_text(fresh->esp->peer_address, fresh->esp->udp_port)
-                 << ", in=" << hex32(sas->inbound.spi()) << " out=" << hex32(sas->outbound.spi()) << "; probing";
-        if (Status st = start_esp({std::move(sas->outbound), std::move(sas->inbound)}, false); !st) {
-            r.why = st.error().message;
-            return r;
-        }
-        rekey_at_ = next_rekey(Clock::now());
-        r.kind = AttemptResult::Kind::opened;
-        r.up = connected_;  // no probe address: assumed up
-        r.detail = "over ESP";
-        r.note = " since the transport was declared lost";
-        return r;
-    }
-    esp_possible_ = false;
-    r.why = "HTTPS tunnel: not connected";
-    return r;
+    if (Status s = start_esp_on(*fresh->esp, true); !s) return AttemptResult::failed(s.error().message);
+    return AttemptResult::opened("over ESP", kSinceLost, connected_);  // no probe address: assumed up
 }
 
 AttemptResult GpDriver::finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string&) {
     if (fetched_ && *fetched_) new_config_ = (*fetched_)->config;
-    AttemptResult r;
-    r.kind = AttemptResult::Kind::failed;
     if (attempt_cookie_rejected_) {
-        r.kind = AttemptResult::Kind::cookie_rejected;
-        r.why = fetched_ && !*fetched_ ? (*fetched_).error().message
-                : stream_ && !*stream_ ? (*stream_).error().message
-                                       : "the gateway refused the session cookie";
-        return r;
+        return AttemptResult::of(AttemptResult::Kind::cookie_rejected,
+                                 fetched_ && !*fetched_   ? (*fetched_).error().message
+                                 : stream_ && !*stream_ ? (*stream_).error().message
+                                                        : "the gateway refused the session cookie");
     }
     const Clock::time_point now = Clock::now();
     if (stream_) {
         // The HTTPS tunnel (a fallback, or a reconnect without ESP).
         auto& stream = *stream_;
-        if (!stream) {
-            r.why = (purpose == AttemptPurpose::fallback ? fallback_reason_ + "; " : std::string()) + stream.error().message;
-            return r;
-        }
-        if (Status s = start_https(std::move(*stream)); !s) {
-            r.why = s.error().message;
-            return r;
-        }
+        if (!stream)
+            return AttemptResult::failed(
+                (purpose == AttemptPurpose::fallback ? fallback_reason_ + "; " : std::string()) + stream.error().message);
+        if (Status s = start_https(std::move(*stream)); !s) return AttemptResult::failed(s.error().message);
         if (purpose == AttemptPurpose::fallback) {
             ++switches_;
         } else {
             https_failures_ = 0;
             esp_possible_ = false;  // a reconnect that found no ESP keys (or --no-dtls)
         }
-        r.kind = AttemptResult::Kind::opened;
-        r.detail = "over the HTTPS tunnel";
-        r.note = " since the transport was declared lost";
-        return r;
+        return AttemptResult::opened("over the HTTPS tunnel", kSinceLost);
     }
-    if (!fetched_) {
-        r.why = "no configuration";
-        return r;
-    }
+    if (!fetched_) return AttemptResult::failed("no configuration");
     if (in_outage || transport() == Transport::none) return reconnect(std::move(*fetched_));
     Result<GpTunnelSetup>& fresh = *fetched_;
     if (https_) {
-        if (!fresh) {
-            r.why = "new configuration refused: " + fresh.error().message;
-            return r;
-        }
-        if (!esp_possible_ || prober_) {
-            r.kind = AttemptResult::Kind::opened;
-            return r;
-        }
+        if (!fresh) return AttemptResult::failed("new configuration refused: " + fresh.error().message);
+        if (!esp_possible_ || prober_) return AttemptResult::opened();
         return begin_esp_retry(*fresh, now);
     }
     // On ESP: new keys beside the old ones (rekey, SIGUSR2).
     if (!fresh) {
         // The gateway may be restarting: the current keys stay in use; DPD notices if ESP dies.
         rekey_at_ = now + std::chrono::seconds(5);
-        r.why = fresh.error().message;
-        r.note = "; trying again in 5 s";
-        return r;
+        return AttemptResult::failed(fresh.error().message, "; trying again in 5 s");
     }
-    r = rekey_esp(*fresh);
+    AttemptResult r = rekey_esp(*fresh);
     if (r.kind == AttemptResult::Kind::opened && purpose == AttemptPurpose::renew) {
         // SIGUSR2: the probe again; `reconnect` runs when it is answered.
         connected_ = false;
@@ -602,7 +577,7 @@ AttemptResult GpDriver::rekey_esp(const GpTunnelSetup& fresh) {
     rekey_after_s_ = fresh.esp->rekey_after_s;
     rekey_at_ = next_rekey(Clock::now());
     LOG_INFO << "rekey done: in=" << hex32(in_spi) << " out=" << hex32(out_spi);
-    return AttemptResult::of(AttemptResult::Kind::opened);
+    return AttemptResult::opened();
 }
 
 Result<SessionDriver::Prepared> GpDriver::prepare() {
@@ -622,18 +597,9 @@ Result<SessionDriver::Prepared> GpDriver::prepare() {
 
 Result<std::optional<LinkEvent>> GpDriver::start(host::TunnelHost& host) {
     tun_ = &host.tun();
-    const GpEspSetup* esp = first_esp_;
-    if (esp) {
-        if (Status s = open_esp_socket(*esp); !s) return s.error();
-        esp_possible_ = true;
-        esp_options_.max_inner_size = static_cast<std::size_t>(mtu_);
-        esp_options_.tun_mtu = static_cast<std::size_t>(mtu_);
-        auto sas = build_sas(esp->sa);
-        if (!sas) return sas.error();
-        LOG_INFO << "ESP " << suite_->name() << " to " << io::endpoint_text(esp->peer_address, esp->udp_port)
-                 << ", in=" << hex32(sas->inbound.spi()) << " out=" << hex32(sas->outbound.spi()) << ", MTU " << mtu_;
-        if (Status s = start_esp({std::move(sas->outbound), std::move(sas->inbound)}, false); !s) return s.error();
-        rekey_at_ = next_rekey(Clock::now());
+    if (first_esp_) {
+        esp_options_.max_inner_size = esp_options_.tun_mtu = static_cast<std::size_t>(mtu_);
+        if (Status s = start_esp_on(*first_esp_, false); !s) return s.error();
         if (!connected_) return std::optional<LinkEvent>{};  // step_esp reports the probe's answer
         LOG_WARN << "no gw-address to probe: ESP assumed up";
         return std::optional<LinkEvent>{LinkEvent::up("over ESP")};
@@ -652,8 +618,9 @@ Result<std::optional<LinkEvent>> GpDriver::start(host::TunnelHost& host) {
 
 }  // namespace
 
-Result<TunnelEnd> run_gp_tunnel(const GpTunnelSetup& setup, const TunnelOptions& options, const GpGatewayLinks& links) {
-    GpDriver driver(setup, options, links);
+Result<TunnelEnd> run_gp_tunnel(const GpTunnelSetup& setup, const TunnelOptions& options, GpGatewaySession& gateway,
+                                Status& logout) {
+    GpDriver driver(setup, options, gateway, logout);
     return run_tunnel_session(driver, options);
 }
 

@@ -19,54 +19,18 @@
 // wait for the control thread.
 #pragma once
 
-#include <chrono>
-#include <cstddef>
-#include <functional>
-#include <memory>
-#include <string>
-
 #include "protocols/base/result.h"
-#include "protocols/gp/session_cookie.h"
-#include "src/io/tls_stream.h"
 #include "src/session/gp/tunnel_setup.h"
 #include "src/session/tunnel_session.h"
 
 namespace espvpn::session {
 
-// A new getconfig (reconnect, rekey, or fresh ESP keys after the HTTPS tunnel
-// voided the old ones); runs on the session's attempt thread.
-using RefetchConfig = std::function<Result<GpTunnelSetup>()>;
-// A TLS connection to the gateway for the HTTPS tunnel (e.g. the login's
-// kept-alive one, HttpsClient::release_connection).
-using ConnectGateway = std::function<Result<std::unique_ptr<io::TlsStream>>()>;
-
-struct GpGatewayLinks {
-    RefetchConfig refetch;
-    ConnectGateway connect;
-    const gp::GpSessionCookie* cookie = nullptr;  // for the tunnel GET; must outlive the tunnel
-    // After a failed refetch: was it the gateway refusing the cookie (rather than unreachable)?
-    std::function<bool()> cookie_rejected;
-    // Drops kept-alive TLS connections to the gateway: after a loss they may be stale
-    // (from a source address that is gone: a request on one would hang until its timeout).
-    std::function<void()> forget_connections;
-    // The fd that cancels every wait of refetch/connect from now on (-1: none): the
-    // attempt thread's, so a quit does not wait for a blackholed gateway.
-    std::function<void(int)> set_cancel_fd;
-    // SIGINT/SIGTERM while a transport runs: the logout request (the tunnel is still up).
-    // Not called during an outage: a blackholed gateway would hold the exit for its timeout.
-    std::function<void()> logout;
-};
-
-
-// Writes the tunnel GET on `tls` and reads the 12-byte answer; Ok once it was
-// START_TUNNEL. A refusal is an error naming the HTTP status; `cookie_rejected`
-// is set for 502.
-Status start_https_tunnel(io::TlsStream& tls, const gp::GpSessionCookie& cookie, const std::string& path,
-                          bool* cookie_rejected = nullptr);
-
 // Runs the tunnel through the session core (tunnel_session.h) until it ends;
 // errors before traffic flows are returned as Error, later endings as a
-// TunnelEnd with the reason logged.
-Result<TunnelEnd> run_gp_tunnel(const GpTunnelSetup& setup, const TunnelOptions& options, const GpGatewayLinks& links);
+// TunnelEnd with the reason logged. `gateway` makes every later getconfig and
+// TLS connection (its HttpsClient's kept-alive one first); a logout on
+// SIGINT/SIGTERM while a transport runs leaves its outcome in `logout`.
+Result<TunnelEnd> run_gp_tunnel(const GpTunnelSetup& setup, const TunnelOptions& options, GpGatewaySession& gateway,
+                                Status& logout);
 
 }  // namespace espvpn::session

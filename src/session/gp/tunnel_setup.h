@@ -68,6 +68,8 @@ public:
 
     bool cookie_rejected() const { return cookie_rejected_; }
     const gp::GpSessionCookie& cookie() const { return cookie_; }
+    const http::Url& gateway() const { return gateway_; }
+    io::HttpsClient& https() { return http_.https(); }
 
 private:
     template <class T>

@@ -61,6 +61,13 @@ void must(Status s, const char* what) {
     if (!s) die(std::string(what) + ": " + s.error().message);
 }
 
+// X-DTLS-App-ID / X-DTLS-Session-ID: 64 hex digits (espvpn parses them with the CONNECT reply).
+std::vector<std::uint8_t> session_id(std::string_view hex, const char* what) {
+    auto bytes = Secret::from_hex(hex);
+    if (!bytes || bytes->size() != io::kDtlsSessionIdSize) die(std::string(what) + " is not 64 hex digits");
+    return {bytes->reveal().begin(), bytes->reveal().end()};
+}
+
 std::string read_line(io::TlsStream& tls) {
     std::string line;
     std::uint8_t c;
@@ -179,13 +186,12 @@ int main(int argc, char** argv) {
             if (cipher != "PSK-NEGOTIATE") die("server did not choose PSK-NEGOTIATE");
             io::DtlsPskMode psk;
             psk.psk = must(io::export_dtls_psk(*tls), "PSK export");
-            psk.app_id = must(io::parse_dtls_session_id(header(h, "X-DTLS-App-ID"), "X-DTLS-App-ID"), "App-ID");
+            psk.app_id = session_id(header(h, "X-DTLS-App-ID"), "X-DTLS-App-ID");
             options.mode = std::move(psk);
         } else {
             io::DtlsLegacyMode legacy;
             legacy.master_secret = master.clone();
-            legacy.session_id =
-                must(io::parse_dtls_session_id(header(h, "X-DTLS-Session-ID"), "X-DTLS-Session-ID"), "Session-ID");
+            legacy.session_id = session_id(header(h, "X-DTLS-Session-ID"), "X-DTLS-Session-ID");
             legacy.suite = must(io::find_dtls_legacy_suite(cipher, dtls12), "cipher");
             legacy.tunnel_mtu = std::stoul(header(h, "X-DTLS-MTU"));
             options.mode = std::move(legacy);
@@ -196,7 +202,7 @@ int main(int argc, char** argv) {
         const std::string reply = read_line(*tls);
         io::DtlsPskMode psk;
         psk.psk = must(io::export_dtls_psk(*tls), "PSK export");
-        psk.app_id = must(io::parse_dtls_session_id(token_after(reply, "APPID"), "X-DTLS-App-ID"), "App-ID");
+        psk.app_id = session_id(token_after(reply, "APPID"), "X-DTLS-App-ID");
         options.base_mtu = std::stoul(token_after(reply, "BASEMTU"));
         options.mode = std::move(psk);
     } else if (mode == "legacy") {
@@ -206,7 +212,7 @@ int main(int argc, char** argv) {
         const std::string reply = read_line(*tls);
         io::DtlsLegacyMode legacy;
         legacy.master_secret = master.clone();
-        legacy.session_id = must(io::parse_dtls_session_id(token_after(reply, "SESSION"), "X-DTLS-Session-ID"), "Session-ID");
+        legacy.session_id = session_id(token_after(reply, "SESSION"), "X-DTLS-Session-ID");
         legacy.suite = must(io::find_dtls_legacy_suite(token_after(reply, "CIPHER"), dtls12_header), "cipher");
         legacy.tunnel_mtu = std::stoul(token_after(reply, "MTU"));
         options.mode = std::move(legacy);
