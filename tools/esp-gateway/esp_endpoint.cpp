@@ -285,10 +285,13 @@ int EspEndpoint::run() {
     const Clock::time_point started = Clock::now();
     const Clock::time_point deadline = started + std::chrono::seconds(o_.seconds);
 
+    // The gateway may start long before the first getconfig (a login through a browser
+    // takes what it takes): wait for the file for the whole run, or until a signal.
     auto sa = SaFile::load(o_.sa_file);
-    for (int i = 0; !sa && i < 300; ++i) {  // the gateway may start before the first getconfig
-        pollfd p{ino_fd, POLLIN, 0};
-        ::poll(&p, 1, 100);
+    while (!sa && Clock::now() < deadline) {
+        pollfd p[2] = {{ino_fd, POLLIN, 0}, {sig_fd, POLLIN, 0}};
+        ::poll(p, 2, 100);
+        if (p[1].revents & POLLIN) return 0;
         sa_file_event(ino_fd);
         sa = SaFile::load(o_.sa_file);
     }
