@@ -11,7 +11,6 @@ namespace espvpn::session {
 
 namespace {
 
-constexpr std::size_t kMaxServers = 3;
 constexpr int kMaxDatagramsPerStep = 64;  // per socket: a flood cannot hold the control loop
 
 std::uint16_t random_id() {

@@ -37,6 +37,7 @@ struct DomainSplitOptions {
 class DomainSplit {
 public:
     using Clock = std::chrono::steady_clock;
+    static constexpr std::size_t kMaxServers = 3;  // DNS servers queried (one socket each)
 
     // nullptr when the gateway sent no domain lists, or they cannot be applied here (the
     // reason logged: a vpnc-script sets the routes, --setuid, no DNS servers).
