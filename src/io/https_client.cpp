@@ -36,31 +36,10 @@ std::string numeric_peer_address(int fd) {
     return text;
 }
 
-// The server's own address when a proxy stands between: what this host's resolver
-// (or --resolve) says, for the UDP channels that go direct.
-std::string numeric_server_address(const std::string& host, const TlsClientConfig& tls) {
-    if (auto it = tls.resolve.find(host); it != tls.resolve.end()) return it->second;
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_DGRAM;
-    addrinfo* list = nullptr;
-    if (::getaddrinfo(host.c_str(), nullptr, &hints, &list) != 0 || !list) {
-        LOG_INFO << "cannot resolve " << host << " here (the proxy did): no direct UDP (ESP/DTLS) to it";
-        return {};
-    }
-    char text[INET6_ADDRSTRLEN] = {};
-    if (list->ai_family == AF_INET)
-        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(list->ai_addr)->sin_addr, text, sizeof text);
-    else if (list->ai_family == AF_INET6)
-        ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(list->ai_addr)->sin6_addr, text, sizeof text);
-    ::freeaddrinfo(list);
-    return text;
-}
-
-}  // namespace
-
-std::vector<std::string> HttpsClient::addresses_of(const std::string& host) const {
-    if (auto it = config_.tls.resolve.find(host); it != config_.tls.resolve.end()) return {it->second};
+// Every address (numeric, the resolver's order, at most 32) this host's resolver or
+// --resolve gives for host.
+std::vector<std::string> resolved_addresses(const std::string& host, const TlsClientConfig& tls) {
+    if (auto it = tls.resolve.find(host); it != tls.resolve.end()) return {it->second};
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -77,6 +56,23 @@ std::vector<std::string> HttpsClient::addresses_of(const std::string& host) cons
     }
     ::freeaddrinfo(list);
     return out;
+}
+
+// The server's own address when a proxy stands between: what this host's resolver
+// (or --resolve) says, for the UDP channels that go direct.
+std::string numeric_server_address(const std::string& host, const TlsClientConfig& tls) {
+    std::vector<std::string> all = resolved_addresses(host, tls);
+    if (all.empty()) {
+        LOG_INFO << "cannot resolve " << host << " here (the proxy did): no direct UDP (ESP/DTLS) to it";
+        return {};
+    }
+    return all.front();
+}
+
+}  // namespace
+
+std::vector<std::string> HttpsClient::addresses_of(const std::string& host) const {
+    return resolved_addresses(host, config_.tls);
 }
 
 HttpsClient::HttpsClient(HttpsClientConfig config, std::shared_ptr<const TlsCredentials> credentials)
