@@ -5,8 +5,7 @@
 // TlsRecordBatcher and sent with one send(); an oversized packet is answered
 // with ICMP "too big" as ESP and DTLS answer it. Receive: records in, data
 // payloads batched and written to the tun (coalesced). The protocols differ
-// only in the frame header and in their control frames (gp_https_tunnel.cpp,
-// cstp_pump.cpp).
+// only in the frame header and in their control frames (TlsFraming, tls_pump.h).
 #pragma once
 
 #include <gnutls/gnutls.h>

@@ -15,7 +15,7 @@
 // new tunnel instead). A failed handshake ends the tunnel with the reason.
 //
 // This class is the state shared by the three threads and the handshake
-// itself; the pump (cstp_pump.cpp) decides when each step runs.
+// itself; the pump (tls_pump.cpp) decides when each step runs.
 #pragma once
 
 #include <gnutls/gnutls.h>

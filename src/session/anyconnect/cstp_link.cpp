@@ -11,7 +11,7 @@
 namespace espvpn::session {
 
 using Clock = std::chrono::steady_clock;
-using datapath::CstpPump;
+using datapath::TlsPump;
 constexpr int kPollMs = 100;
 
 namespace {
@@ -95,11 +95,15 @@ Result<std::unique_ptr<CstpLink>> CstpLink::connect_on(std::unique_ptr<io::TlsSt
 }
 
 void CstpLink::start(io::TunDevice& tun, int mtu, const DtlsSetup& dtls) {
-    pump_ = std::make_unique<CstpPump>(tls_->native(), tls_->fd(), tun, mtu);
+    datapath::TlsFramedOptions o;
+    o.max_inner_size = static_cast<std::size_t>(std::max(mtu, 576));
+    // Slots hold what the tun reads: its MTU may be above CSTP's (set by an earlier connection).
+    o.tun_mtu = std::max<std::size_t>(o.max_inner_size, 1500);
+    pump_ = std::make_unique<TlsPump>(tls_->native(), tls_->fd(), tun, datapath::cstp_framing(), o);
     dtls_ = dtls;
     tun_ = &tun;
     open_channel(mtu);
-    pump_->start(early_bytes_);
+    (void)pump_->start(early_bytes_);  // a failure is what ended() reports: the link is lost
 }
 
 std::unique_ptr<AcDataChannel> CstpLink::renew_channel(int mtu) {
@@ -112,7 +116,7 @@ std::unique_ptr<AcDataChannel> CstpLink::renew_channel(int mtu) {
 void CstpLink::logout() {
     if (!pump_) return;
     // A rehandshake that just finished leaves the threads parked; the BYE needs the tx thread.
-    if (pump_->rehandshake_state() == CstpPump::Rehandshake::done) pump_->resume();
+    if (pump_->rehandshake_state() == TlsPump::Rehandshake::done) pump_->resume();
     pump_->request_logout();
     for (int i = 0; i < 20 && !pump_->logout_sent() && !pump_->ended(); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

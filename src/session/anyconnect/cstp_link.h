@@ -21,7 +21,7 @@
 #include "src/io/packet_batch.h"
 #include "src/io/tls_stream.h"
 #include "src/io/tun_device.h"
-#include "src/datapath/tls/cstp_pump.h"
+#include "src/datapath/tls/tls_pump.h"
 #include "src/session/anyconnect/tunnel.h"
 
 namespace espvpn::session {
@@ -86,7 +86,7 @@ public:
     // server keeps the session for the next CONNECT. The channel's counters go to `history`.
     void stop(AcDtlsStats* history = nullptr);
 
-    datapath::CstpPump* pump() { return pump_.get(); }
+    datapath::TlsPump* pump() { return pump_.get(); }
     AcDataChannel* channel() const { return channel_.get(); }
     datapath::TlsTunnelStats cstp_stats() const { return pump_ ? pump_->stats() : stopped_cstp_; }
 
@@ -105,7 +105,7 @@ private:
     std::vector<std::uint8_t> early_bytes_;
     DtlsSetup dtls_;
     io::TunDevice* tun_ = nullptr;
-    std::unique_ptr<datapath::CstpPump> pump_;
+    std::unique_ptr<datapath::TlsPump> pump_;
     std::unique_ptr<AcDataChannel> channel_;
     datapath::TlsTunnelStats stopped_cstp_;
 };

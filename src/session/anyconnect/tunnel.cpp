@@ -14,7 +14,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-using datapath::CstpPump;
+using datapath::TlsPump;
 using datapath::now_ns;
 constexpr int kPollMs = 100;
 
@@ -115,7 +115,7 @@ public:
     // Roaming: the TCP peer's path; a DPD now; the link's last receive (CSTP or DTLS).
     std::string path_peer() const override { return peer_address_; }
     bool probe_path() override {
-        if (!link_ || link_->pump()->ended() || link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle) return false;
+        if (!link_ || link_->pump()->ended() || link_->pump()->rehandshake_state() != TlsPump::Rehandshake::idle) return false;
         link_->pump()->request_dpd();
         return true;
     }
@@ -341,8 +341,8 @@ std::vector<LinkEvent> AcDriver::step(Clock::time_point now, const SessionContro
     if (!link_) return {};  // an outage: the core makes the attempts
     const bool attempting = control.attempt_in_flight();
     CstpLink& link = *link_;
-    CstpPump& pump = *link.pump();
-    using RH = CstpPump::Rehandshake;
+    TlsPump& pump = *link.pump();
+    using RH = TlsPump::Rehandshake;
     const RH rh = pump.rehandshake_state();
     if (rh == RH::done) {
         // A TLS 1.2 renegotiation gives the session a new exporter secret, so later DTLS handshakes
@@ -386,8 +386,8 @@ std::vector<LinkEvent> AcDriver::step(Clock::time_point now, const SessionContro
         // While its replacement is being made, the old link's end waits for that attempt: a server
         // moving the session to the new connection (ocserv: "session re-use") ends the old one first.
         if (attempting) return {};
-        if (e->first == datapath::CstpEnd::connection_lost) return {LinkEvent::lost(e->second)};
-        const bool server = e->first == datapath::CstpEnd::server_disconnect;
+        if (e->first == datapath::TlsPumpEnd::connection_lost) return {LinkEvent::lost(e->second)};
+        const bool server = e->first == datapath::TlsPumpEnd::server_disconnect;
         return {LinkEvent::ended(server ? TunnelEnd::server_disconnect : TunnelEnd::error, e->second)};
     }
     if (rh != RH::idle) return {};  // no DPD into a renegotiation's way, no verdict while it runs
@@ -513,12 +513,12 @@ datapath::StatsView AcDriver::stats_view() {
 int AcDriver::poll_ms() const {
     // While a rehandshake runs, both pump threads wait for the control loop: look often.
     // (Not after a failure: that state lasts while the fallback's new connection is made.)
-    const CstpPump::Rehandshake rh = link_ ? link_->pump()->rehandshake_state() : CstpPump::Rehandshake::idle;
-    return rh != CstpPump::Rehandshake::idle && rh != CstpPump::Rehandshake::failed ? 2 : kPollMs;
+    const TlsPump::Rehandshake rh = link_ ? link_->pump()->rehandshake_state() : TlsPump::Rehandshake::idle;
+    return rh != TlsPump::Rehandshake::idle && rh != TlsPump::Rehandshake::failed ? 2 : kPollMs;
 }
 
 std::string AcDriver::renew_blocked() const {
-    if (link_ && link_->pump()->rehandshake_state() != CstpPump::Rehandshake::idle) return "a TLS rehandshake is running";
+    if (link_ && link_->pump()->rehandshake_state() != TlsPump::Rehandshake::idle) return "a TLS rehandshake is running";
     return {};
 }
 

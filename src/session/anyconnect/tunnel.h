@@ -46,7 +46,7 @@
 #include "crypto/secret.h"
 #include "protocols/anyconnect/connect.h"
 #include "src/datapath/dtls/dtls_datapath.h"
-#include "src/datapath/tls/cstp_pump.h"
+#include "src/datapath/tls/tls_pump.h"
 #include "src/io/https_client.h"
 #include "src/io/packet_batch.h"
 #include "src/session/anyconnect/login.h"

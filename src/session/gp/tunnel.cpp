@@ -12,7 +12,7 @@
 #include "protocols/tunnel/dpd_timer.h"
 #include "protocols/gp/tunnel_mtu.h"
 #include "src/datapath/esp/esp_datapath.h"
-#include "src/datapath/tls/gp_https_tunnel.h"
+#include "src/datapath/tls/tls_pump.h"
 #include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
@@ -128,7 +128,7 @@ public:
             return true;
         }
         if (https_) {
-            https_->send_keepalive();  // the gateway echoes it
+            https_->request_keepalive();  // the gateway echoes it
             return true;
         }
         return false;
@@ -200,7 +200,8 @@ private:
     mutable std::mutex mu_;       // the datapath pointers, against the stats reporter thread
     std::uint64_t switches_ = 0;
     std::unique_ptr<datapath::EspDatapath> esp_;
-    std::unique_ptr<datapath::GpHttpsDatapath> https_;
+    std::unique_ptr<io::TlsStream> https_tls_;   // the HTTPS tunnel's connection, under https_
+    std::unique_ptr<datapath::TlsPump> https_;
 
     // ESP state.
     bool connected_ = false;
@@ -299,15 +300,17 @@ Result<std::unique_ptr<io::TlsStream>> GpDriver::connect_https(bool& cookie_reje
 
 Status GpDriver::start_https(std::unique_ptr<io::TlsStream> tls) {
     const std::string endpoint = tls->endpoint() + ", " + tls->description();
-    datapath::GpHttpsDatapathOptions h;
+    datapath::TlsFramedOptions h;
     h.max_inner_size = h.tun_mtu = static_cast<std::size_t>(mtu_);
-    h.max_frame_payload = std::max<std::size_t>(16384, static_cast<std::size_t>(mtu_));
-    auto dp = datapath::GpHttpsDatapath::start(*tun_, std::move(tls), h);
-    if (!dp) return dp.error();
+    // Frames up to max(16384, MTU), as openconnect reads.
+    auto pump = std::make_unique<datapath::TlsPump>(
+        tls->native(), tls->fd(), *tun_, datapath::gp_framing(std::max<std::size_t>(16384, h.max_inner_size)), h);
+    if (Status st = pump->start(); !st) return st;
     const Clock::time_point now = Clock::now();
     {
         std::lock_guard lock(mu_);
-        https_ = std::move(*dp);
+        https_tls_ = std::move(tls);
+        https_ = std::move(pump);
     }
     https_since_ = now;
     https_dpd_ = DpdTimer(timers_.dpd, now);
@@ -327,6 +330,8 @@ void GpDriver::stop_https() {
     LOG_INFO << "HTTPS tunnel statistics:\n" << s.to_text();
     std::lock_guard lock(mu_);
     https_.reset();
+    https_tls_->close();
+    https_tls_.reset();
 }
 
 LinkEvent GpDriver::switch_to_https(const std::string& reason) {
@@ -406,13 +411,13 @@ std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempti
     const Clock::time_point last_rx = https_->last_rx();
     if (last_rx > https_since_) https_failures_ = 0;
     std::string lost;
-    if (auto f = https_->failure()) {
-        lost = *f;
+    if (auto end = https_->ended()) {
+        lost = end->second;
     } else {
         https_dpd_.on_receive(last_rx);
         const DpdAction due = https_dpd_.poll(now);
         if (due == DpdAction::peer_dead) lost = "nothing received for " + seconds_since(https_dpd_.last_receive(), now) + " s";
-        if (due == DpdAction::send_dpd_request) https_->send_keepalive();  // the gateway echoes it
+        if (due == DpdAction::send_dpd_request) https_->request_keepalive();  // the gateway echoes it
     }
     if (!lost.empty()) {
         if (attempting) return {};  // the attempt uses the gateway connections: its end first

@@ -3,7 +3,7 @@
 //
 //   ESP over UDP (datapath/EspDatapath) while its probe is answered, with DPD and
 //   rekey (a new getconfig whose SAs are installed beside the old ones);
-//   the HTTPS tunnel (datapath/GpHttpsDatapath, GET ssl-tunnel-connect on the
+//   the HTTPS tunnel (datapath/TlsPump with GP framing, GET ssl-tunnel-connect on the
 //   gateway's TLS port) when the probe goes unanswered, ESP dies later, the user
 //   says --no-dtls, or the gateway offers no ESP keys. While on HTTPS, ESP is
 //   tried again now and then (fresh keys by getconfig, a few probes); when it

@@ -1,10 +1,10 @@
-// CstpPump end to end on one machine: a tun in a private network namespace, the
+// TlsPump with CSTP framing end to end on one machine: a tun in a private network namespace, the
 // pump on one end of a TLS session over a socketpair, the test playing the
 // AnyConnect server on the other. Needs root (tun + unshare); skipped otherwise.
 #include "tests/unit/src/datapath/tun_tls_harness.h"
 
 #include "protocols/anyconnect/cstp.h"
-#include "src/datapath/tls/cstp_pump.h"
+#include "src/datapath/tls/tls_pump.h"
 
 using namespace espvpn;
 using namespace espvpn::datapath;
@@ -12,6 +12,14 @@ using namespace espvpn::test;
 using anyconnect::CstpType;
 
 namespace {
+
+// The options as the AnyConnect driver sets them (cstp_link.cpp) for a CSTP MTU of `mtu`.
+TlsFramedOptions cstp_options(std::size_t mtu) {
+    TlsFramedOptions o;
+    o.max_inner_size = mtu;
+    o.tun_mtu = 1500;
+    return o;
+}
 
 Bytes cstp(CstpType type, std::span<const std::uint8_t> payload = {}) {
     Bytes b(anyconnect::kCstpHeaderSize + payload.size());
@@ -47,10 +55,10 @@ TEST_CASE("CSTP pump: tun <-> CSTP records, DPD answered, carrier hand-off, DISC
     in_private_netns([](io::TunDevice& tun) {
         TlsPair tls;
         REQUIRE(::fcntl(tls.client_fd(), F_SETFL, ::fcntl(tls.client_fd(), F_GETFL) | O_NONBLOCK) == 0);
-        CstpPump pump(tls.client(), tls.client_fd(), tun, 1400);
+        TlsPump pump(tls.client(), tls.client_fd(), tun, cstp_framing(), cstp_options(1400));
         // Bytes that came with the CONNECT reply: a keepalive.
         const Bytes early = cstp(CstpType::keepalive);
-        pump.start(early);
+        REQUIRE(pump.start(early));
 
         // tun -> CSTP: a datagram into the tun leaves as one data record.
         const int s = udp_df_socket();
@@ -89,7 +97,7 @@ TEST_CASE("CSTP pump: tun <-> CSTP records, DPD answered, carrier hand-off, DISC
         const std::uint8_t reason[] = {anyconnect::kDisconnectLogout, 'b', 'y', 'e'};
         tls.send(cstp(CstpType::disconnect, reason));
         REQUIRE(eventually([&] { return pump.ended().has_value(); }));
-        CHECK(pump.ended()->first == CstpEnd::server_disconnect);
+        CHECK(pump.ended()->first == TlsPumpEnd::server_disconnect);
         CHECK(pump.ended()->second.find("bye") != std::string::npos);
         pump.stop();
         const TlsTunnelStats st = pump.stats();
@@ -124,14 +132,14 @@ TEST_CASE("CSTP pump: oversized packets get ICMP too-big; tun counters start at 
         };
         {
             // An earlier connection's pump on the same tun reads first.
-            CstpPump first(tls.client(), tls.client_fd(), tun, 1200);
-            first.start({});
+            TlsPump first(tls.client(), tls.client_fd(), tun, cstp_framing(), cstp_options(1200));
+            REQUIRE(first.start());
             CHECK(carried());
         }
         const std::uint64_t reads_before = tun.counters().reads;
         REQUIRE(reads_before > 0);
-        CstpPump pump(tls.client(), tls.client_fd(), tun, 1200);  // the tun's MTU is 1400
-        pump.start({});
+        TlsPump pump(tls.client(), tls.client_fd(), tun, cstp_framing(), cstp_options(1200));  // the tun's MTU is 1400
+        REQUIRE(pump.start());
         const std::string big(1300 - 28, 'b');
         REQUIRE(::send(s, big.data(), big.size(), 0) == static_cast<ssize_t>(big.size()));
         CHECK(eventually([&] { return path_mtu(s) == 1200; }));

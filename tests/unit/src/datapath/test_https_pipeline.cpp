@@ -1,10 +1,10 @@
-// GpHttpsDatapath end to end on one machine: a tun device in a private network
+// TlsPump with GP framing (the HTTPS tunnel) end to end on one machine: a tun device in a private network
 // namespace (made by the test thread, gone with it), the pipeline on one end of
 // a TLS session over a socketpair, the test playing the gateway on the other
 // end. Needs root (tun + unshare); skipped otherwise.
 #include "tests/unit/src/datapath/tun_tls_harness.h"
 
-#include "src/datapath/tls/gp_https_tunnel.h"
+#include "src/datapath/tls/tls_pump.h"
 
 using namespace espvpn;
 using namespace espvpn::datapath;
@@ -12,10 +12,20 @@ using namespace espvpn::test;
 
 namespace {
 
-GpHttpsDatapathOptions options() {
-    GpHttpsDatapathOptions o;
+TlsFramedOptions options() {
+    TlsFramedOptions o;
     o.max_inner_size = o.tun_mtu = 1400;
     return o;
+}
+
+// The pump as the GP driver makes it (session/gp/tunnel.cpp).
+std::unique_ptr<TlsPump> https_pump(TlsPair& tls, io::TunDevice& tun, const TlsFramedOptions& o) {
+    return std::make_unique<TlsPump>(tls.client(), tls.client_fd(), tun, gp_framing(16384), o);
+}
+
+std::optional<std::string> failure(const TlsPump& p) {
+    if (auto end = p.ended()) return end->second;
+    return std::nullopt;
 }
 
 }  // namespace
@@ -23,9 +33,8 @@ GpHttpsDatapathOptions options() {
 TEST_CASE("HTTPS pipeline: tun packets leave as GP frames, frames from the gateway reach the tun") {
     in_private_netns([](io::TunDevice& tun) {
         TlsPair tls;
-        auto started = GpHttpsDatapath::start(tun, tls.client(), tls.client_fd(), options());
-        REQUIRE(started);
-        std::unique_ptr<GpHttpsDatapath> dp = std::move(*started);
+        std::unique_ptr<TlsPump> dp = https_pump(tls, tun, options());
+        REQUIRE(dp->start());
 
         // tun -> frame: a datagram routed into the tun arrives framed, as IPv4.
         int tx = udp_socket_bound("10.9.0.1", 0);
@@ -67,7 +76,7 @@ TEST_CASE("HTTPS pipeline: tun packets leave as GP frames, frames from the gatew
 
         // Keepalives both ways; any frame is life.
         const auto before = dp->last_rx();
-        dp->send_keepalive();
+        dp->request_keepalive();
         auto ka = tls.next_frame();
         while (ka && ka->first != gp::GpFrameType::Keepalive) ka = tls.next_frame();
         REQUIRE(ka);
@@ -76,22 +85,22 @@ TEST_CASE("HTTPS pipeline: tun packets leave as GP frames, frames from the gatew
         CHECK(tls.frames() == tls.records());
         tls.send(gp::kKeepaliveFrame);
         eventually([&] { return dp->stats().rx_keepalives != 0; });
-        HttpsStats s = dp->stats();
+        TlsTunnelStats s = dp->stats();
         CHECK(s.rx_keepalives == 1);
         CHECK(s.tx_keepalives == 1);
         CHECK(s.rx_packets == 300);
         CHECK(s.rx_frames == 300);
         CHECK(s.tx_packets >= 1);
         CHECK(dp->last_rx() >= before);
-        CHECK(!dp->failure());
+        CHECK(!failure(*dp));
 
         // A frame with a bad magic ends the stream for good (it cannot resynchronise).
         Bytes bad = frame(udp_to_tun_address(7777, "x"));
         bad[0] = 0x00;
         tls.send(bad);
-        eventually([&] { return dp->failure().has_value(); });
-        REQUIRE(dp->failure());
-        CHECK(dp->failure()->find("magic") != std::string::npos);
+        eventually([&] { return failure(*dp).has_value(); });
+        REQUIRE(failure(*dp));
+        CHECK(failure(*dp)->find("magic") != std::string::npos);
         dp->stop();
         ::close(tx);
         ::close(rx);
@@ -101,13 +110,12 @@ TEST_CASE("HTTPS pipeline: tun packets leave as GP frames, frames from the gatew
 TEST_CASE("HTTPS pipeline: the gateway closing the connection is reported, and stop() returns") {
     in_private_netns([](io::TunDevice& tun) {
         TlsPair tls;
-        auto started = GpHttpsDatapath::start(tun, tls.client(), tls.client_fd(), options());
-        REQUIRE(started);
-        std::unique_ptr<GpHttpsDatapath> dp = std::move(*started);
+        std::unique_ptr<TlsPump> dp = https_pump(tls, tun, options());
+        REQUIRE(dp->start());
         tls.close_server();
-        eventually([&] { return dp->failure().has_value(); });
-        REQUIRE(dp->failure());
-        CHECK_MESSAGE(dp->failure()->find("closed") != std::string::npos, *dp->failure());
+        eventually([&] { return failure(*dp).has_value(); });
+        REQUIRE(failure(*dp));
+        CHECK_MESSAGE(failure(*dp)->find("closed") != std::string::npos, *failure(*dp));
         dp->stop();
     });
 }
@@ -115,11 +123,13 @@ TEST_CASE("HTTPS pipeline: the gateway closing the connection is reported, and s
 TEST_CASE("HTTPS pipeline refuses bad options") {
     in_private_netns([](io::TunDevice& tun) {
         TlsPair tls;
-        GpHttpsDatapathOptions o = options();
+        TlsFramedOptions o = options();
         o.max_inner_size = 100;
-        auto dp = GpHttpsDatapath::start(tun, tls.client(), tls.client_fd(), o);
-        REQUIRE(!dp);
-        CHECK(dp.error().message.find("576") != std::string::npos);
+        std::unique_ptr<TlsPump> dp = https_pump(tls, tun, o);
+        Status started = dp->start();
+        REQUIRE(!started);
+        CHECK(started.error().message.find("576") != std::string::npos);
+        CHECK(failure(*dp));
     });
 }
 
@@ -129,7 +139,7 @@ TEST_CASE("HTTPS pipeline refuses bad options") {
 TEST_CASE("HTTPS pipeline: oversized packets get ICMP too-big; tun counters start at the pipeline's start") {
     in_private_netns([](io::TunDevice& tun) {
         TlsPair tls;
-        GpHttpsDatapathOptions o = options();
+        TlsFramedOptions o = options();
         o.max_inner_size = 1200;  // the tun's MTU is 1400
         const int s = udp_df_socket();
         const std::string small = "small enough";
@@ -144,16 +154,15 @@ TEST_CASE("HTTPS pipeline: oversized packets get ICMP too-big; tun counters star
         };
         {
             // An earlier pipeline on the same tun (as ESP before a fallback) reads first.
-            auto first = GpHttpsDatapath::start(tun, tls.client(), tls.client_fd(), o);
-            REQUIRE(first);
+            std::unique_ptr<TlsPump> first = https_pump(tls, tun, o);
+            REQUIRE(first->start());
             CHECK(carried());
-            (*first)->stop();
+            first->stop();
         }
         const std::uint64_t reads_before = tun.counters().reads;
         REQUIRE(reads_before > 0);
-        auto started = GpHttpsDatapath::start(tun, tls.client(), tls.client_fd(), o);
-        REQUIRE(started);
-        std::unique_ptr<GpHttpsDatapath> dp = std::move(*started);
+        std::unique_ptr<TlsPump> dp = https_pump(tls, tun, o);
+        REQUIRE(dp->start());
         const std::string big(1300 - 28, 'b');  // a 1300-byte IP packet: fits the tun, not the tunnel
         REQUIRE(::send(s, big.data(), big.size(), 0) == static_cast<ssize_t>(big.size()));
         CHECK(eventually([&] { return path_mtu(s) == 1200; }));
@@ -161,12 +170,12 @@ TEST_CASE("HTTPS pipeline: oversized packets get ICMP too-big; tun counters star
         CHECK(eventually([&] { return dp->stats().tx_icmp_too_big_sent == 1; }));
         CHECK(carried());  // the tunnel still carries what fits
         dp->stop();
-        const HttpsStats st = dp->stats();
+        const TlsTunnelStats st = dp->stats();
         CHECK(st.drop_tx_too_big == 1);
         CHECK(st.tx_icmp_too_big_sent == 1);
         CHECK(st.tx_packets >= 1);
         CHECK(st.tx_tun_reads == tun.counters().reads - reads_before);
-        CHECK(!dp->failure());
+        CHECK(!failure(*dp));
         ::close(s);
     });
 }

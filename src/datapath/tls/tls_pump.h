@@ -1,22 +1,28 @@
-// CstpPump: AnyConnect's CSTP packet pipeline over the tunnel's TLS session,
-// one thread each way (GnuTLS allows one sender and one receiver at once):
+// TlsPump: the one packet pipeline of both TLS-framed tunnels (GP's HTTPS
+// tunnel, AnyConnect's CSTP) over the tunnel's TLS session, one thread each way
+// (GnuTLS allows one sender and one receiver at once):
 //
 //   tls-tx: tun read (TSO split) -> the carrier (DTLS) while it carries, else
-//           8-byte CSTP header in the slot's headroom -> one TLS record per
-//           packet, gathered, one send(); plus the control packets asked for
-//           (DPD request/answer, keepalive, the BYE)
-//   tls-rx: TLS records -> CstpDecoder -> data to the tun (coalesced, shared
-//           with the carrier's receive thread through deliver()); DPD requests
-//           answered by tx; DISCONNECT / TERMINATE end the pump
+//           the framing's header in the slot's headroom -> one TLS record per
+//           packet, gathered, one send(); plus the control frames asked for
+//           (keepalive; CSTP: DPD request/answer, the BYE)
+//   tls-rx: TLS records -> the framing's decoder -> data to the tun (coalesced,
+//           shared with the carrier's receive thread through deliver()); DPD
+//           requests answered by tx; the server's DISCONNECT / TERMINATE end the pump
 //
-// The pump is the tun's one reader and writer for both AnyConnect channels.
-// Its halves are shared with GP's HTTPS tunnel (tls_framed.h); the TLS
-// renegotiation it can run is in tls_rehandshake.h.
+// The protocols differ only in their framing (TlsFraming: GP's 16-byte frame
+// header and keepalive, CSTP's 8-byte header and control packets). The pump is
+// the tun's one reader and writer for both AnyConnect channels. Its halves are
+// in tls_framed.h; the TLS renegotiation it can run (CSTP) is in tls_rehandshake.h.
+//
+// Memory is fixed at start: a full TCP send buffer stalls the send thread (the
+// tun queue then fills and the kernel drops), it never queues more here.
 #pragma once
 
 #include <gnutls/gnutls.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -27,7 +33,6 @@
 #include <vector>
 
 #include "protocols/base/result.h"
-#include "protocols/anyconnect/cstp.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/pipeline_threads.h"
 #include "src/datapath/tls/tls_framed.h"
@@ -58,22 +63,53 @@ public:
     virtual Status send(io::PacketBatch& batch) = 0;
 };
 
-// Why the pump ended.
-enum class CstpEnd { server_disconnect, connection_lost, error };
+// What one TLS-framed protocol says on the wire.
+class TlsFraming {
+public:
+    enum class Control { keepalive, dpd_request, dpd_response, logout };
+    struct Frame {
+        enum class Kind { data, not_ip, keepalive, dpd_request, dpd_response, end } kind;
+        std::span<const std::uint8_t> payload;  // data; a DPD request's payload (valid until the next next())
+        std::string end_reason;                 // end: the server's DISCONNECT / TERMINATE
+    };
 
-class CstpPump : public PacketSink {
+    virtual ~TlsFraming() = default;
+    virtual std::size_t header_size() const = 0;
+    // Writes the data frame header into the first header_size() bytes of
+    // `framed` (`inner`, the packet, follows); false: not IP (dropped).
+    virtual bool write_header(std::span<std::uint8_t> framed, std::span<const std::uint8_t> inner) const = 0;
+    // One control frame; `payload`: a DPD answer's (the request's).
+    virtual std::vector<std::uint8_t> control(Control what, std::span<const std::uint8_t> payload) const = 0;
+    // The received stream's next frame (nullopt: all of `input` consumed); an
+    // error is fatal (the stream cannot be resynchronised).
+    virtual Result<std::optional<Frame>> next(std::span<const std::uint8_t>& input) = 0;
+    virtual bool mid_frame() const = 0;  // bytes of an incomplete frame held
+};
+
+// GP's HTTPS tunnel: 16-byte frame header, the keepalive (the gateway echoes
+// it, so it doubles as DPD). Frames up to `max_payload` bytes.
+std::unique_ptr<TlsFraming> gp_framing(std::size_t max_payload);
+// AnyConnect's CSTP: 8-byte header, DPD, keepalive, DISCONNECT.
+std::unique_ptr<TlsFraming> cstp_framing();
+
+// Why the pump ended.
+enum class TlsPumpEnd { server_disconnect, connection_lost, error };
+
+class TlsPump : public PacketSink {
 public:
     using Rehandshake = TlsRehandshake::State;
 
-    // On a connected GnuTLS session (its non-blocking socket `fd`), which must
-    // outlive the pump. `mtu`: the largest packet CSTP carries (larger: ICMP "too big").
-    CstpPump(gnutls_session_t session, int fd, io::TunDevice& tun, int mtu);
-    ~CstpPump() override;
-    CstpPump(const CstpPump&) = delete;
-    CstpPump& operator=(const CstpPump&) = delete;
+    // On a connected GnuTLS session (its socket `fd`), which must outlive the pump.
+    TlsPump(gnutls_session_t session, int fd, io::TunDevice& tun, std::unique_ptr<TlsFraming> framing,
+            const TlsFramedOptions& options);
+    ~TlsPump() override;
+    TlsPump(const TlsPump&) = delete;
+    TlsPump& operator=(const TlsPump&) = delete;
 
-    // `early_bytes`: tunnel bytes that came with the CONNECT reply.
-    void start(const std::vector<std::uint8_t>& early_bytes);
+    // Makes the socket non-blocking (both threads poll) and starts the threads.
+    // `early_bytes`: tunnel bytes that came with the reply that opened it. An
+    // error (bad options, no threads) is also what ended() says.
+    Status start(std::span<const std::uint8_t> early_bytes = {});
     void stop();  // joins both threads (idempotent)
 
     void set_channel(PacketCarrier* channel) { channel_.store(channel); }
@@ -96,7 +132,8 @@ public:
     std::int64_t last_rx_ns() const { return last_rx_ns_.load(std::memory_order_relaxed); }
     std::int64_t last_tx_ns() const { return last_tx_ns_.load(std::memory_order_relaxed); }
     // Set once the receive side ended (server BYE, EOF, error); says why.
-    std::optional<std::pair<CstpEnd, std::string>> ended() const;
+    std::optional<std::pair<TlsPumpEnd, std::string>> ended() const;
+    Clock::time_point last_rx() const { return Clock::time_point(std::chrono::nanoseconds(last_rx_ns())); }
 
     TlsTunnelStats stats() const { return counters_.snapshot(); }
 
@@ -108,13 +145,13 @@ private:
     static constexpr std::int64_t kDpdAnswerDueNs = 2 * 1000000000LL;  // a DPD answer later than this: lost
 
     void request(unsigned what);
-    void finish(CstpEnd end, std::string reason);
+    void finish(TlsPumpEnd end, std::string reason);
     bool stopping() const { return tx_control_.stop.load(std::memory_order_acquire); }
 
     // tx thread
     void tx_run();
     bool sent(Status st);  // false (and the pump ends) when the connection failed
-    bool send_control(anyconnect::CstpType type, std::span<const std::uint8_t> payload = {});
+    bool send_control(TlsFraming::Control what, std::span<const std::uint8_t> payload = {});
     bool handle_requests();
     bool server_quiet() const;
     void park_tx();
@@ -124,20 +161,21 @@ private:
     bool readable_now();
     bool serve_rehandshake();
     void flush_rx();
-    bool on_packet(const anyconnect::CstpPacket& p);
+    bool on_frame(const TlsFraming::Frame& f);
     bool consume(std::span<const std::uint8_t> in);
 
     gnutls_session_t session_;
     int fd_;
     int tun_fd_;
     TlsTunnelCounters counters_;
+    std::unique_ptr<TlsFraming> framing_;
+    TlsFramedOptions options_;
     std::mutex tun_write_mutex_;
     ControlChannel tx_control_;  // wakes the tx thread (control requests, stop)
     ControlChannel rx_control_;  // wakes the rx thread (a parked tx: rehandshake due)
     io::TlsRecordBatcher batcher_;
     TlsFrameSender tx_;
     TlsFrameReceiver rx_;
-    anyconnect::CstpDecoder decoder_;
     TlsRehandshake rehandshake_;
     std::vector<std::uint8_t> early_;
     std::atomic<unsigned> pending_{0};
@@ -154,7 +192,7 @@ private:
     std::size_t dpd_payload_len_ = 0;
     mutable std::mutex end_mutex_;
     std::atomic<bool> ended_{false};
-    CstpEnd end_ = CstpEnd::error;
+    TlsPumpEnd end_ = TlsPumpEnd::error;
     std::string end_reason_;
     PipelineThreads threads_;  // last: joined before the rest goes
 };
