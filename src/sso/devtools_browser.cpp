@@ -25,6 +25,8 @@
 
 #include "protocols/base/ascii.h"
 #include "protocols/base/exec_array.h"
+#include "protocols/http/form.h"
+#include "src/io/unique_fd.h"
 #include "src/log/logger.h"
 #include "src/sso/invoking_user.h"
 #include "src/sso/login_signals.h"
@@ -86,21 +88,6 @@ std::optional<std::string> find_program(const std::string& name) {
     return std::nullopt;
 }
 
-std::string percent_encode(std::string_view s) {
-    static const char* hex = "0123456789ABCDEF";
-    std::string out;
-    for (unsigned char c : s) {
-        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-            out += static_cast<char>(c);
-        } else {
-            out += '%';
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        }
-    }
-    return out;
-}
-
 // The browser process: its own process group (so the terminal's Ctrl-C reaches
 // espvpn, which then closes it, and nothing of it outlives the login), the
 // DevTools pipe on its fds 3 (commands in) and 4 (replies and events out), and
@@ -144,30 +131,22 @@ public:
         env_s.push_back("TMPDIR=" + profile_);
         std::vector<char*> envp = exec_array(env_s);
 
-        int to_browser[2], from_browser[2], exec_status[2];
-        if (::pipe2(to_browser, O_CLOEXEC) != 0) return make_error(errno_text("pipe"));
-        if (::pipe2(from_browser, O_CLOEXEC) != 0) {
-            ::close(to_browser[0]);
-            ::close(to_browser[1]);
-            return make_error(errno_text("pipe"));
-        }
-        if (::pipe2(exec_status, O_CLOEXEC) != 0) {
-            for (int fd : {to_browser[0], to_browser[1], from_browser[0], from_browser[1]}) ::close(fd);
-            return make_error(errno_text("pipe"));
+        // Each pipe: [0] its read end, [1] its write end.
+        io::UniqueFd to_browser[2], from_browser[2], exec_status[2];
+        for (io::UniqueFd* p : {to_browser, from_browser, exec_status}) {
+            int fds[2];
+            if (::pipe2(fds, O_CLOEXEC) != 0) return make_error(errno_text("pipe"));
+            p[0].reset(fds[0]);
+            p[1].reset(fds[1]);
         }
         pid_t pid = ::fork();
-        if (pid < 0) {
-            for (int fd : {to_browser[0], to_browser[1], from_browser[0], from_browser[1], exec_status[0],
-                           exec_status[1]})
-                ::close(fd);
-            return make_error(errno_text("fork"));
-        }
+        if (pid < 0) return make_error(errno_text("fork"));
         if (pid == 0) {
             // Only async-signal-safe calls from here.
             ::setpgid(0, 0);
-            int in = ::fcntl(to_browser[0], F_DUPFD, 10);
-            int out = ::fcntl(from_browser[1], F_DUPFD, 10);
-            int status = ::fcntl(exec_status[1], F_DUPFD_CLOEXEC, 10);
+            int in = ::fcntl(to_browser[0].get(), F_DUPFD, 10);
+            int out = ::fcntl(from_browser[1].get(), F_DUPFD, 10);
+            int status = ::fcntl(exec_status[1].get(), F_DUPFD_CLOEXEC, 10);
             int devnull = ::open("/dev/null", O_RDWR);
             if (in < 0 || out < 0 || status < 0 || devnull < 0) ::_exit(126);
             ::dup2(devnull, 0);
@@ -192,18 +171,15 @@ public:
         }
         pid_ = pid;
         ::setpgid(pid, pid);  // also here: no race with the first kill(-pid)
-        ::close(to_browser[0]);
-        ::close(from_browser[1]);
-        ::close(exec_status[1]);
-        in_ = to_browser[1];
-        out_ = from_browser[0];
-        ::fcntl(out_, F_SETFL, O_NONBLOCK);
-        ::fcntl(in_, F_SETFL, O_NONBLOCK);
+        for (io::UniqueFd* child_end : {&to_browser[0], &from_browser[1], &exec_status[1]}) child_end->reset();
+        in_ = std::move(to_browser[1]);
+        out_ = std::move(from_browser[0]);
+        ::fcntl(out_.get(), F_SETFL, O_NONBLOCK);
+        ::fcntl(in_.get(), F_SETFL, O_NONBLOCK);
         int err = 0;
         ssize_t n;
-        do n = ::read(exec_status[0], &err, sizeof err);
+        do n = ::read(exec_status[0].get(), &err, sizeof err);
         while (n < 0 && errno == EINTR);
-        ::close(exec_status[0]);
         if (n == sizeof err) {
             stop(std::chrono::milliseconds(0));
             errno = err;
@@ -214,14 +190,13 @@ public:
         return {};
     }
 
-    int in() const { return in_; }
-    int out() const { return out_; }
+    int in() const { return in_.get(); }
+    int out() const { return out_.get(); }
 
     // Waits up to `grace` for the browser to exit, then kills its process group and
     // removes the profile. Idempotent.
     void stop(std::chrono::milliseconds grace) {
-        if (in_ >= 0) ::close(in_);
-        in_ = -1;
+        in_.reset();
         if (pid_ > 0) {
             const auto until = Clock::now() + grace;
             bool exited = false;
@@ -243,8 +218,7 @@ public:
             }
             pid_ = -1;
         }
-        if (out_ >= 0) ::close(out_);
-        out_ = -1;
+        out_.reset();
         if (!profile_.empty()) {
             remove_profile();
             profile_.clear();
@@ -259,7 +233,7 @@ private:
     }
 
     pid_t pid_ = -1;
-    int in_ = -1, out_ = -1;
+    io::UniqueFd in_, out_;
     std::string profile_;
     InvokingUser user_;
 };
@@ -626,7 +600,7 @@ Status DrivenLogin::handle(const json& e) {
 }
 
 Result<SsoResult> DrivenLogin::run(const SsoStart& start) {
-    start_url_ = start.url.empty() ? "data:text/html;charset=utf-8," + percent_encode(start.html) : start.url;
+    start_url_ = start.url.empty() ? "data:text/html;charset=utf-8," + http::percent_encode(start.html) : start.url;
     if (auto r = call("Target.setDiscoverTargets", {{"discover", true}}); !r) return r.error();
     auto targets = call("Target.getTargets", json::object());
     if (!targets) return targets.error();

@@ -69,29 +69,17 @@ private:
 class LoopbackListener {
 public:
     Status open(std::uint16_t port) {
-        io::UniqueFd v4(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-        int one = 1;
-        if (v4.get() >= 0) {
-            ::setsockopt(v4.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-            sockaddr_in a{};
-            a.sin_family = AF_INET;
-            a.sin_port = htons(port);
-            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            if (::bind(v4.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(v4.get(), 8) == 0)
-                fds_.push_back(std::move(v4));
-        }
+        sockaddr_in v4{};
+        v4.sin_family = AF_INET;
+        v4.sin_port = htons(port);
+        v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        listen_on(reinterpret_cast<const sockaddr*>(&v4), sizeof v4);
         std::string v4_error = fds_.empty() ? errno_text() : std::string();
-        io::UniqueFd v6(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-        if (v6.get() >= 0) {
-            ::setsockopt(v6.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-            ::setsockopt(v6.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-            sockaddr_in6 a{};
-            a.sin6_family = AF_INET6;
-            a.sin6_port = htons(port);
-            a.sin6_addr = in6addr_loopback;
-            if (::bind(v6.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(v6.get(), 8) == 0)
-                fds_.push_back(std::move(v6));
-        }
+        sockaddr_in6 v6{};
+        v6.sin6_family = AF_INET6;
+        v6.sin6_port = htons(port);
+        v6.sin6_addr = in6addr_loopback;
+        listen_on(reinterpret_cast<const sockaddr*>(&v6), sizeof v6);
         if (fds_.empty())
             return make_error("cannot listen on localhost port " + std::to_string(port) +
                               " for the browser's return: " + v4_error);
@@ -140,6 +128,15 @@ public:
     }
 
 private:
+    // Adds a listener on `address` when the socket, bind and listen work (errno says why not).
+    void listen_on(const sockaddr* address, socklen_t size) {
+        io::UniqueFd fd(::socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        if (!fd.valid()) return;
+        int one = 1;
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (address->sa_family == AF_INET6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+        if (::bind(fd.get(), address, size) == 0 && ::listen(fd.get(), 8) == 0) fds_.push_back(std::move(fd));
+    }
     static std::string percent_decode(const std::string& s) {
         std::string out;
         for (std::size_t i = 0; i < s.size(); ++i) {
