@@ -101,8 +101,24 @@ private:
 };
 }  // namespace
 
-std::unique_ptr<TlsFraming> gp_framing(std::size_t max_payload) { return std::make_unique<GpFraming>(max_payload); }
+std::unique_ptr<TlsFraming> gp_framing(std::size_t mtu) {
+    return std::make_unique<GpFraming>(std::max<std::size_t>(16384, mtu));
+}
+
+TlsFramedOptions gp_pump_options(std::size_t mtu) {
+    TlsFramedOptions o;
+    o.max_inner_size = o.tun_mtu = mtu;
+    return o;
+}
+
 std::unique_ptr<TlsFraming> cstp_framing() { return std::make_unique<CstpFraming>(); }
+
+TlsFramedOptions cstp_pump_options(int mtu) {
+    TlsFramedOptions o;
+    o.max_inner_size = static_cast<std::size_t>(std::max(mtu, 576));
+    o.tun_mtu = std::max<std::size_t>(o.max_inner_size, 1500);
+    return o;
+}
 
 TlsPump::TlsPump(gnutls_session_t session, int fd, io::TunDevice& tun, std::unique_ptr<TlsFraming> framing,
                  const TlsFramedOptions& options)

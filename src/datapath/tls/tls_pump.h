@@ -87,10 +87,15 @@ public:
 };
 
 // GP's HTTPS tunnel: 16-byte frame header, the keepalive (the gateway echoes
-// it, so it doubles as DPD). Frames up to `max_payload` bytes.
-std::unique_ptr<TlsFraming> gp_framing(std::size_t max_payload);
+// it, so it doubles as DPD). Frames up to max(16384, mtu) bytes, as openconnect reads.
+std::unique_ptr<TlsFraming> gp_framing(std::size_t mtu);
+// The GP pump's options for a tunnel MTU of `mtu` (the tun has the same MTU).
+TlsFramedOptions gp_pump_options(std::size_t mtu);
 // AnyConnect's CSTP: 8-byte header, DPD, keepalive, DISCONNECT.
 std::unique_ptr<TlsFraming> cstp_framing();
+// The CSTP pump's options for a CSTP MTU of `mtu` (at least 576); the tun's slots hold
+// at least 1500 bytes, since its MTU may be above CSTP's (set by an earlier connection).
+TlsFramedOptions cstp_pump_options(int mtu);
 
 // Why the pump ended.
 enum class TlsPumpEnd { server_disconnect, connection_lost, error };

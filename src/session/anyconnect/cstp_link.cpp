@@ -95,11 +95,8 @@ Result<std::unique_ptr<CstpLink>> CstpLink::connect_on(std::unique_ptr<io::TlsSt
 }
 
 void CstpLink::start(io::TunDevice& tun, int mtu, const DtlsSetup& dtls) {
-    datapath::TlsFramedOptions o;
-    o.max_inner_size = static_cast<std::size_t>(std::max(mtu, 576));
-    // Slots hold what the tun reads: its MTU may be above CSTP's (set by an earlier connection).
-    o.tun_mtu = std::max<std::size_t>(o.max_inner_size, 1500);
-    pump_ = std::make_unique<TlsPump>(tls_->native(), tls_->fd(), tun, datapath::cstp_framing(), o);
+    pump_ = std::make_unique<TlsPump>(tls_->native(), tls_->fd(), tun, datapath::cstp_framing(),
+                                      datapath::cstp_pump_options(mtu));
     dtls_ = dtls;
     tun_ = &tun;
     open_channel(mtu);

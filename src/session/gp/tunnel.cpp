@@ -300,11 +300,9 @@ Result<std::unique_ptr<io::TlsStream>> GpDriver::connect_https(bool& cookie_reje
 
 Status GpDriver::start_https(std::unique_ptr<io::TlsStream> tls) {
     const std::string endpoint = tls->endpoint() + ", " + tls->description();
-    datapath::TlsFramedOptions h;
-    h.max_inner_size = h.tun_mtu = static_cast<std::size_t>(mtu_);
-    // Frames up to max(16384, MTU), as openconnect reads.
-    auto pump = std::make_unique<datapath::TlsPump>(
-        tls->native(), tls->fd(), *tun_, datapath::gp_framing(std::max<std::size_t>(16384, h.max_inner_size)), h);
+    const auto mtu = static_cast<std::size_t>(mtu_);
+    auto pump = std::make_unique<datapath::TlsPump>(tls->native(), tls->fd(), *tun_, datapath::gp_framing(mtu),
+                                                    datapath::gp_pump_options(mtu));
     if (Status st = pump->start(); !st) return st;
     const Clock::time_point now = Clock::now();
     {

@@ -13,14 +13,6 @@ using anyconnect::CstpType;
 
 namespace {
 
-// The options as the AnyConnect driver sets them (cstp_link.cpp) for a CSTP MTU of `mtu`.
-TlsFramedOptions cstp_options(std::size_t mtu) {
-    TlsFramedOptions o;
-    o.max_inner_size = mtu;
-    o.tun_mtu = 1500;
-    return o;
-}
-
 Bytes cstp(CstpType type, std::span<const std::uint8_t> payload = {}) {
     Bytes b(anyconnect::kCstpHeaderSize + payload.size());
     anyconnect::write_cstp_header(type, static_cast<std::uint16_t>(payload.size()), b.data());
@@ -55,7 +47,7 @@ TEST_CASE("CSTP pump: tun <-> CSTP records, DPD answered, carrier hand-off, DISC
     in_private_netns([](io::TunDevice& tun) {
         TlsPair tls;
         REQUIRE(::fcntl(tls.client_fd(), F_SETFL, ::fcntl(tls.client_fd(), F_GETFL) | O_NONBLOCK) == 0);
-        TlsPump pump(tls.client(), tls.client_fd(), tun, cstp_framing(), cstp_options(1400));
+        TlsPump pump(tls.client(), tls.client_fd(), tun, cstp_framing(), cstp_pump_options(1400));
         // Bytes that came with the CONNECT reply: a keepalive.
         const Bytes early = cstp(CstpType::keepalive);
         REQUIRE(pump.start(early));
@@ -132,13 +124,13 @@ TEST_CASE("CSTP pump: oversized packets get ICMP too-big; tun counters start at 
         };
         {
             // An earlier connection's pump on the same tun reads first.
-            TlsPump first(tls.client(), tls.client_fd(), tun, cstp_framing(), cstp_options(1200));
+            TlsPump first(tls.client(), tls.client_fd(), tun, cstp_framing(), cstp_pump_options(1200));
             REQUIRE(first.start());
             CHECK(carried());
         }
         const std::uint64_t reads_before = tun.counters().reads;
         REQUIRE(reads_before > 0);
-        TlsPump pump(tls.client(), tls.client_fd(), tun, cstp_framing(), cstp_options(1200));  // the tun's MTU is 1400
+        TlsPump pump(tls.client(), tls.client_fd(), tun, cstp_framing(), cstp_pump_options(1200));  // the tun's MTU is 1400
         REQUIRE(pump.start());
         const std::string big(1300 - 28, 'b');
         REQUIRE(::send(s, big.data(), big.size(), 0) == static_cast<ssize_t>(big.size()));

@@ -12,15 +12,11 @@ using namespace espvpn::test;
 
 namespace {
 
-TlsFramedOptions options() {
-    TlsFramedOptions o;
-    o.max_inner_size = o.tun_mtu = 1400;
-    return o;
-}
+TlsFramedOptions options() { return gp_pump_options(1400); }
 
 // The pump as the GP driver makes it (session/gp/tunnel.cpp).
 std::unique_ptr<TlsPump> https_pump(TlsPair& tls, io::TunDevice& tun, const TlsFramedOptions& o) {
-    return std::make_unique<TlsPump>(tls.client(), tls.client_fd(), tun, gp_framing(16384), o);
+    return std::make_unique<TlsPump>(tls.client(), tls.client_fd(), tun, gp_framing(o.max_inner_size), o);
 }
 
 std::optional<std::string> failure(const TlsPump& p) {
