@@ -1,11 +1,10 @@
-#include "src/cli/anyconnect_command.h"
+#include "src/cli/tunnel_command.h"
 
 #include <ostream>
 
 #include "protocols/anyconnect/auth.h"
 #include "protocols/anyconnect/session_cookie.h"
 #include "src/cli/exit_codes.h"
-#include "src/cli/tunnel_command.h"
 #include "src/cli/https_settings.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/log/logger.h"

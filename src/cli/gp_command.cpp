@@ -1,10 +1,9 @@
-#include "src/cli/gp_command.h"
+#include "src/cli/tunnel_command.h"
 
 #include <ostream>
 
 #include "protocols/gp/session_cookie.h"
 #include "src/cli/exit_codes.h"
-#include "src/cli/tunnel_command.h"
 #include "src/cli/https_settings.h"
 #include "src/cli/sso_settings.h"
 #include "src/cli/terminal_prompter.h"

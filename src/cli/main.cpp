@@ -3,12 +3,11 @@
 #include <iostream>
 #include <string>
 
-#include "src/cli/anyconnect_command.h"
 #include "src/cli/exit_codes.h"
-#include "src/cli/gp_command.h"
 #include "src/cli/https_settings.h"
 #include "src/cli/options.h"
 #include "src/cli/self_check.h"
+#include "src/cli/tunnel_command.h"
 #include "src/log/logger.h"
 #include "src/sso/callback_socket.h"
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,12 @@ public:
     virtual int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                         session::TunnelOptions& tunnel) = 0;
 };
+
+// The two protocols' commands: `--protocol=gp` (gp_command.cpp: the portal/gateway login,
+// getconfig + HIP, ESP or the HTTPS fallback, logout) and `--protocol=anyconnect`, the
+// default (anyconnect_command.cpp: the XML login, CONNECT, DTLS or CSTP until a signal).
+std::unique_ptr<ProtocolCommand> make_gp_command();
+std::unique_ptr<ProtocolCommand> make_anyconnect_command();
 
 // Returns the process exit code (exit_codes.h).
 int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol);

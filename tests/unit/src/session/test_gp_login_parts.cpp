@@ -4,7 +4,7 @@
 // the fake gateway (tests/integration/gp_login/).
 #include <doctest/doctest.h>
 
-#include "src/cli/gp_command.h"
+#include "src/cli/tunnel_command.h"
 #include "src/session/gp/login.h"
 #include "src/session/gp/request_sender.h"
 #include "src/session/gp/tunnel_setup.h"
