@@ -9,15 +9,18 @@
 # (10.203.0.0/24, fd00:203::/64) sit behind the lan host; the client has no route to them
 # but the domain routes.
 #   split: routes via the tun for the include names' A and AAAA answers (not for a name
-#          not listed, not for the wildcard); the queries leave by the tun only (nft counters
+#          not listed); the queries leave by the tun only (nft counters
 #          on the client's output); a ping to an include address goes through the tun; the
 #          exclude name's address (inside 10.202.0.128/25) is routed outside the tunnel and
 #          its ping does not enter the tun; a changed answer (one address gone, one new) moves
 #          the routes after the re-resolve (TTL 2 s, ESPVPN_DOMAIN_MIN_TTL=2); the lost name
 #          counts failures; a SIGUSR2 reconnect keeps the routes and the answers coming; one
 #          whose getconfig changes the lists (fake --domains-file) replaces them;
-#          --stats-json domain_routes matches; SIGINT removes every route; with --script
-#          nothing is applied.
+#          --stats-json domain_routes matches; the wildcard: the client's resolv.conf names
+#          the forwarder on the tun's address, getent resolves a name under it and the
+#          route is there when the answer is (ping through the tun), a never-answered
+#          name gets SERVFAIL (counted); SIGINT removes every route and puts resolv.conf
+#          back; with --script nothing is applied.
 #   domain_split.sh gp split ESPVPN GATEWAY_BIN
 # shellcheck source=../proto_head.sh
 . "$(dirname "$0")/../proto_head.sh" domain-split "$@"
@@ -34,6 +37,7 @@ ip -n "$nsl" addr add 10.203.0.7/32 dev lo
 ip -n "$nsl" addr add 10.203.0.8/32 dev lo
 ip -n "$nsl" addr add 10.203.0.9/32 dev lo
 ip -n "$nsl" addr add 10.203.0.10/32 dev lo
+ip -n "$nsl" addr add 10.203.0.11/32 dev lo
 ip -n "$nsl" addr add fd00:203::5/128 dev lo
 ip -n "$nsg" route add 10.203.0.0/24 via $lan_ip
 ip -n "$nsg" -6 route add fd00:203::/64 via $lan_ip6
@@ -47,6 +51,8 @@ answers '{"inc.corp.test": {"A": [["10.203.0.5", 2], ["10.203.0.6", 2]], "AAAA":
           "exc.corp.test": {"A": [["10.202.0.200", 60]]},
           "other.corp.test": {"A": [["10.203.0.7", 60]]},
           "new.corp.test": {"A": [["10.203.0.10", 60]]},
+          "a.wild.test": {"A": [["10.203.0.11", 60]]},
+          "lost.wild.test": {"drop": true},
           "lost.corp.test": {"drop": true}}'
 ip netns exec "$nsl" $py "$here/fake_dns.py" $lan_ip 53 "$work/answers.json" "$work/dns.jsonl" "$work/dns.ready" 120 \
   >"$work/dns.out" 2>&1 &
@@ -121,6 +127,8 @@ answers '{"inc.corp.test": {"A": [["10.203.0.5", 2], ["10.203.0.8", 2]], "AAAA":
           "port.corp.test": {"A": [["10.203.0.9", 60]]},
           "exc.corp.test": {"A": [["10.202.0.200", 60]]},
           "new.corp.test": {"A": [["10.203.0.10", 60]]},
+          "a.wild.test": {"A": [["10.203.0.11", 60]]},
+          "lost.wild.test": {"drop": true},
           "lost.corp.test": {"drop": true}}'
 moved() { local r; r=$(ip -n "$nsc" route show dev "$tun"); grep -q "^10.203.0.8" <<<"$r" && ! grep -q "^10.203.0.6" <<<"$r"; }
 wait_until 10 moved || fail "the routes did not follow the new answer: $(ip -n "$nsc" route show dev "$tun")"
@@ -138,12 +146,38 @@ stats_wait "$work/cl-stats.json" "d['domain_routes']['resolves'] > $r1 + 2" 10 |
 ip netns exec "$nsc" ping -c 1 -W 2 10.203.0.5 >/dev/null || fail "ping 10.203.0.5 after the reconnect failed"
 [[ $(dr "['generation']") == 0 ]] || fail "the same configuration made the routes again: $(dr "")"
 
-# The counters: 4 rules (the wildcard is not one), 5 addresses, 5 routes, nothing evicted.
+# The counters: 5 rules (with the wildcard), 5 addresses, 5 routes, nothing evicted.
 stats_wait "$work/cl-stats.json" "d['domain_routes']['addresses'] == 5 and d['domain_routes']['routes'] == 5" 5 ||
   fail "domain_routes: $(dr "")"
-[[ $(dr "['rules']") == 4 && $(dr "['evicted']") == 0 ]] || fail "domain_routes: $(dr "")"
-(($(grep -c 'wild.test.*not applied' "$work/espvpn.log") == 1)) || fail "the wildcard entry not reported once as not applied"
+[[ $(dr "['rules']") == 5 && $(dr "['evicted']") == 0 ]] || fail "domain_routes: $(dr "")"
 echo "domain_routes: $(dr "")"
+
+# The wildcard *.wild.test: the client's resolver asks the forwarder on the tun's address (the
+# reconnect above kept it), which routes a.wild.test's address before relaying the answer.
+resolv=/etc/netns/$nsc/resolv.conf
+(($(grep -c "split domains \*.wild.test: the host's name server is now espvpn's forwarder on $tun_ip:53" \
+  "$work/espvpn.log") == 1)) || fail "the forwarder not announced once: $(grep -i 'wild' "$work/espvpn.log")"
+grep -q "^nameserver $tun_ip$" "$resolv" && ! grep -q "^nameserver $lan_ip" "$resolv" ||
+  fail "resolv.conf does not name the forwarder alone: $(cat "$resolv")"
+! ip -n "$nsc" route show dev "$tun" | grep -q "^10.203.0.11" || fail "a route for a.wild.test before it was asked"
+f0=$(dr "['forwarded']")
+got=$(timeout 60 ip netns exec "$nsc" getent ahostsv4 a.wild.test) || fail "getent a.wild.test failed: $(dr "")"
+# Taken right after the answer: the route was made before it was relayed.
+routes4=$(ip -n "$nsc" route show dev "$tun")
+grep -q "^10.203.0.11 .*STREAM" <<<"$got" || fail "getent a.wild.test: '$got'"
+grep -q "^10.203.0.11" <<<"$routes4" || fail "no route for a.wild.test's 10.203.0.11 when its answer came: $routes4"
+stats_wait "$work/cl-stats.json" "d['domain_routes']['forwarded'] > $f0" 10 || fail "no relayed answer counted: $(dr "")"
+p0=$(count tun_ping)
+ip netns exec "$nsc" ping -c 2 -i 0.2 -W 2 10.203.0.11 >/dev/null || fail "ping 10.203.0.11 (a.wild.test) failed"
+(($(count tun_ping) >= p0 + 2)) || fail "the pings to a.wild.test did not go through the tun ($p0 -> $(count tun_ping))"
+# A name under it that is never answered: SERVFAIL after the forwarder's 2 s, counted (whatever
+# the stub resolver does meanwhile: its own timeout is 5 s, then it may try the search domain).
+s0=$(dr "['servfails']")
+timeout 60 ip netns exec "$nsc" getent ahostsv4 lost.wild.test >"$work/lost.out" 2>&1 &
+lost_pid=$!
+stats_wait "$work/cl-stats.json" "d['domain_routes']['servfails'] > $s0" 30 || fail "no SERVFAIL counted: $(dr "")"
+! wait "$lost_pid" || fail "getent lost.wild.test found an address: $(cat "$work/lost.out")"
+echo "wildcard: a.wild.test -> $(head -1 <<<"$got"), routed via $tun; lost.wild.test SERVFAIL; $(dr "")"
 
 # A reconnect whose configuration changes the lists (port.corp.test out, new.corp.test in): the old
 # routes go, the new lists' are made.
@@ -163,6 +197,7 @@ ip netns exec "$nsc" ping -c 1 -W 2 10.203.0.10 >/dev/null || fail "ping 10.203.
 espvpn_down || fail "espvpn did not exit cleanly"
 left=$(ip -n "$nsc" route show; ip -n "$nsc" -6 route show)
 ! grep -Eq "10\.203\.|10\.202\.0\.200|fd00:203::" <<<"$left" || fail "routes left after SIGINT: $left"
+[[ $(cat "$resolv") == $'nameserver 192.0.2.53\nsearch home.test' ]] || fail "resolv.conf not restored: $(cat "$resolv")"
 [[ $(dr "['routes']") == 0 ]] || fail "the last stats still count routes: $(dr "")"
 
 # With --script the routes are the script's: nothing applied, no domain_routes in the stats.
