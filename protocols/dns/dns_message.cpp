@@ -183,7 +183,8 @@ Result<DnsQuestion> parse_dns_question(std::span<const std::uint8_t> m) {
     std::size_t pos = 0;
     std::uint16_t flags = 0, qd = 0, qclass = 0;
     DnsQuestion q;
-    if (!r.u16(pos, q.id) || !r.u16(pos, flags) || !r.u16(pos, qd)) return make_error("DNS: query shorter than its header");
+    if (!r.u16(pos, q.id) || !r.u16(pos, flags) || !r.u16(pos, qd))
+        return make_error("DNS: query shorter than its header");
     if ((flags & 0xF800) != 0 || qd != 1) return make_error("DNS: not a query with one question");
     pos = kHeader;
     if (!r.name(pos, q.name) || !r.u16(pos, q.type) || !r.u16(pos, qclass) || qclass != kClassIn)

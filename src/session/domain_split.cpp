@@ -138,7 +138,8 @@ void DomainSplit::stop() {
     if (forwarder_) {
         forwarder_.reset();
         forwards_.clear();
-        if (Status s = host_.point_dns_at(""); !s) LOG_WARN << "DNS: the VPN's servers not set again: " << s.error().message;
+        if (Status s = host_.point_dns_at(""); !s)
+            LOG_WARN << "DNS: the VPN's servers not set again: " << s.error().message;
     }
     const std::size_t n = host_.domain_route_count();
     for (const DomainRoute& r : table_.routes())
@@ -262,11 +263,9 @@ void DomainSplit::relay(std::vector<Forward>::iterator f, std::span<std::uint8_t
 
 void DomainSplit::servfail(const Forward& f) {
     ++servfails_;
-    LOG_DEBUG << "split domains: no answer for " << f.question.name << " from " << servers_[f.server].server()
-              << ": SERVFAIL";
-    auto m = build_dns_servfail(f.question);
-    if (!m) return;
-    if (Status s = forwarder_->send(*m, &f.client); !s) LOG_DEBUG << s.error().message;
+    LOG_DEBUG << "split domains: SERVFAIL for " << f.question.name << " (asked " << servers_[f.server].server() << ")";
+    if (auto m = build_dns_servfail(f.question))
+        if (Status s = forwarder_->send(*m, &f.client); !s) LOG_DEBUG << s.error().message;
 }
 
 void DomainSplit::handle(const DnsQueries::Outcome& o, Clock::time_point now) {
