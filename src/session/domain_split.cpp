@@ -214,8 +214,7 @@ void DomainSplit::send_due(Clock::time_point now) {
 std::uint16_t DomainSplit::fresh_id() const {
     std::uint16_t id = random_id();
     auto taken = [&] {
-        return queries_.id_in_use(id) ||
-               std::any_of(forwards_.begin(), forwards_.end(), [&](const Forward& f) { return f.id == id; });
+        return queries_.id_in_use(id) || std::ranges::any_of(forwards_, [&](const Forward& f) { return f.id == id; });
     };
     for (int i = 0; i < 8 && taken(); ++i) id = random_id();
     return id;
