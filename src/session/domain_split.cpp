@@ -47,7 +47,8 @@ std::unique_ptr<DomainSplit> DomainSplit::start(const TunnelConfig& c, host::Tun
     std::vector<std::string> wildcards;
     for (bool include : {true, false}) {
         for (const SplitDomain& d : include ? c.split_include_domains : c.split_exclude_domains) {
-            if (!d.wildcard && d.name.empty()) continue;
+            // A full tunnel (no split route) carries an include wildcard's names already: no forwarder for it.
+            if ((!d.wildcard && d.name.empty()) || (d.wildcard && include && c.split_include.empty())) continue;
             // A route cannot name a port. Through the tunnel, every port of the address is
             // only more than asked; around it, the other ports would leave outside the
             // tunnel: an exclude with a port stays in the tunnel (fails closed).
