@@ -178,4 +178,26 @@ Result<DnsReply> parse_dns_reply(std::span<const std::uint8_t> m, std::uint16_t 
     return reply;
 }
 
+Result<DnsQuestion> parse_dns_question(std::span<const std::uint8_t> m) {
+    const Reader r(m);
+    std::size_t pos = 0;
+    std::uint16_t flags = 0, qd = 0, qclass = 0;
+    DnsQuestion q;
+    if (!r.u16(pos, q.id) || !r.u16(pos, flags) || !r.u16(pos, qd))
+        return make_error("DNS: query shorter than its header");
+    if ((flags & 0xF800) != 0 || qd != 1) return make_error("DNS: not a query with one question");
+    pos = kHeader;
+    if (!r.name(pos, q.name) || !r.u16(pos, q.type) || !r.u16(pos, qclass) || qclass != kClassIn)
+        return make_error("DNS: malformed question");
+    return q;
+}
+
+Result<std::vector<std::uint8_t>> build_dns_servfail(const DnsQuestion& q) {
+    auto m = build_dns_query(q.id, q.name, static_cast<DnsType>(q.type));
+    if (!m) return m;
+    (*m)[2] |= 0x80;  // QR (RD kept)
+    (*m)[3] = 0x82;   // RA, rcode 2
+    return m;
+}
+
 }  // namespace espvpn

@@ -41,4 +41,15 @@ Result<std::vector<std::uint8_t>> build_dns_query(std::uint16_t id, std::string_
 Result<DnsReply> parse_dns_reply(std::span<const std::uint8_t> message, std::uint16_t id,
                                  std::string_view name, DnsType type);
 
+// The question of a query a stub resolver sent (the wildcard domains' forwarder): any type.
+struct DnsQuestion {
+    std::uint16_t id = 0;
+    std::string name;  // lower case, no trailing dot
+    std::uint16_t type = 0;
+};
+// Error unless it is a query (QR clear, opcode QUERY) with exactly one question of class IN.
+Result<DnsQuestion> parse_dns_question(std::span<const std::uint8_t> message);
+// The SERVFAIL answer to that question (its id, RD and RA set, no records).
+Result<std::vector<std::uint8_t>> build_dns_servfail(const DnsQuestion& q);
+
 }  // namespace espvpn

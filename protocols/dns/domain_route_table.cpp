@@ -41,6 +41,17 @@ DomainRouteTable::DomainRouteTable(std::vector<Rule> rules, const DomainRouteLim
     : rules_(std::move(rules)), limits_(limits), queries_(rules_.size() * 2, Query{now, {}}) {
     if (limits_.min_ttl < std::chrono::seconds(1)) limits_.min_ttl = std::chrono::seconds(1);
     if (limits_.max_ttl < limits_.min_ttl) limits_.max_ttl = limits_.min_ttl;
+    for (std::size_t i = 0; i < queries_.size(); ++i)
+        if (rules_[i / 2].wildcard) queries_[i].due = Clock::time_point::max();
+}
+
+void DomainRouteTable::add(const Entry& e) {
+    if (entries_.size() >= limits_.max_addresses && !entries_.empty()) {
+        entries_.erase(std::min_element(entries_.begin(), entries_.end(),
+                                        [](const Entry& x, const Entry& y) { return x.expiry < y.expiry; }));
+        ++evicted_;
+    }
+    if (entries_.size() < limits_.max_addresses) entries_.push_back(e);
 }
 
 DomainRouteTable::Query& DomainRouteTable::query(std::size_t rule, DnsType type) {
@@ -77,19 +88,27 @@ DomainRouteChanges DomainRouteTable::on_answer(std::size_t rule, DnsType type,
         const auto ttl = clamp(a.ttl);
         shortest = any ? std::min(shortest, ttl) : ttl;
         any = true;
-        if (entries_.size() >= limits_.max_addresses) {
-            if (entries_.empty()) break;
-            auto victim = std::min_element(entries_.begin(), entries_.end(), [](const Entry& x, const Entry& y) {
-                return x.expiry < y.expiry;
-            });
-            entries_.erase(victim);
-            ++evicted_;
-        }
-        entries_.push_back(Entry{a, rule, type, now + ttl, rules_.at(rule).include});
+        add(Entry{a, rule, type, now + ttl, rules_.at(rule).include});
     }
     Query& q = query(rule, type);
     q.backoff = {};
     q.due = now + std::chrono::duration_cast<std::chrono::milliseconds>(shortest) * 4 / 5;
+    return diff(before, effective(entries_));
+}
+
+DomainRouteChanges DomainRouteTable::learn(std::size_t rule, DnsType type,
+                                           const std::vector<DnsAddress>& addresses, Clock::time_point now) {
+    if (rule >= rules_.size()) return {};
+    const auto before = effective(entries_);
+    ++resolves_;
+    for (const DnsAddress& a : addresses) {
+        if (a.v6 != (type == DnsType::aaaa)) continue;
+        const auto expiry = now + clamp(a.ttl);
+        auto it = std::find_if(entries_.begin(), entries_.end(),
+                               [&](const Entry& e) { return e.rule == rule && e.address.same_address(a); });
+        if (it != entries_.end()) it->expiry = std::max(it->expiry, expiry);
+        else add(Entry{a, rule, type, expiry, rules_[rule].include});
+    }
     return diff(before, effective(entries_));
 }
 
@@ -125,6 +144,27 @@ std::vector<DomainRoute> DomainRouteTable::routes() const {
 
 DomainRouteStats DomainRouteTable::stats() const {
     return DomainRouteStats{rules_.size(), effective(entries_).size(), resolves_, failures_, evicted_};
+}
+
+bool wildcard_covers(std::string_view base, std::string_view name) {
+    if (base.empty()) return !name.empty();
+    return name.size() > base.size() + 1 && name.ends_with(base) && name[name.size() - base.size() - 1] == '.';
+}
+
+std::optional<WildcardAnswer> wildcard_answer(std::span<const std::uint8_t> reply, std::uint16_t id,
+                                              const DnsQuestion& q, const std::vector<DomainRouteTable::Rule>& rules) {
+    if (q.type != static_cast<std::uint16_t>(DnsType::a) && q.type != static_cast<std::uint16_t>(DnsType::aaaa))
+        return std::nullopt;
+    std::optional<std::size_t> best;
+    for (std::size_t i = 0; i < rules.size(); ++i)
+        if (rules[i].wildcard && wildcard_covers(rules[i].name, q.name) &&
+            (!best || rules[i].name.size() > rules[*best].name.size()))
+            best = i;
+    if (!best) return std::nullopt;
+    const auto type = static_cast<DnsType>(q.type);
+    auto parsed = parse_dns_reply(reply, id, q.name, type);
+    if (!parsed || parsed->addresses.empty()) return std::nullopt;
+    return WildcardAnswer{*best, type, std::move(parsed->addresses)};
 }
 
 }  // namespace espvpn

@@ -11,12 +11,17 @@
 //     (min_ttl/6 doubling, at most min_ttl), its addresses kept until expiry;
 //   - an address missing from a new answer is removed at once;
 //   - at most max_addresses addresses: the one that expires first is evicted
-//     (counted); an address named by an include and an exclude is excluded.
+//     (counted); an address named by an include and an exclude is excluded;
+//   - a wildcard rule ("*.name") is never due: its addresses are learnt from the
+//     answers the DNS forwarder relays, added to the ones it has (learn()).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "protocols/dns/dns_message.h"
@@ -56,8 +61,9 @@ public:
     using Clock = std::chrono::steady_clock;
 
     struct Rule {
-        std::string name;
+        std::string name;  // a wildcard's without "*." ("" for a bare "*")
         bool include = true;
+        bool wildcard = false;
     };
     // A query the caller should send: rule index and family.
     struct Due {
@@ -77,6 +83,10 @@ public:
     // Answer for (rule, type): the addresses and their TTLs.
     DomainRouteChanges on_answer(std::size_t rule, DnsType type, const std::vector<DnsAddress>& addresses,
                                  Clock::time_point now);
+    // A relayed answer for a name under wildcard rule `rule`: its addresses added (or
+    // their expiry pushed on), the rule's others kept until they expire.
+    DomainRouteChanges learn(std::size_t rule, DnsType type, const std::vector<DnsAddress>& addresses,
+                             Clock::time_point now);
     // No usable answer (timeout, error rcode, malformed): retry with a backoff.
     void on_failure(std::size_t rule, DnsType type, Clock::time_point now);
     // Addresses whose TTL ran out.
@@ -101,6 +111,7 @@ private:
         bool include;
     };
     Query& query(std::size_t rule, DnsType type);
+    void add(const Entry& e);  // evicts the entry expiring first when full
     std::chrono::seconds clamp(std::uint32_t ttl) const;
 
     std::vector<Rule> rules_;
@@ -109,5 +120,19 @@ private:
     std::vector<Entry> entries_;
     std::uint64_t resolves_ = 0, failures_ = 0, evicted_ = 0;
 };
+
+// The wildcard rules ("*.base"), for the forwarder of session/domain_split: "*.base" covers the
+// names below base (not base itself), a bare "*" (base "") every name.
+bool wildcard_covers(std::string_view base, std::string_view name);
+struct WildcardAnswer {
+    std::size_t rule = 0;
+    DnsType type = DnsType::a;
+    std::vector<DnsAddress> addresses;
+};
+// The upstream reply (sent with `id`) to question `q`: the addresses to route when it answers an
+// A/AAAA question under a wildcard rule (the longest base wins); nullopt for anything else
+// (other types, no wildcard, an error rcode, malformed), which is relayed as it is.
+std::optional<WildcardAnswer> wildcard_answer(std::span<const std::uint8_t> reply, std::uint16_t id,
+                                              const DnsQuestion& q, const std::vector<DomainRouteTable::Rule>& rules);
 
 }  // namespace espvpn

@@ -348,7 +348,7 @@ std::string compose_resolv_conf(std::string_view original, const DnsSettings& s)
 }
 
 DnsSettings built_in_dns_settings(const TunnelConfig& c, const std::string& interface_name, int ifindex,
-                                  int vpn_pid) {
+                                  int vpn_pid, const std::string& forwarder) {
     DnsSettings s;
     s.interface_name = interface_name;
     s.ifindex = ifindex;
@@ -363,6 +363,15 @@ DnsSettings built_in_dns_settings(const TunnelConfig& c, const std::string& inte
     std::vector<std::string> named = c.split_dns;
     for (const auto& d : c.split_include_domains)
         if (!d.wildcard && d.port == 0 && !d.name.empty()) named.push_back(d.name);
+    bool every_name = false;  // a bare "*" wildcard through the forwarder
+    if (!forwarder.empty()) {
+        s.servers = {forwarder};
+        for (const auto* list : {&c.split_include_domains, &c.split_exclude_domains})
+            for (const auto& d : *list) {
+                if (d.wildcard && d.name.empty()) every_name = true;
+                else if (d.wildcard) named.push_back(d.name);
+            }
+    }
     for (const auto& d : named) {
         bool listed = false;
         for (const auto& e : s.search_domains) listed = listed || e == d;
@@ -374,7 +383,7 @@ DnsSettings built_in_dns_settings(const TunnelConfig& c, const std::string& inte
     // names only when it names none.
     const auto& inc = c.split_include;
     s.full_tunnel = inc.empty() || std::any_of(inc.begin(), inc.end(), [](const IpPrefix& p) { return p.length == 0; });
-    s.default_route = s.full_tunnel || (s.search_domains.empty() && s.routing_domains.empty());
+    s.default_route = s.full_tunnel || every_name || (s.search_domains.empty() && s.routing_domains.empty());
     s.vpn_pid = vpn_pid;
     return s;
 }

@@ -56,8 +56,10 @@ public:
 // names (those not searched already, each once) as routing domains; all names to the VPN
 // (default_route) in a full tunnel whatever domains come with it, and in a split tunnel only
 // when the gateway names no domain at all.
+// With `forwarder` (the wildcard split domains' DNS forwarder, session/domain_split): that
+// one server, and the wildcard entries' domains routed to it too ("*" routes every name).
 DnsSettings built_in_dns_settings(const TunnelConfig& config, const std::string& interface_name, int ifindex,
-                                  int vpn_pid);
+                                  int vpn_pid, const std::string& forwarder = "");
 
 // The rewritten resolv.conf: the VPN's servers (at most 3, the resolver's limit),
 // its search domains before the old ones, the old file's other lines (options,

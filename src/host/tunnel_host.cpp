@@ -114,6 +114,15 @@ Status TunnelHost::configure_netlink() {
     return {};
 }
 
+Status TunnelHost::point_dns_at(const std::string& forwarder) {
+    if (!domain_routes_possible() || config_.dns.empty()) return make_error("no built-in DNS setup");
+    dns_.reset();  // the file or the link as they were, before they are written again
+    auto dns = HostDns::apply(built_in_dns_settings(config_, tun_->name(), tun_->ifindex(), getpid(), forwarder));
+    if (!dns) return dns.error();
+    dns_ = std::move(*dns);
+    return {};
+}
+
 namespace {
 Result<io::InterfaceAddress> to_interface_address(const IpPrefix& p) {
     auto a = io::InterfaceAddress::parse(p.to_string());

@@ -61,6 +61,9 @@ public:
     // refused it. Built-in setup only (domain_routes_possible()).
     Result<std::string> add_domain_route(const IpPrefix& address, bool include);
     void remove_domain_route(const IpPrefix& address, bool include);
+    // The built-in DNS setup made again with `forwarder` as the one server (the wildcard
+    // split domains' forwarder, dns.h), or as the VPN's servers again for "".
+    Status point_dns_at(const std::string& forwarder);
     bool domain_routes_possible() const { return netlink_.has_value() && tun_.has_value(); }
     std::size_t domain_route_count() const { return domain_routes_.size(); }
 

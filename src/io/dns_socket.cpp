@@ -28,20 +28,35 @@ Result<DnsSocket> DnsSocket::open(const std::string& server, unsigned port, cons
     return DnsSocket(std::move(fd), server);
 }
 
-Status DnsSocket::send(std::span<const std::uint8_t> datagram) {
-    const ssize_t n = ::send(fd_.get(), datagram.data(), datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0) return make_error(os_error("DNS query to " + server_));
-    if (static_cast<std::size_t>(n) != datagram.size()) return make_error("DNS query to " + server_ + ": short send");
+Result<DnsSocket> DnsSocket::listen(const std::string& address, unsigned port) {
+    auto at = SocketAddress::parse(endpoint_text(address, port));
+    if (!at) return make_error("DNS forwarder " + address + ": " + at.error().message);
+    UniqueFd fd(::socket(at->family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return make_error(os_error("DNS forwarder socket"));
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&at->storage), at->length) != 0)
+        return make_error(os_error("DNS forwarder: bind to " + at->to_string()));
+    return DnsSocket(std::move(fd), at->to_string());
+}
+
+Status DnsSocket::send(std::span<const std::uint8_t> datagram, const SocketAddress* to) {
+    auto peer = [&] { return "DNS to " + (to ? to->to_string() : server_); };
+    const ssize_t n = ::sendto(fd_.get(), datagram.data(), datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+                               to ? reinterpret_cast<const sockaddr*>(&to->storage) : nullptr, to ? to->length : 0);
+    if (n < 0) return make_error(os_error(peer()));
+    if (static_cast<std::size_t>(n) != datagram.size()) return make_error(peer() + ": short send");
     return {};
 }
 
-Result<std::optional<std::size_t>> DnsSocket::receive(std::span<std::uint8_t> buffer) {
+Result<std::optional<std::size_t>> DnsSocket::receive(std::span<std::uint8_t> buffer, SocketAddress* from) {
     for (int tries = 0; tries < 4; ++tries) {
-        const ssize_t n = ::recv(fd_.get(), buffer.data(), buffer.size(), MSG_DONTWAIT | MSG_TRUNC);
+        if (from) from->length = sizeof from->storage;
+        const ssize_t n = ::recvfrom(fd_.get(), buffer.data(), buffer.size(), MSG_DONTWAIT | MSG_TRUNC,
+                                     from ? reinterpret_cast<sockaddr*>(&from->storage) : nullptr,
+                                     from ? &from->length : nullptr);
         if (n >= 0) return std::optional<std::size_t>(std::min(static_cast<std::size_t>(n), buffer.size()));
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return std::optional<std::size_t>{};
-        return make_error(os_error("DNS reply from " + server_));
+        return make_error(os_error("DNS " + server_));
     }
     return std::optional<std::size_t>{};
 }

@@ -12,6 +12,8 @@ namespace espvpn::session {
 namespace {
 
 constexpr int kMaxDatagramsPerStep = 64;  // per socket: a flood cannot hold the control loop
+constexpr auto kForwardTimeout = std::chrono::seconds(2);  // then SERVFAIL (a stub waits 5 s)
+constexpr std::size_t kMaxForwards = 256;                  // in flight; more: SERVFAIL at once
 
 std::uint16_t random_id() {
     std::uint16_t id = 0;
@@ -45,10 +47,8 @@ std::unique_ptr<DomainSplit> DomainSplit::start(const TunnelConfig& c, host::Tun
     std::vector<std::string> wildcards;
     for (bool include : {true, false}) {
         for (const SplitDomain& d : include ? c.split_include_domains : c.split_exclude_domains) {
-            if (d.wildcard || d.name.empty()) {
-                wildcards.push_back(d.to_string());
-                continue;
-            }
+            // A full tunnel (no split route) carries an include wildcard's names already: no forwarder for it.
+            if ((!d.wildcard && d.name.empty()) || (d.wildcard && include && c.split_include.empty())) continue;
             // A route cannot name a port. Through the tunnel, every port of the address is
             // only more than asked; around it, the other ports would leave outside the
             // tunnel: an exclude with a port stays in the tunnel (fails closed).
@@ -57,16 +57,14 @@ std::unique_ptr<DomainSplit> DomainSplit::start(const TunnelConfig& c, host::Tun
                          << "so " << d.name << " stays in the tunnel";
                 continue;
             }
-            rules.push_back({d.name, include});
+            rules.push_back({d.name, include, d.wildcard});
             ports.push_back(d.port);
+            if (d.wildcard) wildcards.push_back(d.to_string());
             if (d.port != 0)
                 LOG_INFO << "split domain " << d.to_string() << ": the port is not applied; each address of "
-                         << d.name << " is routed via the tunnel for every port";
+                         << (d.wildcard ? "its names" : d.name) << " is routed via the tunnel for every port";
         }
     }
-    if (!wildcards.empty())
-        LOG_WARN << "split domains " << joined(wildcards)
-                 << " not applied: a wildcard entry cannot be resolved by name (its names are unknown until used)";
     if (rules.empty()) return nullptr;
     const std::string what = "split domains (" + std::to_string(rules.size()) + " names) not applied: ";
     if (!host.domain_routes_possible()) {
@@ -101,13 +99,31 @@ std::unique_ptr<DomainSplit> DomainSplit::start(const TunnelConfig& c, host::Tun
         return nullptr;
     }
     std::vector<std::string> names;
-    for (const auto& r : rules) names.push_back((r.include ? "+" : "-") + r.name);
+    for (const auto& r : rules)
+        if (!r.wildcard) names.push_back((r.include ? "+" : "-") + r.name);
     std::vector<std::string> server_names;
     for (const io::DnsSocket& s : servers) server_names.push_back(s.server());
-    LOG_INFO << "split domains: resolving " << joined(names) << " through " << joined(server_names) << " (via "
-             << tun << ")";
-    return std::unique_ptr<DomainSplit>(
+    if (!names.empty())
+        LOG_INFO << "split domains: resolving " << joined(names) << " through " << joined(server_names) << " (via "
+                 << tun << ")";
+    std::unique_ptr<DomainSplit> split(
         new DomainSplit(std::move(rules), std::move(ports), host, std::move(servers), options, now));
+    if (wildcards.empty()) return split;
+    // Their names are known only when asked: the host asks the forwarder, which sees the answers.
+    auto f = c.ip4_address.empty() ? Result<io::DnsSocket>(make_error("the tunnel has no IPv4 address"))
+                                   : io::DnsSocket::listen(c.ip4_address, 53);
+    Status pointed = f ? host.point_dns_at(c.ip4_address) : Status(f.error());
+    if (!pointed) {
+        LOG_WARN << "split domains " << joined(wildcards) << " not applied: " << pointed.error().message;
+        if (f) (void)host.point_dns_at("");  // the VPN's servers again
+        return split;
+    }
+    split->forwarder_.emplace(std::move(*f));
+    split->forwarder_address_ = c.ip4_address;
+    LOG_INFO << "split domains " << joined(wildcards) << ": the host's name server is now espvpn's forwarder on "
+             << c.ip4_address << ":53, which asks the VPN's DNS and routes the addresses of an answer under them "
+             << "before relaying it";
+    return split;
 }
 
 DomainSplit::DomainSplit(std::vector<DomainRouteTable::Rule> rules, std::vector<int> ports, host::TunnelHost& host,
@@ -120,6 +136,12 @@ DomainSplit::DomainSplit(std::vector<DomainRouteTable::Rule> rules, std::vector<
 void DomainSplit::stop() {
     if (stopped_) return;
     stopped_ = true;
+    if (forwarder_) {
+        forwarder_.reset();
+        forwards_.clear();
+        if (Status s = host_.point_dns_at(""); !s)
+            LOG_WARN << "DNS: the VPN's servers not set again: " << s.error().message;
+    }
     const std::size_t n = host_.domain_route_count();
     for (const DomainRoute& r : table_.routes())
         if (auto p = host_prefix(r.address)) host_.remove_domain_route(*p, r.include);
@@ -130,12 +152,14 @@ void DomainSplit::stop() {
 std::vector<int> DomainSplit::fds() const {
     std::vector<int> out;
     for (const io::DnsSocket& s : servers_) out.push_back(s.fd());
+    if (forwarder_) out.push_back(forwarder_->fd());
     return out;
 }
 
 DomainSplit::Clock::time_point DomainSplit::next_due() const {
     auto t = table_.next_due();
     if (auto d = queries_.next_deadline()) t = std::min(t, *d);
+    for (const Forward& f : forwards_) t = std::min(t, f.deadline);
     return t;
 }
 
@@ -150,12 +174,23 @@ void DomainSplit::step(Clock::time_point now) {
                 continue;
             }
             if (!*got) break;
-            if (auto o = queries_.on_reply(i, {buf.data(), **got})) handle(*o, now);
+            const std::span<std::uint8_t> m{buf.data(), **got};
+            const auto id = static_cast<std::uint16_t>(m.size() < 2 ? 0 : m[0] << 8 | m[1]);
+            auto f = std::find_if(forwards_.begin(), forwards_.end(),
+                                  [&](const Forward& x) { return x.id == id && x.server == i; });
+            if (m.size() >= 2 && f != forwards_.end()) relay(f, m, now);
+            else if (auto o = queries_.on_reply(i, m)) handle(*o, now);
         }
     }
     const auto late = queries_.take_timeouts(now);
+    std::erase_if(forwards_, [&](const Forward& f) {
+        if (f.deadline > now) return false;
+        servfail(f);
+        return true;
+    });
     if (!late.empty() && servers_.size() > 1) server_ = (server_ + 1) % servers_.size();
     for (const DnsQueries::Outcome& o : late) handle(o, now);
+    forward_queries(now);
     apply(table_.expire(now));
     send_due(now);
     publish();
@@ -164,8 +199,7 @@ void DomainSplit::step(Clock::time_point now) {
 void DomainSplit::send_due(Clock::time_point now) {
     for (const DomainRouteTable::Due& due : table_.take_due(now)) {
         if (queries_.in_flight(due.rule, due.type)) continue;  // its reply or timeout comes
-        std::uint16_t id = random_id();
-        for (int i = 0; i < 8 && queries_.id_in_use(id); ++i) id = random_id();
+        const std::uint16_t id = fresh_id();
         const std::string& name = table_.rules()[due.rule].name;
         auto bytes = queries_.start(id, due.rule, due.type, name, server_, now);
         if (!bytes) {
@@ -176,6 +210,62 @@ void DomainSplit::send_due(Clock::time_point now) {
         // A failed send is a query that times out (counted once, as a failure).
         if (Status s = servers_[server_].send(*bytes); !s) LOG_DEBUG << s.error().message;
     }
+}
+
+std::uint16_t DomainSplit::fresh_id() const {
+    std::uint16_t id = random_id();
+    auto taken = [&] {
+        return queries_.id_in_use(id) || std::ranges::any_of(forwards_, [&](const Forward& f) { return f.id == id; });
+    };
+    for (int i = 0; i < 8 && taken(); ++i) id = random_id();
+    return id;
+}
+
+// The host's own queries (from the tun's address: nothing from the VPN's side), relayed upstream
+// under an id of ours.
+void DomainSplit::forward_queries(Clock::time_point now) {
+    if (!forwarder_) return;
+    std::array<std::uint8_t, 4096> buf;
+    for (int n = 0; n < kMaxDatagramsPerStep; ++n) {
+        io::SocketAddress from;
+        auto got = forwarder_->receive(buf, &from);
+        if (!got) {
+            LOG_DEBUG << got.error().message;
+            continue;
+        }
+        if (!*got) break;
+        const std::span<std::uint8_t> m{buf.data(), **got};
+        auto q = parse_dns_question(m);
+        if (!q || !from.to_string().starts_with(forwarder_address_ + ":")) continue;
+        Forward f{fresh_id(), server_, std::move(*q), from, now + kForwardTimeout};
+        if (forwards_.size() >= kMaxForwards) {
+            servfail(f);
+            continue;
+        }
+        m[0] = static_cast<std::uint8_t>(f.id >> 8);
+        m[1] = static_cast<std::uint8_t>(f.id);
+        if (Status s = servers_[f.server].send(m); !s) LOG_DEBUG << s.error().message;  // it times out
+        forwards_.push_back(std::move(f));
+    }
+}
+
+// An upstream answer to a forwarded query: a wildcard's addresses routed first, so that the
+// asker's first packet already takes the route, then the answer under the asker's id.
+void DomainSplit::relay(std::vector<Forward>::iterator f, std::span<std::uint8_t> m, Clock::time_point now) {
+    if (auto w = wildcard_answer(m, f->id, f->question, table_.rules()))
+        apply(table_.learn(w->rule, w->type, w->addresses, now));
+    m[0] = static_cast<std::uint8_t>(f->question.id >> 8);
+    m[1] = static_cast<std::uint8_t>(f->question.id);
+    if (Status s = forwarder_->send(m, &f->client); !s) LOG_DEBUG << s.error().message;
+    ++forwarded_;
+    forwards_.erase(f);
+}
+
+void DomainSplit::servfail(const Forward& f) {
+    ++servfails_;
+    LOG_DEBUG << "split domains: SERVFAIL for " << f.question.name << " (asked " << servers_[f.server].server() << ")";
+    if (auto m = build_dns_servfail(f.question))
+        if (Status s = forwarder_->send(*m, &f.client); !s) LOG_DEBUG << s.error().message;
 }
 
 void DomainSplit::handle(const DnsQueries::Outcome& o, Clock::time_point now) {
@@ -232,7 +322,8 @@ void DomainSplit::publish() {
                     ", \"routes\": " + std::to_string(host_.domain_route_count()) +
                     ", \"resolves\": " + std::to_string(s.resolves) + ", \"failures\": " + std::to_string(s.failures) +
                     ", \"evicted\": " + std::to_string(s.evicted) + ", \"stray\": " + std::to_string(queries_.stray()) +
-                    ", \"generation\": " + std::to_string(generation_) + "}";
+                    ", \"generation\": " + std::to_string(generation_) + ", \"forwarded\": " +
+                    std::to_string(forwarded_) + ", \"servfails\": " + std::to_string(servfails_) + "}";
     std::lock_guard lock(json_mu_);
     json_ = std::move(j);
 }

@@ -195,14 +195,14 @@ public:
         if (first) apply(*first);
         while (!end_) {
             // A new link is made on its own thread: signals are served meanwhile, and its end wakes us.
-            pollfd p[4 + DomainSplit::kMaxServers] = {
+            pollfd p[4 + DomainSplit::kMaxFds] = {
                 {signals.fd(), POLLIN, 0},
                 {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0},
                 {watch_ ? watch_->fd() : -1, POLLIN, 0},
                 {sleep_ ? sleep_->fd() : -1, sleep_ ? sleep_->events() : short(0), 0}};
             nfds_t n = 4;
-            if (domains_)
-                for (int fd : domains_->fds()) p[n++] = {fd, POLLIN, 0};  // at most kMaxServers
+            if (domains_ && carried_)  // stepped only then: a query waiting before would spin the loop
+                for (int fd : domains_->fds()) p[n++] = {fd, POLLIN, 0};  // at most kMaxFds
             const int timeout = poll_timeout();
             const auto boot0 = boottime();
             const Clock::time_point mono0 = Clock::now();

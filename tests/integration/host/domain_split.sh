@@ -3,21 +3,25 @@
 # (tools/netns/gp-topology.sh), with a small DNS server (fake_dns.py) on the lan host. The
 # gateway sends (--domains-file) include-split-tunneling-domain inc.corp.test, port.corp.test:443,
 # lost.corp.test (never answered), *.wild.test and exclude-split-tunneling-domain
-# exc.corp.test and xport.corp.test:443 (an exclude with a port: not applied, never
-# queried, it stays in the tunnel); its DNS server is the lan host, which is outside the tunnel's routes
+# exc.corp.test, xport.corp.test:443 (an exclude with a port: not applied, never
+# queried, it stays in the tunnel) and *.out.wild.test; its DNS server is the lan host, which is outside the tunnel's routes
 # (10.202.0.128/25 only), so only queries bound to the tun reach it. The named hosts
 # (10.203.0.0/24, fd00:203::/64) sit behind the lan host; the client has no route to them
 # but the domain routes.
 #   split: routes via the tun for the include names' A and AAAA answers (not for a name
-#          not listed, not for the wildcard); the queries leave by the tun only (nft counters
+#          not listed); the queries leave by the tun only (nft counters
 #          on the client's output); a ping to an include address goes through the tun; the
 #          exclude name's address (inside 10.202.0.128/25) is routed outside the tunnel and
 #          its ping does not enter the tun; a changed answer (one address gone, one new) moves
 #          the routes after the re-resolve (TTL 2 s, ESPVPN_DOMAIN_MIN_TTL=2); the lost name
 #          counts failures; a SIGUSR2 reconnect keeps the routes and the answers coming; one
 #          whose getconfig changes the lists (fake --domains-file) replaces them;
-#          --stats-json domain_routes matches; SIGINT removes every route; with --script
-#          nothing is applied.
+#          --stats-json domain_routes matches; the wildcard: the client's resolv.conf names
+#          the forwarder on the tun's address, getent resolves a name under it and the
+#          route is there when the answer is (ping through the tun), a name under the
+#          exclude *.out.wild.test is routed outside the tunnel, a never-answered
+#          name gets SERVFAIL (counted); SIGINT removes every route and puts resolv.conf
+#          back; with --script nothing is applied.
 #   domain_split.sh gp split ESPVPN GATEWAY_BIN
 # shellcheck source=../proto_head.sh
 . "$(dirname "$0")/../proto_head.sh" domain-split "$@"
@@ -34,10 +38,12 @@ ip -n "$nsl" addr add 10.203.0.7/32 dev lo
 ip -n "$nsl" addr add 10.203.0.8/32 dev lo
 ip -n "$nsl" addr add 10.203.0.9/32 dev lo
 ip -n "$nsl" addr add 10.203.0.10/32 dev lo
+ip -n "$nsl" addr add 10.203.0.11/32 dev lo
 ip -n "$nsl" addr add fd00:203::5/128 dev lo
 ip -n "$nsg" route add 10.203.0.0/24 via $lan_ip
 ip -n "$nsg" -6 route add fd00:203::/64 via $lan_ip6
 ip -n "$nsg" addr add 10.202.0.200/32 dev "${topo}gc"
+ip -n "$nsg" addr add 10.202.0.201/32 dev "${topo}gc"
 
 answers() {  # JSON: written whole, then renamed (the server re-reads it at every query)
   printf '%s\n' "$1" >"$work/answers.tmp" && mv "$work/answers.tmp" "$work/answers.json"
@@ -47,6 +53,9 @@ answers '{"inc.corp.test": {"A": [["10.203.0.5", 2], ["10.203.0.6", 2]], "AAAA":
           "exc.corp.test": {"A": [["10.202.0.200", 60]]},
           "other.corp.test": {"A": [["10.203.0.7", 60]]},
           "new.corp.test": {"A": [["10.203.0.10", 60]]},
+          "a.wild.test": {"A": [["10.203.0.11", 60]]},
+          "b.out.wild.test": {"A": [["10.202.0.201", 60]]},
+          "lost.wild.test": {"drop": true},
           "lost.corp.test": {"drop": true}}'
 ip netns exec "$nsl" $py "$here/fake_dns.py" $lan_ip 53 "$work/answers.json" "$work/dns.jsonl" "$work/dns.ready" 120 \
   >"$work/dns.out" 2>&1 &
@@ -74,7 +83,7 @@ count() { ip netns exec "$nsc" nft list counter inet count "$1" | sed -n 's/.*pa
 
 fake_routes=(--route 10.202.0.128/25 --route6 fd00:202::/64)
 domains() { printf '%s\n' "$1" >"$work/domains.tmp" && mv "$work/domains.tmp" "$work/domains.json"; }
-domains '{"include": ["inc.corp.test", "port.corp.test:443", "lost.corp.test", "*.wild.test"], "exclude": ["exc.corp.test", "xport.corp.test:443"]}'
+domains '{"include": ["inc.corp.test", "port.corp.test:443", "lost.corp.test", "*.wild.test"], "exclude": ["exc.corp.test", "xport.corp.test:443", "*.out.wild.test"]}'
 gateway_up aes-128-gcm --dns $lan_ip --domains-file "$work/domains.json" || fail "the gateway did not start"
 export ESPVPN_DOMAIN_MIN_TTL=2
 espvpn_up -i "$tun"
@@ -121,6 +130,9 @@ answers '{"inc.corp.test": {"A": [["10.203.0.5", 2], ["10.203.0.8", 2]], "AAAA":
           "port.corp.test": {"A": [["10.203.0.9", 60]]},
           "exc.corp.test": {"A": [["10.202.0.200", 60]]},
           "new.corp.test": {"A": [["10.203.0.10", 60]]},
+          "a.wild.test": {"A": [["10.203.0.11", 60]]},
+          "b.out.wild.test": {"A": [["10.202.0.201", 60]]},
+          "lost.wild.test": {"drop": true},
           "lost.corp.test": {"drop": true}}'
 moved() { local r; r=$(ip -n "$nsc" route show dev "$tun"); grep -q "^10.203.0.8" <<<"$r" && ! grep -q "^10.203.0.6" <<<"$r"; }
 wait_until 10 moved || fail "the routes did not follow the new answer: $(ip -n "$nsc" route show dev "$tun")"
@@ -138,12 +150,45 @@ stats_wait "$work/cl-stats.json" "d['domain_routes']['resolves'] > $r1 + 2" 10 |
 ip netns exec "$nsc" ping -c 1 -W 2 10.203.0.5 >/dev/null || fail "ping 10.203.0.5 after the reconnect failed"
 [[ $(dr "['generation']") == 0 ]] || fail "the same configuration made the routes again: $(dr "")"
 
-# The counters: 4 rules (the wildcard is not one), 5 addresses, 5 routes, nothing evicted.
+# The counters: 6 rules (with the wildcards), 5 addresses, 5 routes, nothing evicted.
 stats_wait "$work/cl-stats.json" "d['domain_routes']['addresses'] == 5 and d['domain_routes']['routes'] == 5" 5 ||
   fail "domain_routes: $(dr "")"
-[[ $(dr "['rules']") == 4 && $(dr "['evicted']") == 0 ]] || fail "domain_routes: $(dr "")"
-(($(grep -c 'wild.test.*not applied' "$work/espvpn.log") == 1)) || fail "the wildcard entry not reported once as not applied"
+[[ $(dr "['rules']") == 6 && $(dr "['evicted']") == 0 ]] || fail "domain_routes: $(dr "")"
 echo "domain_routes: $(dr "")"
+
+# The wildcard *.wild.test: the client's resolver asks the forwarder on the tun's address (the
+# reconnect above kept it), which routes a.wild.test's address before relaying the answer.
+resolv=/etc/netns/$nsc/resolv.conf
+(($(grep -c "split domains \*.wild.test, \*.out.wild.test: the host's name server is now espvpn's forwarder on $tun_ip:53" \
+  "$work/espvpn.log") == 1)) || fail "the forwarder not announced once: $(grep -i 'wild' "$work/espvpn.log")"
+grep -q "^nameserver $tun_ip$" "$resolv" && ! grep -q "^nameserver $lan_ip" "$resolv" ||
+  fail "resolv.conf does not name the forwarder alone: $(cat "$resolv")"
+! ip -n "$nsc" route show dev "$tun" | grep -q "^10.203.0.11" || fail "a route for a.wild.test before it was asked"
+f0=$(dr "['forwarded']")
+got=$(timeout 60 ip netns exec "$nsc" getent ahostsv4 a.wild.test) || fail "getent a.wild.test failed: $(dr "")"
+# Taken right after the answer: the route was made before it was relayed.
+routes4=$(ip -n "$nsc" route show dev "$tun")
+grep -q "^10.203.0.11 .*STREAM" <<<"$got" || fail "getent a.wild.test: '$got'"
+grep -q "^10.203.0.11" <<<"$routes4" || fail "no route for a.wild.test's 10.203.0.11 when its answer came: $routes4"
+stats_wait "$work/cl-stats.json" "d['domain_routes']['forwarded'] > $f0" 10 || fail "no relayed answer counted: $(dr "")"
+p0=$(count tun_ping)
+ip netns exec "$nsc" ping -c 2 -i 0.2 -W 2 10.203.0.11 >/dev/null || fail "ping 10.203.0.11 (a.wild.test) failed"
+(($(count tun_ping) >= p0 + 2)) || fail "the pings to a.wild.test did not go through the tun ($p0 -> $(count tun_ping))"
+# A name under the exclude *.out.wild.test (the longer wildcard wins): routed outside the tunnel,
+# which its prefix (10.202.0.128/25) would otherwise take.
+ip -n "$nsc" route get 10.202.0.201 | grep -q "dev $tun" || fail "10.202.0.201 not in the tunnel before its lookup"
+got=$(timeout 60 ip netns exec "$nsc" getent ahostsv4 b.out.wild.test) || fail "getent b.out.wild.test failed"
+grep -q "^10.202.0.201 .*STREAM" <<<"$got" || fail "getent b.out.wild.test: '$got'"
+ip -n "$nsc" route show 10.202.0.201 | grep -q "dev ${topo}cg" ||
+  fail "b.out.wild.test's 10.202.0.201 not routed outside the tunnel: $(ip -n "$nsc" route get 10.202.0.201)"
+# A name under it that is never answered: SERVFAIL after the forwarder's 2 s, counted (whatever
+# the stub resolver does meanwhile: its own timeout is 5 s, then it may try the search domain).
+s0=$(dr "['servfails']")
+timeout 60 ip netns exec "$nsc" getent ahostsv4 lost.wild.test >"$work/lost.out" 2>&1 &
+lost_pid=$!
+stats_wait "$work/cl-stats.json" "d['domain_routes']['servfails'] > $s0" 30 || fail "no SERVFAIL counted: $(dr "")"
+! wait "$lost_pid" || fail "getent lost.wild.test found an address: $(cat "$work/lost.out")"
+echo "wildcard: a.wild.test routed via $tun, b.out.wild.test outside; lost.wild.test SERVFAIL; $(dr "")"
 
 # A reconnect whose configuration changes the lists (port.corp.test out, new.corp.test in): the old
 # routes go, the new lists' are made.
@@ -162,7 +207,8 @@ ip netns exec "$nsc" ping -c 1 -W 2 10.203.0.10 >/dev/null || fail "ping 10.203.
 
 espvpn_down || fail "espvpn did not exit cleanly"
 left=$(ip -n "$nsc" route show; ip -n "$nsc" -6 route show)
-! grep -Eq "10\.203\.|10\.202\.0\.200|fd00:203::" <<<"$left" || fail "routes left after SIGINT: $left"
+! grep -Eq "10\.203\.|10\.202\.0\.20[01]|fd00:203::" <<<"$left" || fail "routes left after SIGINT: $left"
+[[ $(cat "$resolv") == $'nameserver 192.0.2.53\nsearch home.test' ]] || fail "resolv.conf not restored: $(cat "$resolv")"
 [[ $(dr "['routes']") == 0 ]] || fail "the last stats still count routes: $(dr "")"
 
 # With --script the routes are the script's: nothing applied, no domain_routes in the stats.

@@ -32,6 +32,10 @@
 #               besides the search and routing domains.
 #   dns_real_resolved: the full tunnel again with the real systemd-resolved (unpacked by
 #               tools/install-deps) on the private bus, checked with resolvectl while up.
+#   dns_real_resolved_wild: a split tunnel with the wildcard *.apps.test and the real
+#               systemd-resolved: the link names espvpn's DNS forwarder, resolvectl query
+#               a.apps.test gets the answer of the VPN's DNS (fake_dns.py on the lan host),
+#               and its address is routed via the tun by then.
 # shellcheck source=../proto_head.sh
 . "$(dirname "$0")/../proto_head.sh" host-test "$@"
 chmod 755 "$work"  # the unprivileged client reaches the helper's record directory below it
@@ -350,6 +354,20 @@ dns_resolved|dns_resolved_full)
   stop_client
   calls=$(resolved_check "$ifindex" '["10.202.0.53", "fd00:202::53"]' "$want" $default_route) ||
     fail "resolved calls: $(cat "$work/resolved.jsonl")"
+  # The wildcard *.apps.test:443: in the split tunnel the link names espvpn's forwarder (the tun's
+  # address, apps.test routed to it) while up, the VPN's servers again before the revert; in the full
+  # tunnel no forwarder (its names take the tunnel anyway).
+  $py - "$work/resolved.jsonl" "$mode" "$tun_ip" <<'PY' || fail "the forwarder on the link: $(cat "$work/resolved.jsonl")"
+import json, sys
+calls = [json.loads(l) for l in open(sys.argv[1])]
+dns = [c["servers"] for c in calls if c["method"] == "SetLinkDNS"]
+domains = [c["domains"] for c in calls if c["method"] == "SetLinkDomains"]
+vpn = ["10.202.0.53", "fd00:202::53"]
+if sys.argv[2] == "dns_resolved":
+    assert dns == [vpn, [sys.argv[3]], vpn] and ["apps.test", True] in domains[1], calls
+else:
+    assert dns == [vpn], calls
+PY
   [[ $(cat "$work/resolv.conf") == "nameserver 192.0.2.1" ]] || fail "resolv.conf was touched with resolved present"
   echo "RESULT $mode: D-Bus calls on link $ifindex: $calls; domains $want, DefaultRoute=$default_route;" \
        "resolv.conf untouched"
@@ -391,5 +409,31 @@ PY
   echo "RESULT dns_real_resolved: systemd-resolved 252 on link $tun: DNS Domain $domains, +DefaultRoute;" \
        "reverted at exit; resolv.conf untouched"
   ;;
-*) echo "usage: $0 gp nm|scripts|sighup|background|dns|dns_resolved|dns_resolved_full|dns_real_resolved ESPVPN GATEWAY" >&2; exit 2 ;;
+dns_real_resolved_wild)
+  printf '{"a.apps.test": {"A": [["10.203.0.11", 60]]}}\n' >"$work/answers.json"
+  ip netns exec "$nsl" $py "$here/fake_dns.py" $lan_ip 53 "$work/answers.json" "$work/dns.jsonl" "$work/dns.ready" 120 \
+    >"$work/dns.out" 2>&1 &
+  pids+=("$!")
+  wait_for "$work/dns.ready" ready 10 || fail "the DNS server did not start"
+  gateway_up aes-128-gcm --dns $lan_ip --include-domain '*.apps.test' || fail "fake gateway did not start"
+  real_resolved_up
+  printf 'nameserver 192.0.2.1\n' >"$work/resolv.conf"
+  echo secret | ip netns exec "$nsc" unshare -m sh -c \
+    'mount --bind "$1" /etc/resolv.conf && shift && exec env DBUS_SYSTEM_BUS_ADDRESS="$1" "$@"' \
+    sh "$work/resolv.conf" "unix:path=$work/bus" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
+    -u alice --passwd-on-stdin $url >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_connected
+  tun=$(sed -n 's/.*tun device \([^ ]*\).*/\1/p' "$work/espvpn.log")
+  on_forwarder() { resolvectl_run status "$tun" 2>&1 | grep -Eq "DNS Servers: $tun_ip\$"; }
+  wait_until 20 on_forwarder || fail "the link does not name the forwarder: $(resolvectl_run status "$tun" 2>&1)"
+  got=$(timeout 60 ip netns exec "$nsc" env DBUS_SYSTEM_BUS_ADDRESS="unix:path=$work/bus" \
+    "$resolved_bin/usr/bin/resolvectl" query a.apps.test 2>&1) || fail "resolvectl query a.apps.test: $got"
+  grep -q "a.apps.test: 10.203.0.11" <<<"$got" || fail "resolvectl query a.apps.test: $got"
+  ip -n "$nsc" route show dev "$tun" | grep -q "^10.203.0.11 " || fail "a.apps.test's address not routed via $tun"
+  stop_client
+  ! resolvectl_run status "$tun" 2>&1 | grep -q "DNS Servers" || fail "resolved still has $tun's servers after exit"
+  echo "RESULT dns_real_resolved_wild: systemd-resolved asked the forwarder on $tun_ip, a.apps.test routed via $tun"
+  ;;
+*) echo "usage: $0 gp nm|scripts|sighup|background|dns|dns_resolved|dns_resolved_full|dns_real_resolved|dns_real_resolved_wild ESPVPN GATEWAY" >&2; exit 2 ;;
 esac

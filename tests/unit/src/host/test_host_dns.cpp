@@ -308,6 +308,27 @@ TEST_CASE("built-in settings, GP split tunnel: only the gateway's domains, plain
     CHECK(s.default_route);
 }
 
+TEST_CASE("built-in settings with the wildcard domains' forwarder: it is the one server, their domains go to it") {
+    const std::string lists = "<dns-suffix><member>corp.test</member></dns-suffix>"
+                              "<access-routes><member>10.1.0.0/16</member></access-routes>"
+                              "<include-split-tunneling-domain><member>wiki.test</member><member>*.apps.test</member>"
+                              "</include-split-tunneling-domain><exclude-split-tunneling-domain>"
+                              "<member>*.cdn.test</member></exclude-split-tunneling-domain>";
+    DnsSettings s = built_in_dns_settings(gp_config(lists), "tun0", 3, 1, "10.0.0.9");
+    CHECK(s.servers == Names{"10.0.0.9"});
+    CHECK(s.search_domains == Names{"corp.test"});
+    CHECK(s.routing_domains == Names{"wiki.test", "apps.test", "cdn.test"});
+    CHECK_FALSE(s.default_route);
+    CHECK(built_in_dns_settings(gp_config(lists), "tun0", 3, 1).servers == Names{"10.0.0.53"});
+    // A bare "*": every name.
+    s = built_in_dns_settings(gp_config("<access-routes><member>10.1.0.0/16</member></access-routes>"
+                                        "<dns-suffix><member>corp.test</member></dns-suffix>"
+                                        "<include-split-tunneling-domain><member>*</member>"
+                                        "</include-split-tunneling-domain>"),
+                              "tun0", 3, 1, "10.0.0.9");
+    CHECK(s.default_route);
+}
+
 TEST_CASE("built-in settings, AnyConnect: full tunnel routes every name; split tunnel only the split-DNS names") {
     DnsSettings full = built_in_dns_settings(
         ac_config("X-CSTP-Default-Domain: example.test\r\nX-CSTP-Split-DNS: example.test\r\n"
