@@ -12,19 +12,18 @@
 #include <cstring>
 
 #include "protocols/base/exec_array.h"
+#include "src/io/unique_fd.h"
 
 extern char** environ;
 
 namespace espvpn::session {
 
 Result<std::string> run_for_output(const ProgramRun& run) {
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) return make_error(std::string("pipe: ") + std::strerror(errno));
-    if (::pipe2(err, O_CLOEXEC) != 0) {
-        ::close(out[0]);
-        ::close(out[1]);
-        return make_error(std::string("pipe: ") + std::strerror(errno));
-    }
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    const bool piped = ::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0;
+    // Closed on every way out; the write ends once the child has them.
+    io::UniqueFd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
+    if (!piped) return make_error(std::string("pipe: ") + std::strerror(errno));
     // Everything the child needs is prepared before fork (no allocation after it).
     std::vector<std::string> argv_s{run.program};
     argv_s.insert(argv_s.end(), run.args.begin(), run.args.end());
@@ -45,8 +44,8 @@ Result<std::string> run_for_output(const ProgramRun& run) {
     pid_t pid = ::fork();
     if (pid < 0) return make_error(std::string("fork: ") + std::strerror(errno));
     if (pid == 0) {
-        ::dup2(out[1], 1);
-        ::dup2(err[1], 2);
+        ::dup2(out_w.get(), 1);
+        ::dup2(err_w.get(), 2);
         int devnull = ::open("/dev/null", O_RDONLY);
         if (devnull >= 0) ::dup2(devnull, 0);
         if (!run.run_as_user.empty() &&
@@ -55,8 +54,8 @@ Result<std::string> run_for_output(const ProgramRun& run) {
         ::execve(argv[0], argv.data(), envp.data());
         ::_exit(127);
     }
-    ::close(out[1]);
-    ::close(err[1]);
+    out_w.reset();
+    err_w.reset();
 
     std::string output, errors;
     bool too_big = false, timed_out = false;
@@ -77,7 +76,7 @@ Result<std::string> run_for_output(const ProgramRun& run) {
             char buf[4096];
             ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
             if (got <= 0) {
-                ::close(fds[i].fd);
+                (i == 0 ? out_r : err_r).reset();
                 fds[i].fd = -1;
                 --open_fds;
                 continue;
@@ -89,8 +88,6 @@ Result<std::string> run_for_output(const ProgramRun& run) {
         }
         if (too_big) break;
     }
-    for (auto& f : fds)
-        if (f.fd >= 0) ::close(f.fd);
     if (timed_out || too_big) ::kill(pid, SIGKILL);
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

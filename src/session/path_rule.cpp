@@ -68,8 +68,8 @@ PathRule::Decision PathRule::step(Clock::time_point now, const State& state, con
             probing_ = true;
             probe_resume_ = resume;
             probe_since_ = now;
-            probe_deadline_ = now + (resume ? s_.resume_probe_timeout : s_.probe_timeout);
             probe_timeout_ = resume ? s_.resume_probe_timeout : s_.probe_timeout;
+            probe_deadline_ = now + probe_timeout_;
             d.action = Action::probe;
             return d;
         } else {

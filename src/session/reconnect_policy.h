@@ -14,6 +14,11 @@
 
 namespace espvpn::session {
 
+// Whole milliseconds of `d`, as the logs and the statistics give durations.
+inline long long ms_of(std::chrono::steady_clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
 class ReconnectPolicy {
 public:
     using Clock = std::chrono::steady_clock;

@@ -22,14 +22,6 @@ const char* describe(TunnelEnd end) {
     return "?";
 }
 
-namespace {
-
-long long ms(std::chrono::steady_clock::duration d) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-}
-
-}  // namespace
-
 SessionControl::SessionControl(std::string peer, std::chrono::seconds reconnect_timeout, std::string attempt_text)
     : outage_(std::move(peer), reconnect_timeout), attempt_text_(std::move(attempt_text)) {}
 
@@ -81,7 +73,7 @@ SessionActions SessionControl::link_up(Clock::time_point now, const std::string&
         const unsigned attempts = outage_.policy().attempts();
         const auto length = outage_.end(now);
         a.add(Level::info, "reconnected " + detail + " after " + std::to_string(attempts) + " attempt(s); outage " +
-                               std::to_string(ms(length)) + " ms" + suffix);
+                               std::to_string(ms_of(length)) + " ms" + suffix);
         a.outage_ended = length;
         renewing_ = true;
     }

@@ -106,7 +106,7 @@ public:
     int poll_timeout() const {
         int t = d_.poll_ms();
         auto until = [&](Clock::time_point due) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - Clock::now()).count();
+            const auto left = ms_of(due - Clock::now());
             t = static_cast<int>(std::clamp<long long>(left + 1, 0, t));
         };
         if (auto due = path_.next_due()) until(*due);
@@ -232,7 +232,7 @@ public:
             const Clock::time_point t0 = Clock::now();
             attempt_.reset();
             LOG_INFO << "the connection attempt in progress (" << control_.attempt_why() << ") cancelled in "
-                     << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count() << " ms";
+                     << ms_of(Clock::now() - t0) << " ms";
         }
         if (domains_) domains_->stop();  // its routes go before the links stop
         return *end_;

@@ -126,8 +126,8 @@ void CstpLink::stop(AcDtlsStats* history) {
     // The pump's tx thread may be inside channel->send(): stop it before the channel goes.
     pump_->set_channel(nullptr);
     pump_->stop();
-    AcDtlsStats ignored;
-    close_channel(history ? *history : ignored);
+    if (channel_ && history) add_dtls_history(*history, channel_->stats());
+    channel_.reset();
     stopped_cstp_ = pump_->stats();
     pump_.reset();
     tls_->close();
@@ -144,13 +144,6 @@ void CstpLink::open_channel(int mtu) {
     }
     channel_ = std::move(*made);
     pump_->set_channel(channel_.get());
-}
-
-void CstpLink::close_channel(AcDtlsStats& history) {
-    if (!channel_) return;
-    pump_->set_channel(nullptr);
-    add_dtls_history(history, channel_->stats());
-    channel_.reset();
 }
 
 Result<std::unique_ptr<CstpLink>> connect_cstp_link(const CstpLinkTarget& target, const Secret& request, int cancel_fd,

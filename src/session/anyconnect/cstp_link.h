@@ -98,7 +98,6 @@ public:
 private:
     explicit CstpLink(std::unique_ptr<io::TlsStream> tls) : tls_(std::move(tls)) {}
     void open_channel(int mtu);
-    void close_channel(AcDtlsStats& history);
 
     std::unique_ptr<io::TlsStream> tls_;
     anyconnect::AcCstpConfig reply_;

@@ -24,18 +24,13 @@ using Clock = std::chrono::steady_clock;
 // previous one (docs/protocols/anyconnect.md §4.5): attempts never start closer together than this.
 constexpr auto kMinAttemptGap = std::chrono::milliseconds(3200);
 constexpr int kSuperviseStepMs = 200;
-constexpr std::chrono::milliseconds kHandshakeTimeout{12000};  // OC: 12 s
 
 // One established DTLS session: socket, channel and datapath, destroyed in
-// reverse order (the datapath uses the other two).
+// reverse order (the datapath uses the other two) as members are.
 struct LiveDtls {
     std::optional<io::UdpSocket> udp;
     std::unique_ptr<io::DtlsChannel> channel;
     std::unique_ptr<datapath::DtlsDatapath> datapath;
-    ~LiveDtls() {
-        datapath.reset();
-        channel.reset();
-    }
 };
 
 // Why an attempt or a session ended; `fatal` stops all further attempts.
@@ -65,10 +60,10 @@ public:
 
     bool carrying() const override { return carrying_.load(std::memory_order_acquire); }
 
-    // The CSTP tx thread, once per batch: one uncontended lock (the supervisor
-    // takes it only to install or remove a session).
+    // The CSTP tx thread, once per batch: one lock, rarely contended (the supervisor
+    // takes it to install or remove a session and to count, the reporter to read).
     Status send(io::PacketBatch& batch) override {
-        std::lock_guard<std::mutex> lock(live_mutex_);
+        std::lock_guard<std::mutex> lock(mutex_);
         if (!live_ || !carrying_) return make_error("DTLS is down");
         Status st = live_->datapath->send(batch);
         if (!st) {
@@ -80,12 +75,8 @@ public:
     }
 
     AcDtlsStats stats() const override {
-        std::lock_guard<std::mutex> lock(live_mutex_);
-        AcDtlsStats s;
-        {
-            std::lock_guard<std::mutex> slock(stats_mutex_);
-            s = stats_;
-        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        AcDtlsStats s = stats_;
         s.carrying = carrying_;
         if (live_) s.totals.add(live_->datapath->stats());
         return s;
@@ -100,7 +91,7 @@ private:
     // Sleeps until `until` or stop; false when stopping.
     bool sleep_until(Clock::time_point until) {
         while (!wake_.stop) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+            const auto left = ms_of(until - Clock::now());
             if (left <= 0) return true;
             pollfd p{wake_.fd(), POLLIN, 0};
             if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) > 0) drain_wake(p);
@@ -118,7 +109,7 @@ private:
             if (!live) {
                 if (wake_.stop) return;
                 end = {live.error().message, attempt_fatal_ || is_not_resumed(live.error().message), false};
-                std::lock_guard<std::mutex> lock(stats_mutex_);
+                std::lock_guard<std::mutex> lock(mutex_);
                 ++stats_.handshake_failures;
             } else {
                 end = carry(std::move(*live));
@@ -127,7 +118,7 @@ private:
             if (end.rekey) {
                 LOG_INFO << "DTLS: " << end.reason;
                 {
-                    std::lock_guard<std::mutex> lock(stats_mutex_);
+                    std::lock_guard<std::mutex> lock(mutex_);
                     ++stats_.rekeys;
                 }
                 next_attempt = std::max(Clock::now(), began + kMinAttemptGap);
@@ -135,7 +126,7 @@ private:
             }
             if (end.fatal || options_.udp_retry.count() == 0) {
                 LOG_WARN << "DTLS: " << end.reason << "; data stays on CSTP (no more DTLS attempts)";
-                std::lock_guard<std::mutex> lock(stats_mutex_);
+                std::lock_guard<std::mutex> lock(mutex_);
                 stats_.disabled = true;
                 return;
             }
@@ -156,7 +147,6 @@ private:
         const bool v6 = context_.peer_address.find(':') != std::string::npos;
         o.ipv6_outer = v6;
         o.base_mtu = static_cast<std::size_t>(context_.base_mtu > 0 ? context_.base_mtu : 1406);
-        o.handshake_timeout = kHandshakeTimeout;
         if (p.mode == anyconnect::AcDtlsParams::Mode::psk) {
             io::DtlsPskMode m;
             m.psk = psk_.clone();
@@ -204,7 +194,7 @@ private:
             if (::poll(fds, 2, std::max(live->channel->handshake_wait_ms(), 1)) > 0) drain_wake(fds[1]);
             if (wake_.stop) return make_error("stopped");
         }
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+        const auto ms = ms_of(Clock::now() - t0);
         datapath::DtlsDatapathOptions d;
         d.deliver = [this](io::PacketBatch& batch) { sink_.deliver(batch); };
         auto dp = datapath::DtlsDatapath::start(context_.tun, *live->udp, *live->channel, d);
@@ -227,16 +217,13 @@ private:
                 current_mtu_ = tunnel_mtu;
             }
         }
+        datapath::DtlsDatapath* dp = live->datapath.get();
         {
-            std::lock_guard<std::mutex> slock(stats_mutex_);
+            std::lock_guard<std::mutex> lock(mutex_);
             ++stats_.handshakes;
             ++stats_.transport_switches;
             stats_.description = live->channel->description();
             stats_.tunnel_mtu = live->channel->tunnel_mtu();
-        }
-        datapath::DtlsDatapath* dp = live->datapath.get();
-        {
-            std::lock_guard<std::mutex> lock(live_mutex_);
             live_ = std::move(live);
             send_failed_ = false;
             carrying_ = true;
@@ -290,13 +277,13 @@ private:
         }
         std::unique_ptr<LiveDtls> gone;
         {
-            std::lock_guard<std::mutex> lock(live_mutex_);
+            std::lock_guard<std::mutex> lock(mutex_);
             carrying_ = false;
             gone = std::move(live_);
         }
         gone->datapath->stop();
         {
-            std::lock_guard<std::mutex> slock(stats_mutex_);
+            std::lock_guard<std::mutex> lock(mutex_);
             stats_.totals.add(gone->datapath->stats());
             ++stats_.transport_switches;
         }
@@ -313,9 +300,8 @@ private:
     datapath::ControlChannel wake_;  // stop, or a send failed
     std::atomic<bool> carrying_{false};
     std::atomic<bool> send_failed_{false};
-    mutable std::mutex live_mutex_;
+    mutable std::mutex mutex_;  // live_ and stats_
     std::unique_ptr<LiveDtls> live_;
-    mutable std::mutex stats_mutex_;
     AcDtlsStats stats_;
     std::thread thread_;
 };

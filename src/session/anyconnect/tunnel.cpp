@@ -18,10 +18,6 @@ using datapath::TlsPump;
 using datapath::now_ns;
 constexpr int kPollMs = 100;
 
-std::int64_t ms_since(Clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
 // What the session did beyond carrying packets: reconnects and rekeys.
 struct AcSessionCounters {
     std::uint64_t reconnects = 0;         // outages ended by a new connection
@@ -108,10 +104,22 @@ public:
     Result<std::optional<LinkEvent>> start(host::TunnelHost& host) override;
     std::string peer() const override { return "the server"; }
     std::string attempt_text() const override { return "new TLS connection, CONNECT with the same cookie"; }
-    datapath::StatsView stats_view() override;
     std::vector<LinkEvent> step(Clock::time_point now, const SessionControl& control) override;
-    int poll_ms() const override;
-    std::string renew_blocked() const override;
+    int poll_ms() const override {
+        // While a rehandshake runs, both pump threads wait for the control loop: look often.
+        // (Not after a failure: that state lasts while the fallback's new connection is made.)
+        const TlsPump::Rehandshake rh = link_ ? link_->pump()->rehandshake_state() : TlsPump::Rehandshake::idle;
+        return rh != TlsPump::Rehandshake::idle && rh != TlsPump::Rehandshake::failed ? 2 : kPollMs;
+    }
+    std::string renew_blocked() const override {
+        if (link_ && link_->pump()->rehandshake_state() != TlsPump::Rehandshake::idle) return "a TLS rehandshake is running";
+        return {};
+    }
+    datapath::StatsView stats_view() override {
+        const int stats_dpd_s = dpd_s();
+        return {[this, stats_dpd_s] { return stats_json(snapshot(), stats_dpd_s, first_reply_.rekey, first_reply_.rekey_s); },
+                [this] { return stats_text(snapshot()); }};
+    }
     // Roaming: the TCP peer's path; a DPD now; the link's last receive (CSTP or DTLS).
     std::string path_peer() const override { return peer_address_; }
     bool probe_path() override {
@@ -124,24 +132,60 @@ public:
     }
     std::unique_ptr<LinkAttempt> begin_attempt(AttemptPurpose purpose) override;
     AttemptResult finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string& why) override;
-    void drop_link() override;
-    void outage_ended(Clock::duration length) override;
-    void logout() override;
-    void stop() override;
+    void drop_link() override {
+        retire_link();
+        if (!drain_) {
+            auto drain = std::make_unique<TunDrain>(host_->tun(), tun_mtu_);
+            std::lock_guard<std::mutex> lock(link_mutex_);
+            drain_ = std::move(drain);
+        }
+    }
+    void outage_ended(Clock::duration length) override {
+        const std::int64_t ms = ms_of(length);
+        count([&](AcSessionCounters& c) { c.last_outage_ms = ms; });
+    }
+    void logout() override {
+        if (link_) link_->logout();
+        else LOG_WARN << "no connection to the server: logout not sent (the server ends the session after its cookie timeout)";
+    }
+    void stop() override {
+        if (!host_) return;  // never started: the first link (if any) closes with its owner
+        LOG_INFO << "tunnel statistics:\n" << stats_text(snapshot());
+        retire_link();
+        drain_.reset();
+        host_ = nullptr;
+    }
 
 private:
     Status prepare_connect_settings(bool outer_v6);
     // The new connection's reply must fit the tun as configured (address); the MTU may change.
     Status adopt_config(const anyconnect::AcCstpConfig& reply);
-    void start_link(std::unique_ptr<CstpLink> link);
+    void start_link(std::unique_ptr<CstpLink> link) {
+        CstpLink::DtlsSetup d{o_.no_dtls ? nullptr : &o_, dtls_peer_address_, &master_secret_, settings_.base_mtu};
+        link->start(host_->tun(), tun_mtu_, d);
+        schedule_rekey(*link);
+        std::lock_guard<std::mutex> lock(link_mutex_);
+        link_ = std::move(link);
+    }
     // Stops the current connection (no BYE) and folds its counters into the session's.
-    void retire_link();
+    void retire_link() {
+        std::unique_ptr<CstpLink> old = take(link_);
+        if (!old) return;
+        AcDtlsStats d;
+        old->stop(&d);
+        std::lock_guard<std::mutex> lock(link_mutex_);
+        cstp_history_.add(old->cstp_stats());
+        add_dtls_history(dtls_history_, d);
+    }
     // Make-before-break (SIGUSR2, rekey new-tunnel): the core makes the new link while this one carries data.
     LinkEvent renew_for_rekey(const std::string& why) {
         rekey_pending_ = true;
         return LinkEvent::renew(AttemptPurpose::renew, why, true);
     }
-    int dpd_s() const;
+    int dpd_s() const {
+        if (o_.force_dpd_s > 0) return o_.force_dpd_s;
+        return link_ ? link_->reply().dpd_s : first_reply_.dpd_s;
+    }
     AcStatsSnapshot snapshot() const;
     // Counter updates from the control thread, read by the reporter thread.
     template <typename F>
@@ -149,7 +193,18 @@ private:
         std::lock_guard<std::mutex> lock(link_mutex_);
         update(counters_);
     }
-    void schedule_rekey(CstpLink& link) const;
+    // Takes the link or the drain out of the reporter's sight; it ends outside the lock.
+    template <typename T>
+    std::unique_ptr<T> take(std::unique_ptr<T>& p) {
+        std::lock_guard<std::mutex> lock(link_mutex_);
+        return std::move(p);
+    }
+    void schedule_rekey(CstpLink& link) const {
+        const auto& r = link.reply();
+        link.rekey_at = r.rekey_s > 0 && r.rekey != anyconnect::AcRekeyMethod::none
+                            ? Clock::now() + std::chrono::seconds(r.rekey_s)
+                            : Clock::time_point::max();
+    }
 
     io::HttpsClient& https_;
     const AcAuthenticated& auth_;
@@ -243,11 +298,7 @@ AttemptResult AcDriver::finish_attempt(AttemptPurpose, bool in_outage, const std
     }
     if (Status st = adopt_config((*link)->reply()); !st) return AttemptResult::fatal(st.error().message);
     if (in_outage) {
-        std::unique_ptr<TunDrain> drain;
-        {
-            std::lock_guard<std::mutex> lock(link_mutex_);
-            drain = std::move(drain_);
-        }
+        std::unique_ptr<TunDrain> drain = take(drain_);
         const std::uint64_t dropped = drain ? drain->dropped() : 0;
         drain.reset();  // the tun reader stops before the pump's starts
         start_link(std::move(*link));
@@ -261,7 +312,7 @@ AttemptResult AcDriver::finish_attempt(AttemptPurpose, bool in_outage, const std
     const Clock::time_point t0 = Clock::now();
     retire_link();
     start_link(std::move(*link));
-    const std::int64_t switch_ms = ms_since(t0);
+    const std::int64_t switch_ms = ms_of(Clock::now() - t0);
     count([&](AcSessionCounters& c) {
         c.last_switch_ms = switch_ms;
         ++c.renewals;
@@ -287,54 +338,6 @@ Status AcDriver::adopt_config(const anyconnect::AcCstpConfig& r) {
         tun_mtu_ = mtu;
     }
     return {};
-}
-
-void AcDriver::schedule_rekey(CstpLink& link) const {
-    const auto& r = link.reply();
-    link.rekey_at = r.rekey_s > 0 && r.rekey != anyconnect::AcRekeyMethod::none
-                        ? Clock::now() + std::chrono::seconds(r.rekey_s)
-                        : Clock::time_point::max();
-}
-
-void AcDriver::start_link(std::unique_ptr<CstpLink> link) {
-    CstpLink::DtlsSetup d{o_.no_dtls ? nullptr : &o_, dtls_peer_address_, &master_secret_, settings_.base_mtu};
-    link->start(host_->tun(), tun_mtu_, d);
-    schedule_rekey(*link);
-    std::lock_guard<std::mutex> lock(link_mutex_);
-    link_ = std::move(link);
-}
-
-void AcDriver::retire_link() {
-    std::unique_ptr<CstpLink> old;
-    {
-        std::lock_guard<std::mutex> lock(link_mutex_);
-        old = std::move(link_);
-    }
-    if (!old) return;
-    AcDtlsStats d;
-    old->stop(&d);
-    std::lock_guard<std::mutex> lock(link_mutex_);
-    cstp_history_.add(old->cstp_stats());
-    add_dtls_history(dtls_history_, d);
-}
-
-void AcDriver::drop_link() {
-    retire_link();
-    if (!drain_) {
-        auto drain = std::make_unique<TunDrain>(host_->tun(), tun_mtu_);
-        std::lock_guard<std::mutex> lock(link_mutex_);
-        drain_ = std::move(drain);
-    }
-}
-
-void AcDriver::outage_ended(Clock::duration length) {
-    const std::int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(length).count();
-    count([&](AcSessionCounters& c) { c.last_outage_ms = ms; });
-}
-
-int AcDriver::dpd_s() const {
-    if (o_.force_dpd_s > 0) return o_.force_dpd_s;
-    return link_ ? link_->reply().dpd_s : first_reply_.dpd_s;
 }
 
 std::vector<LinkEvent> AcDriver::step(Clock::time_point now, const SessionControl& control) {
@@ -502,37 +505,6 @@ Result<std::optional<LinkEvent>> AcDriver::start(host::TunnelHost& host) {
     LOG_INFO << "tunnel up on " << host_->tun().name() << " (data over CSTP"
              << (link_->channel() ? "; DTLS handshake started)" : ")");
     return std::optional<LinkEvent>{LinkEvent::up("to " + link_->tls().endpoint())};
-}
-
-datapath::StatsView AcDriver::stats_view() {
-    const int stats_dpd_s = dpd_s();
-    return {[this, stats_dpd_s] { return stats_json(snapshot(), stats_dpd_s, first_reply_.rekey, first_reply_.rekey_s); },
-            [this] { return stats_text(snapshot()); }};
-}
-
-int AcDriver::poll_ms() const {
-    // While a rehandshake runs, both pump threads wait for the control loop: look often.
-    // (Not after a failure: that state lasts while the fallback's new connection is made.)
-    const TlsPump::Rehandshake rh = link_ ? link_->pump()->rehandshake_state() : TlsPump::Rehandshake::idle;
-    return rh != TlsPump::Rehandshake::idle && rh != TlsPump::Rehandshake::failed ? 2 : kPollMs;
-}
-
-std::string AcDriver::renew_blocked() const {
-    if (link_ && link_->pump()->rehandshake_state() != TlsPump::Rehandshake::idle) return "a TLS rehandshake is running";
-    return {};
-}
-
-void AcDriver::logout() {
-    if (link_) link_->logout();
-    else LOG_WARN << "no connection to the server: logout not sent (the server ends the session after its cookie timeout)";
-}
-
-void AcDriver::stop() {
-    if (!host_) return;  // never started: the first link (if any) closes with its owner
-    LOG_INFO << "tunnel statistics:\n" << stats_text(snapshot());
-    retire_link();
-    drain_.reset();
-    host_ = nullptr;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "src/session/gp/esp_prober.h"
 
+#include <utility>
+
 #include "protocols/esp/gp_probe.h"
 
 namespace espvpn::session {
@@ -41,10 +43,7 @@ bool EspProber::take_replies() {
 }
 
 datapath::EspInitialSas EspProber::release_sas() {
-    datapath::EspInitialSas s{std::move(out_), std::move(in_)};
-    out_.reset();
-    in_.reset();
-    return s;
+    return {std::exchange(out_, std::nullopt), std::exchange(in_, std::nullopt)};
 }
 
 }  // namespace espvpn::session

@@ -76,10 +76,6 @@ using datapath::Transport;
 // The "reconnected" line's end for a link that replaced a lost one.
 constexpr const char* kSinceLost = " since the transport was declared lost";
 
-long long ms_between(Clock::time_point from, Clock::time_point to) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
-}
-
 std::string seconds_since(Clock::time_point from, Clock::time_point to) {
     return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(to - from).count());
 }
@@ -109,7 +105,12 @@ public:
     datapath::StatsView stats_view() override {
         return {[this] { return stats().to_json(); }, [this] { return stats().to_text(); }};
     }
-    std::vector<LinkEvent> step(Clock::time_point now, const SessionControl& control) override;
+    std::vector<LinkEvent> step(Clock::time_point now, const SessionControl& control) override {
+        const bool attempting = control.attempt_in_flight();
+        if (esp_) return step_esp(now, attempting);
+        if (https_) return step_https(now, attempting);
+        return {};  // no link: the core makes the attempts
+    }
     std::unique_ptr<LinkAttempt> begin_attempt(AttemptPurpose purpose) override;
     AttemptResult finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string& why) override;
     void drop_link() override {
@@ -150,23 +151,87 @@ private:
         if (rekey_after_s_ == 0) return Clock::time_point::max();
         return from + std::chrono::seconds(rekey_after_s_ > 120 ? rekey_after_s_ - 60 : rekey_after_s_ / 2);
     }
-    Status take_esp_setup(const GpEspSetup& esp);
+    // The probe target and key lifetime of a (re)fetched configuration.
+    Status take_esp_setup(const GpEspSetup& esp) {
+        esp_options_.probe = {};
+        if (!esp.probe_ipv4.empty() && !esp.tunnel_ipv4.empty()) {
+            auto target = datapath::ProbeTarget::parse(esp.tunnel_ipv4, esp.probe_ipv4);
+            if (!target) return make_error("ESP probe: " + target.error().message);
+            esp_options_.probe = *target;
+        }
+        rekey_after_s_ = esp.rekey_after_s;
+        return {};
+    }
     // A new UDP socket to the configuration's ESP peer (the old one closed first:
     // a connected socket keeps a source address that may be gone).
-    Status open_esp_socket(const GpEspSetup& esp);
+    Status open_esp_socket(const GpEspSetup& esp) {
+        io::UdpOptions u;
+        u.remote = io::endpoint_text(esp.peer_address, esp.udp_port);
+        if (o_.udp_local_port > 0) u.local = io::any_endpoint_like(esp.peer_address, o_.udp_local_port);
+        udp_.reset();
+        auto udp = io::UdpSocket::open(u);
+        if (!udp) return make_error("ESP socket to " + u.remote + ": " + udp.error().message);
+        udp_.emplace(std::move(*udp));
+        esp_peer_ = esp.peer_address;
+        return {};
+    }
 
-    Status start_esp(datapath::EspInitialSas sas, bool probe_answered);
+    Status start_esp(datapath::EspInitialSas sas, bool probe_answered) {
+        const Clock::time_point now = Clock::now();
+        auto dp = datapath::EspDatapath::start(*tun_, *udp_, esp_options_, std::move(sas));
+        if (!dp) return dp.error();
+        std::lock_guard lock(mu_);
+        esp_ = std::move(*dp);
+        connected_ = probe_answered || !esp_options_.probe.enabled();
+        probing_since_ = now;
+        dpd_ = DpdTimer(timers_.dpd, now);
+        last_probe_ = {};
+        return {};
+    }
     // ESP with a configuration's keys on a new socket (probing unless there is no probe address).
     Status start_esp_on(const GpEspSetup& esp, bool reconnect);
-    void stop_esp();
+    void stop_esp() {
+        if (!esp_) return;
+        esp_->stop();
+        LOG_INFO << "ESP statistics:\n" << esp_->stats().to_text();
+        std::lock_guard lock(mu_);
+        esp_.reset();
+    }
     // The HTTPS tunnel on a connection that took the tunnel GET.
     Status start_https(std::unique_ptr<io::TlsStream> tls);
-    void stop_https();
+    void stop_https() {
+        if (!https_) return;
+        https_->stop();
+        datapath::DatapathStats s;
+        s.transport = Transport::https;
+        s.https = https_->stats();
+        LOG_INFO << "HTTPS tunnel statistics:\n" << s.to_text();
+        std::lock_guard lock(mu_);
+        https_.reset();
+        https_tls_->close();
+        https_tls_.reset();
+    }
     // On the attempt thread: a connection to the gateway that took the tunnel GET.
     Result<std::unique_ptr<io::TlsStream>> connect_https(bool& cookie_rejected) const;
     // ESP stops; the HTTPS tunnel is connected on the attempt thread.
-    LinkEvent switch_to_https(const std::string& reason);
-    LinkEvent switch_to_esp(const std::string& reason);
+    LinkEvent switch_to_https(const std::string& reason) {
+        LOG_INFO << "switching to the HTTPS tunnel: " << reason;
+        stop_esp();
+        prober_.reset();
+        https_failures_ = 0;
+        fallback_reason_ = reason;
+        return LinkEvent::renew(AttemptPurpose::fallback, "HTTPS tunnel", false);
+    }
+    LinkEvent switch_to_esp(const std::string& reason) {
+        LOG_INFO << "switching back to ESP: " << reason << "; closing the HTTPS tunnel";
+        stop_https();
+        datapath::EspInitialSas sas = prober_->release_sas();
+        prober_.reset();
+        if (Status s = start_esp(std::move(sas), true); !s) return LinkEvent::ended(TunnelEnd::error, s.error().message);
+        ++switches_;
+        LOG_INFO << "ESP connected again; " << tun_->name() << " carries its traffic over ESP";
+        return LinkEvent::up("over ESP", kSinceLost);
+    }
 
     std::vector<LinkEvent> step_esp(Clock::time_point now, bool attempting);
     std::vector<LinkEvent> step_https(Clock::time_point now, bool attempting);
@@ -178,7 +243,15 @@ private:
     // Kept-alive TLS connections to the gateway may be stale after a loss (from a source
     // address that is gone: a request on one would hang until its timeout).
     void forget_connections() { gateway_.https().close_all(); }
-    datapath::DatapathStats stats() const;
+    datapath::DatapathStats stats() const {
+        std::lock_guard lock(mu_);
+        datapath::DatapathStats s;
+        if (esp_) s = esp_->stats();
+        if (https_) s.https = https_->stats();
+        s.transport = transport();
+        s.transport_switches = switches_;
+        return s;
+    }
     // What carries the traffic: at most one datapath runs (the prober is not one).
     Transport transport() const { return esp_ ? Transport::esp : https_ ? Transport::https : Transport::none; }
 
@@ -206,10 +279,9 @@ private:
     // ESP state.
     bool connected_ = false;
     Clock::time_point probing_since_, last_probe_;
-    DpdTimer esp_dpd_{{}, {}};  // restarted when ESP is connected
     // HTTPS state.
     Clock::time_point https_since_, next_esp_retry_ = Clock::time_point::max();
-    DpdTimer https_dpd_{{}, {}};  // restarted when the HTTPS tunnel starts
+    DpdTimer dpd_{{}, {}};  // the transport's: restarted when ESP is connected or the HTTPS tunnel starts
     unsigned https_failures_ = 0;  // connections lost in a row before anything arrived
     std::unique_ptr<EspProber> prober_;
     Clock::time_point prober_since_;
@@ -217,7 +289,6 @@ private:
 
     // The attempt: what it does, and what its thread left (read after it is done).
     enum class Work { config, config_or_https, https };
-    Work work_ = Work::config;
     std::optional<Result<GpTunnelSetup>> fetched_;
     std::optional<TunnelConfig> new_config_;  // the last fetched configuration, for take_new_config
     std::optional<Result<std::unique_ptr<io::TlsStream>>> stream_;
@@ -225,77 +296,21 @@ private:
     std::string fallback_reason_;  // the HTTPS tunnel is being connected because of this
 };
 
-// The probe target and key lifetime of a (re)fetched configuration.
-Status GpDriver::take_esp_setup(const GpEspSetup& esp) {
-    esp_options_.probe = {};
-    if (!esp.probe_ipv4.empty() && !esp.tunnel_ipv4.empty()) {
-        auto target = datapath::ProbeTarget::parse(esp.tunnel_ipv4, esp.probe_ipv4);
-        if (!target) return make_error("ESP probe: " + target.error().message);
-        esp_options_.probe = *target;
-    }
-    rekey_after_s_ = esp.rekey_after_s;
-    return {};
-}
-
-Status GpDriver::open_esp_socket(const GpEspSetup& esp) {
-    io::UdpOptions u;
-    u.remote = io::endpoint_text(esp.peer_address, esp.udp_port);
-    if (o_.udp_local_port > 0) u.local = io::any_endpoint_like(esp.peer_address, o_.udp_local_port);
-    udp_.reset();
-    auto udp = io::UdpSocket::open(u);
-    if (!udp) return make_error("ESP socket to " + u.remote + ": " + udp.error().message);
-    udp_.emplace(std::move(*udp));
-    esp_peer_ = esp.peer_address;
-    return {};
-}
-
-datapath::DatapathStats GpDriver::stats() const {
-    std::lock_guard lock(mu_);
-    datapath::DatapathStats s;
-    if (esp_) s = esp_->stats();
-    if (https_) s.https = https_->stats();
-    s.transport = transport();
-    s.transport_switches = switches_;
-    return s;
-}
-
-Status GpDriver::start_esp(datapath::EspInitialSas sas, bool probe_answered) {
-    const Clock::time_point now = Clock::now();
-    auto dp = datapath::EspDatapath::start(*tun_, *udp_, esp_options_, std::move(sas));
-    if (!dp) return dp.error();
-    std::lock_guard lock(mu_);
-    esp_ = std::move(*dp);
-    connected_ = probe_answered || !esp_options_.probe.enabled();
-    probing_since_ = now;
-    esp_dpd_ = DpdTimer(timers_.dpd, now);
-    last_probe_ = {};
-    return {};
-}
-
-void GpDriver::stop_esp() {
-    if (!esp_) return;
-    esp_->stop();
-    LOG_INFO << "ESP statistics:\n" << esp_->stats().to_text();
-    std::lock_guard lock(mu_);
-    esp_.reset();
-}
-
 Result<std::unique_ptr<io::TlsStream>> GpDriver::connect_https(bool& cookie_rejected) const {
     // The login's kept-alive connection to the gateway if there is one (as openconnect does).
     const http::Url& gw = gateway_.gateway();
-    auto tls = gateway_.https().release_connection(gw.host, gw.port);
-    if (!tls) return make_error("HTTPS tunnel: " + tls.error().message);
-    Status started = start_https_tunnel(**tls, gateway_.cookie(), setup_.https_tunnel_path, cookie_rejected);
-    if (!started && !cookie_rejected) {
+    for (int tries = 1;; ++tries) {
+        auto tls = gateway_.https().release_connection(gw.host, gw.port);
+        if (!tls) return make_error("HTTPS tunnel: " + tls.error().message);
+        Status started = start_https_tunnel(**tls, gateway_.cookie(), setup_.https_tunnel_path, cookie_rejected);
+        if (started) {
+            (*tls)->set_cancel_fd(-1);  // the attempt's fd dies with it; the stream outlives it
+            return std::move(*tls);
+        }
+        if (cookie_rejected || tries == 2) return started.error();
         // The kept-alive login connection may have been closed by the server meanwhile: once more on a new one.
         LOG_DEBUG << started.error().message << "; retrying on a new connection";
-        tls = gateway_.https().release_connection(gw.host, gw.port);
-        if (!tls) return make_error("HTTPS tunnel: " + tls.error().message);
-        started = start_https_tunnel(**tls, gateway_.cookie(), setup_.https_tunnel_path, cookie_rejected);
     }
-    if (!started) return started.error();
-    (*tls)->set_cancel_fd(-1);  // the attempt's fd dies with it; the stream outlives it
-    return std::move(*tls);
 }
 
 Status GpDriver::start_https(std::unique_ptr<io::TlsStream> tls) {
@@ -311,45 +326,12 @@ Status GpDriver::start_https(std::unique_ptr<io::TlsStream> tls) {
         https_ = std::move(pump);
     }
     https_since_ = now;
-    https_dpd_ = DpdTimer(timers_.dpd, now);
+    dpd_ = DpdTimer(timers_.dpd, now);
     next_esp_retry_ = esp_possible_ && esp_options_.probe.enabled() && o_.udp_retry.count() > 0
                           ? now + o_.udp_retry
                           : Clock::time_point::max();
     LOG_INFO << "HTTPS tunnel up to " << endpoint << ", MTU " << mtu_;
     return {};
-}
-
-void GpDriver::stop_https() {
-    if (!https_) return;
-    https_->stop();
-    datapath::DatapathStats s;
-    s.transport = Transport::https;
-    s.https = https_->stats();
-    LOG_INFO << "HTTPS tunnel statistics:\n" << s.to_text();
-    std::lock_guard lock(mu_);
-    https_.reset();
-    https_tls_->close();
-    https_tls_.reset();
-}
-
-LinkEvent GpDriver::switch_to_https(const std::string& reason) {
-    LOG_INFO << "switching to the HTTPS tunnel: " << reason;
-    stop_esp();
-    prober_.reset();
-    https_failures_ = 0;
-    fallback_reason_ = reason;
-    return LinkEvent::renew(AttemptPurpose::fallback, "HTTPS tunnel", false);
-}
-
-LinkEvent GpDriver::switch_to_esp(const std::string& reason) {
-    LOG_INFO << "switching back to ESP: " << reason << "; closing the HTTPS tunnel";
-    stop_https();
-    datapath::EspInitialSas sas = prober_->release_sas();
-    prober_.reset();
-    if (Status s = start_esp(std::move(sas), true); !s) return LinkEvent::ended(TunnelEnd::error, s.error().message);
-    ++switches_;
-    LOG_INFO << "ESP connected again; " << tun_->name() << " carries its traffic over ESP";
-    return LinkEvent::up("over ESP", kSinceLost);
 }
 
 std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting) {
@@ -358,8 +340,8 @@ std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting
     if (!connected_) {
         if (live.last_probe_reply > probing_since_) {
             connected_ = true;
-            esp_dpd_ = DpdTimer(timers_.dpd, now);
-            LOG_INFO << "ESP connected: probe answered after " << ms_between(probing_since_, now) << " ms; "
+            dpd_ = DpdTimer(timers_.dpd, now);
+            LOG_INFO << "ESP connected: probe answered after " << ms_of(now - probing_since_) << " ms; "
                      << tun_->name() << " is up";
             return {LinkEvent::up("over ESP", kSinceLost)};
         } else if (now - probing_since_ > timers_.probe_timeout) {
@@ -371,12 +353,12 @@ std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting
             last_probe_ = now;
         }
     } else if (esp_options_.probe.enabled()) {
-        esp_dpd_.on_receive(live.last_rx);
-        const DpdAction due = esp_dpd_.poll(now);
+        dpd_.on_receive(live.last_rx);
+        const DpdAction due = dpd_.poll(now);
         if (due == DpdAction::peer_dead) {
             if (attempting) return {};  // the attempt uses the gateway connections: its end first
             forget_connections();
-            return {switch_to_https("ESP dead: nothing received for " + seconds_since(esp_dpd_.last_receive(), now) +
+            return {switch_to_https("ESP dead: nothing received for " + seconds_since(dpd_.last_receive(), now) +
                                     " s")};
         }
         if (due == DpdAction::send_dpd_request) esp_->send_probe();
@@ -412,9 +394,9 @@ std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempti
     if (auto end = https_->ended()) {
         lost = end->second;
     } else {
-        https_dpd_.on_receive(last_rx);
-        const DpdAction due = https_dpd_.poll(now);
-        if (due == DpdAction::peer_dead) lost = "nothing received for " + seconds_since(https_dpd_.last_receive(), now) + " s";
+        dpd_.on_receive(last_rx);
+        const DpdAction due = dpd_.poll(now);
+        if (due == DpdAction::peer_dead) lost = "nothing received for " + seconds_since(dpd_.last_receive(), now) + " s";
         if (due == DpdAction::send_dpd_request) https_->request_keepalive();  // the gateway echoes it
     }
     if (!lost.empty()) {
@@ -430,7 +412,7 @@ std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempti
     }
     if (prober_) {
         if (prober_->take_replies())
-            return {switch_to_esp("probe answered after " + std::to_string(ms_between(prober_since_, now)) + " ms")};
+            return {switch_to_esp("probe answered after " + std::to_string(ms_of(now - prober_since_)) + " ms")};
         if (now - prober_since_ > timers_.probe_timeout) {
             LOG_INFO << "ESP retry: " << prober_->probes_sent() << " probes unanswered; staying on the HTTPS tunnel, "
                      << "next try in " << o_.udp_retry.count() << " s";
@@ -451,30 +433,22 @@ std::vector<LinkEvent> GpDriver::step_https(Clock::time_point now, bool attempti
     return {};
 }
 
-std::vector<LinkEvent> GpDriver::step(Clock::time_point now, const SessionControl& control) {
-    const bool attempting = control.attempt_in_flight();
-    if (esp_) return step_esp(now, attempting);
-    if (https_) return step_https(now, attempting);
-    return {};  // no link: the core makes the attempts
-}
-
 std::unique_ptr<LinkAttempt> GpDriver::begin_attempt(AttemptPurpose purpose) {
     fetched_.reset();
     stream_.reset();
     attempt_cookie_rejected_ = false;
+    Work work = Work::config;
     switch (purpose) {
         case AttemptPurpose::reconnect:
             forget_connections();
-            work_ = Work::config_or_https;
+            work = Work::config_or_https;
             break;
-        case AttemptPurpose::fallback: work_ = Work::https; break;
+        case AttemptPurpose::fallback: work = Work::https; break;
         case AttemptPurpose::renew:
         case AttemptPurpose::rekey:
             if (esp_ && purpose == AttemptPurpose::rekey) LOG_INFO << "rekey: fetching new ESP keys";
-            work_ = Work::config;
             break;
     }
-    const Work work = work_;
     return std::make_unique<LinkAttempt>([this, work](int cancel_fd) {
         // Every wait of the getconfig and the TLS connection ends at once when the attempt is cancelled.
         gateway_.https().set_cancel_fd(cancel_fd);

@@ -41,8 +41,11 @@ GpTunnelSetup map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::string& pee
 }
 
 template <class T>
-Result<T> GpGatewaySession::outcome_or_error(Result<gp::GpAuthOutcome<T>> outcome, const GpReplyBody& reply,
-                                             const char* what) {
+Result<T> GpGatewaySession::exchange(const gp::GpRequest& request,
+                                     Result<gp::GpAuthOutcome<T>> (*parse)(std::string_view), const char* what) {
+    auto reply = http_.send(gateway_, request);
+    if (!reply) return reply.error();
+    auto outcome = parse(reply->body.reveal_text());
     const std::string where = std::string(what) + " on " + gateway_.host;
     if (!outcome) return make_error(where + ": unusable reply: " + outcome.error().message);
     if (auto* done = std::get_if<T>(&*outcome)) return std::move(*done);
@@ -51,16 +54,13 @@ Result<T> GpGatewaySession::outcome_or_error(Result<gp::GpAuthOutcome<T>> outcom
     const auto& e = std::get<gp::GpServerError>(*outcome);
     if (e.kind == gp::GpErrorKind::CookieRejected || e.kind == gp::GpErrorKind::AuthFailed) cookie_rejected_ = true;
     std::string text = where + " failed: " + (e.message.empty() ? "no reason given" : e.message);
-    if (reply.status != 200) text += " (HTTP " + std::to_string(reply.status) + ")";
+    if (reply->status != 200) text += " (HTTP " + std::to_string(reply->status) + ")";
     if (cookie_rejected_) text += "; the session cookie is no longer valid: log in again";
     return make_error(text);
 }
 
 Result<GpTunnelSetup> GpGatewaySession::fetch_config() {
-    auto reply = http_.send(gateway_, gp::getconfig_request(cookie_, client_));
-    if (!reply) return reply.error();
-    auto config = outcome_or_error<gp::GpTunnelConfig>(gp::parse_tunnel_config_reply(reply->body.reveal_text()),
-                                                       *reply, "getconfig");
+    auto config = exchange(gp::getconfig_request(cookie_, client_), gp::parse_tunnel_config_reply, "getconfig");
     if (!config) return config.error();
     std::string peer, esp_peer;
     if (auto p = http_.https().peer(gateway_.host, gateway_.port)) {
@@ -94,10 +94,7 @@ Result<bool> GpGatewaySession::check_hip(const GpTunnelSetup& setup, const GpHip
     const std::string& ip = setup.config.ip4_address;
     const std::string& ip6 = setup.config.ip6_address;
     const std::string md5 = gp::hip_report_md5(cookie_);
-    auto reply = http_.send(gateway_, gp::hip_check_request(cookie_, ip, ip6, md5));
-    if (!reply) return reply.error();
-    auto needed = outcome_or_error<bool>(gp::parse_hip_check_reply(reply->body.reveal_text()), *reply,
-                                         "hipreportcheck");
+    auto needed = exchange(gp::hip_check_request(cookie_, ip, ip6, md5), gp::parse_hip_check_reply, "hipreportcheck");
     if (!needed) return needed.error();
     if (!*needed) {
         LOG_INFO << "HIP: the gateway needs no report";
@@ -114,9 +111,7 @@ Result<bool> GpGatewaySession::check_hip(const GpTunnelSetup& setup, const GpHip
         info.host_name = client_.computer;
         report = gp::build_hip_report(info);
     }
-    auto sent = http_.send(gateway_, gp::hip_report_request(cookie_, ip, ip6, report));
-    if (!sent) return sent.error();
-    auto ack = outcome_or_error<gp::GpAck>(gp::parse_ack_reply(sent->body.reveal_text()), *sent, "hipreport");
+    auto ack = exchange(gp::hip_report_request(cookie_, ip, ip6, report), gp::parse_ack_reply, "hipreport");
     if (!ack) return ack.error();
     LOG_INFO << "HIP: report sent (" << (hip.csd_wrapper.empty() ? "built-in generator" : hip.csd_wrapper)
              << ") and accepted";
@@ -124,9 +119,7 @@ Result<bool> GpGatewaySession::check_hip(const GpTunnelSetup& setup, const GpHip
 }
 
 Status GpGatewaySession::logout() {
-    auto reply = http_.send(gateway_, gp::logout_request(cookie_));
-    if (!reply) return reply.error();
-    auto ack = outcome_or_error<gp::GpAck>(gp::parse_ack_reply(reply->body.reveal_text()), *reply, "logout");
+    auto ack = exchange(gp::logout_request(cookie_), gp::parse_ack_reply, "logout");
     if (!ack) return ack.error();
     LOG_INFO << "logged out of " << gateway_.host;
     return {};

@@ -72,8 +72,11 @@ public:
     io::HttpsClient& https() { return http_.https(); }
 
 private:
+    // Sends `request` to the gateway and reads its reply with `parse`: what it carries, or an
+    // error naming `what` (a refused cookie or login sets cookie_rejected).
     template <class T>
-    Result<T> outcome_or_error(Result<gp::GpAuthOutcome<T>> outcome, const GpReplyBody& reply, const char* what);
+    Result<T> exchange(const gp::GpRequest& request, Result<gp::GpAuthOutcome<T>> (*parse)(std::string_view),
+                       const char* what);
     Result<std::string> report_from_wrapper(const GpHipSettings& hip, const std::string& ip, const std::string& ip6,
                                             const std::string& md5);
 
