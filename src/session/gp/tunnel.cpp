@@ -533,12 +533,13 @@ AttemptResult GpDriver::finish_attempt(AttemptPurpose purpose, bool in_outage, c
         return AttemptResult::failed(fresh.error().message, "; trying again in 5 s");
     }
     AttemptResult r = rekey_esp(*fresh);
-    if (r.kind == AttemptResult::Kind::opened && purpose == AttemptPurpose::renew) {
-        // SIGUSR2: the probe again; `reconnect` runs when it is answered.
+    if (r.kind == AttemptResult::Kind::opened && purpose == AttemptPurpose::renew && esp_options_.probe.enabled()) {
+        // SIGUSR2: the probe again; `reconnect` runs when it is answered. Without a gw-address
+        // there is nothing to probe: ESP stays up, as it was assumed at the start.
         connected_ = false;
         last_probe_ = {};
         probing_since_ = Clock::now();
-        r.up = !esp_options_.probe.enabled();
+        r.up = false;
     }
     return r;
 }

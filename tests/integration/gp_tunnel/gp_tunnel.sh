@@ -3,7 +3,7 @@
 # carries traffic over userspace ESP, in three namespaces of its own:
 #   client (espvpn)  --veth--  gateway (fake-gp-gateway + esp-gateway)  --veth--  lan
 #
-#   gp_tunnel.sh demo|suites|script|blocked|nodtls|rekey ESPVPN_BIN GATEWAY_BIN
+#   gp_tunnel.sh demo|suites|script|blocked|sigusr2|nodtls|rekey ESPVPN_BIN GATEWAY_BIN
 #   demo:   one suite, ping + short iperf3 both ways, the tunnel's counters (tools/demo)
 #   suites: GP_TUNNEL_SUITES (default aes-128-gcm aes-128-cbc:sha1 aes-256-cbc:sha256):
 #           login, probe answered, ping v4+v6, iperf3 TCP both ways, SIGINT: logout
@@ -18,6 +18,9 @@
 #           --no-dtls against the same gateway
 #   rekey:  gateway lifetime 6 s, so espvpn rekeys every 3 s: >= 3 rekeys during a
 #           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted
+#   sigusr2: SIGUSR2 on ESP: new keys by a getconfig (no new login), the probe again and
+#           answered, ESP kept; then a gateway with no gw-address (nothing to probe): ESP is
+#           assumed up and stays up across SIGUSR2 (no HTTPS fallback after the probe timeout)
 #   outer_v6_esp: the gateway reachable over IPv6 only: https://vpn.test:4443/ (a name with only
 #           an AAAA record), then the portal's [fd00:201::1]:4443; login over TCPv6, ESP over
 #           UDPv6 (GSO/GRO), Debian's vpnc-script sets up the host (VPNGATEWAY is the v6 address,
@@ -202,6 +205,34 @@ blocked)
     || fail "after ESP died: $(cat "$work/cl-stats.json")"
   stop
   echo "RESULT blocked: HTTPS tunnel up ${took_ms} ms after start (probe gave up after ${probe_ms} ms); on HTTPS $on_https; UDP unblocked -> ESP: $on_esp; ESP died -> HTTPS again"
+  ;;
+sigusr2)
+  start aes-128-gcm
+  kill -USR2 "$client_pid"
+  wait_for "$work/espvpn.log" "rekey done" 30 || fail "SIGUSR2: no new keys"
+  end=$((SECONDS + 20))
+  while (($(grep -c "ESP connected: probe answered" "$work/espvpn.log") < 2)); do
+    ((SECONDS < end)) || fail "SIGUSR2: the probe on the new keys was not answered"
+    sleep 0.2
+  done
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping after SIGUSR2"
+  client_until 'd["transport"] == "esp" and d["transport_switches"] == 0' || fail "after SIGUSR2: $(cat "$work/cl-stats.json")"
+  [[ $(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)') -eq 1 ]] \
+    || fail "SIGUSR2 made a new login"
+  stop
+  # No gw-address: ESP assumed up; SIGUSR2 must not wait for a probe that cannot be answered.
+  gateway_up aes-128-gcm --gw-address "" || fail "fake gateway did not start (no gw-address)"
+  launch
+  wait_for "$work/espvpn.log" "no gw-address to probe: ESP assumed up" 30 || fail "no gw-address: ESP not assumed up"
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "no gw-address: ping"
+  kill -USR2 "$client_pid"
+  wait_for "$work/espvpn.log" "rekey done" 30 || fail "no gw-address, SIGUSR2: no new keys"
+  sleep 8  # longer than the 5 s probe timeout: the fallback it would have caused comes before
+  ! grep -q "switching to the HTTPS tunnel" "$work/espvpn.log" || fail "no gw-address: SIGUSR2 led to the HTTPS tunnel"
+  client_until 'd["transport"] == "esp" and d["transport_switches"] == 0' || fail "no gw-address after SIGUSR2: $(cat "$work/cl-stats.json")"
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "no gw-address: ping after SIGUSR2"
+  stop
+  echo "RESULT sigusr2: new keys without a login, probe answered, ESP kept; without a gw-address ESP stays up across SIGUSR2"
   ;;
 nodtls)
   # A gateway refusing the tunnel GET (HTTP 502: cookie rejected) ends it like openconnect: exit 2.
