@@ -117,7 +117,9 @@ public:
         dns->save_backup(o.backup_dir, s.vpn_pid);
         dns->written_ = compose_resolv_conf(dns->original_, s);
         if (Status st = write_all(fd, dns->written_); !st) return make_error(path + ": " + st.error().message);
-        LOG_INFO << "DNS: " << path << " now names the VPN's servers (restored on exit)";
+        std::string names;  // the VPN's servers, or espvpn's own forwarder (wildcard split domains)
+        for (const std::string& a : s.servers) names += (names.empty() ? "" : " ") + a;
+        LOG_INFO << "DNS: " << path << " now names " << names << " (restored on exit)";
         if (!s.default_route) LOG_WARN << "DNS: " << cannot_route_note(s);
         return std::unique_ptr<HostDns>(std::move(dns));
     }
