@@ -83,6 +83,15 @@ real_resolved_up() {
   pids+=("$!")
   wait_until 10 resolvectl_run status >/dev/null 2>&1 || fail "systemd-resolved did not start: $(tail -5 "$work/resolved.log")"
 }
+# launch_on_bus: espvpn in the client namespace with $work/resolv.conf bind-mounted as its
+# /etc/resolv.conf and the private bus ($work/bus) as its system bus; sets client_pid.
+launch_on_bus() {
+  echo secret | ip netns exec "$nsc" unshare -m sh -c \
+    'mount --bind "$1" /etc/resolv.conf && shift && exec env DBUS_SYSTEM_BUS_ADDRESS="$1" "$@"' \
+    sh "$work/resolv.conf" "unix:path=$work/bus" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
+    -u alice --passwd-on-stdin $url >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+}
 resolvectl_run() { ip netns exec "$nsc" env DBUS_SYSTEM_BUS_ADDRESS="unix:path=$work/bus" "$resolved_bin/usr/bin/resolvectl" "$@"; }
 # resolved_check IFINDEX SERVERS DOMAINS [DEFAULT_ROUTE]: the calls were all for IFINDEX, with these
 # servers and domains (JSON), SetLinkDefaultRoute DEFAULT_ROUTE (true/false, default false),
@@ -344,11 +353,7 @@ dns_resolved|dns_resolved_full)
   fi
   resolved_up
   printf 'nameserver 192.0.2.1\n' >"$work/resolv.conf"
-  echo secret | ip netns exec "$nsc" unshare -m sh -c \
-    'mount --bind "$1" /etc/resolv.conf && shift && exec env DBUS_SYSTEM_BUS_ADDRESS="$1" "$@"' \
-    sh "$work/resolv.conf" "unix:path=$work/bus" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
-    -u alice --passwd-on-stdin $url >"$work/espvpn.out" 2>"$work/espvpn.log" &
-  client_pid=$!; pids+=("$client_pid")
+  launch_on_bus
   wait_connected
   ifindex=$(ip netns exec "$nsc" cat /sys/class/net/"$(sed -n 's/.*tun device \([^ ]*\).*/\1/p' "$work/espvpn.log")"/ifindex)
   stop_client
@@ -380,11 +385,7 @@ dns_real_resolved)
     --full-tunnel || fail "fake gateway did not start"
   real_resolved_up
   printf 'nameserver 192.0.2.1\n' >"$work/resolv.conf"
-  echo secret | ip netns exec "$nsc" unshare -m sh -c \
-    'mount --bind "$1" /etc/resolv.conf && shift && exec env DBUS_SYSTEM_BUS_ADDRESS="$1" "$@"' \
-    sh "$work/resolv.conf" "unix:path=$work/bus" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
-    -u alice --passwd-on-stdin $url >"$work/espvpn.out" 2>"$work/espvpn.log" &
-  client_pid=$!; pids+=("$client_pid")
+  launch_on_bus
   wait_connected
   tun=$(sed -n 's/.*tun device \([^ ]*\).*/\1/p' "$work/espvpn.log")
   grep -q "systemd-resolved serves" "$work/espvpn.log" || fail "systemd-resolved not used: $(grep DNS "$work/espvpn.log")"
@@ -418,11 +419,7 @@ dns_real_resolved_wild)
   gateway_up aes-128-gcm --dns $lan_ip --include-domain '*.apps.test' || fail "fake gateway did not start"
   real_resolved_up
   printf 'nameserver 192.0.2.1\n' >"$work/resolv.conf"
-  echo secret | ip netns exec "$nsc" unshare -m sh -c \
-    'mount --bind "$1" /etc/resolv.conf && shift && exec env DBUS_SYSTEM_BUS_ADDRESS="$1" "$@"' \
-    sh "$work/resolv.conf" "unix:path=$work/bus" "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" \
-    -u alice --passwd-on-stdin $url >"$work/espvpn.out" 2>"$work/espvpn.log" &
-  client_pid=$!; pids+=("$client_pid")
+  launch_on_bus
   wait_connected
   tun=$(sed -n 's/.*tun device \([^ ]*\).*/\1/p' "$work/espvpn.log")
   on_forwarder() { resolvectl_run status "$tun" 2>&1 | grep -Eq "DNS Servers: $tun_ip\$"; }
