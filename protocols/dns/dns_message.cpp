@@ -189,14 +189,18 @@ Result<DnsQuestion> parse_dns_question(std::span<const std::uint8_t> m) {
     pos = kHeader;
     if (!r.name(pos, q.name) || !r.u16(pos, q.type) || !r.u16(pos, qclass) || qclass != kClassIn)
         return make_error("DNS: malformed question");
+    q.wire.assign(m.begin(), m.begin() + static_cast<std::ptrdiff_t>(pos));
     return q;
 }
 
 Result<std::vector<std::uint8_t>> build_dns_servfail(const DnsQuestion& q) {
-    auto m = build_dns_query(q.id, q.name, static_cast<DnsType>(q.type));
-    if (!m) return m;
-    (*m)[2] |= 0x80;  // QR (RD kept)
-    (*m)[3] = 0x82;   // RA, rcode 2
+    if (q.wire.size() <= kHeader) return make_error("DNS: no question to answer");
+    std::vector<std::uint8_t> m = q.wire;
+    m[0] = static_cast<std::uint8_t>(q.id >> 8);
+    m[1] = static_cast<std::uint8_t>(q.id);
+    m[2] = static_cast<std::uint8_t>(0x80 | (m[2] & 0x01));  // QR, opcode QUERY, RD as asked
+    m[3] = 0x82;                                              // RA, rcode 2
+    std::fill(m.begin() + 6, m.begin() + kHeader, 0);         // no answer/authority/additional records
     return m;
 }
 

@@ -46,10 +46,12 @@ struct DnsQuestion {
     std::uint16_t id = 0;
     std::string name;  // lower case, no trailing dot
     std::uint16_t type = 0;
+    std::vector<std::uint8_t> wire;  // the header and question as sent (the name's case kept)
 };
 // Error unless it is a query (QR clear, opcode QUERY) with exactly one question of class IN.
 Result<DnsQuestion> parse_dns_question(std::span<const std::uint8_t> message);
-// The SERVFAIL answer to that question (its id, RD and RA set, no records).
+// The SERVFAIL answer to that question: its header (id, RD as asked) with QR and RA set, its
+// question byte for byte (a stub that randomises the name's case checks it), no records.
 Result<std::vector<std::uint8_t>> build_dns_servfail(const DnsQuestion& q);
 
 }  // namespace espvpn

@@ -25,7 +25,7 @@ Bytes answer_to(const Bytes& query, unsigned flags, const std::vector<Bytes>& ad
 }
 
 DnsQuestion question(std::uint16_t id, std::string name, DnsType type) {
-    return DnsQuestion{id, std::move(name), static_cast<std::uint16_t>(type)};
+    return DnsQuestion{id, std::move(name), static_cast<std::uint16_t>(type), {}};
 }
 
 }  // namespace
@@ -53,16 +53,31 @@ TEST_CASE("DNS question: a stub's query of any type; replies, several questions,
     CHECK_FALSE(parse_dns_question(Bytes{0, 1}).ok());
 }
 
-TEST_CASE("DNS SERVFAIL: the question's id and question, QR RD RA, rcode 2, no records") {
-    auto m = build_dns_servfail(question(0x1234, "lost.wild.test", DnsType::aaaa));
+TEST_CASE("DNS SERVFAIL: the question's id and question byte for byte, QR RD-as-asked RA, rcode 2, no records") {
+    // A stub that randomises the name's case (0x20) and sent an EDNS record: its question comes back as sent.
+    Bytes query = *build_dns_query(0x1234, "LoSt.WiLd.TeSt", DnsType::aaaa);
+    const Bytes opt = {0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 0};
+    query[11] = 1;  // ARCOUNT
+    query.insert(query.end(), opt.begin(), opt.end());
+    auto q = parse_dns_question(query);
+    REQUIRE(q.ok());
+    CHECK(q->name == "lost.wild.test");
+    auto m = build_dns_servfail(*q);
     REQUIRE(m.ok());
-    Bytes want = *build_dns_query(0x1234, "lost.wild.test", DnsType::aaaa);
+    Bytes want(query.begin(), query.end() - static_cast<std::ptrdiff_t>(opt.size()));
     want[2] = 0x81;
     want[3] = 0x82;
+    want[11] = 0;
     CHECK(*m == want);
     // What the client's resolver makes of it: an error rcode, the question its own.
     CHECK_FALSE(parse_dns_reply(*m, 0x1234, "lost.wild.test", DnsType::aaaa).ok());
     CHECK(parse_dns_question(*m).error().message.find("not a query") != std::string::npos);
+    // RD clear in the query: clear in the answer.
+    query[2] = 0;
+    m = build_dns_servfail(*parse_dns_question(query));
+    REQUIRE(m.ok());
+    CHECK((*m)[2] == 0x80);
+    CHECK_FALSE(build_dns_servfail(question(1, "x.test", DnsType::a)).ok());  // no wire bytes: refused
 }
 
 TEST_CASE("wildcard: the names below the base, not the base itself nor a lookalike; \"*\" every name") {
