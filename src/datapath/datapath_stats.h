@@ -26,7 +26,8 @@ namespace espvpn::datapath {
     X(drop_no_buffers)      /* ENOBUFS (device queue full) after retries */                   \
     X(drop_unreachable)     /* ICMP unreachable / connection refused from the peer */         \
     X(drop_udp_too_big)     /* EMSGSIZE: the datagram is larger than the path allows */       \
-    X(drop_send_error)      /* any other send failure */
+    X(drop_send_error)      /* any other send failure */                                   \
+    X(send_error_errno)     /* errno of the latest of those (0: none) */
 #define ESPVPN_UDP_RX_COUNTERS(X)                                                             \
     X(udp_recv_calls)                                                                         \
     X(udp_datagrams)                                                                          \

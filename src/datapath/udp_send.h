@@ -52,7 +52,8 @@ inline Status check_batch_sizes(const std::string& what, std::size_t tx, std::si
 #define ESPVPN_UDP_SEND_MIRROR(X)                                                              \
     X(udp_sent, sent) X(udp_send_calls, send_calls) X(udp_gso_messages, gso_messages)          \
     X(drop_socket_full, drop_would_block) X(drop_no_buffers, drop_no_buffers)                  \
-    X(drop_unreachable, drop_unreachable) X(drop_udp_too_big, drop_too_big) X(drop_send_error, drop_other)
+    X(drop_unreachable, drop_unreachable) X(drop_udp_too_big, drop_too_big) X(drop_send_error, drop_other) \
+    X(send_error_errno, last_send_error)
 #define ESPVPN_UDP_RECEIVE_MIRROR(X)                                                           \
     X(udp_recv_calls, receive_calls) X(udp_gro_buffers, gro_buffers) X(udp_peer_errors, peer_errors) \
     X(drop_truncated, drop_truncated)

@@ -277,8 +277,14 @@ SendOutcome UdpSocket::send_batch(const PacketBatch& batch, std::size_t first) {
                 drop(counters_.drop_unreachable, failed_packets, SendStatus::unreachable, err);
             else if (err == EMSGSIZE)
                 drop(counters_.drop_too_big, failed_packets, SendStatus::error, err);
-            else
+            else {
+                // Unexpected: say which error once per kind, so a drop_send_error has a cause.
+                if (err != counters_.last_send_error)
+                    LOG_WARN << "udp: send failed (" << errno_text(err) << "), " << failed_packets
+                             << " datagram(s) dropped (said once per error)";
+                counters_.last_send_error = err;
                 drop(counters_.drop_other, failed_packets, SendStatus::error, err);
+            }
             ++done;  // that message is lost; the rest may still go
         }
         if (rebuild) continue;

@@ -62,6 +62,7 @@ struct UdpCounters {
     std::uint64_t drop_unreachable = 0; // ECONNREFUSED / host or net unreachable (ICMP)
     std::uint64_t drop_too_big = 0;     // EMSGSIZE
     std::uint64_t drop_other = 0;
+    int last_send_error = 0;            // errno of the latest drop_other on send (0: none)
     std::uint64_t drop_truncated = 0;   // received datagram larger than a slot
 };
 

@@ -4,6 +4,7 @@
 
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -155,6 +156,25 @@ TEST_CASE("UdpSocket: ICMP port unreachable is counted as a drop, not a failure"
     mixed.local = "127.0.0.1:0";
     mixed.remote = "[::1]:9";
     CHECK(UdpSocket::open(mixed).error().message.find("family") != std::string::npos);
+}
+
+TEST_CASE("UdpSocket: any other send error drops each refused datagram, counted with its errno") {
+    UdpOptions o;
+    o.local = "127.0.0.1:0";
+    auto tx = UdpSocket::open(o);
+    REQUIRE(tx.ok());
+    PacketBatch out({2, 100, 0, 0});
+    for (int i = 0; i < 2; ++i) {
+        out.next_room()[0] = static_cast<std::uint8_t>(i);
+        out.commit(1);
+    }
+    tx->set_peer(*SocketAddress::parse("255.255.255.255:9"));  // broadcast without SO_BROADCAST: EACCES
+    const SendOutcome first = tx->send_batch(out);
+    CHECK(first.status == SendStatus::error);
+    CHECK(first.error == EACCES);
+    CHECK(tx->counters().drop_other == 2);
+    CHECK(tx->counters().last_send_error == EACCES);
+    CHECK(tx->counters().sent == 0);
 }
 
 TEST_CASE("UdpSocket: a batch with views gets GRO buffers received in place, leftovers on the next calls") {
