@@ -4,7 +4,8 @@
 #   client (espvpn)  --veth--  gateway (fake-gp-gateway; its keys as kernel xfrm
 #   states + policies, ESP in UDP 4501, tunnel mode)  --veth--  lan (ping/iperf3)
 # Per suite: login, the GP probe answered by the kernel, ping v4 + v6 to the lan host,
-# iperf3 TCP both ways, no drops in espvpn's stats, the kernel's SAs counting without
+# iperf3 TCP both ways, no drops in espvpn's stats (a suite whose only drop is a datagram the
+# guest's stack refused runs once more), the kernel's SAs counting without
 # integrity or replay failures, SIGINT: exit 0, logout sent, tun removed. Then rekey:
 # keys living 6 s, the kernel states swapped at every getconfig while a UDP stream
 # runs; the largest gap is printed. Everything runs in one emulated guest when the host
@@ -60,7 +61,7 @@ else echo "NOTE: this kernel has no md5: the md5 suites are left out"; fi
 check_suite() {
   xfrm_stats "$nsg" >"$work/xfrm.stats"
   $py - "$1" "$work" "$(sed -n 's/^C2S_SPI=//p' "$work/gw-sa.env")" "$(sed -n 's/^S2C_SPI=//p' "$work/gw-sa.env")" <<'PY'
-import json, sys
+import json, os, sys
 suite, work, c2s, s2c = sys.argv[1:]
 load = lambda n: json.load(open(f"{work}/{n}"))
 cl, fake = load("cl-stats.json"), load("fake-stats.json")
@@ -74,7 +75,12 @@ problems = []
 # router solicitation / MLD report may meet no SA (drop_no_sa). Nothing else may drop.
 drops = {f"{d}.{k}": v for d in ("tx", "rx") for k, v in cl[d].items()
          if k.startswith("drop_") and v and not (d == "tx" and k == "drop_no_sa" and v <= 2)}
-if drops: problems.append(f"espvpn drops {drops}")
+# A datagram the guest's own stack refused (tx.drop_send_error, errno in send_error_errno) is
+# not the kernel peer's verdict: exit 2 when that is the only problem, and the suite runs again.
+local_only = bool(drops) and set(drops) == {"tx.drop_send_error"}
+if drops:
+    err = cl["tx"].get("send_error_errno", 0)
+    problems.append(f"espvpn drops {drops}" + (f" (send: {os.strerror(err)})" if err else ""))
 if cl["rx"]["probe_replies"] < 1: problems.append("no probe reply counted")
 if k_in is None or k_out is None: problems.append(f"kernel SAs {c2s}/{s2c} missing: {sorted(sas)}")
 else:
@@ -92,7 +98,7 @@ if k_in and k_out:
           f"({cl['rx']['probe_replies']} probe replies); kernel c2s SA {k_in[0]} pkts "
           f"({k_in[2]} behind the replay window), s2c SA {k_out[0]} pkts; "
           f"iperf3 (emulated, not a speed) up {up:.0f} Mbit/s, down {down:.0f} Mbit/s")
-sys.exit(1 if problems else 0)
+sys.exit(0 if not problems else 2 if local_only and len(problems) == 1 else 1)
 PY
 }
 
@@ -100,29 +106,44 @@ t0=$SECONDS
 kernel_peer_warm_up "${suites[@]}" || { echo "FAIL: the kernel refused the SAs of ${suites[*]}"; exit 1; }
 echo "kernel algorithms instantiated for ${#suites[@]} suites in $((SECONDS - t0)) s"
 failures=0
-suite_fail() { echo "RESULT $suite FAIL: $*"; dump; failures=$((failures + 1)); espvpn_down >/dev/null 2>&1; gateway_down; }
+suite_fail() { echo "RESULT $suite FAIL: $*"; dump; espvpn_down >/dev/null 2>&1; gateway_down; }
 
-for suite in "${suites[@]}"; do
+# run_suite: one suite end to end; 0 pass, 1 fail, 2 only a datagram the guest's stack refused.
+run_suite() {
   t0=$SECONDS
   step "$suite: fake gateway"
-  gateway_kernel_up "$suite" || { suite_fail "fake gateway did not start"; continue; }
+  gateway_kernel_up "$suite" || { suite_fail "fake gateway did not start"; return 1; }
   step "$suite: espvpn"
   espvpn_up
-  wait_for "$work/espvpn.log" "ESP connected" 60 "$client_pid" || { suite_fail "no ESP: the kernel did not answer the probe"; continue; }
+  wait_for "$work/espvpn.log" "ESP connected" 60 "$client_pid" || { suite_fail "no ESP: the kernel did not answer the probe"; return 1; }
   step "$suite: ESP connected"
   probe=$(grep -o 'probe answered after [^,]*' "$work/espvpn.log" | head -1)
   v4=$(ip netns exec "$nsc" ping -n -q -c 3 -i 0.2 -W 3 $lan_ip | awk -F/ '/^rtt/ { print $5 " ms" }')
-  [[ -n $v4 ]] || { suite_fail "ping $lan_ip through the tunnel"; continue; }
+  [[ -n $v4 ]] || { suite_fail "ping $lan_ip through the tunnel"; return 1; }
   v6=$(ip netns exec "$nsc" ping -6 -n -q -c 3 -i 0.2 -W 3 $lan_ip6 | awk -F/ '/^rtt/ { print $5 " ms" }')
-  [[ -n $v6 ]] || { suite_fail "ping $lan_ip6 through the tunnel"; continue; }
+  [[ -n $v6 ]] || { suite_fail "ping $lan_ip6 through the tunnel"; return 1; }
   step "$suite: ping v4 $v4, v6 $v6"
-  iperf_json 2 "$work/iperf-up.json" || { suite_fail "iperf3 client -> lan"; continue; }
-  iperf_json 2 "$work/iperf-down.json" -R || { suite_fail "iperf3 lan -> client"; continue; }
+  iperf_json 2 "$work/iperf-up.json" || { suite_fail "iperf3 client -> lan"; return 1; }
+  iperf_json 2 "$work/iperf-down.json" -R || { suite_fail "iperf3 lan -> client"; return 1; }
   sleep 1.1  # one more --stats-json write after the traffic
-  espvpn_down >"$work/down.txt" || { suite_fail "$(cat "$work/down.txt")"; continue; }
+  espvpn_down >"$work/down.txt" || { suite_fail "$(cat "$work/down.txt")"; return 1; }
   gateway_down
-  if check_suite "$suite"; then :; else failures=$((failures + 1)); dump; fi
+  local rc=0
+  check_suite "$suite" || rc=$?
+  ((rc == 0)) || dump
   echo "   $probe; ping v4 avg $v4, v6 avg $v6; SIGINT: exit 0, logout, tun removed; $((SECONDS - t0)) s"
+  return $rc
+}
+
+for suite in "${suites[@]}"; do
+  rc=0
+  run_suite || rc=$?
+  if ((rc == 2)); then
+    echo "NOTE: $suite: the guest's stack refused a datagram (above); the suite runs once more"
+    rc=0
+    run_suite || rc=$?
+  fi
+  ((rc == 0)) || failures=$((failures + 1))
 done
 
 # Rekey: keys live 6 s, so espvpn fetches new ones every 3 s; each getconfig swaps the
