@@ -156,10 +156,13 @@ std::optional<WildcardAnswer> wildcard_answer(std::span<const std::uint8_t> repl
     if (q.type != static_cast<std::uint16_t>(DnsType::a) && q.type != static_cast<std::uint16_t>(DnsType::aaaa))
         return std::nullopt;
     std::optional<std::size_t> best;
+    const auto beats = [&](std::size_t i) {  // longer base, or the same base excluded (an exclude wins a tie)
+        const auto& r = rules[i];
+        const auto& b = rules[*best];
+        return r.name.size() > b.name.size() || (r.name.size() == b.name.size() && !r.include && b.include);
+    };
     for (std::size_t i = 0; i < rules.size(); ++i)
-        if (rules[i].wildcard && wildcard_covers(rules[i].name, q.name) &&
-            (!best || rules[i].name.size() > rules[*best].name.size()))
-            best = i;
+        if (rules[i].wildcard && wildcard_covers(rules[i].name, q.name) && (!best || beats(i))) best = i;
     if (!best) return std::nullopt;
     const auto type = static_cast<DnsType>(q.type);
     auto parsed = parse_dns_reply(reply, id, q.name, type);

@@ -130,7 +130,7 @@ struct WildcardAnswer {
     std::vector<DnsAddress> addresses;
 };
 // The upstream reply (sent with `id`) to question `q`: the addresses to route when it answers an
-// A/AAAA question under a wildcard rule (the longest base wins); nullopt for anything else
+// A/AAAA question under a wildcard rule (the longest base wins, an exclude on a tie); nullopt for anything else
 // (other types, no wildcard, an error rcode, malformed), which is relayed as it is.
 std::optional<WildcardAnswer> wildcard_answer(std::span<const std::uint8_t> reply, std::uint16_t id,
                                               const DnsQuestion& q, const std::vector<DomainRouteTable::Rule>& rules);

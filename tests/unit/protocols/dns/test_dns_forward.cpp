@@ -129,6 +129,14 @@ TEST_CASE("wildcard answer: the addresses of an A/AAAA answer under a wildcard r
     REQUIRE(w6);
     CHECK(w6->type == DnsType::aaaa);
     CHECK(w6->addresses[0].to_string() == "fd00::1");
+    // The same base included and excluded: the exclude wins, in either order.
+    for (bool exclude_first : {false, true}) {
+        std::vector<DomainRouteTable::Rule> tie = {{"corp.test", true, true}, {"corp.test", false, true}};
+        if (exclude_first) std::swap(tie[0], tie[1]);
+        auto t = wildcard_answer(answer_to(q2, 0x8180, {{10, 0, 0, 9}}), 78, question(1, "b.corp.test", DnsType::a), tie);
+        REQUIRE(t);
+        CHECK_FALSE(tie[t->rule].include);
+    }
 }
 
 TEST_CASE("domain routes: a wildcard rule is never due; learnt answers add up, refresh, expire; exclude wins") {
