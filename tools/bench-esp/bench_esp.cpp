@@ -1,8 +1,11 @@
 // bench-esp: ESP seal/open throughput per suite next to the raw ceiling of the same
-// primitives, and a GnuTLS-vs-Nettle comparison per primitive (the evidence behind the
+// primitives, the kernel's copy in + copy out of the same bytes, and a GnuTLS-vs-Nettle comparison per primitive (the evidence behind the
 // library choices in crypto/esp_transform.cpp). See docs/PERFORMANCE.md.
 //
 //   bench-esp [--quick] [--seconds S] [--no-primitives]
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -134,6 +137,29 @@ void run_esp(const Options& o) {
     }
 }
 
+// The kernel's share of the per-byte floor: a tunnel copies every byte once into user space
+// (tun read / UDP receive) and once back (UDP send / tun write). Measured as one write() and
+// one read() of the same bytes through a pipe on this thread (both copies in its CPU time).
+void run_kernel_copies(const Options& o) {
+    std::printf("\n## Kernel copies (one write() + one read() through a pipe: a copy in and a copy out)\n\n");
+    std::printf("| copy | bytes | Gbit/s | c/B |\n|---|---:|---:|---:|\n");
+    int p[2];
+    die_if(::pipe(p) != 0, "pipe failed");
+    (void)::fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+    for (std::size_t size : {std::size_t{1400}, std::size_t{65536}}) {
+        std::vector<std::uint8_t> in(size, 0x33), out(size);
+        auto t = measure(size, o.seconds,
+                         [&](std::uint64_t) {
+                             die_if(::write(p[1], in.data(), size) != static_cast<ssize_t>(size), "pipe write failed");
+                             die_if(::read(p[0], out.data(), size) != static_cast<ssize_t>(size), "pipe read failed");
+                         },
+                         o.rounds);
+        std::printf("| kernel copy in+out | %zu | %.2f | %.2f |\n", size, t.gbit_per_s, t.cycles_per_byte);
+    }
+    ::close(p[0]);
+    ::close(p[1]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,6 +182,7 @@ int main(int argc, char** argv) {
                 cpu_model().c_str(), tsc_hz() / 1e9, describe(detect_cpu_features()).c_str());
     std::printf("Each figure: best of %d rounds of %.3f s CPU time.\n", o.rounds, o.seconds);
     run_esp(o);
+    run_kernel_copies(o);
     if (o.primitives) run_primitives(o);
     return 0;
 }
