@@ -193,9 +193,10 @@ constexpr const char* kResolvedPath = "/org/freedesktop/resolve1";
 constexpr const char* kResolvedManager = "org.freedesktop.resolve1.Manager";
 constexpr std::uint64_t kBusTimeoutUs = 5'000'000;
 
-std::string bus_error(const char* what, int r, const sd_bus_error& e) {
-    std::string out = std::string(what) + ": ";
-    out += e.message ? e.message : strerror(-r);
+// "what: why" of a failed call; frees `e`.
+Error bus_error(const char* what, int r, sd_bus_error& e) {
+    Error out = make_error(std::string(what) + ": " + (e.message ? e.message : strerror(-r)));
+    sd_bus_error_free(&e);
     return out;
 }
 
@@ -213,11 +214,7 @@ public:
         int owned = 0;
         if (r >= 0) r = sd_bus_message_read(reply, "b", &owned);
         sd_bus_message_unref(reply);
-        if (r < 0) {
-            std::string m = bus_error("NameHasOwner", r, err);
-            sd_bus_error_free(&err);
-            return make_error(m);
-        }
+        if (r < 0) return bus_error("NameHasOwner", r, err);
         if (!owned) return make_error("systemd-resolved is not running");
         if (Status st = dns->set_servers(s.servers); !st) return st.error();
         dns->applied_ = true;  // from here on, RevertLink on destruction
@@ -234,9 +231,9 @@ public:
             sd_bus_error err = SD_BUS_ERROR_NULL;
             int r = sd_bus_call_method(bus_, kResolved, kResolvedPath, kResolvedManager, "RevertLink", &err,
                                        nullptr, "i", ifindex_);
-            if (r < 0) LOG_WARN << "DNS: " << bus_error("RevertLink", r, err);
+            if (r < 0) LOG_WARN << "DNS: " << bus_error("RevertLink", r, err).message;
             else LOG_INFO << "DNS: systemd-resolved link settings reverted";
-            sd_bus_error_free(&err);
+            sd_bus_error_free(&err);  // also when the warning above is not logged
         }
         sd_bus_flush_close_unref(bus_);
     }
@@ -255,11 +252,7 @@ private:
         sd_bus_error err = SD_BUS_ERROR_NULL;
         int r = sd_bus_call(bus_, m, kBusTimeoutUs, &err, nullptr);
         sd_bus_message_unref(m);
-        if (r < 0) {
-            std::string msg = bus_error(what, r, err);
-            sd_bus_error_free(&err);
-            return make_error(msg);
-        }
+        if (r < 0) return bus_error(what, r, err);
         return {};
     }
 

@@ -126,14 +126,12 @@ std::vector<IpPrefix> attached_networks(const std::string& tun_name) {
         if (family != AF_INET && family != AF_INET6) continue;
         IpPrefix p;
         p.v6 = family == AF_INET6;
-        const auto* addr = p.v6 ? reinterpret_cast<const std::uint8_t*>(
-                                      &reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr)
-                                : reinterpret_cast<const std::uint8_t*>(
-                                      &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr);
-        const auto* mask = p.v6 ? reinterpret_cast<const std::uint8_t*>(
-                                      &reinterpret_cast<const sockaddr_in6*>(a->ifa_netmask)->sin6_addr)
-                                : reinterpret_cast<const std::uint8_t*>(
-                                      &reinterpret_cast<const sockaddr_in*>(a->ifa_netmask)->sin_addr);
+        auto bytes_of = [&p](const sockaddr* sa) {
+            return p.v6 ? reinterpret_cast<const std::uint8_t*>(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr)
+                        : reinterpret_cast<const std::uint8_t*>(&reinterpret_cast<const sockaddr_in*>(sa)->sin_addr);
+        };
+        const std::uint8_t* addr = bytes_of(a->ifa_addr);
+        const std::uint8_t* mask = bytes_of(a->ifa_netmask);
         const int bytes = p.v6 ? 16 : 4;
         if (p.v6 && addr[0] == 0xfe && (addr[1] & 0xc0) == 0x80) continue;  // link-local: ND covers it
         for (int i = 0; i < bytes; ++i) {

@@ -107,9 +107,7 @@ Status TunnelHost::configure_netlink() {
     if (Status s = tun_->set_up(true); !s) return s;
     if (Status s = add_routes(); !s) return s;
     if (!c.dns.empty()) {
-        auto dns = HostDns::apply(built_in_dns_settings(c, tun_->name(), tun_->ifindex(), getpid()));
-        if (!dns) LOG_WARN << "DNS not configured: " << dns.error().message;
-        else dns_ = std::move(*dns);
+        if (Status s = point_dns_at(""); !s) LOG_WARN << "DNS not configured: " << s.error().message;
     }
     return {};
 }

@@ -1,8 +1,6 @@
 #include "src/io/https_client.h"
 
-#include <arpa/inet.h>
 #include <netdb.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -28,12 +26,7 @@ std::string numeric_peer_address(int fd) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
     if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return {};
-    char text[INET6_ADDRSTRLEN] = {};
-    if (addr.ss_family == AF_INET)
-        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, text, sizeof text);
-    else if (addr.ss_family == AF_INET6)
-        ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr, text, sizeof text);
-    return text;
+    return numeric_host(reinterpret_cast<const sockaddr*>(&addr));
 }
 
 // Every address (numeric, the resolver's order, at most 32) this host's resolver or
@@ -47,12 +40,8 @@ std::vector<std::string> resolved_addresses(const std::string& host, const TlsCl
     if (::getaddrinfo(host.c_str(), nullptr, &hints, &list) != 0) return {};
     std::vector<std::string> out;
     for (const addrinfo* a = list; a && out.size() < 32; a = a->ai_next) {
-        char text[INET6_ADDRSTRLEN] = {};
-        if (a->ai_family == AF_INET)
-            ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof text);
-        else if (a->ai_family == AF_INET6)
-            ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr, text, sizeof text);
-        if (text[0] && std::find(out.begin(), out.end(), text) == out.end()) out.emplace_back(text);
+        std::string text = numeric_host(a->ai_addr);
+        if (!text.empty() && std::find(out.begin(), out.end(), text) == out.end()) out.push_back(std::move(text));
     }
     ::freeaddrinfo(list);
     return out;
@@ -141,6 +130,11 @@ Result<http::Response> HttpsClient::send_once(http::Request& request) {
         TlsStream& stream = *c.stream;
         const bool may_retry = c.requests > 0 && attempt == 0;
         const auto deadline = std::chrono::steady_clock::now() + config_.response_timeout;
+        // Ends the request with `message` (made before: it may name the stream) and drops the connection.
+        auto fail = [&](std::string message) {
+            drop(request.host, request.port);
+            return make_error(std::move(message));
+        };
         auto retry_or_fail = [&](const Error& error) -> std::optional<Error> {
             // A kept-alive connection the server dropped before answering: resend once.
             if (may_retry && stream.peer_closed() && !parser_.started()) {
@@ -154,8 +148,7 @@ Result<http::Response> HttpsClient::send_once(http::Request& request) {
             if (std::chrono::steady_clock::now() >= deadline)
                 message = "no complete response from " + stream.endpoint() + " within " +
                           std::to_string(config_.response_timeout.count()) + " ms: " + message;
-            drop(request.host, request.port);
-            return make_error(std::move(message));
+            return fail(std::move(message));
         };
 
         parser_.begin(request.method);
@@ -183,18 +176,11 @@ Result<http::Response> HttpsClient::send_once(http::Request& request) {
             }
             // read_some only looks at the deadline when it has to wait: a server that keeps
             // data coming (an endless body below the size limit) must not outlast it either.
-            if (std::chrono::steady_clock::now() >= deadline) {
-                auto message = "no complete response from " + stream.endpoint() + " within " +
-                               std::to_string(config_.response_timeout.count()) + " ms: the server kept sending";
-                drop(request.host, request.port);
-                return make_error(std::move(message));
-            }
+            if (std::chrono::steady_clock::now() >= deadline)
+                return fail("no complete response from " + stream.endpoint() + " within " +
+                            std::to_string(config_.response_timeout.count()) + " ms: the server kept sending");
             auto used = parser_.feed(std::span<const std::uint8_t>(rx.data(), *n));
-            if (!used) {
-                auto message = used.error().message + " (from " + stream.endpoint() + ")";
-                drop(request.host, request.port);
-                return make_error(std::move(message));
-            }
+            if (!used) return fail(used.error().message + " (from " + stream.endpoint() + ")");
             trailing_bytes = *used < *n;
         }
         if (retry) continue;

@@ -17,6 +17,7 @@
 #include "protocols/proxy/connect_auth.h"
 #include "protocols/proxy/ntlm.h"
 #include "src/io/tls_stream.h"
+#include "src/io/udp_socket.h"
 #include "src/log/logger.h"
 
 namespace espvpn::io {
@@ -90,10 +91,6 @@ private:
 
 using ProxyReconnect = std::function<Status()>;
 
-std::string target_text(const std::string& host, std::uint16_t port) {
-    return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
 // One reply to CONNECT, read byte by byte up to the blank line (so nothing of the TLS
 // that follows a 2xx is taken from the socket), then, for a refusal the connection
 // survives, its body, so the next request can go on the same connection.
@@ -138,7 +135,7 @@ Status http_connect(ProxyWire& wire, const ProxySettings& p, const std::string& 
         auto reply = read_reply(wire, p, reusable);
         if (!reply) return reply.error();
         if (reply->status / 100 == 2) {
-            LOG_DEBUG << "proxy " << p.spec.display() << " opened a tunnel to " << target_text(host, port) << " ("
+            LOG_DEBUG << "proxy " << p.spec.display() << " opened a tunnel to " << endpoint_text(host, port) << " ("
                       << reply->status << " " << reply->reason << ", authentication: " << auth.method() << ")";
             return {};
         }
@@ -156,7 +153,7 @@ Status http_connect(ProxyWire& wire, const ProxySettings& p, const std::string& 
         }
         request = std::move(step.request);
     }
-    return make_error("proxy " + p.spec.display() + " kept refusing the connection to " + target_text(host, port));
+    return make_error("proxy " + p.spec.display() + " kept refusing the connection to " + endpoint_text(host, port));
 }
 
 Status socks5_connect(ProxyWire& wire, const ProxySettings& p, const std::string& host, std::uint16_t port) {
@@ -184,12 +181,12 @@ Status socks5_connect(ProxyWire& wire, const ProxySettings& p, const std::string
     if (auto st = wire.receive_exactly(rx, 2); !st) return st;
     while (true) {
         auto reply = proxy::parse_socks5_connect_reply(rx);
-        if (!reply) return make_error("proxy " + name + " (to " + target_text(host, port) + "): " + reply.error().message);
+        if (!reply) return make_error("proxy " + name + " (to " + endpoint_text(host, port) + "): " + reply.error().message);
         if (reply->complete) break;
         const std::size_t more = reply->needed ? reply->needed - rx.size() : 5 - rx.size();
         if (auto st = wire.receive_exactly(rx, more); !st) return st;
     }
-    LOG_DEBUG << "SOCKS5 proxy " << name << " connected us to " << target_text(host, port);
+    LOG_DEBUG << "SOCKS5 proxy " << name << " connected us to " << endpoint_text(host, port);
     return {};
 }
 

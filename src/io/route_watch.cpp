@@ -1,14 +1,15 @@
 #include "src/io/route_watch.h"
 
-#include <arpa/inet.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "src/io/tls_stream.h"
+#include "src/io/udp_socket.h"
 
 namespace espvpn::io {
 
@@ -95,38 +96,16 @@ unsigned RouteWatch::drain() {
 }
 
 std::string local_address_for(const std::string& peer_host) {
-    sockaddr_storage ss{};
-    socklen_t len = 0;
-    auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    if (inet_pton(AF_INET, peer_host.c_str(), &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons(9);
-        len = sizeof *v4;
-    } else if (inet_pton(AF_INET6, peer_host.c_str(), &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons(9);
-        len = sizeof *v6;
-    } else {
-        return {};
-    }
-    const int fd = ::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return {};
-    std::string out;
+    auto peer = SocketAddress::parse(endpoint_text(peer_host, 9));
+    if (!peer) return {};
+    UniqueFd fd(::socket(peer->family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
     // connect() on UDP only looks the route up and fixes the source address.
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0) {
-        sockaddr_storage local{};
-        socklen_t ll = sizeof local;
-        char text[INET6_ADDRSTRLEN] = {};
-        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) == 0) {
-            const void* a = local.ss_family == AF_INET
-                                ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
-                                : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
-            if (inet_ntop(local.ss_family, a, text, sizeof text)) out = text;
-        }
-    }
-    ::close(fd);
-    return out;
+    if (!fd.valid() || ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&peer->storage), peer->length) != 0 ||
+        ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len) != 0)
+        return {};
+    return numeric_host(reinterpret_cast<const sockaddr*>(&local));
 }
 
 }  // namespace espvpn::io

@@ -193,10 +193,6 @@ Status RtNetlink::delete_route(int ifindex, const InterfaceAddress& destination,
     return transact(r.buf, r.hdr()->nlmsg_len, ("delete route " + destination.to_string()).c_str());
 }
 
-}  // namespace espvpn::io
-
-namespace espvpn::io {
-
 std::string RouteNextHop::gateway_text() const {
     if (!has_gateway) return "";
     char text[INET6_ADDRSTRLEN] = {};

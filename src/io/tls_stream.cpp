@@ -19,6 +19,7 @@
 #include <ctime>
 
 #include "src/io/proxy_tunnel.h"
+#include "src/io/udp_socket.h"
 #include "src/log/logger.h"
 
 namespace espvpn::io {
@@ -36,15 +37,6 @@ long long ms_left(Deadline deadline) {
 bool is_ip_literal(const std::string& host) {
     unsigned char buf[sizeof(in6_addr)];
     return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
-}
-
-std::string address_text(const sockaddr* sa) {
-    char text[INET6_ADDRSTRLEN] = "?";
-    if (sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, text, sizeof text);
-    else if (sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, text, sizeof text);
-    return sa->sa_family == AF_INET6 ? "[" + std::string(text) + "]" : std::string(text);
 }
 
 bool looks_like_pem(const std::string& path) {
@@ -84,8 +76,10 @@ Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsC
     return make_error("cannot load client certificate " + cert + " with key " + key + ": " + gnutls_message(rc));
 }
 
-// The subject of the loaded client certificate, "" if GnuTLS cannot say.
-std::string first_certificate_subject(gnutls_certificate_credentials_t cred) {
+// The subject of the loaded client certificate ("" if GnuTLS cannot say), with
+// openconnect's -e/--cert-expire-warning: a warning when it has expired or expires
+// within that many days.
+std::string inspect_client_certificate(gnutls_certificate_credentials_t cred, const TlsClientConfig& config) {
     gnutls_x509_crt_t* chain = nullptr;
     unsigned int length = 0;
     if (gnutls_certificate_get_x509_crt(cred, 0, &chain, &length) < 0) return {};
@@ -95,17 +89,6 @@ std::string first_certificate_subject(gnutls_certificate_credentials_t cred) {
         subject.assign(reinterpret_cast<const char*>(dn.data), dn.size);
         gnutls_free(dn.data);
     }
-    for (unsigned int i = 0; i < length; ++i) gnutls_x509_crt_deinit(chain[i]);
-    gnutls_free(chain);
-    return subject;
-}
-
-// openconnect's -e/--cert-expire-warning: a warning when the client certificate
-// has expired or expires within that many days.
-void warn_if_expiring(gnutls_certificate_credentials_t cred, const TlsClientConfig& config) {
-    gnutls_x509_crt_t* chain = nullptr;
-    unsigned int length = 0;
-    if (gnutls_certificate_get_x509_crt(cred, 0, &chain, &length) < 0) return;
     if (length > 0) {
         const time_t expires = gnutls_x509_crt_get_expiration_time(chain[0]);
         const time_t now = time(nullptr);
@@ -121,6 +104,7 @@ void warn_if_expiring(gnutls_certificate_credentials_t cred, const TlsClientConf
     }
     for (unsigned int i = 0; i < length; ++i) gnutls_x509_crt_deinit(chain[i]);
     gnutls_free(chain);
+    return subject;
 }
 
 }  // namespace
@@ -162,8 +146,7 @@ Result<std::shared_ptr<const TlsCredentials>> TlsCredentials::load(const TlsClie
     }
     if (!config.client_cert_file.empty()) {
         if (auto st = load_client_certificate(self->cred_, config); !st) return st.error();
-        self->client_subject_ = first_certificate_subject(self->cred_);
-        warn_if_expiring(self->cred_, config);
+        self->client_subject_ = inspect_client_certificate(self->cred_, config);
     }
     gnutls_certificate_set_verify_function(self->cred_, &TlsStream::verify_callback);
     self->config_ = TlsClientConfig{config.system_trust,    config.ca_file,         config.server_pins,
@@ -184,6 +167,15 @@ FdWait wait_fd(int fd, short events, int cancel_fd, Deadline deadline) {
     }
 }
 
+std::string numeric_host(const sockaddr* address) {
+    char text[INET6_ADDRSTRLEN] = "";
+    if (address->sa_family == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text, sizeof text);
+    else if (address->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr, text, sizeof text);
+    return text;
+}
+
 bool TlsCredentials::pin_matches(const ServerFingerprints& fp) const {
     return std::any_of(pins_.begin(), pins_.end(), [&](const ServerCertPin& p) { return p.matches(fp); });
 }
@@ -202,7 +194,7 @@ Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono
 
     std::string failures;
     for (auto* ai = list; ai; ai = ai->ai_next) {
-        std::string where = address_text(ai->ai_addr) + ":" + service;
+        std::string where = endpoint_text(numeric_host(ai->ai_addr), port);
         int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) {
             failures += "; " + where + ": " + std::strerror(errno);
@@ -302,9 +294,7 @@ TlsStream::~TlsStream() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-std::string TlsStream::endpoint() const {
-    return (host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
-}
+std::string TlsStream::endpoint() const { return endpoint_text(host_, port_); }
 
 std::string tls_session_description(gnutls_session_t session) {
     char* text = gnutls_session_get_desc(session);

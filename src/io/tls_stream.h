@@ -22,6 +22,8 @@
 #include "crypto/secret.h"
 #include "src/io/server_pin.h"
 
+struct sockaddr;
+
 namespace espvpn::io {
 
 using Deadline = std::chrono::steady_clock::time_point;
@@ -152,6 +154,9 @@ private:
 // `cancel_fd` (if >= 0) readable ends the wait at once.
 Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout,
                         int cancel_fd = -1);
+
+// The numeric host of an IPv4/IPv6 socket address, "" for another family.
+std::string numeric_host(const sockaddr* address);
 
 // The message of an attempt ended through its cancel fd.
 inline constexpr const char* kCancelledMessage = "connection attempt cancelled";

@@ -80,7 +80,7 @@ Result<TunDevice> TunDevice::open(const TunOptions& options) {
     dev.name_ = ifr.ifr_name;
     dev.ifindex_ = static_cast<int>(if_nametoindex(ifr.ifr_name));
     if (dev.ifindex_ == 0) return make_error("tun '" + dev.name_ + "' has no interface index");
-    if (options.tx_queue_len) dev.tx_queue_len_ = raise_tx_queue_len(ifr.ifr_name, options.tx_queue_len);
+    const unsigned tx_queue_len = options.tx_queue_len ? raise_tx_queue_len(ifr.ifr_name, options.tx_queue_len) : 0;
 
     if (dev.offloads_.vnet_hdr) {
         int hdr_size = static_cast<int>(kVirtioNetHdrSize);
@@ -105,7 +105,7 @@ Result<TunDevice> TunDevice::open(const TunOptions& options) {
     dev.read_buf_.reset(new std::uint8_t[kVirtioNetHdrSize + kMaxSuperPacket]);
     LOG_DEBUG << "tun " << dev.name_ << ": vnet_hdr=" << dev.offloads_.vnet_hdr << " tso=" << dev.offloads_.tso
               << " uso=" << dev.offloads_.uso
-              << " txqueuelen=" << dev.tx_queue_len_;
+              << " txqueuelen=" << tx_queue_len;
     return dev;
 }
 
@@ -120,7 +120,6 @@ TunDevice& TunDevice::operator=(TunDevice&& o) noexcept {
         name_ = std::move(o.name_);
         offloads_ = o.offloads_;
         counters_ = o.counters_;
-        tx_queue_len_ = o.tx_queue_len_;
         read_buf_ = std::move(o.read_buf_);
         pending_ = o.pending_;
         gro_ = std::move(o.gro_);

@@ -63,7 +63,6 @@ public:
     int ifindex() const { return ifindex_; }
     const TunOffloads& offloads() const { return offloads_; }
     const TunCounters& counters() const { return counters_; }
-    unsigned tx_queue_len() const { return tx_queue_len_; }  // 0 if unknown
 
     Status set_mtu(unsigned mtu);
     // How many packets the kernel queues for this process to read (txqueuelen; -Q).
@@ -95,7 +94,6 @@ private:
     std::string name_;
     TunOffloads offloads_;
     TunCounters counters_;
-    unsigned tx_queue_len_ = 0;
     std::unique_ptr<std::uint8_t[]> read_buf_;  // one super-packet + its virtio header
     std::size_t pending_ = 0;                    // bytes of a read not yet split
     std::unique_ptr<GroCoalescer> gro_;

@@ -20,11 +20,6 @@ constexpr int kReadMs = 3000;
 
 std::string errno_text() { return std::strerror(errno); }
 
-bool user_dir(const std::string& path, uid_t uid) {
-    struct stat st{};
-    return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid;
-}
-
 Result<sockaddr_un> address(const std::string& path) {
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
@@ -74,7 +69,7 @@ bool wait_fd(int fd, short events, int ms) {
 
 std::string callback_socket_path(uid_t uid) {
     const std::string runtime = "/run/user/" + std::to_string(uid);
-    if (user_dir(runtime, uid)) return runtime + "/espvpn-sso-callback";
+    if (is_dir_of(runtime, uid)) return runtime + "/espvpn-sso-callback";
     return "/run/espvpn-sso/" + std::to_string(uid) + "/sso-callback";
 }
 
@@ -93,48 +88,34 @@ Result<CallbackListener> CallbackListener::open(const InvokingUser& user) {
     if (::lstat(path.c_str(), &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) return make_error(path + " exists and is not a socket; remove it");
         // Left by an espvpn that died, or another login waiting now?
-        int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        bool live = probe >= 0 && ::connect(probe, reinterpret_cast<const sockaddr*>(&*sa), sizeof *sa) == 0;
-        if (probe >= 0) ::close(probe);
+        io::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        bool live = probe.valid() && ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&*sa), sizeof *sa) == 0;
         if (live) return make_error("another espvpn login is already waiting for a single sign-on callback (" + path + ")");
         ::unlink(path.c_str());
     }
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return make_error("socket: " + errno_text());
+    io::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) return make_error("socket: " + errno_text());
     // Bound with a umask that leaves nobody else a moment to connect.
     mode_t old = ::umask(0177);
-    int rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof *sa);
+    int rc = ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*sa), sizeof *sa);
     int err = errno;
     ::umask(old);
-    if (rc != 0) {
-        ::close(fd);
-        return make_error("cannot listen for the SSO callback at " + path + ": " + std::strerror(err));
-    }
-    if (::chown(path.c_str(), user.uid, user.gid) != 0 || ::listen(fd, 8) != 0) {
+    if (rc != 0) return make_error("cannot listen for the SSO callback at " + path + ": " + std::strerror(err));
+    if (::chown(path.c_str(), user.uid, user.gid) != 0 || ::listen(fd.get(), 8) != 0) {
         err = errno;
-        ::close(fd);
         ::unlink(path.c_str());
         return make_error("cannot listen for the SSO callback at " + path + ": " + std::strerror(err));
     }
-    return CallbackListener(fd, path, user.uid);
-}
-
-CallbackListener::CallbackListener(CallbackListener&& other) noexcept
-    : fd_(other.fd_), path_(std::move(other.path_)), uid_(other.uid_) {
-    other.fd_ = -1;
-    other.path_.clear();
+    return CallbackListener(std::move(fd), path, user.uid);
 }
 
 CallbackListener::~CallbackListener() {
-    if (fd_ >= 0) {
-        ::unlink(path_.c_str());
-        ::close(fd_);
-    }
+    if (fd_.valid()) ::unlink(path_.c_str());  // then fd_ closes
 }
 
 Result<CallbackListener::Call> CallbackListener::accept_call() {
     Call call;
-    call.fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    call.fd = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (call.fd < 0) return make_error("accept: " + errno_text());
     ucred cred{};
     socklen_t len = sizeof cred;

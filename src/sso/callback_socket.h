@@ -17,6 +17,7 @@
 
 #include "protocols/base/result.h"
 #include "crypto/secret.h"
+#include "src/io/unique_fd.h"
 #include "src/sso/invoking_user.h"
 
 namespace espvpn::sso {
@@ -31,11 +32,11 @@ public:
     // socket (mode 0600, owned by the user). Refuses a directory someone else could
     // write to, and a socket another espvpn still listens on.
     static Result<CallbackListener> open(const InvokingUser& user);
-    CallbackListener(CallbackListener&& other) noexcept;
+    CallbackListener(CallbackListener&& other) noexcept = default;
     CallbackListener& operator=(CallbackListener&&) = delete;
     ~CallbackListener();  // closes and removes the socket
 
-    int fd() const { return fd_; }
+    int fd() const { return fd_.get(); }
     const std::string& path() const { return path_; }
 
     struct Call {
@@ -50,8 +51,9 @@ public:
     static void reply(Call& call, const std::string& line);
 
 private:
-    CallbackListener(int fd, std::string path, uid_t uid) : fd_(fd), path_(std::move(path)), uid_(uid) {}
-    int fd_ = -1;
+    CallbackListener(io::UniqueFd fd, std::string path, uid_t uid)
+        : fd_(std::move(fd)), path_(std::move(path)), uid_(uid) {}
+    io::UniqueFd fd_;
     std::string path_;
     uid_t uid_ = 0;
 };

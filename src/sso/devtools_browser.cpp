@@ -405,7 +405,7 @@ private:
     Error stopped(const DevTools::Next& n) const;
     Status attach(const std::string& target_id);
     Status handle(const json& event);
-    void on_url(const std::string& session, const std::string& url, const std::string& request_id);
+    void on_url(const std::string& session, const std::string& url);
     void on_response(const std::string& session, const std::string& request_id, const json& response,
                      bool document);
     Status check_cookies();
@@ -436,6 +436,13 @@ Error DrivenLogin::stopped(const DevTools::Next& n) const {
     return make_error("the browser stopped");
 }
 
+// A command the browser refused ("the browser: ..." from stopped()) is no failure of the
+// login; anything else (closed, timed out, interrupted) is.
+Status unless_refused(const Error& e) {
+    if (e.message.rfind("the browser: ", 0) == 0) return {};
+    return e;
+}
+
 Result<json> DrivenLogin::call(const std::string& method, json params, const std::string& session) {
     auto n = dt_.call(method, std::move(params), session, deadline_);
     if (auto* j = std::get_if<json>(&n)) return std::move(*j);
@@ -445,11 +452,7 @@ Result<json> DrivenLogin::call(const std::string& method, json params, const std
 Status DrivenLogin::attach(const std::string& target_id) {
     if (!attached_.insert(target_id).second) return {};
     auto r = call("Target.attachToTarget", {{"targetId", target_id}, {"flatten", true}});
-    if (!r) {
-        // A page that went away before we attached is no failure of the login.
-        if (r.error().message.rfind("the browser: ", 0) == 0) return {};
-        return r.error();
-    }
+    if (!r) return unless_refused(r.error());  // a page that went away before we attached
     std::string session = r->value("sessionId", std::string());
     if (session.empty()) return {};
     for (const char* m : {"Network.enable", "Page.enable"})
@@ -467,7 +470,7 @@ Status DrivenLogin::attach(const std::string& target_id) {
     return {};
 }
 
-void DrivenLogin::on_url(const std::string& session, const std::string& url, const std::string& request_id) {
+void DrivenLogin::on_url(const std::string& session, const std::string& url) {
     if (finish_.gp_acs && ascii_lower(url.substr(0, 22)) == "globalprotectcallback:") {
         SsoResult r;
         r.kind = SsoResult::Kind::callback_url;
@@ -481,7 +484,6 @@ void DrivenLogin::on_url(const std::string& session, const std::string& url, con
         final_session_ = session;
         LOG_INFO << "the browser reached the login's final URL (" << host_of(url) << ")";
     }
-    (void)request_id;
 }
 
 void DrivenLogin::on_response(const std::string& session, const std::string& request_id, const json& response,
@@ -490,7 +492,7 @@ void DrivenLogin::on_response(const std::string& session, const std::string& req
     const std::string url = response.value("url", std::string());
     HeaderList headers = header_list(response.value("headers", json::object()));
     if (const std::string* location = header(headers, "location"))
-        on_url(session, *location, request_id);
+        on_url(session, *location);
     if (result_ || !finish_.gp_acs) return;
     if (header(headers, "saml-auth-status")) {
         const std::string* pre = header(headers, "prelogin-cookie");
@@ -515,10 +517,7 @@ Status DrivenLogin::fetch_body(const std::string& request_id) {
     AcsCandidate c = std::move(it->second);
     bodies_.erase(it);
     auto r = call("Network.getResponseBody", {{"requestId", request_id}}, c.session);
-    if (!r) {
-        if (r.error().message.rfind("the browser: ", 0) == 0) return {};  // no body (a redirect, evicted)
-        return r.error();
-    }
+    if (!r) return unless_refused(r.error());  // no body (a redirect, evicted)
     std::string body = r->value("body", std::string());
     if (r->value("base64Encoded", false)) return {};  // not a page of text
     bool in_headers = header(c.headers, "saml-auth-status") != nullptr;
@@ -536,10 +535,7 @@ Status DrivenLogin::fetch_body(const std::string& request_id) {
 
 Status DrivenLogin::check_cookies() {
     auto r = call("Network.getCookies", {{"urls", json::array({finish_.final_url})}}, final_session_);
-    if (!r) {
-        if (r.error().message.rfind("the browser: ", 0) == 0) return {};
-        return r.error();
-    }
+    if (!r) return unless_refused(r.error());
     const json cookies = r->value("cookies", json::array());
     for (const auto& c : cookies) {
         std::string name = c.value("name", std::string());
@@ -575,13 +571,12 @@ Status DrivenLogin::handle(const json& e) {
         const json info = params.value("targetInfo", json::object());
         if (info.value("type", std::string()) == "page") return attach(info.value("targetId", std::string()));
     } else if (method == "Network.requestWillBeSent") {
-        const std::string id = params.value("requestId", std::string());
         if (params.contains("redirectResponse")) on_response(session, "", params["redirectResponse"], true);
         if (result_) return {};
-        on_url(session, params.value("request", json::object()).value("url", std::string()), id);
+        on_url(session, params.value("request", json::object()).value("url", std::string()));
     } else if (method == "Network.responseReceived") {
         const json response = params.value("response", json::object());
-        on_url(session, response.value("url", std::string()), params.value("requestId", std::string()));
+        on_url(session, response.value("url", std::string()));
         // Pages (and what their scripts fetch), not images or style sheets.
         const std::string type = params.value("type", std::string());
         if (!result_)
@@ -592,9 +587,9 @@ Status DrivenLogin::handle(const json& e) {
     } else if (method == "Network.loadingFailed") {
         bodies_.erase(params.value("requestId", std::string()));
     } else if (method == "Page.frameRequestedNavigation") {
-        on_url(session, params.value("url", std::string()), "");
+        on_url(session, params.value("url", std::string()));
     } else if (method == "Page.frameNavigated") {
-        on_url(session, params.value("frame", json::object()).value("url", std::string()), "");
+        on_url(session, params.value("frame", json::object()).value("url", std::string()));
     }
     return {};
 }

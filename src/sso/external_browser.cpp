@@ -1,6 +1,5 @@
 #include "src/sso/external_browser.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -20,6 +19,7 @@
 #include "src/log/logger.h"
 #include "src/sso/callback_socket.h"
 #include "src/sso/invoking_user.h"
+#include "src/io/udp_socket.h"
 #include "src/io/unique_fd.h"
 #include "src/sso/login_signals.h"
 
@@ -69,17 +69,9 @@ private:
 class LoopbackListener {
 public:
     Status open(std::uint16_t port) {
-        sockaddr_in v4{};
-        v4.sin_family = AF_INET;
-        v4.sin_port = htons(port);
-        v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        listen_on(reinterpret_cast<const sockaddr*>(&v4), sizeof v4);
+        listen_on(io::SocketAddress::parse(io::endpoint_text("127.0.0.1", port)).value());
         std::string v4_error = fds_.empty() ? errno_text() : std::string();
-        sockaddr_in6 v6{};
-        v6.sin6_family = AF_INET6;
-        v6.sin6_port = htons(port);
-        v6.sin6_addr = in6addr_loopback;
-        listen_on(reinterpret_cast<const sockaddr*>(&v6), sizeof v6);
+        listen_on(io::SocketAddress::parse(io::endpoint_text("::1", port)).value());
         if (fds_.empty())
             return make_error("cannot listen on localhost port " + std::to_string(port) +
                               " for the browser's return: " + v4_error);
@@ -129,13 +121,15 @@ public:
 
 private:
     // Adds a listener on `address` when the socket, bind and listen work (errno says why not).
-    void listen_on(const sockaddr* address, socklen_t size) {
-        io::UniqueFd fd(::socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    void listen_on(const io::SocketAddress& address) {
+        io::UniqueFd fd(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
         if (!fd.valid()) return;
         int one = 1;
         ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (address->sa_family == AF_INET6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-        if (::bind(fd.get(), address, size) == 0 && ::listen(fd.get(), 8) == 0) fds_.push_back(std::move(fd));
+        if (address.family() == AF_INET6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+        if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) == 0 &&
+            ::listen(fd.get(), 8) == 0)
+            fds_.push_back(std::move(fd));
     }
     static std::string percent_decode(const std::string& s) {
         std::string out;

@@ -36,12 +36,12 @@ bool parse_uid(const char* text, uid_t& out) {
     return true;
 }
 
+}  // namespace
+
 bool is_dir_of(const std::string& path, uid_t uid) {
     struct stat st{};
     return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid;
 }
-
-}  // namespace
 
 bool InvokingUser::has_display() const {
     for (const auto& e : environment)
@@ -83,14 +83,12 @@ Result<InvokingUser> invoking_user() {
     std::string runtime = "/run/user/" + std::to_string(u.uid);
     const char* xdg = env("XDG_RUNTIME_DIR");
     if (xdg && is_dir_of(xdg, u.uid)) runtime = xdg;
+    std::string bus = env("DBUS_SESSION_BUS_ADDRESS") ? env("DBUS_SESSION_BUS_ADDRESS") : "";
     if (is_dir_of(runtime, u.uid)) {
         e.push_back("XDG_RUNTIME_DIR=" + runtime);
-        if (const char* bus = env("DBUS_SESSION_BUS_ADDRESS")) e.push_back(std::string("DBUS_SESSION_BUS_ADDRESS=") + bus);
-        else if (::access((runtime + "/bus").c_str(), F_OK) == 0)
-            e.push_back("DBUS_SESSION_BUS_ADDRESS=unix:path=" + runtime + "/bus");
-    } else if (const char* bus = env("DBUS_SESSION_BUS_ADDRESS")) {
-        e.push_back(std::string("DBUS_SESSION_BUS_ADDRESS=") + bus);
+        if (bus.empty() && ::access((runtime + "/bus").c_str(), F_OK) == 0) bus = "unix:path=" + runtime + "/bus";
     }
+    if (!bus.empty()) e.push_back("DBUS_SESSION_BUS_ADDRESS=" + bus);
     return u;
 }
 

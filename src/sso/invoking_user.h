@@ -27,6 +27,9 @@ struct InvokingUser {
 
 Result<InvokingUser> invoking_user();
 
+// `path` is a directory (not a symlink to one) that `uid` owns.
+bool is_dir_of(const std::string& path, uid_t uid);
+
 // Starts `program` (split on spaces) with `argument` appended, as `user`, detached
 // (it is not espvpn's child once started: a double fork, so nothing is left to
 // reap), stdin from /dev/null and stdout to espvpn's stderr. Errors: the program
