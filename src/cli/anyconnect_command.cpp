@@ -5,7 +5,6 @@
 #include "protocols/anyconnect/auth.h"
 #include "protocols/anyconnect/session_cookie.h"
 #include "src/cli/exit_codes.h"
-#include "src/cli/https_settings.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/log/logger.h"
 #include "src/session/anyconnect/login.h"

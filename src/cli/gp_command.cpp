@@ -136,8 +136,7 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
         https.log_summary("connect");
         return gateway.cookie_rejected() ? kExitCookieRejected : kExitError;
     }
-    session::GpHipSettings hip{options.csd_wrapper, options.csd_user};
-    if (auto sent = gateway.check_hip(*setup, hip); !sent) {
+    if (auto sent = gateway.check_hip(*setup, {options.csd_wrapper, options.csd_user}); !sent) {
         LOG_ERROR << sent.error().message;
         rc = gateway.cookie_rejected() ? kExitCookieRejected : kExitError;
     }

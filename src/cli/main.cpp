@@ -1,7 +1,6 @@
 // espvpn: the command-line client. Options follow openconnect's names where
 // the two overlap (src/cli/options.h).
 #include <iostream>
-#include <string>
 
 #include "src/cli/exit_codes.h"
 #include "src/cli/https_settings.h"

@@ -59,19 +59,17 @@ OptionSpec refused(const char* name, char short_name, Arg arg, const char* group
 
 #define SET_STRING(field) [](ClientOptions& o, const char* v) -> Status { o.field = v; return {}; }
 #define SET_FLAG(field) [](ClientOptions& o, const char*) -> Status { o.field = true; return {}; }
+#define SET_ACTION(a) [](ClientOptions& o, const char*) -> Status { o.action = Action::a; return {}; }
 #define SET_INT(field, opt, lo, hi) \
     [](ClientOptions& o, const char* v) -> Status { return parse_int(opt, v, lo, hi, o.field); }
 
 const std::vector<OptionSpec>& option_table() {
     static const std::vector<OptionSpec> table = {
         // General
-        {"help", 'h', Arg::none, "General", "show this help and exit",
-         [](ClientOptions& o, const char*) -> Status { o.action = Action::help; return {}; }},
-        {"version", 'V', Arg::none, "General", "print the version and exit",
-         [](ClientOptions& o, const char*) -> Status { o.action = Action::version; return {}; }},
-        {"self-check", 0, Arg::none, "General",
-         "print crypto library, CPU features and ESP suites, then exit",
-         [](ClientOptions& o, const char*) -> Status { o.action = Action::self_check; return {}; }},
+        {"help", 'h', Arg::none, "General", "show this help and exit", SET_ACTION(help)},
+        {"version", 'V', Arg::none, "General", "print the version and exit", SET_ACTION(version)},
+        {"self-check", 0, Arg::none, "General", "print crypto library, CPU features and ESP suites, then exit",
+         SET_ACTION(self_check)},
         {"config", 0, Arg::required, "General", "read further options from FILE (one per line, no dashes)",
          [](ClientOptions&, const char*) -> Status { return {}; }},  // expanded before parsing
         {"protocol", 0, Arg::required, "Set VPN protocol", "gp (GlobalProtect) or anyconnect (default)",
@@ -154,10 +152,8 @@ const std::vector<OptionSpec>& option_table() {
              return {};
          }},
         {"authenticate", 0, Arg::none, "Authentication (two-phase)",
-         "log in, print COOKIE/HOST/CONNECT_URL/FINGERPRINT/RESOLVE, exit",
-         [](ClientOptions& o, const char*) -> Status { o.action = Action::authenticate; return {}; }},
-        {"cookieonly", 0, Arg::none, "Authentication (two-phase)", "log in, print the cookie, exit",
-         [](ClientOptions& o, const char*) -> Status { o.action = Action::cookie_only; return {}; }},
+         "log in, print COOKIE/HOST/CONNECT_URL/FINGERPRINT/RESOLVE, exit", SET_ACTION(authenticate)},
+        {"cookieonly", 0, Arg::none, "Authentication (two-phase)", "log in, print the cookie, exit", SET_ACTION(cookie_only)},
         {"printcookie", 0, Arg::none, "Authentication (two-phase)", "print the cookie before connecting",
          SET_FLAG(print_cookie)},
         {"os", 0, Arg::required, "Local system information",
@@ -365,6 +361,7 @@ const std::vector<OptionSpec>& option_table() {
 
 #undef SET_STRING
 #undef SET_FLAG
+#undef SET_ACTION
 #undef SET_INT
 
 // Replaces every --config FILE with the options the file holds ("name value" or

@@ -4,7 +4,6 @@
 // NetworkManager passes them.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 

@@ -51,6 +51,13 @@ Result<Secret> read_line(int fd, std::string_view what) {
     return line;
 }
 
+// `text` and `end` in one write (a prompt, a message).
+void write_text(int fd, std::string_view text, std::string_view end) {
+    std::string t(text);
+    t += end;
+    (void)!::write(fd, t.data(), t.size());
+}
+
 }  // namespace
 
 Result<Secret> read_stdin_line(std::string_view what) { return read_line(0, what); }
@@ -65,26 +72,17 @@ Status TerminalPrompter::read_stdin_password() {
 }
 
 Result<Secret> TerminalPrompter::read_answer(std::string_view prompt) {
+    const std::string refused = "user input required ('" + std::string(prompt) + "') but --non-inter was given";
+    if (!passwd_on_stdin_) return make_error(refused);
     auto line = read_line(0, "'" + std::string(prompt) + "'");
     if (line) return line;
-    return make_error("user input required ('" + std::string(prompt) +
-                      "') but --non-inter was given and standard input has no more lines");
+    return make_error(refused + " and standard input has no more lines");
 }
 
 Result<std::string> TerminalPrompter::ask_text(std::string_view prompt) {
     if (auto st = read_stdin_password(); !st) return st.error();
-    if (non_interactive_ && passwd_on_stdin_) {
-        auto line = read_answer(prompt);
-        if (!line) return line.error();
-        return std::string(line->reveal_text());
-    }
-    if (non_interactive_) return make_error("user input required ('" + std::string(prompt) + "') but --non-inter was given");
-    if (::isatty(0)) {
-        std::string p(prompt);
-        p += " ";
-        (void)!::write(2, p.data(), p.size());
-    }
-    auto line = read_line(0, "'" + std::string(prompt) + "'");
+    if (!non_interactive_ && ::isatty(0)) write_text(2, prompt, " ");
+    auto line = non_interactive_ ? read_answer(prompt) : read_line(0, "'" + std::string(prompt) + "'");
     if (!line) return line.error();
     return std::string(line->reveal_text());
 }
@@ -96,8 +94,7 @@ Result<Secret> TerminalPrompter::ask_secret(std::string_view prompt) {
         stdin_password_used_ = true;
         return std::move(stdin_password_);
     }
-    if (non_interactive_ && passwd_on_stdin_) return read_answer(prompt);
-    if (non_interactive_) return make_error("user input required ('" + std::string(prompt) + "') but --non-inter was given");
+    if (non_interactive_) return read_answer(prompt);
     if (!::isatty(0)) return read_line(0, "'" + std::string(prompt) + "' on standard input");
     int tty = ::open("/dev/tty", O_RDWR | O_CLOEXEC);
     if (tty < 0) return read_line(0, "'" + std::string(prompt) + "'");
@@ -110,9 +107,7 @@ Result<Secret> TerminalPrompter::ask_secret(std::string_view prompt) {
         quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
         ::tcsetattr(tty, TCSAFLUSH, &quiet);
     }
-    std::string p(prompt);
-    p += " ";
-    (void)!::write(tty, p.data(), p.size());
+    write_text(tty, prompt, " ");
     auto line = read_line(tty, "'" + std::string(prompt) + "'");
     if (have_termios) ::tcsetattr(tty, TCSAFLUSH, &saved);
     (void)!::write(tty, "\n", 1);
@@ -120,10 +115,6 @@ Result<Secret> TerminalPrompter::ask_secret(std::string_view prompt) {
     return line;
 }
 
-void TerminalPrompter::show(std::string_view message) {
-    std::string m(message);
-    m += "\n";
-    (void)!::write(2, m.data(), m.size());
-}
+void TerminalPrompter::show(std::string_view message) { write_text(2, message, "\n"); }
 
 }  // namespace espvpn::cli

@@ -22,7 +22,7 @@ public:
 
 private:
     Status read_stdin_password();  // --passwd-on-stdin: the first line, once
-    Result<Secret> read_answer(std::string_view prompt);  // a later line of stdin under --non-inter
+    Result<Secret> read_answer(std::string_view prompt);  // --non-inter: a later line of stdin, or an error
 
     bool non_interactive_;
     bool no_password_;

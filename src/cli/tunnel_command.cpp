@@ -113,22 +113,19 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     // 2. Print it, or connect.
     const http::Url server = protocol.server();
     const auto peer = https->peer(server.host, server.port);
-    switch (options.action) {
-        case Action::authenticate:
-            out << "COOKIE=" << shell_quote(protocol.cookie_text().reveal_text()) << "\n";
-            out << "HOST=" << shell_quote(peer ? peer->address : server.host) << "\n";
-            out << "CONNECT_URL=" << shell_quote(server.to_string()) << "\n";
-            out << "FINGERPRINT=" << shell_quote(peer ? peer->pin : "") << "\n";
-            out << "RESOLVE=" << shell_quote(server.host + ":" + (peer ? peer->address : server.host)) << "\n";
-            out.flush();
-            https->close_all();
-            return kExitOk;
-        case Action::cookie_only:
-            out << protocol.cookie_text().reveal_text() << "\n";
-            out.flush();
-            https->close_all();
-            return kExitOk;
-        default: break;
+    if (options.action == Action::authenticate) {
+        out << "COOKIE=" << shell_quote(protocol.cookie_text().reveal_text()) << "\n";
+        out << "HOST=" << shell_quote(peer ? peer->address : server.host) << "\n";
+        out << "CONNECT_URL=" << shell_quote(server.to_string()) << "\n";
+        out << "FINGERPRINT=" << shell_quote(peer ? peer->pin : "") << "\n";
+        out << "RESOLVE=" << shell_quote(server.host + ":" + (peer ? peer->address : server.host)) << "\n";
+    } else if (options.action == Action::cookie_only) {
+        out << protocol.cookie_text().reveal_text() << "\n";
+    }
+    if (options.action == Action::authenticate || options.action == Action::cookie_only) {
+        out.flush();
+        https->close_all();
+        return kExitOk;
     }
     if (options.print_cookie) out << protocol.cookie_text().reveal_text() << std::endl;
 

@@ -35,8 +35,6 @@ std::string joined(const std::vector<std::string>& items) {
 
 Result<IpPrefix> host_prefix(const DnsAddress& a) { return IpPrefix::parse(a.to_string()); }
 
-int family_slot(DnsType t) { return t == DnsType::aaaa ? 1 : 0; }
-
 }  // namespace
 
 std::unique_ptr<DomainSplit> DomainSplit::start(const TunnelConfig& c, host::TunnelHost& host,
@@ -271,7 +269,7 @@ void DomainSplit::servfail(const Forward& f) {
 void DomainSplit::handle(const DnsQueries::Outcome& o, Clock::time_point now) {
     const DomainRouteTable::Rule& rule = table_.rules()[o.rule];
     RuleLog& log = logs_[o.rule];
-    const int f = family_slot(o.type);
+    const int f = o.type == DnsType::aaaa ? 1 : 0;
     if (o.ok) {
         apply(table_.on_answer(o.rule, o.type, o.addresses, now));
         log.addresses[f].clear();

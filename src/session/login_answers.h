@@ -43,7 +43,6 @@ public:
     // The -F value for FORM:FIELD, if one was given.
     const std::string* entry(std::string_view form, std::string_view field) const;
     bool has_token() const { return token_ != nullptr; }
-    LoginPrompter& prompter() { return prompter_; }
 
 private:
     LoginPrompter& prompter_;

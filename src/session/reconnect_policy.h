@@ -8,7 +8,6 @@
 #pragma once
 
 #include <chrono>
-#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -82,7 +81,6 @@ public:
     bool active() const { return policy_.has_value(); }
     // Only while active().
     ReconnectPolicy& policy() { return *policy_; }
-    const ReconnectPolicy& policy() const { return *policy_; }
     const std::string& last_error() const { return last_error_; }
 
 private:

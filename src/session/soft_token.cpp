@@ -73,7 +73,7 @@ public:
     OathToken(SoftTokenMode mode, OtpSecret secret, std::string file, std::function<std::int64_t()> now)
         : mode_(mode), secret_(std::move(secret)), file_(std::move(file)), now_(std::move(now)) {}
 
-    const char* kind() const override { return mode_ == SoftTokenMode::totp ? "TOTP" : "HOTP"; }
+    const char* kind() const { return mode_ == SoftTokenMode::totp ? "TOTP" : "HOTP"; }
 
     Result<Secret> next_code() override {
         if (tries_ >= kMaxTries)

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <string>
 
 #include "crypto/otp.h"
 #include "protocols/base/result.h"
@@ -21,7 +20,6 @@ public:
     // The next code, or an error when this token should not be tried again (the server
     // refused two of its codes: openconnect then falls back to asking).
     virtual Result<Secret> next_code() = 0;
-    virtual const char* kind() const = 0;
 };
 
 enum class SoftTokenMode { totp, hotp };

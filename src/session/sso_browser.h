@@ -14,7 +14,6 @@
 //             the DevTools protocol: it sees every response and cookie.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <iterator>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -123,11 +122,8 @@ public:
             const long s = std::strtol(v, nullptr, 10);
             if (s >= 1 && s <= 3600) opt.limits.min_ttl = std::chrono::seconds(s);
         }
-        domains_config_ = config;
         domain_options_ = opt;
-        auto fresh = DomainSplit::start(config, host_, opt, Clock::now());
-        std::lock_guard lock(json_mu_);
-        domains_ = std::move(fresh);
+        replace_domains(config);
     }
     // A reconnect's configuration: the same domain lists and DNS servers keep the routes;
     // other ones replace them (the old routes go first).
@@ -138,14 +134,15 @@ public:
             return;
         LOG_INFO << "the gateway's split domains or DNS servers changed: their routes are made again";
         if (domains_) domains_->stop();
-        domains_config_ = fresh;
         ++domain_options_.generation;
-        auto next = DomainSplit::start(fresh, host_, domain_options_, Clock::now());
-        std::unique_ptr<DomainSplit> old;
-        {
-            std::lock_guard lock(json_mu_);
-            old = std::exchange(domains_, std::move(next));
-        }
+        replace_domains(fresh);
+    }
+    void replace_domains(const TunnelConfig& config) {
+        domains_config_ = config;
+        auto next = DomainSplit::start(config, host_, domain_options_, Clock::now());
+        std::unique_ptr<DomainSplit> old;  // ends after the lock is released
+        std::lock_guard lock(json_mu_);
+        old = std::exchange(domains_, std::move(next));
     }
     // {"rules": ...} or "" without domain lists (any thread).
     std::string domains_json() const {

@@ -16,19 +16,16 @@ constexpr int kPollMs = 100;
 
 namespace {
 
-struct ConnectOutcome {
-    anyconnect::AcCstpConfig config;
-    std::vector<std::uint8_t> early_bytes;  // CSTP bytes read together with the reply
-};
-
-// Writes the CONNECT and reads the reply headers; `refusal` gets the status.
-Result<ConnectOutcome> send_connect(io::TlsStream& tls, const Secret& request, anyconnect::AcConnectRefusal& refusal) {
+// Writes the CONNECT and reads the reply headers; `refusal` gets the status, `early_bytes` the
+// CSTP bytes read together with the reply.
+Result<anyconnect::AcCstpConfig> send_connect(io::TlsStream& tls, const Secret& request,
+                                              anyconnect::AcConnectRefusal& refusal,
+                                              std::vector<std::uint8_t>& early_bytes) {
     if (auto st = tls.write_all(request.reveal()); !st) return make_error("CONNECT: " + st.error().message);
     http::ResponseParser parser;
     parser.begin("CONNECT");
     std::vector<std::uint8_t> buf(16384 + 1024);
     const auto deadline = Clock::now() + std::chrono::seconds(30);
-    ConnectOutcome out;
     while (!parser.done()) {
         auto n = tls.read_some(buf, deadline);
         if (!n || *n == 0) {
@@ -39,13 +36,9 @@ Result<ConnectOutcome> send_connect(io::TlsStream& tls, const Secret& request, a
         }
         auto used = parser.feed(std::span<const std::uint8_t>(buf.data(), *n));
         if (!used) return make_error("CONNECT reply: " + used.error().message);
-        if (parser.done()) out.early_bytes.assign(buf.begin() + static_cast<std::ptrdiff_t>(*used), buf.begin() + static_cast<std::ptrdiff_t>(*n));
+        if (parser.done()) early_bytes.assign(buf.begin() + static_cast<std::ptrdiff_t>(*used), buf.begin() + static_cast<std::ptrdiff_t>(*n));
     }
-    http::Response response = parser.take_response();
-    auto config = anyconnect::parse_connect_reply(response, &refusal);
-    if (!config) return config.error();
-    out.config = std::move(*config);
-    return out;
+    return anyconnect::parse_connect_reply(parser.take_response(), &refusal);
 }
 
 }  // namespace
@@ -84,13 +77,12 @@ void TunDrain::run() {
 Result<std::unique_ptr<CstpLink>> CstpLink::connect_on(std::unique_ptr<io::TlsStream> stream, const Secret& request,
                                                        anyconnect::AcConnectRefusal& refusal) {
     std::unique_ptr<CstpLink> link(new CstpLink(std::move(stream)));
-    auto connected = send_connect(*link->tls_, request, refusal);
-    if (!connected) {
+    auto reply = send_connect(*link->tls_, request, refusal, link->early_bytes_);
+    if (!reply) {
         link->tls_->close();
-        return connected.error();
+        return reply.error();
     }
-    link->reply_ = std::move(connected->config);
-    link->early_bytes_ = std::move(connected->early_bytes);
+    link->reply_ = std::move(*reply);
     return link;
 }
 

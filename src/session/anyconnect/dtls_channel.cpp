@@ -141,39 +141,30 @@ private:
     // DtlsChannel's refusal of a full handshake in legacy mode (someone else answered).
     static bool is_not_resumed(const std::string& why) { return why.find("did not resume") != std::string::npos; }
 
-    io::DtlsChannelOptions channel_options() const {
-        io::DtlsChannelOptions o;
+    // Socket + handshake (polled against stop) + datapath in session mode.
+    Result<std::unique_ptr<LiveDtls>> establish() {
         const auto& p = context_.params;
-        const bool v6 = context_.peer_address.find(':') != std::string::npos;
-        o.ipv6_outer = v6;
-        o.base_mtu = static_cast<std::size_t>(context_.base_mtu > 0 ? context_.base_mtu : 1406);
+        io::DtlsChannelOptions co;
+        co.ipv6_outer = context_.peer_address.find(':') != std::string::npos;
+        co.base_mtu = static_cast<std::size_t>(context_.base_mtu > 0 ? context_.base_mtu : 1406);
         if (p.mode == anyconnect::AcDtlsParams::Mode::psk) {
             io::DtlsPskMode m;
             m.psk = psk_.clone();
             m.app_id.assign(p.session_id.begin(), p.session_id.end());
-            o.mode = std::move(m);
+            co.mode = std::move(m);
         } else {
             io::DtlsLegacyMode m;
-            m.master_secret = master_secret_.clone();
-            m.session_id.assign(p.session_id.begin(), p.session_id.end());
-            m.tunnel_mtu = static_cast<std::size_t>(p.mtu > 0 ? p.mtu : context_.tunnel_mtu);
-            o.mode = std::move(m);
-        }
-        return o;
-    }
-
-    // Socket + handshake (polled against stop) + datapath in session mode.
-    Result<std::unique_ptr<LiveDtls>> establish() {
-        const auto& p = context_.params;
-        io::DtlsChannelOptions co = channel_options();
-        if (auto* legacy = std::get_if<io::DtlsLegacyMode>(&co.mode)) {
             auto suite = io::find_dtls_legacy_suite(p.cipher_suite, p.dtls12_header);
             attempt_fatal_ = true;  // nothing below changes by trying again
             if (!suite) return suite.error();
             if (master_secret_.size() != io::kDtlsMasterSecretSize)
                 return make_error("no master secret for the legacy mode");
             attempt_fatal_ = false;
-            legacy->suite = *suite;
+            m.suite = *suite;
+            m.master_secret = master_secret_.clone();
+            m.session_id.assign(p.session_id.begin(), p.session_id.end());
+            m.tunnel_mtu = static_cast<std::size_t>(p.mtu > 0 ? p.mtu : context_.tunnel_mtu);
+            co.mode = std::move(m);
         }
         auto live = std::make_unique<LiveDtls>();
         io::UdpOptions u;

@@ -16,8 +16,6 @@ namespace {
 
 bool is_user_field(std::string_view name) { return name.rfind("user", 0) == 0 || name.rfind("uname", 0) == 0; }
 
-std::string prompt_of(const AcFormField& f) { return f.label.empty() ? f.name + ":" : f.label; }
-
 // may_use_token: openconnect's rule (a field named secondary_password, or any password field of a
 // form with id "challenge"), or, beyond it, a password field of a later form once a password has
 // been given and the server did not say the login failed: ocserv's OTP form is a second "main" form
@@ -26,7 +24,7 @@ LoginField login_field(const AcAuthReply& form, const AcFormField& f, bool may_u
     LoginField out;
     out.form = form.auth_id;
     out.name = f.name;
-    out.label = prompt_of(f);
+    out.label = f.label.empty() ? f.name + ":" : f.label;
     switch (f.kind) {
         case AcFormField::Kind::select:
             out.kind = LoginField::Kind::select;

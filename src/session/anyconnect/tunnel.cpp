@@ -15,8 +15,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 using datapath::TlsPump;
-using datapath::now_ns;
-constexpr int kPollMs = 100;
 
 // What the session did beyond carrying packets: reconnects and rekeys.
 struct AcSessionCounters {
@@ -109,7 +107,7 @@ public:
         // While a rehandshake runs, both pump threads wait for the control loop: look often.
         // (Not after a failure: that state lasts while the fallback's new connection is made.)
         const TlsPump::Rehandshake rh = link_ ? link_->pump()->rehandshake_state() : TlsPump::Rehandshake::idle;
-        return rh != TlsPump::Rehandshake::idle && rh != TlsPump::Rehandshake::failed ? 2 : kPollMs;
+        return rh != TlsPump::Rehandshake::idle && rh != TlsPump::Rehandshake::failed ? 2 : SessionDriver::poll_ms();
     }
     std::string renew_blocked() const override {
         if (link_ && link_->pump()->rehandshake_state() != TlsPump::Rehandshake::idle) return "a TLS rehandshake is running";
@@ -141,8 +139,7 @@ public:
         }
     }
     void outage_ended(Clock::duration length) override {
-        const std::int64_t ms = ms_of(length);
-        count([&](AcSessionCounters& c) { c.last_outage_ms = ms; });
+        count([&](AcSessionCounters& c) { c.last_outage_ms = ms_of(length); });
     }
     void logout() override {
         if (link_) link_->logout();
@@ -157,7 +154,6 @@ public:
     }
 
 private:
-    Status prepare_connect_settings(bool outer_v6);
     // The new connection's reply must fit the tun as configured (address); the MTU may change.
     Status adopt_config(const anyconnect::AcCstpConfig& reply);
     void start_link(std::unique_ptr<CstpLink> link) {
@@ -232,35 +228,6 @@ private:
     bool rekey_pending_ = false;  // the next renewal is a rekey (tried again later if it fails)
     bool attempt_is_rekey_ = false;
 };
-
-Status AcDriver::prepare_connect_settings(bool outer_v6) {
-    anyconnect::AcConnectSettings& s = settings_;
-    s.host = auth_.server.host;
-    s.port = auth_.server.port;
-    s.user_agent = o_.user_agent;
-    s.hostname = o_.hostname;
-    s.base_mtu = std::max(o_.base_mtu > 0 ? o_.base_mtu : 1406, 1280);
-    s.mtu = o_.mtu > 0 ? o_.mtu : anyconnect::requested_tunnel_mtu(s.base_mtu, outer_v6);
-    s.ipv6 = !o_.host.disable_ipv6;
-    // DTLS is offered only when something can run it; otherwise ocserv would size
-    // the MTU for a UDP channel that never comes.
-    if (!o_.no_dtls && dtls_peer_address_.empty())
-        LOG_INFO << "no address for DTLS to the server: data runs over CSTP (TLS)";
-    if (!o_.no_dtls && !dtls_peer_address_.empty()) {
-        auto secret = io::make_dtls_master_secret();
-        if (!secret) return secret.error();
-        anyconnect::AcDtlsOffer offer;
-        offer.master_secret = std::move(*secret);
-        master_secret_ = offer.master_secret.clone();
-        if (!o_.dtls_ciphers.empty()) offer.cipher_suites = o_.dtls_ciphers;
-        if (!o_.dtls12_ciphers.empty()) offer.dtls12_cipher_suites = o_.dtls12_ciphers;
-        s.dtls = std::move(offer);
-    }
-    auto request = anyconnect::build_connect_request(s, auth_.webvpn);
-    if (!request) return request.error();
-    request_ = std::move(*request);
-    return {};
-}
 
 std::unique_ptr<LinkAttempt> AcDriver::begin_attempt(AttemptPurpose purpose) {
     attempt_is_rekey_ = purpose == AttemptPurpose::renew && rekey_pending_;
@@ -399,7 +366,7 @@ std::vector<LinkEvent> AcDriver::step(Clock::time_point now, const SessionContro
     if (!link.dpd) link.dpd.emplace(DpdSettings{std::chrono::seconds(dpd), std::chrono::seconds(link.reply().keepalive_s)},
                                     Clock::time_point{});
     auto stamp = [](std::int64_t ns) { return Clock::time_point{std::chrono::nanoseconds(ns)}; };
-    const Clock::time_point t = stamp(now_ns());
+    const Clock::time_point t = stamp(datapath::now_ns());
     link.dpd->on_receive(stamp(pump.last_rx_ns()));
     link.dpd->on_send(stamp(pump.last_tx_ns()));
     switch (link.dpd->poll(t)) {
@@ -453,7 +420,32 @@ Result<SessionDriver::Prepared> AcDriver::prepare() {
     if (peer && peer->via_proxy && !dtls_peer_address_.empty())
         LOG_INFO << "DTLS goes directly to " << auth_.server.host << " at " << dtls_peer_address_
                  << " (not through the proxy)";
-    if (Status st = prepare_connect_settings(peer_address_.find(':') != std::string::npos); !st) return st.error();
+    anyconnect::AcConnectSettings& s = settings_;
+    s.host = auth_.server.host;
+    s.port = auth_.server.port;
+    s.user_agent = o_.user_agent;
+    s.hostname = o_.hostname;
+    s.base_mtu = std::max(o_.base_mtu > 0 ? o_.base_mtu : 1406, 1280);
+    const bool outer_v6 = peer_address_.find(':') != std::string::npos;
+    s.mtu = o_.mtu > 0 ? o_.mtu : anyconnect::requested_tunnel_mtu(s.base_mtu, outer_v6);
+    s.ipv6 = !o_.host.disable_ipv6;
+    // DTLS is offered only when something can run it; otherwise ocserv would size
+    // the MTU for a UDP channel that never comes.
+    if (!o_.no_dtls && dtls_peer_address_.empty())
+        LOG_INFO << "no address for DTLS to the server: data runs over CSTP (TLS)";
+    if (!o_.no_dtls && !dtls_peer_address_.empty()) {
+        auto secret = io::make_dtls_master_secret();
+        if (!secret) return secret.error();
+        anyconnect::AcDtlsOffer offer;
+        offer.master_secret = std::move(*secret);
+        master_secret_ = offer.master_secret.clone();
+        if (!o_.dtls_ciphers.empty()) offer.cipher_suites = o_.dtls_ciphers;
+        if (!o_.dtls12_ciphers.empty()) offer.dtls12_cipher_suites = o_.dtls12_ciphers;
+        s.dtls = std::move(offer);
+    }
+    auto request = anyconnect::build_connect_request(s, auth_.webvpn);
+    if (!request) return request.error();
+    request_ = std::move(*request);
     anyconnect::AcConnectRefusal refusal;
     auto first = CstpLink::connect_on(std::move(*stream), request_, refusal);
     if (!first) {

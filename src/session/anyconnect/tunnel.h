@@ -38,8 +38,6 @@
 
 #include <gnutls/gnutls.h>
 
-#include <chrono>
-#include <memory>
 #include <string>
 
 #include "protocols/base/result.h"

@@ -25,9 +25,6 @@ struct GatewayLatency {
 // destructor waits for them so none outlives its owner.
 class LatencyProbeThreads {
 public:
-    LatencyProbeThreads() = default;
-    LatencyProbeThreads(LatencyProbeThreads&&) = default;
-    LatencyProbeThreads& operator=(LatencyProbeThreads&&) = default;
     ~LatencyProbeThreads();
     void add(std::thread t) { threads_.push_back(std::move(t)); }
 

@@ -183,10 +183,11 @@ Result<GpLogin::Credentials> GpLogin::ask_credentials(const gp::GpPrelogin& info
     return creds;
 }
 
-template <class T, class Send, class Parse>
-Result<T> GpLogin::answer_rounds(Credentials& creds, const std::string& what, Send&& send, Parse&& parse) {
+template <class T, class Parse>
+Result<T> GpLogin::answer_rounds(gp::GpInterface iface, const http::Url& server, Credentials& creds, Parse&& parse) {
+    const std::string what = (iface == gp::GpInterface::Portal ? "portal login on " : "gateway login on ") + server.host;
     for (int round = 0; round <= settings_.max_challenge_rounds; ++round) {
-        auto reply = send(creds.form);
+        auto reply = http_.send(server, gp::login_request(iface, server.host, settings_.client, creds.form));
         if (!reply) return reply.error();
         auto outcome = parse(reply->body.reveal_text());
         if (!outcome) return make_error(what + ": unusable reply: " + outcome.error().message);
@@ -221,25 +222,10 @@ Result<T> GpLogin::answer_rounds(Credentials& creds, const std::string& what, Se
     return make_error(what + ": more than " + std::to_string(settings_.max_challenge_rounds) + " challenge rounds");
 }
 
-Result<gp::GpPortalConfig> GpLogin::portal_login(Credentials& creds) {
-    const auto& server = settings_.target.server;
-    return answer_rounds<gp::GpPortalConfig>(
-        creds, "portal login on " + server.host,
-        [&](const gp::GpCredentials& form) {
-            return http_.send(server, gp::login_request(gp::GpInterface::Portal, server.host, settings_.client, form));
-        },
-        [](std::string_view body) { return gp::parse_portal_config_reply(body); });
-}
-
 Result<gp::GpLoginResult> GpLogin::gateway_login(const http::Url& gateway, Credentials& creds) {
-    const std::string computer = settings_.client.computer;
-    return answer_rounds<gp::GpLoginResult>(
-        creds, "gateway login on " + gateway.host,
-        [&](const gp::GpCredentials& form) {
-            return http_.send(gateway,
-                              gp::login_request(gp::GpInterface::Gateway, gateway.host, settings_.client, form));
-        },
-        [&](std::string_view body) { return gp::parse_gateway_login_reply(body, computer); });
+    return answer_rounds<gp::GpLoginResult>(gp::GpInterface::Gateway, gateway, creds, [this](std::string_view body) {
+        return gp::parse_gateway_login_reply(body, settings_.client.computer);
+    });
 }
 
 Result<GpAuthenticated> GpLogin::via_portal(bool* portal_missing) {
@@ -248,7 +234,8 @@ Result<GpAuthenticated> GpLogin::via_portal(bool* portal_missing) {
     if (!pre) return pre.error();
     auto creds = ask_credentials(*pre, server, true);
     if (!creds) return creds.error();
-    auto config = portal_login(*creds);
+    auto config =
+        answer_rounds<gp::GpPortalConfig>(gp::GpInterface::Portal, server, *creds, gp::parse_portal_config_reply);
     if (!config) return config.error();
     if (!config->has_config)
         return make_error("the portal " + server.host + " has no configuration for this client (has-config=no); "

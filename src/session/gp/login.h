@@ -97,9 +97,9 @@ private:
     Result<gp::GpPrelogin> prelogin(gp::GpInterface iface, const http::Url& server, bool* wrong_interface);
     Result<Credentials> ask_credentials(const gp::GpPrelogin& info, const http::Url& server, bool portal);
     Status single_sign_on(const gp::GpSamlRequest& saml, const http::Url& server, bool portal, Credentials& creds);
-    template <class T, class Send, class Parse>
-    Result<T> answer_rounds(Credentials& creds, const std::string& what, Send&& send, Parse&& parse);
-    Result<gp::GpPortalConfig> portal_login(Credentials& creds);
+    // The login request to `server`, its challenges answered, until the reply parses as a T.
+    template <class T, class Parse>
+    Result<T> answer_rounds(gp::GpInterface iface, const http::Url& server, Credentials& creds, Parse&& parse);
     Result<gp::GpLoginResult> gateway_login(const http::Url& gateway, Credentials& creds);
     Result<http::Url> choose_gateway(const gp::GpPortalConfig& config, const std::string& region);
 

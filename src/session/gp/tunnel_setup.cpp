@@ -1,6 +1,5 @@
 #include "src/session/gp/tunnel_setup.h"
 
-#include <algorithm>
 #include <ctime>
 #include <sstream>
 #include <variant>
@@ -22,7 +21,6 @@ GpTunnelSetup map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::string& pee
     if (!esp_address.empty() && esp_address != peer_address) c.direct_udp_address = esp_address;
     setup.https_tunnel_path = gp.ssl_tunnel_url;
     setup.cookie_lifetime_s = gp.lifetime;
-    setup.hip_interval_s = gp.hip_report_interval;
     if (gp.ipsec && esp_address.empty()) {
         LOG_INFO << "no address for ESP to the gateway: HTTPS tunnel only";
     } else if (gp.ipsec) {
@@ -30,9 +28,7 @@ GpTunnelSetup map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::string& pee
         esp.peer_address = esp_address;
         esp.udp_port = gp.ipsec->udp_port;
         esp.probe_ipv4 = gp.gw_address;
-        esp.probe_ipv6 = gp.gw_address_v6;
         esp.tunnel_ipv4 = c.ip4_address;
-        esp.tunnel_ipv6 = c.ip6_address;
         esp.rekey_after_s = gp.timeout;
         esp.sa = std::move(*gp.ipsec);
         setup.esp = std::move(esp);

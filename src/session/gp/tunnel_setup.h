@@ -24,9 +24,7 @@ struct GpEspSetup {
     std::uint16_t udp_port = 4501;
     gp::GpIpsecConfig sa;         // suite, SPIs and keys, both directions (keys are Secrets)
     std::string probe_ipv4;       // gw-address: ESP probe destination, "" if none
-    std::string probe_ipv6;
     std::string tunnel_ipv4;      // our inner source for the probe
-    std::string tunnel_ipv6;
     unsigned rekey_after_s = 0;   // getconfig <timeout>; 0 = not given
 };
 
@@ -35,7 +33,6 @@ struct GpTunnelSetup {
     std::optional<GpEspSetup> esp;   // absent: the gateway offers no ESP (HTTPS tunnel only)
     std::string https_tunnel_path;   // ssl-tunnel-url
     unsigned cookie_lifetime_s = 0;
-    unsigned hip_interval_s = 0;     // 0: no re-check scheduled
 };
 
 // A parsed getconfig (its TunnelConfig already filled by the parser) with where we reached
