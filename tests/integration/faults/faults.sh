@@ -36,6 +36,20 @@
 #               too), probed/reconnected, traffic flows while the stream runs (issue 22)
 #   flood:      iperf3 UDP -b 3G for 5 s each way, on ESP and on the HTTPS tunnel:
 #               espvpn's peak RSS (VmHWM) < 100 MiB (400 under ASan), loss reported, ping afterwards
+# ocserv 1.1.6 may end an AnyConnect session on its own during a route change: its periodic check
+# (every 30 s) takes the CSTP socket's TCP path MTU (TCP_INFO) as the link MTU, and a tiny reading
+# makes its main process refuse the worker ("worker process invalid MTU 2", then DISCONNECT). That
+# is the server's verdict, not espvpn's: such a roaming case runs once more, with a NOTE; a second
+# failure, or any other failure, stands.
+if [[ ${1:-} == ac && ${2:-} == roam_* && -z ${FAULTS_RERUN:-} ]]; then
+  out=$(FAULTS_RERUN=1 "$0" "$@" 2>&1) && rc=0 || rc=$?
+  printf '%s\n' "$out"
+  if ((rc != 0)) && grep -q "worker process invalid MTU" <<<"$out"; then
+    echo "NOTE: ocserv closed the session over its own MTU reading (above); the case runs once more"
+    FAULTS_RERUN=1 exec "$0" "$@"
+  fi
+  exit "$rc"
+fi
 # shellcheck source=../proto_head.sh
 . "$(dirname "$0")/../proto_head.sh" faults "$@"
 # Names of this task + PID (other tests build the same topology concurrently).
