@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "src/io/udp_socket.h"
 #include "src/log/logger.h"
 
 namespace espvpn::io {

@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "src/io/tls_stream.h"
 #include "src/io/udp_socket.h"
+#include "src/io/unique_fd.h"
 
 namespace espvpn::io {
 

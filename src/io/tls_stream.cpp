@@ -167,15 +167,6 @@ FdWait wait_fd(int fd, short events, int cancel_fd, Deadline deadline) {
     }
 }
 
-std::string numeric_host(const sockaddr* address) {
-    char text[INET6_ADDRSTRLEN] = "";
-    if (address->sa_family == AF_INET)
-        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text, sizeof text);
-    else if (address->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr, text, sizeof text);
-    return text;
-}
-
 bool TlsCredentials::pin_matches(const ServerFingerprints& fp) const {
     return std::any_of(pins_.begin(), pins_.end(), [&](const ServerCertPin& p) { return p.matches(fp); });
 }

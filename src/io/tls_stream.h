@@ -155,9 +155,6 @@ private:
 Result<int> tcp_connect(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout,
                         int cancel_fd = -1);
 
-// The numeric host of an IPv4/IPv6 socket address, "" for another family.
-std::string numeric_host(const sockaddr* address);
-
 // The message of an attempt ended through its cancel fd.
 inline constexpr const char* kCancelledMessage = "connection attempt cancelled";
 

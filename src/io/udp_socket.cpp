@@ -84,6 +84,15 @@ Result<SocketAddress> SocketAddress::parse(std::string_view text) {
     return a;
 }
 
+std::string numeric_host(const sockaddr* address) {
+    char text[INET6_ADDRSTRLEN] = "";
+    if (address->sa_family == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text, sizeof text);
+    else if (address->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr, text, sizeof text);
+    return text;
+}
+
 std::string SocketAddress::to_string() const {
     char text[INET6_ADDRSTRLEN] = {};
     if (family() == AF_INET) {

@@ -36,6 +36,8 @@ struct SocketAddress {
 
 // "host:port" as SocketAddress::parse reads it (an IPv6 host in brackets).
 std::string endpoint_text(std::string_view host, unsigned port);
+// The numeric host of an IPv4/IPv6 socket address, "" for another family.
+std::string numeric_host(const sockaddr* address);
 // The wildcard address of `peer_host`'s family with `port`, to bind beside a connect to it.
 std::string any_endpoint_like(std::string_view peer_host, unsigned port);
 
