@@ -109,11 +109,12 @@ fake_routes=(--route 10.202.0.0/24 --route6 fd00:202::/64)
 
 # fake_up SUITE SA_HOOK [fake options...]: the fake GP portal + gateway in the gateway
 # namespace, writing its keys to $work/gw-sa.env and running SA_HOOK after each
-# getconfig; sets fake_pid. Returns once it listens (the caller waits for that).
+# getconfig; sets fake_pid. Returns once it listens (the caller waits for that). It listens on
+# $fake_listen if set (behind tools/https-tunnel-gateway), else on $gw_outer:4443.
 fake_up() {
   local suite=$1 hook=$2; shift 2
   rm -f "$work"/gw-sa.env "$work"/fake-stats.json "$work"/fake.ready
-  ip netns exec "$nsg" $py "$repo/tools/fake-gp-gateway/fake-gp-gateway" --listen "$gw_outer:4443" --esp "$suite" \
+  ip netns exec "$nsg" $py "$repo/tools/fake-gp-gateway/fake-gp-gateway" --listen "${fake_listen:-$gw_outer:4443}" --esp "$suite" \
     --sa-file "$work/gw-sa.env" --sa-file-format env --sa-hook "$hook" \
     --ip $tun_ip --ip6 $tun_ip6 --gw-address $gw_addr "${fake_routes[@]}" \
     --ready-file "$work/fake.ready" --stats-file "$work/fake-stats.json" --log-file "$work/fake.log" \
@@ -159,6 +160,27 @@ gateway_https_up() {
   ip -n "$nsg" -6 rule add to $tun_ip6 lookup 201 pref 201
 }
 
+# gateway_native_https_up [fake options...]: the HTTPS tunnel's gateway end on the project's own
+# TLS pump (tools/https-tunnel-gateway, $ht_bin; default beside $gw_bin's folder) on
+# $gw_outer:4443, in front of the fake gateway on 127.0.0.1:4444: the login is relayed to the
+# fake, which also checks the tunnel GET (--tunnel-external), the frames are the native end's,
+# to and from its own tun ${topo}ht (routes to the client's tunnel addresses). Sets fake_pid and
+# ht_pid (gateway_down stops both); its counters go to $work/ht-stats.json when a tunnel ends.
+gateway_native_https_up() {
+  local bin=${ht_bin:-${gw_bin%/*/*}/https-tunnel-gateway/https-tunnel-gateway} i
+  # The portal names the gateway as clients reach it (this end), not the fake's listener.
+  echo "{\"portal\": {\"gateways\": [{\"name\": \"$gw_outer:4443\", \"priority\": 1}]}}" >"$work/ht-fake.json"
+  fake_listen=127.0.0.1:4444 gateway_up none --tunnel-external --config "$work/ht-fake.json" "$@" || return 1
+  rm -f "$work/ht.out" "$work/ht-stats.json"
+  ip netns exec "$nsg" "$bin" --listen "$gw_outer:4443" --backend 127.0.0.1:4444 --backend-ca "$repo/certs/ca.pem" \
+    --cert "$repo/certs/server.pem" --key "$repo/certs/server-key.pem" --tun-name ${topo}ht --route $tun_ip/32 \
+    --route $tun_ip6/128 --mtu ${mtu:-1400} --stats-json "$work/ht-stats.json" >"$work/ht.out" 2>"$work/ht.log" &
+  ht_pid=$!; pids+=("$ht_pid")
+  for ((i = 0; i < 200; i++)); do grep -q '^ready' "$work/ht.out" 2>/dev/null && return 0; sleep 0.05; done
+  echo "https-tunnel-gateway did not start: $(tail -1 "$work/ht.log")" >&2
+  return 1
+}
+
 # carrier NS DEV yes|no SECONDS: until DEV in NS has carrier (a process holds the tun, e.g.
 # fake-gp-gateway --tun while an HTTPS tunnel is open) or has none (it let go: the routes via
 # DEV are then ignored, so replies take the ESP gateway again).
@@ -174,9 +196,9 @@ carrier() {
 
 gateway_down() {
   local pid
-  for pid in ${gw_pid:-} ${fake_pid:-}; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in ${gw_pid:-} ${fake_pid:-}; do wait "$pid" 2>/dev/null || true; done
-  gw_pid= fake_pid=
+  for pid in ${gw_pid:-} ${fake_pid:-} ${ht_pid:-}; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in ${gw_pid:-} ${fake_pid:-} ${ht_pid:-}; do wait "$pid" 2>/dev/null || true; done
+  gw_pid= fake_pid= ht_pid=
 }
 
 # --- Kernel ESP peer: the gateway namespace's own kernel xfrm is the ESP end ---------

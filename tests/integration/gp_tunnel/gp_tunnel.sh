@@ -16,6 +16,8 @@
 #   nodtls: the tunnel GET refused (502): exit 2; --no-dtls: the HTTPS tunnel from the
 #           start, no UDP at all; ping v4+v6 and iperf3 both ways; then openconnect 9.01
 #           --no-dtls against the same gateway
+#   native_https: espvpn --no-dtls and openconnect --no-dtls through tools/https-tunnel-gateway
+#           (the HTTPS tunnel's gateway end on the project's TLS pump) in front of the fake
 #   rekey:  gateway lifetime 6 s, so espvpn rekeys every 3 s: >= 3 rekeys during a
 #           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted
 #   sigusr2: SIGUSR2 on ESP: new keys by a getconfig (no new login), the probe again and
@@ -269,6 +271,36 @@ nodtls)
   gateway_down
   echo "RESULT nodtls: espvpn $ours; openconnect 9.01 --no-dtls $theirs"
   ;;
+native_https)
+  # The HTTPS tunnel's gateway end on the project's own TLS pump (tools/https-tunnel-gateway,
+  # what tools/bench measures the HTTPS rows against), in front of the fake gateway: espvpn
+  # --no-dtls, then openconnect 9.01 --no-dtls, carry ping v4+v6 and iperf3 both ways; the fake
+  # saw the login and the tunnel GET, the native end the frames.
+  gateway_native_https_up || fail "the native HTTPS end did not start"
+  client_args=(--no-dtls)
+  launch
+  wait_for "$work/espvpn.log" "HTTPS tunnel up" 30 || fail "espvpn: no HTTPS tunnel through the native end"
+  ip netns exec "$nsc" ping -6 -c 3 -i 0.2 -W 2 $lan_ip6 >/dev/null || fail "ping $lan_ip6 through the native end"
+  ours=$(traffic "espvpn, native end")
+  client_until 'd["transport"] == "https" and d["https"]["rx_packets"] > 1000' \
+    || fail "espvpn does not report the HTTPS tunnel: $(cat "$work/cl-stats.json")"
+  stop
+  h='d["stats"]["https"]'
+  stats_until "$work/ht-stats.json" "d['tunnels'] == 1 and $h['rx_packets'] > 1000 and $h['tx_packets'] > 1000" 5 \
+    || fail "the native end's counters: $(cat "$work/ht-stats.json" 2>/dev/null)"
+  [[ $(json "$work/fake-stats.json" 'd["tunnels"]') -eq 1 ]] || fail "the fake did not see the tunnel GET"
+  gateway_native_https_up || fail "the native HTTPS end did not start (openconnect)"
+  echo secret | ip netns exec "$nsc" openconnect --protocol=gp --usergroup=gateway --no-dtls \
+    --cafile "$repo/certs/ca.pem" -u alice --passwd-on-stdin --script "$repo/tools/netns/minimal-vpnc-script" \
+    https://$gw_ip:4443/ >"$work/oc.log" 2>&1 &
+  oc_pid=$!; pids+=("$oc_pid")
+  wait_for "$work/fake-stats.json" '"tunnels": 1' 30 || fail "openconnect did not open the HTTPS tunnel"
+  route_via_tun
+  theirs=$(traffic "openconnect, native end")
+  kill -INT "$oc_pid"; wait "$oc_pid" 2>/dev/null || true
+  gateway_down
+  echo "RESULT native_https: espvpn $ours; openconnect 9.01 --no-dtls $theirs"
+  ;;
 rekey)
   # Real-time priority for the tunnel and the stream (as the datapath rekey test), so
   # other load on a shared 2-core machine does not show up as gaps.
@@ -452,5 +484,5 @@ after
 $routes_after"
   echo "RESULT full_tunnel: lan, 198.51.100.7, 2001:db8::7 via $tun; gateway and excludes (v4+v6) outside; $rates; ESP tx $esp_before -> $esp_after; routes as before after SIGINT"
   ;;
-*) echo "usage: $0 demo|suites|script|blocked|nodtls|rekey|outer_v6_esp|outer_v6_https|outer_v6_openconnect|full_tunnel ESPVPN GATEWAY" >&2; exit 2 ;;
+*) echo "usage: $0 demo|suites|script|blocked|nodtls|native_https|rekey|outer_v6_esp|outer_v6_https|outer_v6_openconnect|full_tunnel ESPVPN GATEWAY" >&2; exit 2 ;;
 esac
