@@ -277,13 +277,15 @@ native_https)
   # --no-dtls, then openconnect 9.01 --no-dtls, carry ping v4+v6 and iperf3 both ways; the fake
   # saw the login and the tunnel GET, the native end the frames.
   gateway_native_https_up || fail "the native HTTPS end did not start"
-  client_args=(--no-dtls)
+  client_args=(--no-dtls --force-dpd 2)
   launch
   wait_for "$work/espvpn.log" "HTTPS tunnel up" 30 || fail "espvpn: no HTTPS tunnel through the native end"
   ip netns exec "$nsc" ping -6 -c 3 -i 0.2 -W 2 $lan_ip6 >/dev/null || fail "ping $lan_ip6 through the native end"
   ours=$(traffic "espvpn, native end")
-  client_until 'd["transport"] == "https" and d["https"]["rx_packets"] > 1000' \
-    || fail "espvpn does not report the HTTPS tunnel: $(cat "$work/cl-stats.json")"
+  # Idle: espvpn's keepalives (every 1 s with --force-dpd 2) are echoed, so its DPD keeps the tunnel.
+  client_until 'd["transport"] == "https" and d["https"]["rx_packets"] > 1000 and d["https"]["rx_keepalives"] >= 3' \
+    || fail "espvpn does not report the HTTPS tunnel, or no keepalive echoed: $(cat "$work/cl-stats.json")"
+  ! grep -qi "dead\|reconnect" "$work/espvpn.log" || fail "the idle tunnel was declared dead: $(grep -i 'dead\|reconnect' "$work/espvpn.log" | head -3)"
   stop
   h='d["stats"]["https"]'
   stats_until "$work/ht-stats.json" "d['tunnels'] == 1 and $h['rx_packets'] > 1000 and $h['tx_packets'] > 1000" 5 \
