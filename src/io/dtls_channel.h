@@ -118,7 +118,7 @@ struct DtlsSealOutcome {
 struct DtlsOpenOutcome {
     std::size_t records = 0;      // plaintexts appended to `out`
     std::size_t datagrams = 0;    // datagrams of `in` consumed by this call
-    std::size_t discarded = 0;    // GnuTLS dropped a datagram/record (bad MAC, replay, junk)
+    std::size_t discarded = 0;    // a datagram/record dropped, by us or GnuTLS (bad MAC, replay, junk)
     bool more = false;            // `out` filled up: deliver it and call again with the same `in`
     bool peer_closed = false;     // close_notify received
 };
