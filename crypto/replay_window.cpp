@@ -16,15 +16,13 @@ static std::uint32_t word_of(std::uint64_t seq) {
     return static_cast<std::uint32_t>(seq >> 6) & (ReplayWindow::kWords - 1);
 }
 
-ReplayVerdict ReplayWindow::check(std::uint32_t seq) const {
-    const std::uint64_t s = seq;
+ReplayVerdict ReplayWindow::check(std::uint64_t s) const {
     if (s >= top_) return ReplayVerdict::fresh;  // ahead of everything (or first packet)
     if (top_ - 1 - s >= kWindowSize) return ReplayVerdict::too_old;
     return (ring_[word_of(s)] & bit_of(s)) ? ReplayVerdict::duplicate : ReplayVerdict::fresh;
 }
 
-void ReplayWindow::accept(std::uint32_t seq) {
-    const std::uint64_t s = seq;
+void ReplayWindow::accept(std::uint64_t s) {
     if (s >= top_) {
         // Slide: the words between the old newest and the new newest now stand for
         // numbers never seen. A jump of a whole ring or more clears everything.

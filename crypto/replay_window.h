@@ -6,8 +6,9 @@
 //   if (window.check(seq) != ReplayVerdict::fresh) drop;
 //   if (!icv_ok) drop;
 //   window.accept(seq);
-// 32-bit sequence numbers only (GlobalProtect uses no ESN). Sequence number 0 is
-// accepted like any other (OpenConnect-style peers start there).
+// ESP passes 32-bit sequence numbers (GlobalProtect uses no ESN); DTLS passes its
+// 48-bit ones, so the arguments are 64-bit. Sequence number 0 is accepted like any
+// other (OpenConnect-style peers start there).
 #pragma once
 
 #include <array>
@@ -30,10 +31,10 @@ public:
     // The word holding the newest number is partly "future", so one word is not usable.
     static constexpr std::uint32_t kWindowSize = kBits - 64;        // 1984 packets
 
-    ReplayVerdict check(std::uint32_t seq) const;
+    ReplayVerdict check(std::uint64_t seq) const;
     // Marks seq seen and slides the window if seq is the newest. Call only after
     // check(seq) == fresh and the packet's ICV verified.
-    void accept(std::uint32_t seq);
+    void accept(std::uint64_t seq);
 
     // The highest sequence number accepted so far (meaningless before the first).
     std::uint32_t highest() const { return static_cast<std::uint32_t>(top_ - 1); }

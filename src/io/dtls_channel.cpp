@@ -50,6 +50,7 @@ struct RecordSink {
 struct DatagramSource {
     const PacketBatch* in;
     std::size_t* next;
+    std::size_t end;  // GnuTLS may read datagrams [*next, end)
 };
 thread_local RecordSink* t_sink = nullptr;
 thread_local DatagramSource* t_source = nullptr;
@@ -57,6 +58,14 @@ thread_local DatagramSource* t_source = nullptr;
 std::string gnutls_message(const char* what, int code) {
     return std::string(what) + ": " + gnutls_strerror(code);
 }
+
+// Our sealer starts this far past GnuTLS's write sequence number. GnuTLS can
+// still send a record of the epoch on its own: its last handshake flight again
+// when the server repeats its own (the client ends a resumption, and GnuTLS
+// answers from inside gnutls_record_recv on the rx thread). With the gap its
+// numbers and ours never meet, so no AEAD nonce is used twice, and no thread has
+// to tell the other what it sent. Peers accept a forward jump (RFC 6347 4.1.2.6).
+constexpr std::uint64_t kSealerSeqGap = std::uint64_t{1} << 16;
 
 }  // namespace
 
@@ -227,7 +236,21 @@ Status DtlsChannel::finish_handshake() {
     }
     record_payload_mtu_ = gnutls_dtls_get_data_mtu(session_);
     established_ = true;
+    take_over_records();
     return {};
+}
+
+// Anything from_gnutls refuses (CBC, DTLS 0.9) keeps GnuTLS's record path.
+void DtlsChannel::take_over_records() {
+    Result<DtlsRecordState> write = dtls_record_state(session_, false);
+    if (!write || write->seq >= kDtlsMaxSeq - kSealerSeqGap) return;
+    write->seq += kSealerSeqGap;
+    Result<DtlsRecordSealer> sealer = DtlsRecordSealer::create(*write);
+    Result<DtlsRecordOpener> opener = DtlsRecordOpener::from_gnutls(session_);
+    if (!sealer || !opener) return;
+    sealer_.emplace(std::move(sealer).value());
+    opener_.emplace(std::move(opener).value());
+    tx_record_.resize(record_payload_mtu_ + sealer_->overhead());
 }
 
 std::size_t DtlsChannel::tunnel_mtu() const {
@@ -256,7 +279,7 @@ ssize_t DtlsChannel::push(gnutls_transport_ptr_t ptr, const void* data, size_t s
 
 ssize_t DtlsChannel::pull(gnutls_transport_ptr_t ptr, void* data, size_t size) {
     if (DatagramSource* src = t_source) {
-        if (*src->next >= src->in->size()) {
+        if (*src->next >= src->end) {
             errno = EAGAIN;
             return -1;
         }
@@ -272,7 +295,7 @@ ssize_t DtlsChannel::pull(gnutls_transport_ptr_t ptr, void* data, size_t size) {
 }
 
 int DtlsChannel::pull_timeout(gnutls_transport_ptr_t ptr, unsigned int ms) {
-    if (DatagramSource* src = t_source) return *src->next < src->in->size() ? 1 : 0;
+    if (DatagramSource* src = t_source) return *src->next < src->end ? 1 : 0;
     pollfd p{static_cast<DtlsChannel*>(ptr)->fd_, POLLIN, 0};
     const int timeout = ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : static_cast<int>(ms);
     const int rc = ::poll(&p, 1, timeout);
@@ -281,6 +304,25 @@ int DtlsChannel::pull_timeout(gnutls_transport_ptr_t ptr, unsigned int ms) {
 
 DtlsSealOutcome DtlsChannel::seal_batch(const PacketBatch& in, PacketBatch& out, std::size_t first) {
     DtlsSealOutcome o;
+    if (sealer_) {
+        std::size_t i = first;
+        for (; i < in.size() && !out.full(); ++i) {
+            std::span<const std::uint8_t> p = in.packet(i);
+            if (p.size() > record_payload_mtu_) {
+                ++o.too_big;
+                continue;
+            }
+            const std::size_t n = sealer_->seal(p, out.next_room());
+            if (n == 0) {
+                ++o.failed;
+                continue;
+            }
+            out.commit(n);
+            ++o.records;
+        }
+        o.next = i;
+        return o;
+    }
     RecordSink sink{&out};
     t_sink = &sink;
     std::size_t i = first;
@@ -308,6 +350,13 @@ Status DtlsChannel::send_record(std::span<const std::uint8_t> plaintext) {
     if (plaintext.size() > record_payload_mtu_)
         return make_error("DTLS: record of " + std::to_string(plaintext.size()) + " bytes exceeds the MTU " +
                           std::to_string(record_payload_mtu_));
+    if (sealer_) {
+        const std::size_t n = sealer_->seal(plaintext, tx_record_);
+        if (n == 0) return make_error("DTLS send: the record could not be sealed");
+        if (::send(fd_, tx_record_.data(), n, MSG_NOSIGNAL) < 0)
+            return make_error(std::string("DTLS send: ") + std::strerror(errno));
+        return {};
+    }
     const ssize_t rc = gnutls_record_send(session_, plaintext.data(), plaintext.size());
     if (rc < 0) return make_error(gnutls_message("DTLS send", static_cast<int>(rc)));
     return {};
@@ -316,7 +365,9 @@ Status DtlsChannel::send_record(std::span<const std::uint8_t> plaintext) {
 Result<DtlsOpenOutcome> DtlsChannel::open_batch(const PacketBatch& in, PacketBatch& out) {
     DtlsOpenOutcome o;
     const std::size_t start = rx_next_;
-    DatagramSource src{&in, &rx_next_};
+    // Without our opener GnuTLS reads the whole batch; with it, only the datagram
+    // our opener called not ours (an alert, a handshake message, junk).
+    DatagramSource src{&in, &rx_next_, opener_ ? rx_next_ : in.size()};
     t_source = &src;
     // Each round yields a record, or consumes at least one datagram, or stops:
     // bounded by the datagrams plus the records GnuTLS may still hold.
@@ -326,6 +377,21 @@ Result<DtlsOpenOutcome> DtlsChannel::open_batch(const PacketBatch& in, PacketBat
             break;
         }
         std::span<std::uint8_t> room = out.next_room();
+        if (opener_ && gnutls_record_check_pending(session_) == 0) {
+            if (rx_next_ >= in.size()) break;
+            const DtlsRecordOpened r = opener_->open(in.packet(rx_next_), room);
+            if (r.status != DtlsOpenStatus::not_ours) {
+                ++rx_next_;
+                if (r.status == DtlsOpenStatus::ok) {
+                    out.commit(r.length);
+                    ++o.records;
+                } else {
+                    ++o.discarded;  // bad tag, replay, too short
+                }
+                continue;
+            }
+            src.end = rx_next_ + 1;
+        }
         const std::size_t before = rx_next_;
         const ssize_t n = gnutls_record_recv(session_, room.data(), room.size());
         if (n > 0) {

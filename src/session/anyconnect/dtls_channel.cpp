@@ -192,7 +192,8 @@ private:
         if (!dp) return dp.error();
         live->datapath = std::move(*dp);
         LOG_INFO << "DTLS up in " << ms << " ms: " << live->channel->description() << " to " << u.remote
-                 << ", tunnel MTU " << live->channel->tunnel_mtu();
+                 << ", tunnel MTU " << live->channel->tunnel_mtu()
+                 << (live->channel->records_ours() ? ", records by espvpn" : ", records by GnuTLS");
         return live;
     }
 

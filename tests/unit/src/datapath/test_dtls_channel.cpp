@@ -166,6 +166,7 @@ TEST_CASE("PSK mode: App-ID in the ClientHello, records both ways, forged and re
     CHECK(c.tunnel_mtu() + 1 == c.record_payload_mtu());
     CHECK(c.tunnel_mtu() >= 1400);
     CHECK(c.tunnel_mtu() <= 1472 - 1 - 13);
+    CHECK(c.records_ours());
 
     // client -> server: one batch, one record per packet, each decrypts to its packet
     PacketBatch plain = make_packets(8, 1000);
@@ -173,6 +174,10 @@ TEST_CASE("PSK mode: App-ID in the ClientHello, records both ways, forged and re
     DtlsSealOutcome sealed = c.seal_batch(plain, records);
     CHECK(sealed.records == 8);
     CHECK(records.size() == 8);
+    // Ours number past GnuTLS's, which may still send a handshake retransmission.
+    std::uint64_t first_seq = 0;
+    for (int k = 5; k < 11; ++k) first_seq = first_seq << 8 | records.packet(0)[k];
+    CHECK(first_seq >= (std::uint64_t{1} << 16));
     for (std::size_t i = 0; i < records.size(); ++i) {
         REQUIRE(::send(peer.client.fd(), records.packet(i).data(), records.length(i), 0) ==
                 static_cast<ssize_t>(records.length(i)));
@@ -229,6 +234,22 @@ TEST_CASE("PSK mode: App-ID in the ClientHello, records both ways, forged and re
     REQUIRE(c.send_record(dpd));
     CHECK(gnutls_record_recv(peer.server, buf, sizeof buf) == 1);
     CHECK(buf[0] == 0x03);
+
+    // An alert is GnuTLS's to read: a warning is a discard, data around it still opens,
+    // close_notify ends the channel.
+    REQUIRE(gnutls_record_send(peer.server, plain.packet(0).data(), 700) == 700);
+    REQUIRE(gnutls_alert_send(peer.server, GNUTLS_AL_WARNING, GNUTLS_A_USER_CANCELED) == 0);
+    REQUIRE(gnutls_record_send(peer.server, plain.packet(1).data(), 700) == 700);
+    REQUIRE(gnutls_bye(peer.server, GNUTLS_SHUT_WR) == 0);
+    in = receive_all(peer.client.fd(), 16);
+    REQUIRE(in.size() == 4);
+    out.clear();
+    auto r = c.open_batch(in, out);
+    REQUIRE(r);
+    CHECK(r->records == 2);
+    CHECK(r->discarded == 1);
+    CHECK(r->peer_closed);
+    CHECK(std::memcmp(out.packet(1).data(), plain.packet(1).data(), 700) == 0);
 }
 
 TEST_CASE("Legacy mode resumes the agreed session (DTLS 1.2 GCM and DTLS 0.9 CBC)") {
@@ -259,6 +280,24 @@ TEST_CASE("Legacy mode resumes the agreed session (DTLS 1.2 GCM and DTLS 0.9 CBC
         PacketBatch plain = make_packets(2, 1301);
         PacketBatch records({4, 2048, 0, 0});
         CHECK((*ch)->seal_batch(plain, records).records == 2);
+        CHECK((*ch)->records_ours() == (server_copy.suite->cipher != GNUTLS_CIPHER_AES_128_CBC));
+        for (std::size_t i = 0; i < records.size(); ++i)
+            REQUIRE(::send(peer.client.fd(), records.packet(i).data(), records.length(i), 0) ==
+                    static_cast<ssize_t>(records.length(i)));
+        unsigned char buf[4096];
+        for (std::size_t i = 0; i < 2; ++i) {
+            CHECK(gnutls_record_recv(peer.server, buf, sizeof buf) == 1301);
+            CHECK(std::memcmp(buf, plain.packet(i).data(), 1301) == 0);
+        }
+        // and back
+        REQUIRE(gnutls_record_send(peer.server, plain.packet(1).data(), 1000) == 1000);
+        PacketBatch in = receive_all(peer.client.fd(), 4);
+        PacketBatch out({4, 2048, 16, 0});
+        auto r = (*ch)->open_batch(in, out);
+        REQUIRE(r);
+        REQUIRE(r->records == 1);
+        REQUIRE(out.length(0) == 1000);
+        CHECK(std::memcmp(out.packet(0).data(), plain.packet(1).data(), 1000) == 0);
     }
 }
 
