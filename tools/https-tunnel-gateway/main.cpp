@@ -305,9 +305,11 @@ bool Gateway::relay(ServerTls& client, std::string& in, std::size_t head_end,
         }
     }
     reply_head_end += 4;
+    // Read from the head before the body is read: that may move `reply`.
     const std::string_view reply_head(reply.data(), reply_head_end);
     const bool has_length = !header_value(reply_head, "Content-Length").empty();
     const auto reply_body = content_length(reply_head);
+    const bool conn_close = iequals(header_value(reply_head, "Connection"), "close");
     if (!reply_body) return false;
     if (has_length) {
         while (reply.size() < reply_head_end + *reply_body)
@@ -316,7 +318,7 @@ bool Gateway::relay(ServerTls& client, std::string& in, std::size_t head_end,
         while (read_backend()) {
         }
     }
-    const bool close = eof || !has_length || iequals(header_value(reply_head, "Connection"), "close");
+    const bool close = eof || !has_length || conn_close;
     if (close) backend.reset();
     return client.write_all(reply) && !close;
 }
