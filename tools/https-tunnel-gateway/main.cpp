@@ -10,8 +10,8 @@
 // connection becomes the tunnel: frames <-> the tun. One tunnel at a time; a
 // second one is refused with 503 while the first runs.
 //
-// Requests are relayed one at a time per connection (no pipelining), bodies by
-// Content-Length; a reply without one ends at the backend's EOF. Keepalive frames
+// Requests are relayed one at a time per connection (no pipelining), their bodies
+// by Content-Length; replies as http::ResponseParser frames them. Keepalive frames
 // from the client are echoed, as a gateway does (the client's DPD for GP).
 #include <arpa/inet.h>
 #include <gnutls/gnutls.h>
@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "protocols/base/ascii.h"
+#include "protocols/http/response_parser.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/tls/tls_pump.h"
 #include "src/io/tls_stream.h"
@@ -56,7 +57,7 @@ constexpr std::string_view kStartTunnel = "START_TUNNEL";
 
 struct Options {
     std::string listen = "0.0.0.0:4443";
-    std::string backend;  // HOST:PORT of fake-gp-gateway
+    std::string backend;  // ADDRESS:PORT of fake-gp-gateway (numeric)
     std::string backend_ca;
     std::string cert, key;
     std::string tun_name;
@@ -69,7 +70,7 @@ struct Options {
 
 void usage() {
     std::fprintf(stderr,
-                 "usage: %s --backend HOST:PORT --backend-ca FILE --cert FILE --key FILE\n"
+                 "usage: %s --backend ADDRESS:PORT --backend-ca FILE --cert FILE --key FILE\n"
                  "  [--listen ADDR:PORT (default 0.0.0.0:4443)] [--tun-name NAME] [--route PREFIX ...]\n"
                  "  [--mtu N] [--no-offload] [--stats-json FILE] [--seconds N]\n"
                  "The backend is fake-gp-gateway --tunnel-external; SIGINT/SIGTERM stop.\n",
@@ -118,18 +119,6 @@ std::optional<Options> parse(int argc, char** argv) {
         return std::nullopt;
     }
     return o;
-}
-
-// HOST:PORT or [V6]:PORT.
-bool split_host_port(const std::string& s, std::string& host, std::uint16_t& port) {
-    const std::size_t colon = s.rfind(':');
-    if (colon == std::string::npos || colon + 1 == s.size()) return false;
-    host = s.substr(0, colon);
-    if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    const long p = std::strtol(s.c_str() + colon + 1, nullptr, 10);
-    if (p <= 0 || p > 65535) return false;
-    port = static_cast<std::uint16_t>(p);
-    return true;
 }
 
 // The value of header `name` in an HTTP head ("" if absent), case-insensitive.
@@ -277,48 +266,42 @@ bool Gateway::relay(ServerTls& client, std::string& in, std::size_t head_end,
         if (tries == 1) return false;
     }
 
+    // The reply, relayed as it came; http::ResponseParser says where it ends
+    // (Content-Length, chunked, or the backend's EOF) and whether the connection stays.
+    const std::string_view method = std::string_view(request).substr(0, request.find(' '));
+    http::ResponseParser parser;
+    parser.begin(method);
     std::string reply;
-    std::uint8_t tmp[16384];
+    std::size_t fed = 0;
     bool eof = false;
-    auto read_backend = [&] {
+    std::uint8_t tmp[16384];
+    while (!parser.done()) {
         auto n = backend->read_some(tmp);
         if (!n || *n == 0) {
             eof = true;
-            return false;
+            if (Status st = parser.finish_eof(); !st) {
+                LOG_WARN << "backend reply: " << st.error().message;
+                return false;
+            }
+            break;
         }
         reply.append(reinterpret_cast<const char*>(tmp), *n);
-        return true;
-    };
-    while (reply.size() < kStartTunnel.size() && read_backend()) {
-    }
-    if (reply.compare(0, kStartTunnel.size(), kStartTunnel) == 0) {
-        backend.reset();  // the fake is done with it (--tunnel-external)
-        if (!client.write_all(kStartTunnel)) return false;
-        tunnel = true;
-        return true;
-    }
-    std::size_t reply_head_end;
-    while ((reply_head_end = reply.find("\r\n\r\n")) == std::string::npos) {
-        if (reply.size() > kMaxHead || !read_backend()) {
-            LOG_WARN << "backend reply without a complete head (" << reply.size() << " bytes)";
+        if (fed == 0 && reply.size() < kStartTunnel.size() && kStartTunnel.starts_with(reply)) continue;
+        if (fed == 0 && reply.starts_with(kStartTunnel)) {
+            backend.reset();  // the fake is done with it (--tunnel-external)
+            if (!client.write_all(kStartTunnel)) return false;
+            tunnel = true;
+            return true;
+        }
+        auto used = parser.feed(std::string_view(reply).substr(fed));
+        if (!used) {
+            LOG_WARN << "backend reply: " << used.error().message;
             return false;
         }
+        fed += *used;
     }
-    reply_head_end += 4;
-    // Read from the head before the body is read: that may move `reply`.
-    const std::string_view reply_head(reply.data(), reply_head_end);
-    const bool has_length = !header_value(reply_head, "Content-Length").empty();
-    const auto reply_body = content_length(reply_head);
-    const bool conn_close = iequals(header_value(reply_head, "Connection"), "close");
-    if (!reply_body) return false;
-    if (has_length) {
-        while (reply.size() < reply_head_end + *reply_body)
-            if (!read_backend()) return false;
-    } else {
-        while (read_backend()) {
-        }
-    }
-    const bool close = eof || !has_length || conn_close;
+    reply.resize(fed);  // the backend sends nothing after a reply
+    const bool close = eof || !parser.head().keep_alive;
     if (close) backend.reset();
     return client.write_all(reply) && !close;
 }
@@ -401,10 +384,15 @@ void Gateway::write_stats(const datapath::TlsTunnelStats& s) const {
 }
 
 int Gateway::run() {
-    if (!split_host_port(o_.backend, backend_host_, backend_port_)) {
-        std::fprintf(stderr, "%s: --backend %s: not HOST:PORT\n", kProgram, o_.backend.c_str());
+    auto backend = io::SocketAddress::parse(o_.backend);
+    if (!backend) {
+        std::fprintf(stderr, "%s: --backend %s: %s\n", kProgram, o_.backend.c_str(), backend.error().message.c_str());
         return 2;
     }
+    const auto* sa = reinterpret_cast<const sockaddr*>(&backend->storage);
+    backend_host_ = io::numeric_host(sa);
+    backend_port_ = ntohs(sa->sa_family == AF_INET ? reinterpret_cast<const sockaddr_in*>(sa)->sin_port
+                                                   : reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
     io::TlsClientConfig bc;
     bc.system_trust = false;
     bc.ca_file = o_.backend_ca;
