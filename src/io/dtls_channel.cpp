@@ -304,41 +304,25 @@ int DtlsChannel::pull_timeout(gnutls_transport_ptr_t ptr, unsigned int ms) {
 
 DtlsSealOutcome DtlsChannel::seal_batch(const PacketBatch& in, PacketBatch& out, std::size_t first) {
     DtlsSealOutcome o;
-    if (sealer_) {
-        std::size_t i = first;
-        for (; i < in.size() && !out.full(); ++i) {
-            std::span<const std::uint8_t> p = in.packet(i);
-            if (p.size() > record_payload_mtu_) {
-                ++o.too_big;
-                continue;
-            }
-            const std::size_t n = sealer_->seal(p, out.next_room());
-            if (n == 0) {
-                ++o.failed;
-                continue;
-            }
-            out.commit(n);
-            ++o.records;
-        }
-        o.next = i;
-        return o;
-    }
-    RecordSink sink{&out};
+    RecordSink sink{&out};  // where GnuTLS's push puts its record (unused by our sealer)
     t_sink = &sink;
-    std::size_t i = first;
-    for (; i < in.size() && !out.full(); ++i) {
-        std::span<const std::uint8_t> p = in.packet(i);
-        if (p.size() > record_payload_mtu_) {
-            ++o.too_big;
-            continue;
+    // One record appended to `out`, by our sealer or by GnuTLS.
+    auto seal = [&](std::span<const std::uint8_t> p) {
+        if (sealer_) {
+            const std::size_t n = sealer_->seal(p, out.next_room());
+            if (n != 0) out.commit(n);
+            return n != 0;
         }
         const std::size_t before = out.size();
         const ssize_t rc = gnutls_record_send(session_, p.data(), p.size());
-        if (rc < 0 || out.size() != before + 1) {
-            ++o.failed;
-            continue;
-        }
-        ++o.records;
+        return rc >= 0 && out.size() == before + 1;
+    };
+    std::size_t i = first;
+    for (; i < in.size() && !out.full(); ++i) {
+        std::span<const std::uint8_t> p = in.packet(i);
+        if (p.size() > record_payload_mtu_) ++o.too_big;
+        else if (seal(p)) ++o.records;
+        else ++o.failed;
     }
     t_sink = nullptr;
     o.next = i;
