@@ -116,17 +116,34 @@ Result<std::unique_ptr<DtlsChannel>> DtlsChannel::create(int udp_fd, DtlsChannel
 DtlsChannel::~DtlsChannel() {
     if (session_) gnutls_deinit(session_);
     if (psk_cred_) gnutls_psk_free_client_credentials(psk_cred_);
+    if (psk_server_cred_) gnutls_psk_free_server_credentials(psk_server_cred_);
 }
 
 Status DtlsChannel::configure(DtlsChannelOptions& options) {
     // No extensions, like OC: the legacy mode's fake resumption must not carry
     // any, and ocserv's PSK mode expects none.
-    int rc = gnutls_init(&session_, GNUTLS_CLIENT | GNUTLS_DATAGRAM | GNUTLS_NONBLOCK | GNUTLS_NO_EXTENSIONS);
+    auto* server = std::get_if<DtlsPskServerMode>(&options.mode);
+    int rc = gnutls_init(&session_, (server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_DATAGRAM | GNUTLS_NONBLOCK |
+                                        GNUTLS_NO_EXTENSIONS);
     if (rc < 0) return make_error(gnutls_message("DTLS session", rc));
     base_mtu_ = options.base_mtu;
     ipv6_outer_ = options.ipv6_outer;
 
-    if (auto* psk = std::get_if<DtlsPskMode>(&options.mode)) {
+    if (server) {
+        if (server->psk.size() != kDtlsPskSize)
+            return make_error("DTLS PSK must be " + std::to_string(kDtlsPskSize) + " bytes, got " +
+                              std::to_string(server->psk.size()));
+        const std::string prio = server->base_priority + ":-VERS-TLS-ALL:+VERS-DTLS-ALL:-KX-ALL:+PSK";
+        if ((rc = gnutls_priority_set_direct(session_, prio.c_str(), nullptr)) < 0)
+            return make_error(gnutls_message(("DTLS priority '" + prio + "'").c_str(), rc));
+        server_psk_ = server->psk.clone();
+        gnutls_session_set_ptr(session_, this);
+        if ((rc = gnutls_psk_allocate_server_credentials(&psk_server_cred_)) < 0)
+            return make_error(gnutls_message("DTLS PSK credentials", rc));
+        gnutls_psk_set_server_credentials_function(psk_server_cred_, &DtlsChannel::server_psk);
+        if ((rc = gnutls_credentials_set(session_, GNUTLS_CRD_PSK, psk_server_cred_)) < 0)
+            return make_error(gnutls_message("DTLS PSK credentials", rc));
+    } else if (auto* psk = std::get_if<DtlsPskMode>(&options.mode)) {
         if (psk->psk.size() != kDtlsPskSize)
             return make_error("DTLS PSK must be " + std::to_string(kDtlsPskSize) + " bytes, got " +
                               std::to_string(psk->psk.size()));
@@ -262,6 +279,16 @@ std::size_t DtlsChannel::tunnel_mtu() const {
 std::string DtlsChannel::description() const { return tls_session_description(session_); }
 
 bool DtlsChannel::resumed() const { return gnutls_session_is_resumed(session_) != 0; }
+
+// Any identity (ocserv's clients say "psk"): the key is what proves the peer.
+int DtlsChannel::server_psk(gnutls_session_t session, const char*, gnutls_datum_t* key) {
+    const Secret& psk = static_cast<DtlsChannel*>(gnutls_session_get_ptr(session))->server_psk_;
+    key->data = static_cast<unsigned char*>(gnutls_malloc(psk.size()));
+    if (!key->data) return -1;
+    std::memcpy(key->data, psk.reveal().data(), psk.size());
+    key->size = static_cast<unsigned>(psk.size());
+    return 0;
+}
 
 ssize_t DtlsChannel::push(gnutls_transport_ptr_t ptr, const void* data, size_t size) {
     if (RecordSink* sink = t_sink) {

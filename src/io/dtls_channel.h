@@ -99,8 +99,16 @@ struct DtlsLegacyMode {
     std::size_t tunnel_mtu = 0;            // X-DTLS-MTU: records must carry this + 1
 };
 
+// The gateway's end of PSK-NEGOTIATE (tools/https-tunnel-gateway's anyconnect-gateway):
+// a DTLS server answering the ClientHello already queued on a socket connected
+// to the client, with the PSK it exported from that client's CSTP session.
+struct DtlsPskServerMode {
+    Secret psk;
+    std::string base_priority = "NORMAL";
+};
+
 struct DtlsChannelOptions {
-    std::variant<DtlsPskMode, DtlsLegacyMode> mode;
+    std::variant<DtlsPskMode, DtlsLegacyMode, DtlsPskServerMode> mode;
     // X-CSTP-Base-MTU: the path MTU to the server (PSK mode derives the tunnel MTU from it).
     std::size_t base_mtu = 1500;
     bool ipv6_outer = false;
@@ -170,9 +178,12 @@ private:
     static ssize_t push(gnutls_transport_ptr_t ptr, const void* data, size_t size);
     static ssize_t pull(gnutls_transport_ptr_t ptr, void* data, size_t size);
     static int pull_timeout(gnutls_transport_ptr_t ptr, unsigned int ms);
+    static int server_psk(gnutls_session_t session, const char* identity, gnutls_datum_t* key);
 
     gnutls_session_t session_ = nullptr;
     gnutls_psk_client_credentials_t psk_cred_ = nullptr;
+    gnutls_psk_server_credentials_t psk_server_cred_ = nullptr;
+    Secret server_psk_;  // DtlsPskServerMode's key, handed to GnuTLS by server_psk
     int fd_ = -1;
     bool legacy_ = false;
     bool established_ = false;

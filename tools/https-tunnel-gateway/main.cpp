@@ -46,6 +46,7 @@
 #include "src/io/udp_socket.h"
 #include "src/io/unique_fd.h"
 #include "src/log/logger.h"
+#include "tools/https-tunnel-gateway/gateway_support.h"
 
 namespace espvpn::tools {
 namespace {
@@ -121,88 +122,6 @@ std::optional<Options> parse(int argc, char** argv) {
     return o;
 }
 
-// The value of header `name` in an HTTP head ("" if absent), case-insensitive.
-std::string header_value(std::string_view head, std::string_view name) {
-    std::size_t at = head.find("\r\n");
-    while (at != std::string_view::npos && at + 2 < head.size()) {
-        const std::size_t start = at + 2;
-        const std::size_t end = head.find("\r\n", start);
-        const std::string_view line = head.substr(start, end == std::string_view::npos ? end : end - start);
-        const std::size_t colon = line.find(':');
-        if (colon == name.size() && iequals(line.substr(0, colon), name)) {
-            std::string_view value = line.substr(colon + 1);
-            while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-            while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-            return std::string(value);
-        }
-        at = end;
-    }
-    return {};
-}
-
-// Content-Length of a head: 0 if absent, nullopt if malformed or too large.
-std::optional<std::size_t> content_length(std::string_view head) {
-    const std::string v = header_value(head, "Content-Length");
-    if (v.empty()) return 0;
-    char* end = nullptr;
-    const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-    if (*end || v[0] == '-' || n > kMaxBody) return std::nullopt;
-    return static_cast<std::size_t>(n);
-}
-
-// A GnuTLS server session on an accepted socket (blocking, 30 s I/O timeouts).
-class ServerTls {
-public:
-    ServerTls(gnutls_certificate_credentials_t cred, io::UniqueFd fd) : fd_(std::move(fd)) {
-        gnutls_init(&session_, GNUTLS_SERVER);
-        gnutls_set_default_priority(session_);
-        gnutls_credentials_set(session_, GNUTLS_CRD_CERTIFICATE, cred);
-        gnutls_transport_set_int(session_, fd_.get());
-        gnutls_handshake_set_timeout(session_, 10000);
-        const timeval tv{30, 0};
-        ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        ::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        const int one = 1;
-        ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    ~ServerTls() { gnutls_deinit(session_); }
-    ServerTls(const ServerTls&) = delete;
-    ServerTls& operator=(const ServerTls&) = delete;
-
-    bool handshake() {
-        int rc;
-        do rc = gnutls_handshake(session_);
-        while (rc < 0 && !gnutls_error_is_fatal(rc));
-        if (rc < 0) LOG_DEBUG << "TLS handshake: " << gnutls_strerror(rc);
-        return rc >= 0;
-    }
-    // Appends what one record brings to `buf`; false on EOF or error.
-    bool read_more(std::string& buf) {
-        char tmp[16384];
-        ssize_t n;
-        do n = gnutls_record_recv(session_, tmp, sizeof tmp);
-        while (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED);
-        if (n <= 0) return false;
-        buf.append(tmp, static_cast<std::size_t>(n));
-        return true;
-    }
-    bool write_all(std::string_view bytes) {
-        while (!bytes.empty()) {
-            const ssize_t n = gnutls_record_send(session_, bytes.data(), bytes.size());
-            if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) continue;
-            if (n <= 0) return false;
-            bytes.remove_prefix(static_cast<std::size_t>(n));
-        }
-        return true;
-    }
-    gnutls_session_t native() const { return session_; }
-    int fd() const { return fd_.get(); }
-
-private:
-    io::UniqueFd fd_;
-    gnutls_session_t session_ = nullptr;
-};
-
 class Gateway {
 public:
     explicit Gateway(Options o) : o_(std::move(o)) {}
@@ -224,9 +143,7 @@ private:
     std::shared_ptr<const io::TlsCredentials> backend_cred_;
     std::optional<io::TunDevice> tun_;
     std::mutex tunnel_mutex_;  // held while a tunnel runs: one at a time
-    std::mutex conns_mutex_;
-    std::vector<int> conns_;   // the client sockets being served (shut down at exit)
-    std::atomic<bool> stop_{false};
+    AcceptLoop loop_;
     std::atomic<unsigned> tunnels_{0};
 };
 
@@ -242,7 +159,7 @@ std::unique_ptr<io::TlsStream> Gateway::connect_backend() const {
 bool Gateway::relay(ServerTls& client, std::string& in, std::size_t head_end,
                     std::unique_ptr<io::TlsStream>& backend, bool& tunnel) {
     const std::string_view head(in.data(), head_end);
-    const auto body = content_length(head);
+    const auto body = content_length(head, kMaxBody);
     if (!body) {
         client.write_all("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         return false;
@@ -308,28 +225,15 @@ bool Gateway::relay(ServerTls& client, std::string& in, std::size_t head_end,
 
 void Gateway::serve(io::UniqueFd fd) {
     ServerTls client(server_cred_, std::move(fd));
-    {
-        std::lock_guard<std::mutex> l(conns_mutex_);
-        conns_.push_back(client.fd());
-    }
-    struct Forget {  // before `client` closes the socket, so exit never shuts down a reused fd number
-        Gateway* g;
-        int fd;
-        ~Forget() {
-            std::lock_guard<std::mutex> l(g->conns_mutex_);
-            g->conns_.erase(std::find(g->conns_.begin(), g->conns_.end(), fd));
-        }
-    } forget{this, client.fd()};
+    AcceptLoop::Tracked tracked(loop_, client.fd());
     if (!client.handshake()) return;
     std::unique_ptr<io::TlsStream> backend;
     std::string in;
-    while (!stop_.load()) {
-        std::size_t head_end;
-        while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
-            if (in.size() > kMaxHead || !client.read_more(in)) return;
-        }
+    while (!loop_.stop.load()) {
+        const std::size_t head_size = client.read_head(in, kMaxHead);
+        if (head_size == 0) return;
         bool tunnel = false;
-        if (!relay(client, in, head_end + 4, backend, tunnel)) return;
+        if (!relay(client, in, head_size, backend, tunnel)) return;
         if (tunnel) {
             run_tunnel(client, in);
             return;
@@ -353,7 +257,7 @@ void Gateway::run_tunnel(ServerTls& client, std::string_view early) {
     }
     LOG_INFO << "tunnel " << n << " up";
     std::uint64_t echoed = 0;
-    while (!stop_.load() && !pump.ended()) {
+    while (!loop_.stop.load() && !pump.ended()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         const std::uint64_t heard = pump.stats().rx_keepalives;
         for (; echoed < heard; ++echoed) pump.request_keepalive();
@@ -402,75 +306,24 @@ int Gateway::run() {
         return 1;
     }
     backend_cred_ = *cred;
-    gnutls_certificate_allocate_credentials(&server_cred_);
-    if (int rc = gnutls_certificate_set_x509_key_file(server_cred_, o_.cert.c_str(), o_.key.c_str(), GNUTLS_X509_FMT_PEM);
-        rc < 0) {
-        std::fprintf(stderr, "%s: --cert/--key: %s\n", kProgram, gnutls_strerror(rc));
+    server_cred_ = load_server_credentials(o_.cert, o_.key, kProgram);
+    if (!server_cred_) return 1;
+    auto tun = open_gateway_tun(o_.tun_name, o_.offload, o_.mtu, o_.routes);
+    if (!tun) {
+        std::fprintf(stderr, "%s: tun: %s\n", kProgram, tun.error().message.c_str());
         return 1;
     }
-
-    io::TunOptions t;
-    t.name = o_.tun_name;
-    t.offload = o_.offload;
-    auto tun = io::TunDevice::open(t);
-    Status st = tun ? Status{} : Status(tun.error());
-    if (tun) {
-        tun_.emplace(std::move(*tun));
-        st = tun_->set_mtu(o_.mtu);
-        if (st) st = tun_->set_up(true);
-        for (const std::string& r : o_.routes) {
-            if (!st) break;
-            auto dst = io::InterfaceAddress::parse(r);
-            st = dst ? tun_->add_route(*dst) : Status(make_error("--route " + r + ": " + dst.error().message));
-        }
-    }
-    if (!st) {
-        std::fprintf(stderr, "%s: tun: %s\n", kProgram, st.error().message.c_str());
-        return 1;
-    }
-
-    auto local = io::SocketAddress::parse(o_.listen);
-    if (!local) {
-        std::fprintf(stderr, "%s: --listen %s: %s\n", kProgram, o_.listen.c_str(), local.error().message.c_str());
-        return 2;
-    }
-    io::UniqueFd lfd(::socket(local->family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
-    const int one = 1;
-    ::setsockopt(lfd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (!lfd.valid() || ::bind(lfd.get(), reinterpret_cast<const sockaddr*>(&local->storage), local->length) < 0 || ::listen(lfd.get(), 16) < 0) {
-        std::fprintf(stderr, "%s: listen on %s: %s\n", kProgram, o_.listen.c_str(), std::strerror(errno));
-        return 1;
-    }
-
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);  // before any thread starts: only the signalfd sees them
-    io::UniqueFd sfd(::signalfd(-1, &sigs, SFD_CLOEXEC));
-    std::printf("ready listen=%s tun=%s offload=%d\n", o_.listen.c_str(), tun_->name().c_str(),
-                tun_->offloads().vnet_hdr);
-    std::fflush(stdout);
-
-    std::vector<std::thread> threads;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o_.seconds);
-    while (std::chrono::steady_clock::now() < deadline) {
-        pollfd p[2] = {{lfd.get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
-        if (::poll(p, 2, 200) < 0 && errno != EINTR) break;
-        if (p[1].revents & POLLIN) break;
-        if (p[0].revents & POLLIN) {
-            io::UniqueFd c(::accept4(lfd.get(), nullptr, nullptr, SOCK_CLOEXEC));
-            if (c.valid()) threads.emplace_back([this, fd = std::move(c)]() mutable { serve(std::move(fd)); });
-        }
-    }
-    stop_ = true;  // a tunnel ends at once; a connection in the HTTP phase when its socket is shut down
-    {
-        std::lock_guard<std::mutex> l(conns_mutex_);
-        for (int c : conns_) ::shutdown(c, SHUT_RDWR);
-    }
-    for (std::thread& th : threads) th.join();
+    tun_.emplace(std::move(*tun));
+    const int rc = loop_.run(
+        o_.listen, o_.seconds, kProgram,
+        [this] {
+            std::printf("ready listen=%s tun=%s offload=%d\n", o_.listen.c_str(), tun_->name().c_str(),
+                        tun_->offloads().vnet_hdr);
+            std::fflush(stdout);
+        },
+        [this](io::UniqueFd fd) { serve(std::move(fd)); });
     gnutls_certificate_free_credentials(server_cred_);
-    return 0;
+    return rc;
 }
 
 }  // namespace

@@ -181,6 +181,23 @@ gateway_native_https_up() {
   return 1
 }
 
+# gateway_anyconnect_up [anyconnect-gateway options...]: the project's AnyConnect gateway
+# (tools/https-tunnel-gateway/anyconnect.cpp) on $gw_outer:4443, TCP (CSTP) and UDP (DTLS),
+# user testuser / test123, handing out $tun_ip and $tun_ip6 with the lan's prefixes as split
+# routes; its counters go to $work/ac-stats.json when a tunnel ends. Sets ac_pid.
+gateway_anyconnect_up() {
+  local bin=${ac_bin:-${gw_bin%/*/*}/https-tunnel-gateway/anyconnect-gateway} i
+  rm -f "$work/ac.out" "$work/ac-stats.json"
+  ip netns exec "$nsg" "$bin" --listen "$gw_outer:4443" --cert "$repo/certs/server.pem" \
+    --key "$repo/certs/server-key.pem" --tun-name ${topo}ac --route $tun_ip/32 --route $tun_ip6/128 \
+    --client-ip $tun_ip --client-ip6 $tun_ip6/64 --split 10.202.0.0/255.255.255.0 --split6 fd00:202::/64 \
+    --stats-json "$work/ac-stats.json" "$@" >"$work/ac.out" 2>"$work/ac.log" &
+  ac_pid=$!; pids+=("$ac_pid")
+  for ((i = 0; i < 200; i++)); do grep -q '^ready' "$work/ac.out" 2>/dev/null && return 0; sleep 0.05; done
+  echo "anyconnect-gateway did not start: $(tail -1 "$work/ac.log")" >&2
+  return 1
+}
+
 # carrier NS DEV yes|no SECONDS: until DEV in NS has carrier (a process holds the tun, e.g.
 # fake-gp-gateway --tun while an HTTPS tunnel is open) or has none (it let go: the routes via
 # DEV are then ignored, so replies take the ESP gateway again).
@@ -196,9 +213,9 @@ carrier() {
 
 gateway_down() {
   local pid
-  for pid in ${gw_pid:-} ${fake_pid:-} ${ht_pid:-}; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in ${gw_pid:-} ${fake_pid:-} ${ht_pid:-}; do wait "$pid" 2>/dev/null || true; done
-  gw_pid= fake_pid= ht_pid=
+  for pid in ${gw_pid:-} ${fake_pid:-} ${ht_pid:-} ${ac_pid:-}; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in ${gw_pid:-} ${fake_pid:-} ${ht_pid:-} ${ac_pid:-}; do wait "$pid" 2>/dev/null || true; done
+  gw_pid= fake_pid= ht_pid= ac_pid=
 }
 
 # --- Kernel ESP peer: the gateway namespace's own kernel xfrm is the ESP end ---------

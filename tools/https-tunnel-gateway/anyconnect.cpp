@@ -1,0 +1,494 @@
+// anyconnect-gateway: an AnyConnect gateway for benchmarks and tests, on the
+// project's own datapath, so that the gateway is not what paces an AnyConnect
+// row (ocserv's worker held a core there): CSTP on datapath::TlsPump (CSTP
+// framing, tun offloads) and DTLS 1.2 PSK-NEGOTIATE on io::DtlsChannel's server
+// end + datapath::DtlsDatapath (our record code, UDP GSO/GRO), one tun.
+//
+// The login is a fixed aggregate-auth dialogue (docs/protocols/anyconnect.md §2):
+//   POST <config-auth type="init">       -> auth-request: username + password form
+//   POST <config-auth type="auth-reply"> -> right credentials: complete, Set-Cookie
+//                                           webvpn=<random>; wrong: the form again
+//   CONNECT /CONNECT/mobile (that cookie) -> 200 CONNECTED, X-CSTP-* (address, split
+//                                           routes, MTU, DPD) and, when the client
+//                                           offered PSK-NEGOTIATE, X-DTLS-* (App-ID, port)
+// then CSTP frames <-> the tun; the DTLS handshake is awaited beside it (the PSK
+// exported from this CSTP session, as ocserv does); once it is done data goes
+// over DTLS both ways. One tunnel at a time, one DTLS handshake per tunnel (no
+// DTLS rekey), DPD and keepalives answered, never started. Counters of the last
+// tunnel go to --stats-json when it ends.
+#include <arpa/inet.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "protocols/base/hex.h"
+#include "src/datapath/dtls/dtls_datapath.h"
+#include "src/datapath/tls/tls_pump.h"
+#include "src/io/dtls_channel.h"
+#include "src/io/tun_device.h"
+#include "src/io/udp_socket.h"
+#include "src/log/logger.h"
+#include "tools/https-tunnel-gateway/gateway_support.h"
+
+namespace espvpn::tools {
+namespace {
+
+constexpr const char* kProgram = "anyconnect-gateway";
+constexpr std::size_t kMaxHead = 64 * 1024;
+constexpr std::size_t kMaxBody = 1024 * 1024;
+
+struct Options {
+    std::string listen = "0.0.0.0:4443";
+    std::string dtls_listen;  // ADDR:PORT for DTLS; default: --listen's (as ocserv: one port, TCP + UDP)
+    bool dtls = true;
+    std::string cert, key;
+    std::string user = "testuser", password = "test123";
+    std::string tun_name;
+    std::vector<std::string> routes;  // the gateway tun's routes (the clients' addresses)
+    std::string client_ip = "10.200.0.2", client_ip6;  // X-CSTP-Address, X-CSTP-Address-IP6 (prefix)
+    std::vector<std::string> split, split6;             // X-CSTP-Split-Include(-IP6)
+    unsigned mtu = 1434, base_mtu = 1500;               // X-CSTP-MTU / X-DTLS-MTU, X-CSTP-Base-MTU
+    unsigned dpd = 30, keepalive = 20;
+    bool offload = true;
+    std::string stats_json;
+    int seconds = 900;
+};
+
+void usage() {
+    std::fprintf(stderr,
+                 "usage: %s --cert FILE --key FILE [--listen ADDR:PORT (default 0.0.0.0:4443)]\n"
+                 "  [--dtls-listen ADDR:PORT | --no-dtls] [--user NAME] [--password P] [--tun-name NAME]\n"
+                 "  [--route PREFIX ...] [--client-ip A] [--client-ip6 A/LEN] [--split ADDR/MASK ...]\n"
+                 "  [--split6 PREFIX ...] [--mtu N] [--base-mtu N] [--dpd S] [--no-offload]\n"
+                 "  [--stats-json FILE] [--seconds N]\n"
+                 "SIGINT/SIGTERM stop.\n",
+                 kProgram);
+}
+
+std::optional<Options> parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        const bool has_value = i + 1 < argc;
+        auto take = [&](std::string& out) {
+            if (has_value) out = argv[++i];
+            return has_value;
+        };
+        bool ok = true;
+        std::string v;
+        if (a == "--listen") ok = take(o.listen);
+        else if (a == "--dtls-listen") ok = take(o.dtls_listen);
+        else if (a == "--no-dtls") o.dtls = false;
+        else if (a == "--cert") ok = take(o.cert);
+        else if (a == "--key") ok = take(o.key);
+        else if (a == "--user") ok = take(o.user);
+        else if (a == "--password") ok = take(o.password);
+        else if (a == "--tun-name") ok = take(o.tun_name);
+        else if (a == "--client-ip") ok = take(o.client_ip);
+        else if (a == "--client-ip6") ok = take(o.client_ip6);
+        else if (a == "--stats-json") ok = take(o.stats_json);
+        else if (a == "--route") { ok = take(v); o.routes.push_back(v); }
+        else if (a == "--split") { ok = take(v); o.split.push_back(v); }
+        else if (a == "--split6") { ok = take(v); o.split6.push_back(v); }
+        else if (a == "--mtu" || a == "--base-mtu" || a == "--dpd" || a == "--seconds") {
+            ok = take(v);
+            char* end = nullptr;
+            const long n = ok ? std::strtol(v.c_str(), &end, 10) : 0;
+            ok = ok && !v.empty() && !*end && n > 0 && n < 1000000;
+            if (a == "--mtu") o.mtu = static_cast<unsigned>(n);
+            else if (a == "--base-mtu") o.base_mtu = static_cast<unsigned>(n);
+            else if (a == "--dpd") o.dpd = static_cast<unsigned>(n);
+            else o.seconds = static_cast<int>(n);
+        } else if (a == "--no-offload") o.offload = false;
+        else if (a == "--help" || a == "-h") { usage(); std::exit(0); }
+        else {
+            std::fprintf(stderr, "%s: unknown option %s\n", kProgram, a.c_str());
+            return std::nullopt;
+        }
+        if (!ok) {
+            std::fprintf(stderr, "%s: %s needs a (valid) value\n", kProgram, a.c_str());
+            return std::nullopt;
+        }
+    }
+    if (o.cert.empty() || o.key.empty()) {
+        std::fprintf(stderr, "%s: --cert and --key are required\n", kProgram);
+        return std::nullopt;
+    }
+    if (o.dtls_listen.empty()) o.dtls_listen = o.listen;
+    return o;
+}
+
+std::string random_hex(std::size_t bytes) {
+    std::vector<std::uint8_t> b(bytes);
+    gnutls_rnd(GNUTLS_RND_NONCE, b.data(), b.size());
+    return hex_encode(b);
+}
+
+// The text of the first <name>...</name> in `xml` ("" if absent); the clients
+// send the form fields as plain elements (no attributes, no entities here).
+std::string element_text(std::string_view xml, std::string_view name) {
+    const std::string open = "<" + std::string(name) + ">", close = "</" + std::string(name) + ">";
+    const std::size_t a = xml.find(open);
+    if (a == std::string_view::npos) return {};
+    const std::size_t b = xml.find(close, a + open.size());
+    return b == std::string_view::npos ? std::string() : std::string(xml.substr(a + open.size(), b - a - open.size()));
+}
+
+std::string xml_reply(std::string_view body, std::string_view extra_headers = {}) {
+    return "HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nX-Transcend-Version: 1\r\n" + std::string(extra_headers) +
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + std::string(body);
+}
+
+constexpr std::string_view kXmlHead =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<config-auth client=\"vpn\" type=\"";
+
+std::string login_form(std::string_view message) {
+    return std::string(kXmlHead) + "auth-request\" aggregate-auth-version=\"2\">\n<auth id=\"main\"><message>" +
+           std::string(message) +
+           "</message>\n<form method=\"post\" action=\"/auth\">"
+           "<input type=\"text\" name=\"username\" label=\"Username:\" />"
+           "<input type=\"password\" name=\"password\" label=\"Password:\" /></form></auth></config-auth>\n";
+}
+
+// The DTLS side of a tunnel: once its handshake is done, what the CSTP pump's
+// tx thread sends data through.
+class DtlsCarrier : public datapath::PacketCarrier {
+public:
+    std::atomic<datapath::DtlsDatapath*> datapath{nullptr};
+    bool carrying() const override { return datapath.load() != nullptr; }
+    Status send(io::PacketBatch& batch) override { return datapath.load()->send(batch); }
+};
+
+class Gateway {
+public:
+    explicit Gateway(Options o) : o_(std::move(o)) {}
+    int run();
+
+private:
+    void serve(io::UniqueFd fd);
+    // One request of the login; false: close the connection.
+    bool answer(ServerTls& client, std::string_view head, std::string_view body);
+    void connect_tunnel(ServerTls& client, std::string_view head, std::string_view early);
+    void run_dtls(io::UdpSocket& udp, Secret psk, datapath::TlsPump& pump, DtlsCarrier& carrier,
+                  std::unique_ptr<io::DtlsChannel>& channel, std::unique_ptr<datapath::DtlsDatapath>& dp,
+                  const std::atomic<bool>& ending);
+    std::string connect_reply(bool dtls, std::string_view app_id) const;
+    void write_stats(const datapath::TlsTunnelStats& cstp, const datapath::DtlsDatapathStats* dtls) const;
+
+    Options o_;
+    gnutls_certificate_credentials_t server_cred_ = nullptr;
+    std::optional<io::TunDevice> tun_;
+    std::mutex tunnel_mutex_;  // held while a tunnel runs: one at a time
+    std::mutex cookies_mutex_;
+    std::set<std::string> cookies_;  // webvpn cookies handed out
+    AcceptLoop loop_;
+    std::atomic<unsigned> tunnels_{0};
+};
+
+bool Gateway::answer(ServerTls& client, std::string_view head, std::string_view body) {
+    const std::string_view method = head.substr(0, head.find(' '));
+    if (method != "POST")
+        return client.write_all("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+    const std::string type = [&] {
+        const std::size_t at = body.find("<config-auth");
+        const std::size_t t = at == std::string_view::npos ? at : body.find("type=\"", at);
+        if (t == std::string_view::npos) return std::string();
+        const std::size_t end = body.find('"', t + 6);
+        return std::string(body.substr(t + 6, end == std::string_view::npos ? 0 : end - t - 6));
+    }();
+    if (type == "init") return client.write_all(xml_reply(login_form("Please enter your username and password.")));
+    if (type == "logout")
+        return client.write_all(xml_reply(std::string(kXmlHead) + "complete\" aggregate-auth-version=\"2\">"
+                                          "<logout>ok</logout></config-auth>\n"));
+    if (type != "auth-reply")
+        return client.write_all("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n") &&
+               false;
+    if (element_text(body, "username") != o_.user || element_text(body, "password") != o_.password) {
+        LOG_INFO << "login refused for '" << element_text(body, "username") << "'";
+        return client.write_all(xml_reply(login_form("Login failed.")));
+    }
+    const std::string cookie = random_hex(32);
+    {
+        std::lock_guard<std::mutex> l(cookies_mutex_);
+        cookies_.insert(cookie);
+    }
+    LOG_INFO << "login of '" << o_.user << "'";
+    return client.write_all(xml_reply(std::string(kXmlHead) +
+                                          "complete\" aggregate-auth-version=\"2\">\n<auth id=\"success\">"
+                                          "<message>Welcome.</message></auth></config-auth>\n",
+                                      "Set-Cookie: webvpn=" + cookie + "; Secure\r\n"));
+}
+
+std::string Gateway::connect_reply(bool dtls, std::string_view app_id) const {
+    std::string r = "HTTP/1.1 200 CONNECTED\r\nX-CSTP-Version: 1\r\nX-CSTP-Server-Name: espvpn anyconnect-gateway\r\n";
+    auto h = [&r](std::string_view name, const std::string& value) {
+        r.append(name).append(": ").append(value).append("\r\n");
+    };
+    h("X-CSTP-Address", o_.client_ip);
+    h("X-CSTP-Netmask", "255.255.255.255");
+    if (!o_.client_ip6.empty()) h("X-CSTP-Address-IP6", o_.client_ip6);
+    for (const std::string& s : o_.split) h("X-CSTP-Split-Include", s);
+    for (const std::string& s : o_.split6) h("X-CSTP-Split-Include-IP6", s);
+    h("X-CSTP-DPD", std::to_string(o_.dpd));
+    h("X-CSTP-Keepalive", std::to_string(o_.keepalive));
+    h("X-CSTP-Idle-Timeout", "none");
+    h("X-CSTP-Session-Timeout", "none");
+    h("X-CSTP-Disconnected-Timeout", "none");
+    h("X-CSTP-Keep", "true");
+    h("X-CSTP-TCP-Keepalive", "true");
+    h("X-CSTP-License", "accept");
+    h("X-CSTP-Base-MTU", std::to_string(o_.base_mtu));
+    h("X-CSTP-MTU", std::to_string(o_.mtu));
+    if (dtls) {
+        const auto port = io::SocketAddress::parse(o_.dtls_listen);
+        const auto* sa = reinterpret_cast<const sockaddr*>(&port->storage);
+        h("X-DTLS-App-ID", std::string(app_id));
+        h("X-DTLS-Port", std::to_string(ntohs(sa->sa_family == AF_INET
+                                                  ? reinterpret_cast<const sockaddr_in*>(sa)->sin_port
+                                                  : reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port)));
+        h("X-DTLS-DPD", std::to_string(o_.dpd));
+        h("X-DTLS-Keepalive", std::to_string(o_.keepalive));
+        h("X-DTLS-MTU", std::to_string(o_.mtu));
+        h("X-DTLS-CipherSuite", "PSK-NEGOTIATE");
+    }
+    return r + "\r\n";
+}
+
+void Gateway::serve(io::UniqueFd fd) {
+    ServerTls client(server_cred_, std::move(fd));
+    AcceptLoop::Tracked tracked(loop_, client.fd());
+    if (!client.handshake()) return;
+    std::string in;
+    while (!loop_.stop.load()) {
+        const std::size_t head_size = client.read_head(in, kMaxHead);
+        if (head_size == 0) return;
+        const std::string head = in.substr(0, head_size);
+        if (head.starts_with("CONNECT ")) {
+            in.erase(0, head_size);
+            connect_tunnel(client, head, in);
+            return;
+        }
+        const auto body = content_length(head, kMaxBody);
+        if (!body) {
+            client.write_all("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            return;
+        }
+        while (in.size() < head_size + *body)
+            if (!client.read_more(in)) return;
+        const std::string request_body = in.substr(head_size, *body);
+        in.erase(0, head_size + *body);
+        if (!answer(client, head, request_body)) return;
+    }
+}
+
+void Gateway::connect_tunnel(ServerTls& client, std::string_view head, std::string_view early) {
+    const std::string cookies = header_value(head, "Cookie");
+    const std::size_t at = cookies.find("webvpn=");
+    const std::string cookie = at == std::string::npos ? "" : cookies.substr(at + 7, cookies.find(';', at) - at - 7);
+    bool known;
+    {
+        std::lock_guard<std::mutex> l(cookies_mutex_);
+        known = cookies_.count(cookie) > 0;
+    }
+    if (!known) {
+        LOG_WARN << "CONNECT without a valid webvpn cookie: refused";
+        client.write_all("HTTP/1.1 401 Unauthorized\r\nX-Reason: bad cookie\r\nContent-Length: 0\r\n\r\n");
+        return;
+    }
+    std::unique_lock<std::mutex> one(tunnel_mutex_, std::try_to_lock);
+    if (!one.owns_lock()) {
+        LOG_WARN << "a second tunnel while one runs: refused";
+        client.write_all("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+        return;
+    }
+    const unsigned n = ++tunnels_;
+
+    // DTLS when the client offers PSK-NEGOTIATE: the UDP socket listens before
+    // the reply goes out, so the first ClientHello finds it.
+    std::optional<io::UdpSocket> udp;
+    Secret psk;
+    if (o_.dtls && header_value(head, "X-DTLS-CipherSuite").find("PSK-NEGOTIATE") != std::string::npos) {
+        io::UdpOptions u;
+        u.local = o_.dtls_listen;
+        auto s = io::UdpSocket::open(u);
+        auto key = io::export_dtls_psk(client.native());
+        if (s && key) {
+            udp.emplace(std::move(*s));
+            psk = std::move(*key);
+        } else {
+            LOG_WARN << "tunnel " << n << ": no DTLS: " << (s ? key.error().message : s.error().message);
+        }
+    }
+    if (!client.write_all(connect_reply(udp.has_value(), random_hex(io::kDtlsSessionIdSize)))) return;
+
+    datapath::TlsPump pump(client.native(), client.fd(), *tun_, datapath::cstp_framing(),
+                           datapath::cstp_pump_options(static_cast<int>(o_.mtu)));
+    const auto* e = reinterpret_cast<const std::uint8_t*>(early.data());
+    if (Status s = pump.start({e, early.size()}); !s) {
+        LOG_WARN << "tunnel " << n << ": " << s.error().message;
+        return;
+    }
+    LOG_INFO << "tunnel " << n << " up (CSTP" << (udp ? ", DTLS offered)" : ")");
+    DtlsCarrier carrier;
+    std::unique_ptr<io::DtlsChannel> channel;
+    std::unique_ptr<datapath::DtlsDatapath> dp;
+    std::atomic<bool> ending{false};
+    std::thread dtls;
+    if (udp)
+        dtls = std::thread([&, key = std::move(psk)]() mutable {
+            run_dtls(*udp, std::move(key), pump, carrier, channel, dp, ending);
+        });
+    while (!loop_.stop.load() && !pump.ended())
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (auto end = pump.ended()) LOG_INFO << "tunnel " << n << " ended: " << end->second;
+    ending = true;
+    if (dtls.joinable()) dtls.join();
+    pump.set_channel(nullptr);
+    if (dp) dp->stop();
+    pump.stop();
+    const datapath::TlsTunnelStats cstp = pump.stats();
+    std::optional<datapath::DtlsDatapathStats> dtls_stats;
+    if (dp) dtls_stats = dp->stats();
+    write_stats(cstp, dtls_stats ? &*dtls_stats : nullptr);
+    LOG_INFO << "tunnel " << n << " counters: cstp rx " << cstp.rx_packets << " tx " << cstp.tx_packets
+             << (dtls_stats ? ", dtls " + dtls_stats->to_json() : std::string(", no DTLS"));
+}
+
+// The DTLS handshake of one tunnel, off the CSTP threads: the first datagram's
+// sender becomes the socket's peer; then data goes over DTLS until the tunnel ends.
+void Gateway::run_dtls(io::UdpSocket& udp, Secret psk, datapath::TlsPump& pump, DtlsCarrier& carrier,
+                       std::unique_ptr<io::DtlsChannel>& channel, std::unique_ptr<datapath::DtlsDatapath>& dp,
+                       const std::atomic<bool>& ending) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!ending.load() && !udp.wait_readable(100))
+        if (std::chrono::steady_clock::now() > deadline) {
+            LOG_WARN << "DTLS: no ClientHello within 30 s; CSTP only";
+            return;
+        }
+    if (ending.load()) return;
+    io::SocketAddress from;
+    from.length = sizeof from.storage;
+    std::uint8_t peek;
+    if (::recvfrom(udp.fd(), &peek, 1, MSG_PEEK, reinterpret_cast<sockaddr*>(&from.storage), &from.length) < 0 ||
+        ::connect(udp.fd(), reinterpret_cast<const sockaddr*>(&from.storage), from.length) < 0) {
+        LOG_WARN << "DTLS: the first datagram: " << std::strerror(errno);
+        return;
+    }
+    udp.set_peer(from);
+    io::DtlsChannelOptions co;
+    co.mode = io::DtlsPskServerMode{std::move(psk)};
+    co.base_mtu = o_.base_mtu;
+    co.ipv6_outer = from.family() == AF_INET6;
+    auto ch = io::DtlsChannel::create(udp.fd(), std::move(co));
+    if (!ch) {
+        LOG_WARN << "DTLS: " << ch.error().message;
+        return;
+    }
+    for (;;) {
+        auto done = (*ch)->handshake_step();
+        if (!done) {
+            LOG_WARN << "DTLS handshake with " << from.to_string() << ": " << done.error().message;
+            return;
+        }
+        if (*done) break;
+        if (ending.load()) return;
+        udp.wait_readable(std::min((*ch)->handshake_wait_ms(), 100));
+    }
+    channel = std::move(*ch);
+    datapath::DtlsDatapathOptions d;
+    d.deliver = [&pump](io::PacketBatch& batch) { pump.deliver(batch); };
+    auto started = datapath::DtlsDatapath::start(&*tun_, udp, *channel, d);
+    if (!started) {
+        LOG_WARN << "DTLS datapath: " << started.error().message;
+        return;
+    }
+    dp = std::move(*started);
+    carrier.datapath = dp.get();
+    pump.set_channel(&carrier);
+    LOG_INFO << "DTLS up: " << channel->description() << " with " << from.to_string() << ", tunnel MTU "
+             << channel->tunnel_mtu() << (channel->records_ours() ? ", records by espvpn" : ", records by GnuTLS");
+    while (!ending.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (auto failed = dp->failure()) {
+            LOG_WARN << "DTLS datapath stopped: " << *failed << "; CSTP only";
+            pump.set_channel(nullptr);
+            return;
+        }
+    }
+}
+
+void Gateway::write_stats(const datapath::TlsTunnelStats& cstp, const datapath::DtlsDatapathStats* dtls) const {
+    if (o_.stats_json.empty()) return;
+    std::string c = "{";
+    cstp.for_each([&](std::string_view name, std::uint64_t x) {
+        if (c.size() > 1) c += ", ";
+        c.append("\"").append(name).append("\": ").append(std::to_string(x));
+    });
+    c += "}";
+    const std::string tmp = o_.stats_json + ".tmp";
+    if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+        std::fprintf(f, "{\"tunnels\": %u, \"cstp\": %s, \"dtls\": %s}\n", tunnels_.load(), c.c_str(),
+                     dtls ? dtls->to_json().c_str() : "null");
+        std::fclose(f);
+        std::rename(tmp.c_str(), o_.stats_json.c_str());
+    }
+}
+
+int Gateway::run() {
+    if (o_.dtls) {
+        if (auto a = io::SocketAddress::parse(o_.dtls_listen); !a) {
+            std::fprintf(stderr, "%s: --dtls-listen %s: %s\n", kProgram, o_.dtls_listen.c_str(),
+                         a.error().message.c_str());
+            return 1;
+        }
+    }
+    server_cred_ = load_server_credentials(o_.cert, o_.key, kProgram);
+    if (!server_cred_) return 1;
+    auto tun = open_gateway_tun(o_.tun_name, o_.offload, o_.mtu, o_.routes);
+    if (!tun) {
+        std::fprintf(stderr, "%s: tun: %s\n", kProgram, tun.error().message.c_str());
+        return 1;
+    }
+    tun_.emplace(std::move(*tun));
+    const int rc = loop_.run(
+        o_.listen, o_.seconds, kProgram,
+        [this] {
+            std::printf("ready listen=%s dtls=%s tun=%s offload=%d\n", o_.listen.c_str(),
+                        o_.dtls ? o_.dtls_listen.c_str() : "off", tun_->name().c_str(), tun_->offloads().vnet_hdr);
+            std::fflush(stdout);
+        },
+        [this](io::UniqueFd fd) { serve(std::move(fd)); });
+    gnutls_certificate_free_credentials(server_cred_);
+    return rc;
+}
+
+}  // namespace
+}  // namespace espvpn::tools
+
+int main(int argc, char** argv) {
+    auto o = espvpn::tools::parse(argc, argv);
+    if (!o) {
+        espvpn::tools::usage();
+        return 2;
+    }
+    espvpn::log::Config lc;
+    lc.ident = espvpn::tools::kProgram;
+    espvpn::log::configure(lc);
+    espvpn::tools::Gateway g(std::move(*o));
+    return g.run();
+}

@@ -1,0 +1,90 @@
+// What the two TLS tunnel gateways for benchmarks and tests share
+// (https-tunnel-gateway: GP's HTTPS tunnel; anyconnect-gateway: CSTP + DTLS):
+// a blocking GnuTLS server session per client connection, HTTP head reading,
+// the gateway's tun, and the accept loop that ends on SIGINT/SIGTERM.
+#pragma once
+
+#include <gnutls/gnutls.h>
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocols/base/result.h"
+#include "src/io/tun_device.h"
+#include "src/io/unique_fd.h"
+
+namespace espvpn::tools {
+
+// The value of header `name` in an HTTP head ("" if absent), case-insensitive.
+std::string header_value(std::string_view head, std::string_view name);
+// Content-Length of a head: 0 if absent, nullopt if malformed or above `max`.
+std::optional<std::size_t> content_length(std::string_view head, std::size_t max);
+
+// A GnuTLS server session on an accepted socket (blocking, 30 s I/O timeouts).
+class ServerTls {
+public:
+    ServerTls(gnutls_certificate_credentials_t cred, io::UniqueFd fd);
+    ~ServerTls();
+    ServerTls(const ServerTls&) = delete;
+    ServerTls& operator=(const ServerTls&) = delete;
+
+    bool handshake();
+    // Appends what one record brings to `buf`; false on EOF or error.
+    bool read_more(std::string& buf);
+    // Reads until `buf` holds a whole head ("\r\n\r\n"): its size with the blank
+    // line, or 0 on EOF, error or a head above `max`.
+    std::size_t read_head(std::string& buf, std::size_t max);
+    bool write_all(std::string_view bytes);
+    gnutls_session_t native() const { return session_; }
+    int fd() const { return fd_.get(); }
+
+private:
+    io::UniqueFd fd_;
+    gnutls_session_t session_ = nullptr;
+};
+
+// The certificate and key (PEM files) a gateway shows; nullptr with a message on stderr.
+gnutls_certificate_credentials_t load_server_credentials(const std::string& cert, const std::string& key,
+                                                         const char* program);
+
+// The gateway's tun: offloads as asked, MTU, up, a route per prefix.
+Result<io::TunDevice> open_gateway_tun(const std::string& name, bool offload, unsigned mtu,
+                                       const std::vector<std::string>& routes);
+
+// Accepts on `listen` (ADDR:PORT) and serves each connection on a thread of
+// its own until SIGINT/SIGTERM or `seconds`; then sets stop, shuts down the
+// connections still open and joins their threads. `ready` runs once the socket
+// listens (the signals are blocked by then, for every thread).
+class AcceptLoop {
+public:
+    std::atomic<bool> stop{false};
+
+    // 0 when it ran; 1 with a message on stderr when it could not listen.
+    int run(const std::string& listen, int seconds, const char* program, const std::function<void()>& ready,
+            const std::function<void(io::UniqueFd)>& serve);
+
+    // Registers a connection for the shutdown at exit while the object lives.
+    class Tracked {
+    public:
+        Tracked(AcceptLoop& loop, int fd);
+        ~Tracked();
+        Tracked(const Tracked&) = delete;
+        Tracked& operator=(const Tracked&) = delete;
+
+    private:
+        AcceptLoop& loop_;
+        int fd_;
+    };
+
+private:
+    std::mutex mutex_;
+    std::vector<int> conns_;
+};
+
+}  // namespace espvpn::tools
