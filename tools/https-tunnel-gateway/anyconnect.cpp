@@ -56,6 +56,7 @@ struct Options {
     std::string listen = "0.0.0.0:4443";
     std::string dtls_listen;  // ADDR:PORT for DTLS; default: --listen's (as ocserv: one port, TCP + UDP)
     bool dtls = true;
+    std::string dtls_priority = "NORMAL";  // GnuTLS priority the DTLS handshake starts from (DTLS + PSK forced)
     std::string cert, key;
     std::string user = "testuser", password = "test123";
     std::string tun_name;
@@ -72,7 +73,7 @@ struct Options {
 void usage() {
     std::fprintf(stderr,
                  "usage: %s --cert FILE --key FILE [--listen ADDR:PORT (default 0.0.0.0:4443)]\n"
-                 "  [--dtls-listen ADDR:PORT | --no-dtls] [--user NAME] [--password P] [--tun-name NAME]\n"
+                 "  [--dtls-listen ADDR:PORT | --no-dtls] [--dtls-priority GNUTLS-PRIORITY] [--user NAME] [--password P] [--tun-name NAME]\n"
                  "  [--route PREFIX ...] [--client-ip A] [--client-ip6 A/LEN] [--split ADDR/MASK ...]\n"
                  "  [--split6 PREFIX ...] [--mtu N] [--base-mtu N] [--dpd S] [--no-offload]\n"
                  "  [--stats-json FILE] [--seconds N]\n"
@@ -94,6 +95,7 @@ std::optional<Options> parse(int argc, char** argv) {
         if (a == "--listen") ok = take(o.listen);
         else if (a == "--dtls-listen") ok = take(o.dtls_listen);
         else if (a == "--no-dtls") o.dtls = false;
+        else if (a == "--dtls-priority") ok = take(o.dtls_priority);
         else if (a == "--cert") ok = take(o.cert);
         else if (a == "--key") ok = take(o.key);
         else if (a == "--user") ok = take(o.user);
@@ -391,7 +393,7 @@ void Gateway::run_dtls(io::UdpSocket& udp, Secret psk, datapath::TlsPump& pump, 
     }
     udp.set_peer(from);
     io::DtlsChannelOptions co;
-    co.mode = io::DtlsPskServerMode{std::move(psk)};
+    co.mode = io::DtlsPskServerMode{std::move(psk), o_.dtls_priority};
     co.base_mtu = o_.base_mtu;
     co.ipv6_outer = from.family() == AF_INET6;
     auto ch = io::DtlsChannel::create(udp.fd(), std::move(co));
