@@ -66,6 +66,7 @@ struct Options {
     unsigned mtu = 1434, base_mtu = 1500;               // X-CSTP-MTU / X-DTLS-MTU, X-CSTP-Base-MTU
     unsigned dpd = 30, keepalive = 20;
     bool offload = true;
+    int udp_buffer = 4 << 20;  // the DTLS socket's send and receive buffer (bytes)
     std::string stats_json;
     int seconds = 900;
 };
@@ -75,7 +76,7 @@ void usage() {
                  "usage: %s --cert FILE --key FILE [--listen ADDR:PORT (default 0.0.0.0:4443)]\n"
                  "  [--dtls-listen ADDR:PORT | --no-dtls] [--dtls-priority GNUTLS-PRIORITY] [--user NAME] [--password P] [--tun-name NAME]\n"
                  "  [--route PREFIX ...] [--client-ip A] [--client-ip6 A/LEN] [--split ADDR/MASK ...]\n"
-                 "  [--split6 PREFIX ...] [--mtu N] [--base-mtu N] [--dpd S] [--no-offload]\n"
+                 "  [--split6 PREFIX ...] [--mtu N] [--base-mtu N] [--dpd S] [--udp-buffer BYTES] [--no-offload]\n"
                  "  [--stats-json FILE] [--seconds N]\n"
                  "SIGINT/SIGTERM stop.\n",
                  kProgram);
@@ -107,14 +108,15 @@ std::optional<Options> parse(int argc, char** argv) {
         else if (a == "--route") { ok = take(v); o.routes.push_back(v); }
         else if (a == "--split") { ok = take(v); o.split.push_back(v); }
         else if (a == "--split6") { ok = take(v); o.split6.push_back(v); }
-        else if (a == "--mtu" || a == "--base-mtu" || a == "--dpd" || a == "--seconds") {
+        else if (a == "--mtu" || a == "--base-mtu" || a == "--dpd" || a == "--seconds" || a == "--udp-buffer") {
             ok = take(v);
             char* end = nullptr;
             const long n = ok ? std::strtol(v.c_str(), &end, 10) : 0;
-            ok = ok && !v.empty() && !*end && n > 0 && n < 1000000;
+            ok = ok && !v.empty() && !*end && n > 0 && n < (a == "--udp-buffer" ? 1L << 30 : 1000000);
             if (a == "--mtu") o.mtu = static_cast<unsigned>(n);
             else if (a == "--base-mtu") o.base_mtu = static_cast<unsigned>(n);
             else if (a == "--dpd") o.dpd = static_cast<unsigned>(n);
+            else if (a == "--udp-buffer") o.udp_buffer = static_cast<int>(n);
             else o.seconds = static_cast<int>(n);
         } else if (a == "--no-offload") o.offload = false;
         else if (a == "--help" || a == "-h") { usage(); std::exit(0); }
@@ -327,6 +329,7 @@ void Gateway::connect_tunnel(ServerTls& client, std::string_view head, std::stri
     if (o_.dtls && header_value(head, "X-DTLS-CipherSuite").find("PSK-NEGOTIATE") != std::string::npos) {
         io::UdpOptions u;
         u.local = o_.dtls_listen;
+        u.send_buffer = u.receive_buffer = o_.udp_buffer;
         auto s = io::UdpSocket::open(u);
         auto key = io::export_dtls_psk(client.native());
         if (s && key) {
