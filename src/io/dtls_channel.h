@@ -133,7 +133,7 @@ struct DtlsOpenOutcome {
 
 class DtlsChannel {
 public:
-    // `udp_fd` is connected to the server's DTLS port; it must outlive the
+    // `udp_fd` (non-blocking) is connected to the peer's DTLS port; it must outlive the
     // channel, and nobody else may read it during the handshake.
     static Result<std::unique_ptr<DtlsChannel>> create(int udp_fd, DtlsChannelOptions options);
     ~DtlsChannel();

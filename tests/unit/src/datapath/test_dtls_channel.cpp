@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gnutls/dtls.h>
 #include <gnutls/gnutls.h>
 #include <netinet/in.h>
@@ -250,6 +251,102 @@ TEST_CASE("PSK mode: App-ID in the ClientHello, records both ways, forged and re
     CHECK(r->discarded == 1);
     CHECK(r->peer_closed);
     CHECK(std::memcmp(out.packet(1).data(), plain.packet(1).data(), 700) == 0);
+}
+
+// Both ends' handshakes stepped in turn (both are non-blocking), bounded in steps.
+struct EndsOutcome {
+    Status client, server;
+};
+EndsOutcome handshake_both(DtlsChannel& client, DtlsChannel& server) {
+    EndsOutcome o;
+    bool client_done = false, server_done = false;
+    for (int step = 0; step < 4000 && (!client_done || !server_done); ++step) {
+        if (!client_done && o.client) {
+            auto r = client.handshake_step();
+            if (!r) o.client = r.error();
+            else client_done = *r;
+        }
+        if (!server_done && o.server) {
+            auto r = server.handshake_step();
+            if (!r) o.server = r.error();
+            else server_done = *r;
+        }
+        if (!o.client || !o.server) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (o.client && !client_done) o.client = make_error("client handshake did not finish");
+    if (o.server && !server_done) o.server = make_error("server handshake did not finish");
+    return o;
+}
+
+TEST_CASE("The server end (DtlsPskServerMode): our records both ways with our client; a wrong PSK fails the handshake") {
+    for (const bool same_key : {true, false}) {
+        CAPTURE(same_key);
+        const int server_fd = Peer::open_server();
+        UdpSocket client_udp = Peer::open_client(server_fd);
+        auto local = client_udp.local_address().value();
+        REQUIRE(::connect(server_fd, reinterpret_cast<const sockaddr*>(&local.storage), local.length) == 0);
+        REQUIRE(::fcntl(server_fd, F_SETFL, O_NONBLOCK) == 0);  // as a UdpSocket's: the channel never blocks
+
+        DtlsPskMode cm;
+        cm.psk = Secret(std::span<const std::uint8_t>(g_psk.data(), g_psk.size()));
+        cm.app_id.assign(32, 0x5a);
+        DtlsChannelOptions co;
+        co.mode = std::move(cm);
+        co.retransmit = std::chrono::milliseconds(100);
+        co.handshake_timeout = std::chrono::milliseconds(3000);
+        std::vector<std::uint8_t> server_key = g_psk;
+        if (!same_key) server_key[0] ^= 1;
+        DtlsChannelOptions so;
+        so.mode = DtlsPskServerMode{Secret(std::span<const std::uint8_t>(server_key.data(), server_key.size()))};
+        so.retransmit = co.retransmit;
+        so.handshake_timeout = co.handshake_timeout;
+        auto client = DtlsChannel::create(client_udp.fd(), std::move(co));
+        REQUIRE(client);
+        REQUIRE((*client)->handshake_step());  // the ClientHello goes out first
+        auto server = DtlsChannel::create(server_fd, std::move(so));
+        REQUIRE(server);
+        const EndsOutcome hs = handshake_both(**client, **server);
+        if (!same_key) {
+            CHECK(!(hs.client && hs.server));  // one end sees the bad Finished, in bounded time
+            ::close(server_fd);
+            continue;
+        }
+        REQUIRE_MESSAGE(hs.client, (hs.client ? "" : hs.client.error().message));
+        REQUIRE_MESSAGE(hs.server, (hs.server ? "" : hs.server.error().message));
+        DtlsChannel& c = **client;
+        DtlsChannel& s = **server;
+        CHECK(c.records_ours());
+        CHECK(s.records_ours());
+        CHECK(s.record_payload_mtu() == c.record_payload_mtu());  // the same base MTU gives both ends one MTU
+        CHECK(s.description() == c.description());
+
+        // each way: sealed by one end's sealer, opened by the other's opener
+        for (const bool client_sends : {true, false}) {
+            DtlsChannel& from = client_sends ? c : s;
+            DtlsChannel& to = client_sends ? s : c;
+            PacketBatch plain = make_packets(6, 1200);
+            PacketBatch records({8, 2048, 0, 0});
+            REQUIRE(from.seal_batch(plain, records).records == 6);
+            for (std::size_t i = 0; i < records.size(); ++i)
+                REQUIRE(::send(from.fd(), records.packet(i).data(), records.length(i), 0) ==
+                        static_cast<ssize_t>(records.length(i)));
+            PacketBatch in = receive_all(to.fd(), 8);
+            REQUIRE(in.size() == 6);
+            PacketBatch out({8, 2048, 16, 0});
+            auto r = to.open_batch(in, out);
+            REQUIRE(r);
+            CHECK(r->records == 6);
+            CHECK(r->discarded == 0);
+            for (std::size_t i = 0; i < out.size(); ++i) {
+                REQUIRE(out.length(i) == 1200);
+                CHECK(std::memcmp(out.packet(i).data(), plain.packet(i).data(), 1200) == 0);
+            }
+        }
+        client->reset();
+        server->reset();
+        ::close(server_fd);
+    }
 }
 
 TEST_CASE("Legacy mode resumes the agreed session (DTLS 1.2 GCM and DTLS 0.9 CBC)") {
