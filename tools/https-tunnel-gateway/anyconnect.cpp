@@ -53,87 +53,63 @@ constexpr std::size_t kMaxHead = 64 * 1024;
 constexpr std::size_t kMaxBody = 1024 * 1024;
 
 struct Options {
-    std::string listen = "0.0.0.0:4443";
+    // Certificate, tun (its routes: the clients' addresses; its MTU is X-CSTP-MTU and X-DTLS-MTU), listener, lifetime.
+    GatewaySetup gw;  // its mtu: 1434 unless --mtu (parse)
     std::string dtls_listen;  // ADDR:PORT for DTLS; default: --listen's (as ocserv: one port, TCP + UDP)
     bool dtls = true;
     std::string dtls_priority = "NORMAL";  // GnuTLS priority the DTLS handshake starts from (DTLS + PSK forced)
-    std::string cert, key;
     std::string user = "testuser", password = "test123";
-    std::string tun_name;
-    std::vector<std::string> routes;  // the gateway tun's routes (the clients' addresses)
     std::string client_ip = "10.200.0.2", client_ip6;  // X-CSTP-Address, X-CSTP-Address-IP6 (prefix)
     std::vector<std::string> split, split6;             // X-CSTP-Split-Include(-IP6)
-    unsigned mtu = 1434, base_mtu = 1500;               // X-CSTP-MTU / X-DTLS-MTU, X-CSTP-Base-MTU
+    unsigned base_mtu = 1500;                           // X-CSTP-Base-MTU
     unsigned dpd = 30, keepalive = 20;
-    bool offload = true;
     int udp_buffer = 4 << 20;  // the DTLS socket's send and receive buffer (bytes)
     std::string stats_json;
-    int seconds = 900;
 };
 
 void usage() {
     std::fprintf(stderr,
                  "usage: %s --cert FILE --key FILE [--listen ADDR:PORT (default 0.0.0.0:4443)]\n"
-                 "  [--dtls-listen ADDR:PORT | --no-dtls] [--dtls-priority GNUTLS-PRIORITY] [--user NAME] [--password P] [--tun-name NAME]\n"
-                 "  [--route PREFIX ...] [--client-ip A] [--client-ip6 A/LEN] [--split ADDR/MASK ...]\n"
-                 "  [--split6 PREFIX ...] [--mtu N] [--base-mtu N] [--dpd S] [--udp-buffer BYTES] [--no-offload]\n"
-                 "  [--stats-json FILE] [--seconds N]\n"
+                 "  [--dtls-listen ADDR:PORT | --no-dtls] [--dtls-priority GNUTLS-PRIORITY] [--user NAME]\n"
+                 "  [--password P] [--tun-name NAME] [--route PREFIX ...] [--client-ip A] [--client-ip6 A/LEN]\n"
+                 "  [--split ADDR/MASK ...] [--split6 PREFIX ...] [--mtu N] [--base-mtu N] [--dpd S]\n"
+                 "  [--udp-buffer BYTES] [--no-offload] [--stats-json FILE] [--seconds N]\n"
                  "SIGINT/SIGTERM stop.\n",
                  kProgram);
 }
 
 std::optional<Options> parse(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        const bool has_value = i + 1 < argc;
-        auto take = [&](std::string& out) {
-            if (has_value) out = argv[++i];
-            return has_value;
-        };
-        bool ok = true;
+    o.gw.program = kProgram;
+    o.gw.mtu = 1434;  // ocserv's data MTU for a 1500-byte base MTU
+    auto own = [&o](const std::string& a, const OptionValue& value, bool& ok) {
         std::string v;
-        if (a == "--listen") ok = take(o.listen);
-        else if (a == "--dtls-listen") ok = take(o.dtls_listen);
+        if (a == "--dtls-listen") ok = value(o.dtls_listen);
         else if (a == "--no-dtls") o.dtls = false;
-        else if (a == "--dtls-priority") ok = take(o.dtls_priority);
-        else if (a == "--cert") ok = take(o.cert);
-        else if (a == "--key") ok = take(o.key);
-        else if (a == "--user") ok = take(o.user);
-        else if (a == "--password") ok = take(o.password);
-        else if (a == "--tun-name") ok = take(o.tun_name);
-        else if (a == "--client-ip") ok = take(o.client_ip);
-        else if (a == "--client-ip6") ok = take(o.client_ip6);
-        else if (a == "--stats-json") ok = take(o.stats_json);
-        else if (a == "--route") { ok = take(v); o.routes.push_back(v); }
-        else if (a == "--split") { ok = take(v); o.split.push_back(v); }
-        else if (a == "--split6") { ok = take(v); o.split6.push_back(v); }
-        else if (a == "--mtu" || a == "--base-mtu" || a == "--dpd" || a == "--seconds" || a == "--udp-buffer") {
-            ok = take(v);
-            char* end = nullptr;
-            const long n = ok ? std::strtol(v.c_str(), &end, 10) : 0;
-            ok = ok && !v.empty() && !*end && n > 0 && n < (a == "--udp-buffer" ? 1L << 30 : 1000000);
-            if (a == "--mtu") o.mtu = static_cast<unsigned>(n);
-            else if (a == "--base-mtu") o.base_mtu = static_cast<unsigned>(n);
-            else if (a == "--dpd") o.dpd = static_cast<unsigned>(n);
-            else if (a == "--udp-buffer") o.udp_buffer = static_cast<int>(n);
-            else o.seconds = static_cast<int>(n);
-        } else if (a == "--no-offload") o.offload = false;
-        else if (a == "--help" || a == "-h") { usage(); std::exit(0); }
-        else {
-            std::fprintf(stderr, "%s: unknown option %s\n", kProgram, a.c_str());
-            return std::nullopt;
-        }
-        if (!ok) {
-            std::fprintf(stderr, "%s: %s needs a (valid) value\n", kProgram, a.c_str());
-            return std::nullopt;
-        }
-    }
-    if (o.cert.empty() || o.key.empty()) {
+        else if (a == "--dtls-priority") ok = value(o.dtls_priority);
+        else if (a == "--user") ok = value(o.user);
+        else if (a == "--password") ok = value(o.password);
+        else if (a == "--client-ip") ok = value(o.client_ip);
+        else if (a == "--client-ip6") ok = value(o.client_ip6);
+        else if (a == "--stats-json") ok = value(o.stats_json);
+        else if (a == "--split") { ok = value(v); o.split.push_back(v); }
+        else if (a == "--split6") { ok = value(v); o.split6.push_back(v); }
+        else if (a == "--base-mtu" || a == "--dpd" || a == "--udp-buffer") {
+            const auto n = value(v) ? parse_count(v, a == "--udp-buffer" ? 1L << 30 : 1000000) : std::nullopt;
+            ok = n.has_value();
+            if (!ok) return true;
+            if (a == "--base-mtu") o.base_mtu = static_cast<unsigned>(*n);
+            else if (a == "--dpd") o.dpd = static_cast<unsigned>(*n);
+            else o.udp_buffer = static_cast<int>(*n);
+        } else return false;
+        return true;
+    };
+    if (!parse_gateway_options(argc, argv, o.gw, usage, own)) return std::nullopt;
+    if (o.gw.cert.empty() || o.gw.key.empty()) {
         std::fprintf(stderr, "%s: --cert and --key are required\n", kProgram);
         return std::nullopt;
     }
-    if (o.dtls_listen.empty()) o.dtls_listen = o.listen;
+    if (o.dtls_listen.empty()) o.dtls_listen = o.gw.listen;
     return o;
 }
 
@@ -178,7 +154,7 @@ public:
     Status send(io::PacketBatch& batch) override { return datapath.load()->send(batch); }
 };
 
-class Gateway {
+class Gateway : TlsGateway {
 public:
     explicit Gateway(Options o) : o_(std::move(o)) {}
     int run();
@@ -195,12 +171,9 @@ private:
     void write_stats(const datapath::TlsTunnelStats& cstp, const datapath::DtlsDatapathStats* dtls) const;
 
     Options o_;
-    gnutls_certificate_credentials_t server_cred_ = nullptr;
-    std::optional<io::TunDevice> tun_;
     std::mutex tunnel_mutex_;  // held while a tunnel runs: one at a time
     std::mutex cookies_mutex_;
     std::set<std::string> cookies_;  // webvpn cookies handed out
-    AcceptLoop loop_;
     std::atomic<unsigned> tunnels_{0};
 };
 
@@ -257,7 +230,7 @@ std::string Gateway::connect_reply(bool dtls, std::string_view app_id) const {
     h("X-CSTP-TCP-Keepalive", "true");
     h("X-CSTP-License", "accept");
     h("X-CSTP-Base-MTU", std::to_string(o_.base_mtu));
-    h("X-CSTP-MTU", std::to_string(o_.mtu));
+    h("X-CSTP-MTU", std::to_string(o_.gw.mtu));
     if (dtls) {
         const auto port = io::SocketAddress::parse(o_.dtls_listen);
         const auto* sa = reinterpret_cast<const sockaddr*>(&port->storage);
@@ -267,7 +240,7 @@ std::string Gateway::connect_reply(bool dtls, std::string_view app_id) const {
                                                   : reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port)));
         h("X-DTLS-DPD", std::to_string(o_.dpd));
         h("X-DTLS-Keepalive", std::to_string(o_.keepalive));
-        h("X-DTLS-MTU", std::to_string(o_.mtu));
+        h("X-DTLS-MTU", std::to_string(o_.gw.mtu));
         h("X-DTLS-CipherSuite", "PSK-NEGOTIATE");
     }
     return r + "\r\n";
@@ -342,7 +315,7 @@ void Gateway::connect_tunnel(ServerTls& client, std::string_view head, std::stri
     if (!client.write_all(connect_reply(udp.has_value(), random_hex(io::kDtlsSessionIdSize)))) return;
 
     datapath::TlsPump pump(client.native(), client.fd(), *tun_, datapath::cstp_framing(),
-                           datapath::cstp_pump_options(static_cast<int>(o_.mtu)));
+                           datapath::cstp_pump_options(static_cast<int>(o_.gw.mtu)));
     const auto* e = reinterpret_cast<const std::uint8_t*>(early.data());
     if (Status s = pump.start({e, early.size()}); !s) {
         LOG_WARN << "tunnel " << n << ": " << s.error().message;
@@ -462,38 +435,15 @@ int Gateway::run() {
             return 1;
         }
     }
-    server_cred_ = load_server_credentials(o_.cert, o_.key, kProgram);
-    if (!server_cred_) return 1;
-    auto tun = open_gateway_tun(o_.tun_name, o_.offload, o_.mtu, o_.routes);
-    if (!tun) {
-        std::fprintf(stderr, "%s: tun: %s\n", kProgram, tun.error().message.c_str());
-        return 1;
-    }
-    tun_.emplace(std::move(*tun));
-    const int rc = loop_.run(
-        o_.listen, o_.seconds, kProgram,
-        [this] {
-            std::printf("ready listen=%s dtls=%s tun=%s offload=%d\n", o_.listen.c_str(),
-                        o_.dtls ? o_.dtls_listen.c_str() : "off", tun_->name().c_str(), tun_->offloads().vnet_hdr);
-            std::fflush(stdout);
-        },
-        [this](io::UniqueFd fd) { serve(std::move(fd)); });
-    gnutls_certificate_free_credentials(server_cred_);
-    return rc;
+    GatewaySetup& s = o_.gw;
+    s.ready_extra = std::string("dtls=") + (o_.dtls ? o_.dtls_listen : "off");
+    return serve_until_stopped(s, [this](io::UniqueFd fd) { serve(std::move(fd)); });
 }
 
 }  // namespace
 }  // namespace espvpn::tools
 
 int main(int argc, char** argv) {
-    auto o = espvpn::tools::parse(argc, argv);
-    if (!o) {
-        espvpn::tools::usage();
-        return 2;
-    }
-    espvpn::log::Config lc;
-    lc.ident = espvpn::tools::kProgram;
-    espvpn::log::configure(lc);
-    espvpn::tools::Gateway g(std::move(*o));
-    return g.run();
+    using namespace espvpn::tools;
+    return gateway_main<Gateway>(argc, argv, kProgram, parse, usage);
 }

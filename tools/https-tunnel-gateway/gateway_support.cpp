@@ -49,6 +49,48 @@ std::optional<std::size_t> content_length(std::string_view head, std::size_t max
     return static_cast<std::size_t>(n);
 }
 
+std::optional<long> parse_count(const std::string& text, long max) {
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end || errno || n <= 0 || n >= max) return std::nullopt;
+    return n;
+}
+
+bool parse_gateway_options(int argc, char** argv, GatewaySetup& gw, void (*usage)(), const OwnOptions& own) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        const OptionValue value = [&](std::string& out) {
+            if (i + 1 >= argc) return false;
+            out = argv[++i];
+            return true;
+        };
+        bool ok = true;
+        std::string v;
+        if (a == "--listen") ok = value(gw.listen);
+        else if (a == "--cert") ok = value(gw.cert);
+        else if (a == "--key") ok = value(gw.key);
+        else if (a == "--tun-name") ok = value(gw.tun_name);
+        else if (a == "--route") { ok = value(v); gw.routes.push_back(v); }
+        else if (a == "--mtu" || a == "--seconds") {
+            const auto n = value(v) ? parse_count(v, 1000000) : std::nullopt;
+            ok = n.has_value();
+            if (ok && a == "--mtu") gw.mtu = static_cast<unsigned>(*n);
+            else if (ok) gw.seconds = static_cast<int>(*n);
+        } else if (a == "--no-offload") gw.offload = false;
+        else if (a == "--help" || a == "-h") { usage(); std::exit(0); }
+        else if (!own(a, value, ok)) {
+            std::fprintf(stderr, "%s: unknown option %s\n", gw.program, a.c_str());
+            return false;
+        }
+        if (!ok) {
+            std::fprintf(stderr, "%s: %s needs a (valid) value\n", gw.program, a.c_str());
+            return false;
+        }
+    }
+    return true;
+}
+
 ServerTls::ServerTls(gnutls_certificate_credentials_t cred, io::UniqueFd fd) : fd_(std::move(fd)) {
     gnutls_init(&session_, GNUTLS_SERVER);
     gnutls_set_default_priority(session_);
@@ -181,6 +223,29 @@ AcceptLoop::Tracked::Tracked(AcceptLoop& loop, int fd) : loop_(loop), fd_(fd) {
 AcceptLoop::Tracked::~Tracked() {
     std::lock_guard<std::mutex> l(loop_.mutex_);
     loop_.conns_.erase(std::find(loop_.conns_.begin(), loop_.conns_.end(), fd_));
+}
+
+TlsGateway::~TlsGateway() {
+    if (server_cred_) gnutls_certificate_free_credentials(server_cred_);
+}
+
+int TlsGateway::serve_until_stopped(const GatewaySetup& s, const std::function<void(io::UniqueFd)>& serve) {
+    server_cred_ = load_server_credentials(s.cert, s.key, s.program);
+    if (!server_cred_) return 1;
+    auto tun = open_gateway_tun(s.tun_name, s.offload, s.mtu, s.routes);
+    if (!tun) {
+        std::fprintf(stderr, "%s: tun: %s\n", s.program, tun.error().message.c_str());
+        return 1;
+    }
+    tun_.emplace(std::move(*tun));
+    return loop_.run(
+        s.listen, s.seconds, s.program,
+        [&] {
+            std::printf("ready listen=%s%s%s tun=%s offload=%d\n", s.listen.c_str(), s.ready_extra.empty() ? "" : " ",
+                        s.ready_extra.c_str(), tun_->name().c_str(), tun_->offloads().vnet_hdr);
+            std::fflush(stdout);
+        },
+        serve);
 }
 
 }  // namespace espvpn::tools

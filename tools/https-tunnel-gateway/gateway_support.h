@@ -18,6 +18,7 @@
 #include "protocols/base/result.h"
 #include "src/io/tun_device.h"
 #include "src/io/unique_fd.h"
+#include "src/log/logger.h"
 
 namespace espvpn::tools {
 
@@ -85,6 +86,60 @@ public:
 private:
     std::mutex mutex_;
     std::vector<int> conns_;
+};
+
+// What both gateways hold and how they start: the server certificate, the tun,
+// then the accept loop, with "ready listen=ADDR[ EXTRA] tun=NAME offload=0|1" on
+// stdout once it listens (what the scripts wait for).
+struct GatewaySetup {
+    const char* program = nullptr;
+    std::string cert, key;
+    std::string tun_name;
+    bool offload = true;
+    unsigned mtu = 1400;
+    std::vector<std::string> routes;
+    std::string listen = "0.0.0.0:4443";
+    int seconds = 900;
+    std::string ready_extra;  // e.g. "dtls=ADDR:PORT"
+};
+
+// A whole number in (0, max), all of `text`.
+std::optional<long> parse_count(const std::string& text, long max);
+
+// The command line: GatewaySetup's options (--listen --cert --key --tun-name --route --mtu
+// --seconds --no-offload) into `gw`, --help (usage, exit 0), and the tool's own through `own`:
+// own(name, value) says whether it knows the option and sets `ok` false when its value is bad
+// (value(out) reads the next argument; false when there is none). False, with a message on
+// stderr, for an unknown option or a bad value.
+using OptionValue = std::function<bool(std::string& out)>;
+using OwnOptions = std::function<bool(const std::string& name, const OptionValue& value, bool& ok)>;
+bool parse_gateway_options(int argc, char** argv, GatewaySetup& gw, void (*usage)(), const OwnOptions& own);
+
+// A gateway's main(): the options (`parse`: nullopt = usage, exit 2), logging as
+// `program`, then Gateway(options).run().
+template <class Gateway, class Parse>
+int gateway_main(int argc, char** argv, const char* program, Parse parse, void (*usage)()) {
+    auto options = parse(argc, argv);
+    if (!options) {
+        usage();
+        return 2;
+    }
+    log::Config lc;
+    lc.ident = program;
+    log::configure(lc);
+    Gateway gateway(std::move(*options));
+    return gateway.run();
+}
+
+class TlsGateway {
+protected:
+    ~TlsGateway();
+    // 0 after SIGINT/SIGTERM or `seconds`; 1 with a message on stderr when it could not start.
+    int serve_until_stopped(const GatewaySetup& setup, const std::function<void(io::UniqueFd)>& serve);
+
+    gnutls_certificate_credentials_t server_cred_ = nullptr;
+    std::optional<io::TunDevice> tun_;
+    AcceptLoop loop_;
 };
 
 }  // namespace espvpn::tools

@@ -57,16 +57,10 @@ constexpr std::size_t kMaxBody = 16 * 1024 * 1024;
 constexpr std::string_view kStartTunnel = "START_TUNNEL";
 
 struct Options {
-    std::string listen = "0.0.0.0:4443";
+    GatewaySetup gw;  // certificate, tun (MTU 1400), listener, lifetime
     std::string backend;  // ADDRESS:PORT of fake-gp-gateway (numeric)
     std::string backend_ca;
-    std::string cert, key;
-    std::string tun_name;
-    std::vector<std::string> routes;
-    unsigned mtu = 1400;
-    bool offload = true;
     std::string stats_json;  // the last tunnel's counters, written when it ends
-    int seconds = 900;
 };
 
 void usage() {
@@ -80,49 +74,23 @@ void usage() {
 
 std::optional<Options> parse(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        const bool has_value = i + 1 < argc;
-        auto take = [&](std::string& out) {
-            if (has_value) out = argv[++i];
-            return has_value;
-        };
-        bool ok = true;
-        std::string v;
-        if (a == "--listen") ok = take(o.listen);
-        else if (a == "--backend") ok = take(o.backend);
-        else if (a == "--backend-ca") ok = take(o.backend_ca);
-        else if (a == "--cert") ok = take(o.cert);
-        else if (a == "--key") ok = take(o.key);
-        else if (a == "--tun-name") ok = take(o.tun_name);
-        else if (a == "--stats-json") ok = take(o.stats_json);
-        else if (a == "--route") { ok = take(v); o.routes.push_back(v); }
-        else if (a == "--mtu" || a == "--seconds") {
-            ok = take(v);
-            char* end = nullptr;
-            const long n = ok ? std::strtol(v.c_str(), &end, 10) : 0;
-            ok = ok && !v.empty() && !*end && n > 0 && n < 1000000;
-            if (a == "--mtu") o.mtu = static_cast<unsigned>(n);
-            else o.seconds = static_cast<int>(n);
-        } else if (a == "--no-offload") o.offload = false;
-        else if (a == "--help" || a == "-h") { usage(); std::exit(0); }
-        else {
-            std::fprintf(stderr, "%s: unknown option %s\n", kProgram, a.c_str());
-            return std::nullopt;
-        }
-        if (!ok) {
-            std::fprintf(stderr, "%s: %s needs a (valid) value\n", kProgram, a.c_str());
-            return std::nullopt;
-        }
-    }
-    if (o.backend.empty() || o.backend_ca.empty() || o.cert.empty() || o.key.empty()) {
+    o.gw.program = kProgram;
+    auto own = [&o](const std::string& a, const OptionValue& value, bool& ok) {
+        if (a == "--backend") ok = value(o.backend);
+        else if (a == "--backend-ca") ok = value(o.backend_ca);
+        else if (a == "--stats-json") ok = value(o.stats_json);
+        else return false;
+        return true;
+    };
+    if (!parse_gateway_options(argc, argv, o.gw, usage, own)) return std::nullopt;
+    if (o.backend.empty() || o.backend_ca.empty() || o.gw.cert.empty() || o.gw.key.empty()) {
         std::fprintf(stderr, "%s: --backend, --backend-ca, --cert and --key are required\n", kProgram);
         return std::nullopt;
     }
     return o;
 }
 
-class Gateway {
+class Gateway : TlsGateway {
 public:
     explicit Gateway(Options o) : o_(std::move(o)) {}
     int run();
@@ -139,11 +107,8 @@ private:
     Options o_;
     std::string backend_host_;
     std::uint16_t backend_port_ = 0;
-    gnutls_certificate_credentials_t server_cred_ = nullptr;
     std::shared_ptr<const io::TlsCredentials> backend_cred_;
-    std::optional<io::TunDevice> tun_;
     std::mutex tunnel_mutex_;  // held while a tunnel runs: one at a time
-    AcceptLoop loop_;
     std::atomic<unsigned> tunnels_{0};
 };
 
@@ -248,8 +213,8 @@ void Gateway::run_tunnel(ServerTls& client, std::string_view early) {
         return;
     }
     const unsigned n = ++tunnels_;
-    datapath::TlsPump pump(client.native(), client.fd(), *tun_, datapath::gp_framing(o_.mtu),
-                           datapath::gp_pump_options(o_.mtu));
+    datapath::TlsPump pump(client.native(), client.fd(), *tun_, datapath::gp_framing(o_.gw.mtu),
+                           datapath::gp_pump_options(o_.gw.mtu));
     const auto* e = reinterpret_cast<const std::uint8_t*>(early.data());
     if (Status s = pump.start({e, early.size()}); !s) {
         LOG_WARN << "tunnel " << n << ": " << s.error().message;
@@ -306,38 +271,13 @@ int Gateway::run() {
         return 1;
     }
     backend_cred_ = *cred;
-    server_cred_ = load_server_credentials(o_.cert, o_.key, kProgram);
-    if (!server_cred_) return 1;
-    auto tun = open_gateway_tun(o_.tun_name, o_.offload, o_.mtu, o_.routes);
-    if (!tun) {
-        std::fprintf(stderr, "%s: tun: %s\n", kProgram, tun.error().message.c_str());
-        return 1;
-    }
-    tun_.emplace(std::move(*tun));
-    const int rc = loop_.run(
-        o_.listen, o_.seconds, kProgram,
-        [this] {
-            std::printf("ready listen=%s tun=%s offload=%d\n", o_.listen.c_str(), tun_->name().c_str(),
-                        tun_->offloads().vnet_hdr);
-            std::fflush(stdout);
-        },
-        [this](io::UniqueFd fd) { serve(std::move(fd)); });
-    gnutls_certificate_free_credentials(server_cred_);
-    return rc;
+    return serve_until_stopped(o_.gw, [this](io::UniqueFd fd) { serve(std::move(fd)); });
 }
 
 }  // namespace
 }  // namespace espvpn::tools
 
 int main(int argc, char** argv) {
-    auto o = espvpn::tools::parse(argc, argv);
-    if (!o) {
-        espvpn::tools::usage();
-        return 2;
-    }
-    espvpn::log::Config lc;
-    lc.ident = espvpn::tools::kProgram;
-    espvpn::log::configure(lc);
-    espvpn::tools::Gateway g(std::move(*o));
-    return g.run();
+    using namespace espvpn::tools;
+    return gateway_main<Gateway>(argc, argv, kProgram, parse, usage);
 }
