@@ -129,14 +129,22 @@ Status DtlsChannel::configure(DtlsChannelOptions& options) {
     base_mtu_ = options.base_mtu;
     ipv6_outer_ = options.ipv6_outer;
 
-    if (server) {
-        if (server->psk.size() != kDtlsPskSize)
+    // PSK-NEGOTIATE at either end: a 32-byte key, DTLS only, PSK key exchange only.
+    auto psk_priority = [this](const Secret& key, const std::string& base) -> Status {
+        if (key.size() != kDtlsPskSize)
             return make_error("DTLS PSK must be " + std::to_string(kDtlsPskSize) + " bytes, got " +
-                              std::to_string(server->psk.size()));
-        const std::string prio = server->base_priority + ":-VERS-TLS-ALL:+VERS-DTLS-ALL:-KX-ALL:+PSK";
-        if ((rc = gnutls_priority_set_direct(session_, prio.c_str(), nullptr)) < 0)
-            return make_error(gnutls_message(("DTLS priority '" + prio + "'").c_str(), rc));
-        server_psk_ = server->psk.clone();
+                              std::to_string(key.size()));
+        const std::string prio = base + ":-VERS-TLS-ALL:+VERS-DTLS-ALL:-KX-ALL:+PSK";
+        const char* where = nullptr;
+        if (int r = gnutls_priority_set_direct(session_, prio.c_str(), &where); r < 0)
+            return make_error(
+                gnutls_message(("DTLS priority '" + prio + "' at '" + (where ? where : "") + "'").c_str(), r));
+        return {};
+    };
+
+    if (server) {
+        if (Status st = psk_priority(server->psk, server->base_priority); !st) return st;
+        server_psk_ = std::move(server->psk);
         gnutls_session_set_ptr(session_, this);
         if ((rc = gnutls_psk_allocate_server_credentials(&psk_server_cred_)) < 0)
             return make_error(gnutls_message("DTLS PSK credentials", rc));
@@ -144,17 +152,10 @@ Status DtlsChannel::configure(DtlsChannelOptions& options) {
         if ((rc = gnutls_credentials_set(session_, GNUTLS_CRD_PSK, psk_server_cred_)) < 0)
             return make_error(gnutls_message("DTLS PSK credentials", rc));
     } else if (auto* psk = std::get_if<DtlsPskMode>(&options.mode)) {
-        if (psk->psk.size() != kDtlsPskSize)
-            return make_error("DTLS PSK must be " + std::to_string(kDtlsPskSize) + " bytes, got " +
-                              std::to_string(psk->psk.size()));
+        if (Status st = psk_priority(psk->psk, psk->base_priority); !st) return st;
         if (psk->app_id.empty() || psk->app_id.size() > kDtlsSessionIdSize)
             return make_error("DTLS App-ID must be 1.." + std::to_string(kDtlsSessionIdSize) + " bytes, got " +
                               std::to_string(psk->app_id.size()));
-        const std::string prio = psk->base_priority + ":-VERS-TLS-ALL:+VERS-DTLS-ALL:-KX-ALL:+PSK";
-        const char* where = nullptr;
-        rc = gnutls_priority_set_direct(session_, prio.c_str(), &where);
-        if (rc < 0)
-            return make_error(gnutls_message(("DTLS priority '" + prio + "' at '" + (where ? where : "") + "'").c_str(), rc));
         // ocserv's main process routes the ClientHello to the session's worker by this id.
         const gnutls_datum_t id{psk->app_id.data(), static_cast<unsigned>(psk->app_id.size())};
         if ((rc = gnutls_session_set_id(session_, &id)) < 0) return make_error(gnutls_message("DTLS App-ID", rc));
