@@ -93,6 +93,12 @@ std::string numeric_host(const sockaddr* address) {
     return text;
 }
 
+std::uint16_t SocketAddress::port() const {
+    if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
+    if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
+    return 0;
+}
+
 std::string SocketAddress::to_string() const {
     char text[INET6_ADDRSTRLEN] = {};
     if (family() == AF_INET) {

@@ -31,6 +31,7 @@ struct SocketAddress {
 
     static Result<SocketAddress> parse(std::string_view text);
     int family() const { return storage.ss_family; }
+    std::uint16_t port() const;  // of an IPv4/IPv6 address (0 for another family)
     std::string to_string() const;
 };
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "protocols/base/hex.h"
+#include "protocols/xml/document.h"
 #include "src/datapath/dtls/dtls_datapath.h"
 #include "src/datapath/tls/tls_pump.h"
 #include "src/io/dtls_channel.h"
@@ -119,16 +120,6 @@ std::string random_hex(std::size_t bytes) {
     return hex_encode(b);
 }
 
-// The text of the first <name>...</name> in `xml` ("" if absent); the clients
-// send the form fields as plain elements (no attributes, no entities here).
-std::string element_text(std::string_view xml, std::string_view name) {
-    const std::string open = "<" + std::string(name) + ">", close = "</" + std::string(name) + ">";
-    const std::size_t a = xml.find(open);
-    if (a == std::string_view::npos) return {};
-    const std::size_t b = xml.find(close, a + open.size());
-    return b == std::string_view::npos ? std::string() : std::string(xml.substr(a + open.size(), b - a - open.size()));
-}
-
 std::string xml_reply(std::string_view body, std::string_view extra_headers = {}) {
     return "HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nX-Transcend-Version: 1\r\n" + std::string(extra_headers) +
            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + std::string(body);
@@ -181,22 +172,21 @@ bool Gateway::answer(ServerTls& client, std::string_view head, std::string_view 
     const std::string_view method = head.substr(0, head.find(' '));
     if (method != "POST")
         return client.write_all("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
-    const std::string type = [&] {
-        const std::size_t at = body.find("<config-auth");
-        const std::size_t t = at == std::string_view::npos ? at : body.find("type=\"", at);
-        if (t == std::string_view::npos) return std::string();
-        const std::size_t end = body.find('"', t + 6);
-        return std::string(body.substr(t + 6, end == std::string_view::npos ? 0 : end - t - 6));
-    }();
+    auto doc = xml::Document::parse(body);
+    const xml::Node root = doc && doc->root_name() == "config-auth" ? doc->root() : xml::Node();
+    const std::string type = root.attribute("type").value_or("");
     if (type == "init") return client.write_all(xml_reply(login_form("Please enter your username and password.")));
     if (type == "logout")
         return client.write_all(xml_reply(std::string(kXmlHead) + "complete\" aggregate-auth-version=\"2\">"
                                           "<logout>ok</logout></config-auth>\n"));
-    if (type != "auth-reply")
-        return client.write_all("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n") &&
-               false;
-    if (element_text(body, "username") != o_.user || element_text(body, "password") != o_.password) {
-        LOG_INFO << "login refused for '" << element_text(body, "username") << "'";
+    if (type != "auth-reply") {
+        client.write_all("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        return false;
+    }
+    // The form's fields come back as elements of <auth> (Cisco's clients, openconnect, espvpn).
+    const std::string user = root.child_text_or_empty("auth/username");
+    if (user != o_.user || root.child_text_or_empty("auth/password") != o_.password) {
+        LOG_INFO << "login refused for '" << user << "'";
         return client.write_all(xml_reply(login_form("Login failed.")));
     }
     const std::string cookie = random_hex(32);
@@ -232,12 +222,8 @@ std::string Gateway::connect_reply(bool dtls, std::string_view app_id) const {
     h("X-CSTP-Base-MTU", std::to_string(o_.base_mtu));
     h("X-CSTP-MTU", std::to_string(o_.gw.mtu));
     if (dtls) {
-        const auto port = io::SocketAddress::parse(o_.dtls_listen);
-        const auto* sa = reinterpret_cast<const sockaddr*>(&port->storage);
         h("X-DTLS-App-ID", std::string(app_id));
-        h("X-DTLS-Port", std::to_string(ntohs(sa->sa_family == AF_INET
-                                                  ? reinterpret_cast<const sockaddr_in*>(sa)->sin_port
-                                                  : reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port)));
+        h("X-DTLS-Port", std::to_string(io::SocketAddress::parse(o_.dtls_listen)->port()));  // checked by run()
         h("X-DTLS-DPD", std::to_string(o_.dpd));
         h("X-DTLS-Keepalive", std::to_string(o_.keepalive));
         h("X-DTLS-MTU", std::to_string(o_.gw.mtu));

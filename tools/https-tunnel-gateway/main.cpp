@@ -258,10 +258,8 @@ int Gateway::run() {
         std::fprintf(stderr, "%s: --backend %s: %s\n", kProgram, o_.backend.c_str(), backend.error().message.c_str());
         return 2;
     }
-    const auto* sa = reinterpret_cast<const sockaddr*>(&backend->storage);
-    backend_host_ = io::numeric_host(sa);
-    backend_port_ = ntohs(sa->sa_family == AF_INET ? reinterpret_cast<const sockaddr_in*>(sa)->sin_port
-                                                   : reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
+    backend_host_ = io::numeric_host(reinterpret_cast<const sockaddr*>(&backend->storage));
+    backend_port_ = backend->port();
     io::TlsClientConfig bc;
     bc.system_trust = false;
     bc.ca_file = o_.backend_ca;
