@@ -79,8 +79,10 @@ dtls_impaired)
   on_dtls_only imp
   kill -TERM "$relay_pid" 2>/dev/null || true
   wait "$relay_pid" 2>/dev/null || true
-  # the relay is gone: stop espvpn over CSTP before DTLS is noticed dead (DPD 10 s), after the last stats
-  sleep 1.2
+  # The relay is gone (relay.json is its last word): the first stats write after it holds espvpn's final
+  # counts (written every second; bounded well inside DTLS's DPD of 10 s).
+  for ((i = 0; i < 80; i++)); do [[ $work/imp.json -nt $work/relay.json ]] && break; sleep 0.1; done
+  [[ $work/imp.json -nt $work/relay.json ]] || fail "espvpn wrote no stats after the relay stopped"
   echo "relay: $(cat "$work/relay.json")"
   cp "$work/imp.json" "$work/imp-final.json"
   echo "espvpn dtls rx: $(json "$work/imp-final.json" "{k: v for k, v in d['dtls']['datapath']['rx'].items() if v}")"

@@ -65,7 +65,7 @@ traffic() {
 # gateway_check EXPR: the Python EXPR over d (the gateway's counters of the tunnel that just ended).
 gateway_check() {
   local i
-  for ((i = 0; i < 50; i++)); do [[ -s $work/ac-stats.json ]] && break; sleep 0.1; done
+  for ((i = 0; i < 200; i++)); do [[ -s $work/ac-stats.json ]] && break; sleep 0.1; done  # a bound, not a pause
   json "$work/ac-stats.json" "$1" | grep -qx True || fail "gateway counters: not ($1): $(cat "$work/ac-stats.json" 2>/dev/null)"
 }
 
