@@ -16,16 +16,13 @@
 // over DTLS both ways. One tunnel at a time, one DTLS handshake per tunnel (no
 // DTLS rekey), DPD and keepalives answered, never started. Counters of the last
 // tunnel go to --stats-json when it ends.
-#include <arpa/inet.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
-#include <poll.h>
 #include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -397,20 +394,10 @@ void Gateway::run_dtls(io::UdpSocket& udp, Secret psk, datapath::TlsPump& pump, 
 }
 
 void Gateway::write_stats(const datapath::TlsTunnelStats& cstp, const datapath::DtlsDatapathStats* dtls) const {
-    if (o_.stats_json.empty()) return;
-    std::string c = "{";
-    cstp.for_each([&](std::string_view name, std::uint64_t x) {
-        if (c.size() > 1) c += ", ";
-        c.append("\"").append(name).append("\": ").append(std::to_string(x));
-    });
-    c += "}";
-    const std::string tmp = o_.stats_json + ".tmp";
-    if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
-        std::fprintf(f, "{\"tunnels\": %u, \"cstp\": %s, \"dtls\": %s}\n", tunnels_.load(), c.c_str(),
-                     dtls ? dtls->to_json().c_str() : "null");
-        std::fclose(f);
-        std::rename(tmp.c_str(), o_.stats_json.c_str());
-    }
+    std::string json = "{\"tunnels\": " + std::to_string(tunnels_.load()) + ", \"cstp\": {";
+    datapath::append_json_members(json, cstp);
+    json += "}, \"dtls\": " + (dtls ? dtls->to_json() : std::string("null")) + "}";
+    write_json_file(o_.stats_json, json);
 }
 
 int Gateway::run() {

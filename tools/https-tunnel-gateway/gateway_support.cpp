@@ -49,6 +49,16 @@ std::optional<std::size_t> content_length(std::string_view head, std::size_t max
     return static_cast<std::size_t>(n);
 }
 
+void write_json_file(const std::string& path, const std::string& json) {
+    if (path.empty()) return;
+    const std::string tmp = path + ".tmp";
+    if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+        std::fprintf(f, "%s\n", json.c_str());
+        std::fclose(f);
+        std::rename(tmp.c_str(), path.c_str());
+    }
+}
+
 std::optional<long> parse_count(const std::string& text, long max) {
     char* end = nullptr;
     errno = 0;

@@ -103,6 +103,10 @@ struct GatewaySetup {
     std::string ready_extra;  // e.g. "dtls=ADDR:PORT"
 };
 
+// Writes `json` and a newline to `path` whole (a temporary file renamed over it), so a
+// reader never sees half of it; nothing when `path` is empty.
+void write_json_file(const std::string& path, const std::string& json);
+
 // A whole number in (0, max), all of `text`.
 std::optional<long> parse_count(const std::string& text, long max);
 

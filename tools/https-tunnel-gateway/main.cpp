@@ -16,28 +16,19 @@
 #include <arpa/inet.h>
 #include <gnutls/gnutls.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <vector>
 
-#include "protocols/base/ascii.h"
 #include "protocols/http/response_parser.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/tls/tls_pump.h"
@@ -232,24 +223,16 @@ void Gateway::run_tunnel(ServerTls& client, std::string_view early) {
     const datapath::TlsTunnelStats stats = pump.stats();
     write_stats(stats);
     std::string line;
-    stats.for_each([&](std::string_view name, std::uint64_t x) {
-        if (x) line.append(" ").append(name).append("=").append(std::to_string(x));
-    });
+    datapath::append_nonzero_text(line, stats);
     LOG_INFO << "tunnel " << n << " counters:" << line;
 }
 
 void Gateway::write_stats(const datapath::TlsTunnelStats& s) const {
-    if (o_.stats_json.empty()) return;
     datapath::DatapathStats d;
     d.transport = datapath::Transport::https;
     d.https = s;
-    const std::string tmp = o_.stats_json + ".tmp";
-    if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
-        const std::string json = d.to_json();
-        std::fprintf(f, "{\"tunnels\": %u, \"stats\": %s}\n", tunnels_.load(), json.c_str());
-        std::fclose(f);
-        std::rename(tmp.c_str(), o_.stats_json.c_str());
-    }
+    write_json_file(o_.stats_json,
+                    "{\"tunnels\": " + std::to_string(tunnels_.load()) + ", \"stats\": " + d.to_json() + "}");
 }
 
 int Gateway::run() {
