@@ -8,6 +8,7 @@
 //   auto opener = EspOpener::create(*keys);   // inbound half, another thread
 //   // packet = SPI|seq|IV space|plaintext (already padded to suite.block_size())|ICV space
 //   sealer->seal(packet, seq);                // writes IV, encrypts, writes ICV
+//   sealer->seal_batch(jobs);                 // the same for many packets (faster for CBC)
 //   opener->open(packet);                     // verifies ICV (constant time), decrypts in place
 // Buffers: reserve kEspMaxHeadroom bytes before and kEspMaxTailroom bytes after an
 // inner packet and any suite can seal it where it lies.
@@ -106,6 +107,16 @@ public:
     // As seal(), with the caller's explicit IV (iv_size() bytes): for known-answer tests
     // and interop tools that need reproducible packets. The datapath uses seal().
     bool seal_with_iv(std::span<std::uint8_t> packet, std::span<const std::uint8_t> iv) noexcept;
+
+    // One packet of seal_batch(): seal()'s arguments, and whether it was sealed.
+    struct Job {
+        std::span<std::uint8_t> packet;
+        std::uint64_t counter = 0;
+        bool ok = false;
+    };
+    // seal() for every job. The CBC suites encrypt several packets side by side
+    // (crypto/aes_cbc_lanes.h): one packet's CBC chain is serial, a batch's are not.
+    void seal_batch(std::span<Job> jobs) noexcept;
 
     struct Impl;
 

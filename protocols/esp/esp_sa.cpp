@@ -1,5 +1,8 @@
 #include "protocols/esp/esp_sa.h"
 
+#include <algorithm>
+#include <array>
+
 #include "protocols/base/byte_order.h"
 
 namespace espvpn {
@@ -45,8 +48,8 @@ Result<EspOutboundSa> EspOutboundSa::create(std::uint32_t spi, const EspSaKeys& 
     return EspOutboundSa(spi, std::move(*sealer), first_sequence);
 }
 
-EspSealResult EspOutboundSa::seal(std::span<std::uint8_t> buffer, std::size_t payload_offset,
-                                  std::size_t payload_len, std::uint8_t next_header) noexcept {
+EspSealResult EspOutboundSa::frame(std::span<std::uint8_t> buffer, std::size_t payload_offset,
+                                   std::size_t payload_len, std::uint8_t next_header) noexcept {
     if (next_seq_ > kLastSequence) return {EspSealStatus::sequence_exhausted, {}};
     const EspSuite& su = suite();
     const std::size_t header = su.header_size();
@@ -64,11 +67,33 @@ EspSealResult EspOutboundSa::seal(std::span<std::uint8_t> buffer, std::size_t pa
     trailer[pad] = static_cast<std::uint8_t>(pad);
     trailer[pad + 1] = next_header;
 
-    std::span<std::uint8_t> packet(start, header + after);
-    // The sequence number doubles as the GCM explicit IV: unique because it never wraps.
-    if (!transform_.seal(packet, next_seq_)) return {EspSealStatus::crypto_failed, {}};
-    ++next_seq_;
-    return {EspSealStatus::ok, packet};
+    return {EspSealStatus::ok, std::span<std::uint8_t>(start, header + after)};
+}
+
+EspSealResult EspOutboundSa::seal(std::span<std::uint8_t> buffer, std::size_t payload_offset,
+                                  std::size_t payload_len, std::uint8_t next_header) noexcept {
+    Item item{buffer, payload_offset, payload_len, next_header, {}};
+    seal_batch({&item, 1});
+    return item.result;
+}
+
+void EspOutboundSa::seal_batch(std::span<Item> items) noexcept {
+    constexpr std::size_t kChunk = 32;
+    std::array<EspSealer::Job, kChunk> jobs;
+    std::array<Item*, kChunk> of_job;
+    for (std::size_t first = 0; first < items.size(); first += kChunk) {
+        std::size_t n = 0;
+        for (Item& it : items.subspan(first, std::min(kChunk, items.size() - first))) {
+            it.result = frame(it.buffer, it.payload_offset, it.payload_len, it.next_header);
+            if (!it.result.ok()) continue;
+            // The sequence number doubles as the GCM explicit IV: unique because it never wraps.
+            jobs[n] = EspSealer::Job{it.result.packet, next_seq_++};
+            of_job[n++] = &it;
+        }
+        transform_.seal_batch({jobs.data(), n});
+        for (std::size_t j = 0; j < n; ++j)
+            if (!jobs[j].ok) of_job[j]->result = {EspSealStatus::crypto_failed, {}};
+    }
 }
 
 // ---- inbound ------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <gnutls/crypto.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "protocols/esp/esp_sa.h"
 #include "tests/unit/esp_test_util.h"
@@ -115,6 +116,67 @@ TEST_CASE("CBC ESP packet equals bytes built independently for its IV") {
             Bytes akey(keys.auth_key().reveal().begin(), keys.auth_key().reveal().end());
             CHECK(packet == concat({head, reference_hmac(suite.integrity, akey, head, suite.icv_size())}));
         }
+    }
+}
+
+TEST_CASE("seal_batch: every suite, batches of 0..70 mixed sizes, refusals inside, same packets as seal") {
+    for (const auto& suite : all_suites()) {
+        CAPTURE(suite.name());
+        auto keys = test_keys(suite, 6);
+        auto out = EspOutboundSa::create(kSpi, keys);
+        REQUIRE(out.ok());
+        auto sealer = EspSealer::create(keys);  // the reference: one packet at a time, the batch's IV
+        REQUIRE(sealer.ok());
+        EspInboundSas in;
+        in.install(EspInboundSa::create(kSpi, keys).value());
+        std::uint32_t expected_seq = 1;
+        for (std::size_t count : {0u, 1u, 5u, 16u, 17u, 33u, 70u}) {
+            CAPTURE(count);
+            std::vector<Bytes> payloads;
+            std::vector<TxBuffer> buffers;
+            std::vector<EspOutboundSa::Item> items;
+            for (std::size_t i = 0; i < count; ++i) {
+                // TSO-like runs of equal sizes, odd sizes between them, the largest a tun reads.
+                const std::size_t n = i % 7 == 3 ? 9000 : i % 5 == 1 ? 1 + i * 37 : 1388;
+                payloads.push_back(payload_of(n, static_cast<std::uint8_t>(i)));
+                buffers.emplace_back(payloads.back());
+            }
+            for (std::size_t i = 0; i < count; ++i) {
+                TxBuffer& b = buffers[i];
+                // Every 9th packet has no headroom: refused, and it takes no sequence number.
+                const std::size_t offset = i % 9 == 4 ? suite.header_size() - 1 : b.offset;
+                items.push_back({b.storage, offset, payloads[i].size(), kEspNextHeaderIpv4, {}});
+            }
+            out->seal_batch(items);
+            for (std::size_t i = 0; i < count; ++i) {
+                CAPTURE(i);
+                const EspSealResult& r = items[i].result;
+                if (i % 9 == 4) {
+                    CHECK(r.status == EspSealStatus::no_headroom);
+                    continue;
+                }
+                REQUIRE(r.ok());
+                Bytes packet(r.packet.begin(), r.packet.end());
+                // The same bytes sealed alone with this packet's IV.
+                TxBuffer ref(payloads[i]);
+                std::span<std::uint8_t> ref_packet(ref.storage.data() + ref.offset - suite.header_size(),
+                                                   suite.packet_size(payloads[i].size()));
+                std::copy(packet.begin(), packet.begin() + static_cast<long>(suite.header_size()), ref_packet.begin());
+                const std::size_t text = suite.header_size() + payloads[i].size();
+                const std::size_t plain_end = ref_packet.size() - suite.icv_size();
+                Bytes plain = esp_plaintext(payloads[i], suite.block_size(), kEspNextHeaderIpv4);
+                std::copy(plain.begin() + static_cast<long>(payloads[i].size()), plain.end(),
+                          ref_packet.begin() + static_cast<long>(text));
+                REQUIRE(text + plain.size() - payloads[i].size() == plain_end);
+                REQUIRE(sealer->seal_with_iv(ref_packet, {packet.data() + 8, suite.iv_size()}));
+                CHECK(packet == Bytes(ref_packet.begin(), ref_packet.end()));
+                EspReceived got = in.open(r.packet);
+                REQUIRE(got.ok());
+                CHECK(got.seq == expected_seq++);
+                CHECK(Bytes(got.inner.begin(), got.inner.end()) == payloads[i]);
+            }
+        }
+        CHECK(out->next_sequence() == expected_seq);
     }
 }
 
