@@ -57,6 +57,9 @@ private:
     EspDatapathOptions options_;
     EspRxToTx& from_rx_;
     io::PacketBatch batch_;
+    // The packets of batch_ to seal (one per slot, made once) and their slots.
+    std::unique_ptr<EspOutboundSa::Item[]> seal_items_;
+    std::unique_ptr<std::size_t[]> seal_slots_;
     std::optional<EspOutboundSa> sa_;
     std::unique_ptr<OutboundUpdate> deferred_;
     Clock::time_point deferred_since_;

@@ -17,6 +17,7 @@ EspTxPipeline::EspTxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDa
               .capacity = std::max({options.max_inner_size, options.tun_mtu, kGpProbeMaxSize}),
               .headroom = kEspMaxHeadroom,
               .tailroom = kEspMaxTailroom}),
+      seal_items_(new EspOutboundSa::Item[options.tx_batch]), seal_slots_(new std::size_t[options.tx_batch]),
       too_big_(options.icmp_too_big_per_second), tun_since_(&tun) {}
 
 void EspTxPipeline::run() {
@@ -93,7 +94,7 @@ bool EspTxPipeline::drain_tun() {
 
 void EspTxPipeline::seal_and_send(bool probes) {
     const std::size_t n = batch_.size();
-    std::size_t kept = 0;
+    std::size_t to_seal = 0;
     std::uint64_t inner_bytes = 0, esp_bytes = 0;
     std::uint64_t no_sa = 0, no_peer = 0, too_big = 0, not_ip = 0, seal_failed = 0, exhausted = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -118,7 +119,14 @@ void EspTxPipeline::seal_and_send(bool probes) {
             continue;
         }
         const std::uint8_t next_header = version == 4 ? kEspNextHeaderIpv4 : kEspNextHeaderIpv6;
-        EspSealResult r = sa_->seal(batch_.slot(i), batch_.front_room(i), pkt.size(), next_header);
+        seal_items_[to_seal] = EspOutboundSa::Item{batch_.slot(i), batch_.front_room(i), pkt.size(), next_header, {}};
+        seal_slots_[to_seal++] = i;
+    }
+    if (to_seal) sa_->seal_batch({seal_items_.get(), to_seal});
+    std::size_t kept = 0;
+    for (std::size_t k = 0; k < to_seal; ++k) {
+        const EspSealResult& r = seal_items_[k].result;
+        const std::size_t i = seal_slots_[k];
         if (!r.ok()) {
             ++(r.status == EspSealStatus::sequence_exhausted ? exhausted : seal_failed);
             continue;
