@@ -63,14 +63,14 @@ Status TlsFrameSender::flush() {
     return make_error(outcome.describe());
 }
 
-TlsFrameReceiver::TlsFrameReceiver(io::TunDevice& tun, gnutls_session_t session, TlsTunnelCounters& counters,
+TlsFrameReceiver::TlsFrameReceiver(io::TunDevice& tun, io::TlsRecordBatcher& batcher, TlsTunnelCounters& counters,
                                    const TlsFramedOptions& o, std::mutex* tun_lock)
-    : tun_(tun), session_(session), counters_(counters), tun_lock_(tun_lock),
+    : tun_(tun), batcher_(batcher), counters_(counters), tun_lock_(tun_lock),
       batch_(io::PacketBatchShape{o.rx_batch, kRxSlotCapacity, 16, 0}), record_(new std::uint8_t[kRecordSize]),
       tun_since_(&tun) {}
 
 ssize_t TlsFrameReceiver::read_record() {
-    const ssize_t n = gnutls_record_recv(session_, record_.get(), kRecordSize);
+    const ssize_t n = batcher_.recv(record_.get(), kRecordSize);
     if (n > 0) {
         bump(counters_.rx_tls_reads);
         bump(counters_.rx_tls_bytes, static_cast<std::uint64_t>(n));

@@ -83,10 +83,12 @@ class TlsFrameReceiver {
 public:
     static constexpr std::size_t kRecordSize = 16384 + 2048;  // one TLS record's plaintext, and slack
     // `tun_lock`: taken around tun writes when another thread writes the tun too (may be null).
-    TlsFrameReceiver(io::TunDevice& tun, gnutls_session_t session, TlsTunnelCounters& counters,
+    // Records come through `batcher`, which opens them itself when it may (open_records()).
+    TlsFrameReceiver(io::TunDevice& tun, io::TlsRecordBatcher& batcher, TlsTunnelCounters& counters,
                      const TlsFramedOptions& options, std::mutex* tun_lock);
 
-    // One gnutls_record_recv: > 0 is the size of record(); else GnuTLS's code.
+    // One record (the batcher's recv(), gnutls_record_recv's contract): > 0 is the
+    // size of record(); else GnuTLS's code.
     ssize_t read_record();
     std::span<const std::uint8_t> record(std::size_t n) const { return {record_.get(), n}; }
 
@@ -99,7 +101,7 @@ public:
 
 private:
     io::TunDevice& tun_;
-    gnutls_session_t session_;
+    io::TlsRecordBatcher& batcher_;
     TlsTunnelCounters& counters_;
     std::mutex* tun_lock_;
     io::PacketBatch batch_;

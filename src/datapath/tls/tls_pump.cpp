@@ -124,7 +124,7 @@ TlsPump::TlsPump(gnutls_session_t session, int fd, io::TunDevice& tun, std::uniq
                  const TlsFramedOptions& options)
     : session_(session), fd_(fd), tun_fd_(tun.fd()), framing_(std::move(framing)), options_(options),
       batcher_(session_, fd), tx_(tun, session_, batcher_, tx_control_, counters_, options, framing_->header_size()),
-      rx_(tun, session_, counters_, options, &tun_write_mutex_) {
+      rx_(tun, batcher_, counters_, options, &tun_write_mutex_) {
     stamp(last_rx_ns_);
     stamp(last_tx_ns_);
 }
@@ -317,7 +317,11 @@ bool TlsPump::serve_rehandshake() {
         const ssize_t n = rx_.read_record();
         if (n > 0 && consume(rx_.record(static_cast<std::size_t>(n)))) flush_rx();
     };
-    if (!rehandshake_.run(session_, batcher_, rx_control_.stop, on_data, why)) {
+    // GnuTLS reads the handshake itself; its new keys are taken after.
+    batcher_.pause_records();
+    const bool ok = rehandshake_.run(session_, batcher_, rx_control_.stop, on_data, why);
+    batcher_.resume_records();
+    if (!ok) {
         rehandshake_.fail(why);
         finish(TlsPumpEnd::connection_lost, why);
         tx_control_.notify();
@@ -380,6 +384,8 @@ bool TlsPump::consume(std::span<const std::uint8_t> in) {
 
 void TlsPump::rx_run() {
     const std::atomic<bool>& stop = rx_control_.stop;
+    batcher_.open_records();
+    bool owner_logged = false;
     if (!early_.empty() && !consume(early_)) {
         flush_rx();
         return;
@@ -405,6 +411,10 @@ void TlsPump::rx_run() {
             if (!(r[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         }
         const ssize_t n = rx_.read_record();
+        if (!owner_logged && batcher_.records_decided()) {
+            owner_logged = true;
+            LOG_INFO << "TLS records opened by " << batcher_.records_owner();
+        }
         // Not fatal: e.g. GNUTLS_E_REHANDSHAKE, a TLS 1.3 session ticket.
         if (n < 0 && !gnutls_error_is_fatal(static_cast<int>(n))) continue;
         if (n == 0 || n == GNUTLS_E_PREMATURE_TERMINATION) {
