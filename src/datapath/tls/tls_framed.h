@@ -82,6 +82,7 @@ private:
 class TlsFrameReceiver {
 public:
     static constexpr std::size_t kRecordSize = 16384 + 2048;  // one TLS record's plaintext, and slack
+    static constexpr std::size_t kMaxFront = 16;              // the largest frame header read into a slot
     // `tun_lock`: taken around tun writes when another thread writes the tun too (may be null).
     // Records come through `batcher`, which opens them itself when it may (open_records()).
     TlsFrameReceiver(io::TunDevice& tun, io::TlsRecordBatcher& batcher, TlsTunnelCounters& counters,
@@ -91,6 +92,14 @@ public:
     // size of record(); else GnuTLS's code.
     ssize_t read_record();
     std::span<const std::uint8_t> record(std::size_t n) const { return {record_.get(), n}; }
+    // The same, the plaintext landing `front` bytes (a frame header) before the start of
+    // the tun batch's next slot (the batch goes to the tun first when full); landed(n) is it.
+    ssize_t read_record_into_slot(std::size_t front);
+    std::span<const std::uint8_t> landed(std::size_t n) const { return {landing_, n}; }
+    // The landed frame's payload, where it lies, is the batch's next packet.
+    void commit_landed(std::size_t payload_len);
+    // The landed bytes copied to record() (for a decoder that may keep pointing at them).
+    std::span<const std::uint8_t> landed_to_record(std::size_t n);
 
     // A data packet into the batch (the batch goes to the tun first when full).
     Status add_packet(std::span<const std::uint8_t> packet);
@@ -106,6 +115,7 @@ private:
     std::mutex* tun_lock_;
     io::PacketBatch batch_;
     std::unique_ptr<std::uint8_t[]> record_;
+    std::uint8_t* landing_ = nullptr;
     TunCountsSince tun_since_;
 };
 

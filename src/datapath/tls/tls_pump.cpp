@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "protocols/anyconnect/cstp.h"
+#include "protocols/base/byte_order.h"
 #include "protocols/gp/https_tunnel.h"
 #include "src/log/logger.h"
 
@@ -28,7 +29,7 @@ NextFrame frame(Kind kind, std::span<const std::uint8_t> payload = {}, std::stri
 
 class GpFraming final : public TlsFraming {
 public:
-    explicit GpFraming(std::size_t max_payload) : decoder_(max_payload) {}
+    explicit GpFraming(std::size_t max_payload) : max_payload_(max_payload), decoder_(max_payload) {}
     std::size_t header_size() const override { return gp::kFrameHeaderSize; }
     bool write_header(std::span<std::uint8_t> framed, std::span<const std::uint8_t> inner) const override {
         Result<gp::GpFrameHeader> header = gp::frame_header_for_packet(inner);
@@ -51,8 +52,18 @@ public:
         return frame(payload.empty() || payload[0] >> 4 != version ? Kind::not_ip : Kind::data, payload);
     }
     bool mid_frame() const override { return decoder_.pending() != 0; }
+    std::size_t whole_data_frame(std::span<const std::uint8_t> pt) const override {
+        if (pt.size() <= gp::kFrameHeaderSize || mid_frame()) return 0;
+        auto info = gp::decode_frame_header(pt.first<gp::kFrameHeaderSize>());
+        if (!info || info->type == gp::GpFrameType::Keepalive || info->payload_len > max_payload_ ||
+            info->payload_len != pt.size() - gp::kFrameHeaderSize)
+            return 0;
+        const unsigned version = info->type == gp::GpFrameType::Ipv4 ? 4u : 6u;
+        return pt[gp::kFrameHeaderSize] >> 4 == version ? info->payload_len : 0;
+    }
 
 private:
+    std::size_t max_payload_;
     gp::GpFrameDecoder decoder_;
 };
 
@@ -95,6 +106,16 @@ public:
         return frame(Kind::data);  // not reached; empty data is skipped
     }
     bool mid_frame() const override { return decoder_.pending() != 0; }
+    std::size_t whole_data_frame(std::span<const std::uint8_t> pt) const override {
+        // "STF" 1, length, type data, 0 (what the decoder checks), filling the record.
+        constexpr std::size_t h = anyconnect::kCstpHeaderSize;
+        if (pt.size() <= h || mid_frame() || decoder_.failed()) return 0;
+        if (pt[0] != 'S' || pt[1] != 'T' || pt[2] != 'F' || pt[3] != 1 || pt[7] != 0 ||
+            pt[6] != static_cast<std::uint8_t>(CstpType::data))
+            return 0;
+        const std::size_t len = load_be16(pt.data() + 4);
+        return len == pt.size() - h && len <= anyconnect::kCstpMaxPayload ? len : 0;
+    }
 
 private:
     anyconnect::CstpDecoder decoder_;
@@ -410,7 +431,7 @@ void TlsPump::rx_run() {
             }
             if (!(r[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         }
-        const ssize_t n = rx_.read_record();
+        const ssize_t n = rx_.read_record_into_slot(framing_->header_size());
         if (!owner_logged && batcher_.records_decided()) {
             owner_logged = true;
             LOG_INFO << "TLS records opened by " << batcher_.records_owner();
@@ -430,9 +451,21 @@ void TlsPump::rx_run() {
             break;
         }
         stamp(last_rx_ns_);
-        if (!consume(rx_.record(static_cast<std::size_t>(n)))) break;
+        if (!take_landed(static_cast<std::size_t>(n))) break;
     }
     flush_rx();
+}
+
+// A record read into the next tun slot: one whole data frame stays there (its payload
+// is the packet, not copied again); anything else goes through the decoder.
+bool TlsPump::take_landed(std::size_t n) {
+    const std::span<const std::uint8_t> pt = rx_.landed(n);
+    if (const std::size_t len = framing_->whole_data_frame(pt)) {
+        bump(counters_.rx_frames);
+        rx_.commit_landed(len);
+        return true;
+    }
+    return consume(rx_.landed_to_record(n));
 }
 
 }  // namespace espvpn::datapath
