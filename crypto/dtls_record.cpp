@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "crypto/record_aead.h"
 #include "crypto/secret.h"
 #include "protocols/base/byte_order.h"
 
@@ -16,20 +17,12 @@ namespace espvpn {
 namespace {
 
 constexpr std::size_t kMaxPlaintext = 16384;  // 2^14 (RFC 5246 §6.2.1)
-constexpr std::size_t kGcmSaltSize = 4;
-constexpr std::size_t kNonceSize = 12;
+using record_aead::AeadHandle;
+using record_aead::kGcmSaltSize;
+using record_aead::kNonceSize;
+using record_aead::key_size;
 
 std::size_t explicit_nonce_size(DtlsAead a) { return a == DtlsAead::chacha20_poly1305 ? 0 : 8; }
-std::size_t key_size(DtlsAead a) { return a == DtlsAead::aes128_gcm ? 16 : 32; }
-
-gnutls_cipher_algorithm_t gnutls_cipher_of(DtlsAead a) {
-    switch (a) {
-        case DtlsAead::aes128_gcm: return GNUTLS_CIPHER_AES_128_GCM;
-        case DtlsAead::aes256_gcm: return GNUTLS_CIPHER_AES_256_GCM;
-        case DtlsAead::chacha20_poly1305: return GNUTLS_CIPHER_CHACHA20_POLY1305;
-    }
-    return GNUTLS_CIPHER_UNKNOWN;
-}
 
 // epoch ‖ seq as the 8 bytes of the header (and of the AAD, and GCM's explicit nonce).
 void store_epoch_seq(std::uint8_t* p, std::uint16_t epoch, std::uint64_t seq) {
@@ -46,36 +39,13 @@ void make_aad(std::uint8_t* aad, const std::uint8_t* epoch_seq, std::size_t plai
 
 // fixed: GCM's salt (4 bytes used) or ChaCha's IV (12). explicit_part: the record's 8 bytes.
 void make_nonce(DtlsAead aead, std::uint8_t* nonce, const std::uint8_t* fixed, const std::uint8_t* explicit_part) {
-    if (aead == DtlsAead::chacha20_poly1305) {
-        std::memcpy(nonce, fixed, kNonceSize);
-        for (std::size_t i = 0; i < 8; ++i) nonce[4 + i] ^= explicit_part[i];
-    } else {
-        std::memcpy(nonce, fixed, kGcmSaltSize);
-        std::memcpy(nonce + kGcmSaltSize, explicit_part, 8);
-    }
+    if (aead == DtlsAead::chacha20_poly1305)
+        record_aead::xor_nonce(nonce, fixed, explicit_part);
+    else
+        record_aead::salt_nonce(nonce, fixed, explicit_part);
 }
 
-struct AeadHandle {
-    gnutls_aead_cipher_hd_t h = nullptr;
-    std::array<std::uint8_t, kNonceSize> fixed{};
-    AeadHandle() = default;
-    AeadHandle(const AeadHandle&) = delete;
-    AeadHandle& operator=(const AeadHandle&) = delete;
-    ~AeadHandle() {
-        if (h) gnutls_aead_cipher_deinit(h);
-        secure_zero(fixed.data(), fixed.size());
-    }
-    Status init(const DtlsRecordState& s) {
-        fixed = s.iv;
-        gnutls_datum_t kd{const_cast<std::uint8_t*>(s.key.data()), static_cast<unsigned>(key_size(s.aead))};
-        const int rc = gnutls_aead_cipher_init(&h, gnutls_cipher_of(s.aead), &kd);
-        if (rc < 0) {
-            h = nullptr;
-            return make_error(std::string("DTLS record: gnutls_aead_cipher_init failed: ") + gnutls_strerror(rc));
-        }
-        return {};
-    }
-};
+Status init_aead(AeadHandle& h, const DtlsRecordState& s) { return h.init(s.aead, s.key.data(), s.iv, "DTLS record"); }
 
 }  // namespace
 
@@ -94,14 +64,9 @@ Result<DtlsRecordState> dtls_record_state(gnutls_session_t session, bool read) {
         return make_error("DTLS record: not DTLS 1.2 (GnuTLS keeps the records)");
     DtlsRecordState s;
     const gnutls_cipher_algorithm_t cipher = gnutls_cipher_get(session);
-    switch (cipher) {
-        case GNUTLS_CIPHER_AES_128_GCM: s.aead = DtlsAead::aes128_gcm; break;
-        case GNUTLS_CIPHER_AES_256_GCM: s.aead = DtlsAead::aes256_gcm; break;
-        case GNUTLS_CIPHER_CHACHA20_POLY1305: s.aead = DtlsAead::chacha20_poly1305; break;
-        default:
-            return make_error(std::string("DTLS record: cipher ") + gnutls_cipher_get_name(cipher) +
-                              " is not an AEAD we seal (GnuTLS keeps the records)");
-    }
+    if (!record_aead::aead_of(cipher, s.aead))
+        return make_error(std::string("DTLS record: cipher ") + gnutls_cipher_get_name(cipher) +
+                          " is not an AEAD we seal (GnuTLS keeps the records)");
     gnutls_datum_t mac_key{}, iv{}, key{};
     std::array<std::uint8_t, 8> seq{};
     const int rc = gnutls_record_get_state(session, read ? 1 : 0, &mac_key, &iv, &key, seq.data());
@@ -133,7 +98,7 @@ DtlsRecordSealer::~DtlsRecordSealer() = default;
 
 Result<DtlsRecordSealer> DtlsRecordSealer::create(const DtlsRecordState& state) {
     auto impl = std::make_unique<Impl>();
-    if (Status st = impl->aead.init(state); !st) return st.error();
+    if (Status st = init_aead(impl->aead, state); !st) return st.error();
     return DtlsRecordSealer(state.aead, state.epoch, state.seq, std::move(impl));
 }
 
@@ -182,7 +147,7 @@ DtlsRecordOpener::~DtlsRecordOpener() = default;
 
 Result<DtlsRecordOpener> DtlsRecordOpener::create(const DtlsRecordState& state) {
     auto impl = std::make_unique<Impl>();
-    if (Status st = impl->aead.init(state); !st) return st.error();
+    if (Status st = init_aead(impl->aead, state); !st) return st.error();
     return DtlsRecordOpener(state.aead, state.epoch, std::move(impl));
 }
 

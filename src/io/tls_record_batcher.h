@@ -6,6 +6,13 @@
 // TLS 1.3 key update answered by the receiver, a renegotiation run while the
 // sender is parked) go straight to the socket. Used by both TLS-framed tunnels
 // (GP's HTTPS tunnel, AnyConnect's CSTP). Memory is fixed at construction.
+//
+// Receiving, the batcher can also open the application-data records itself
+// (open_records(), crypto/tls_record.h): recv() then parses the records in its
+// buffer and decrypts each straight out of it; anything else (a handshake record,
+// an alert, a TLS 1.3 KeyUpdate or ticket, a record that does not open) goes to
+// GnuTLS intact and in order: its read sequence number set to ours, the pull
+// function limited to exactly that record, gnutls_record_recv, the state re-read.
 #pragma once
 
 #include <gnutls/gnutls.h>
@@ -16,8 +23,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
+
+#include "crypto/tls_record.h"
+#include "protocols/base/result.h"
 
 namespace espvpn::io {
 
@@ -59,7 +71,24 @@ public:
 
     // Receiver: bytes read from the socket that GnuTLS has not taken yet (poll()
     // on the fd shows nothing for them).
-    bool has_readahead() const { return in_off_ < in_len_; }
+    // With records opened here: a whole record waits in the buffer.
+    bool has_readahead() const;
+
+    // Receiver: from now on recv() opens the application-data records itself when
+    // the session's version and cipher allow it (else GnuTLS keeps doing it: see
+    // records_owner()). Call before the first recv().
+    void open_records();
+    // "espvpn (TLS1.3 AES-256-GCM)" or "GnuTLS (why)"; valid after the first recv().
+    std::string records_owner() const;
+    bool records_ours() const { return opener_active_; }
+    bool records_decided() const { return !want_open_ || opener_tried_; }
+    // Receiver: gnutls_record_recv's contract (> 0 bytes of application data in out,
+    // 0 the peer closed, < 0 a GnuTLS error code, GNUTLS_E_AGAIN: nothing whole yet).
+    ssize_t recv(std::uint8_t* out, std::size_t cap);
+    // Receiver: GnuTLS reads freely (a renegotiation) until resume_records(), which
+    // takes its new state.
+    void pause_records();
+    void resume_records();
     int fd() const { return fd_; }
 
 private:
@@ -74,6 +103,16 @@ private:
     std::unique_ptr<std::uint8_t[]> out_, in_;
     std::size_t out_len_ = 0;
     std::size_t in_off_ = 0, in_len_ = 0;
+    static constexpr std::size_t kUnlimited = static_cast<std::size_t>(-1);
+    std::size_t pull_limit_ = kUnlimited;  // bytes GnuTLS may still pull (records opened here: 0)
+    bool want_open_ = false, opener_tried_ = false, opener_active_ = false, paused_ = false;
+    std::optional<TlsRecordOpener> opener_;
+    std::string not_ours_why_;
+    // The whole record at in_off_, if there is one (oversized: a header no record may have).
+    std::span<const std::uint8_t> buffered_record(bool& oversized) const;
+    ssize_t fill();  // one recv() behind what is left (moved to the front); recv()'s result
+    ssize_t gnutls_recv(std::uint8_t* out, std::size_t cap, std::size_t limit);
+    void try_activate();
     std::atomic<std::thread::id> sender_{};
 };
 

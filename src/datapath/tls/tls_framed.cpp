@@ -9,6 +9,7 @@ namespace espvpn::datapath {
 namespace {
 constexpr int kStalledPollMs = 100;             // wake to check stop / the stall limit
 constexpr std::size_t kRxSlotCapacity = 65535;  // a frame, or coalesced TCP segments for one tun write
+constexpr std::size_t kRxHeadroom = 16;         // the tun writer's virtio_net_hdr
 }  // namespace
 
 TlsFrameSender::TlsFrameSender(io::TunDevice& tun, gnutls_session_t session, io::TlsRecordBatcher& batcher,
@@ -63,19 +64,43 @@ Status TlsFrameSender::flush() {
     return make_error(outcome.describe());
 }
 
-TlsFrameReceiver::TlsFrameReceiver(io::TunDevice& tun, gnutls_session_t session, TlsTunnelCounters& counters,
+TlsFrameReceiver::TlsFrameReceiver(io::TunDevice& tun, io::TlsRecordBatcher& batcher, TlsTunnelCounters& counters,
                                    const TlsFramedOptions& o, std::mutex* tun_lock)
-    : tun_(tun), session_(session), counters_(counters), tun_lock_(tun_lock),
-      batch_(io::PacketBatchShape{o.rx_batch, kRxSlotCapacity, 16, 0}), record_(new std::uint8_t[kRecordSize]),
+    : tun_(tun), batcher_(batcher), counters_(counters), tun_lock_(tun_lock),
+      batch_(io::PacketBatchShape{o.rx_batch, kRxSlotCapacity, kRxHeadroom + kMaxFront, 0}), record_(new std::uint8_t[kRecordSize]),
       tun_since_(&tun) {}
 
 ssize_t TlsFrameReceiver::read_record() {
-    const ssize_t n = gnutls_record_recv(session_, record_.get(), kRecordSize);
+    const ssize_t n = batcher_.recv(record_.get(), kRecordSize);
     if (n > 0) {
         bump(counters_.rx_tls_reads);
         bump(counters_.rx_tls_bytes, static_cast<std::uint64_t>(n));
     }
     return n;
+}
+
+ssize_t TlsFrameReceiver::read_record_into_slot(std::size_t front) {
+    if (front > kMaxFront) return GNUTLS_E_INVALID_REQUEST;
+    if (batch_.full())
+        (void)deliver();  // a failed tun write is counted (drop_rx_tun_write); the records go on
+    std::span<std::uint8_t> room = batch_.next_room();
+    landing_ = room.data() - front;  // in the slot's headroom: the frame header, overwritten later
+    const ssize_t n = batcher_.recv(landing_, std::min(room.size() + front, kRecordSize));
+    if (n > 0) {
+        bump(counters_.rx_tls_reads);
+        bump(counters_.rx_tls_bytes, static_cast<std::uint64_t>(n));
+    }
+    return n;
+}
+
+void TlsFrameReceiver::commit_landed(std::size_t payload_len) {
+    batch_.commit(payload_len);
+    bump(counters_.rx_bytes, payload_len);
+}
+
+std::span<const std::uint8_t> TlsFrameReceiver::landed_to_record(std::size_t n) {
+    std::memcpy(record_.get(), landing_, n);
+    return {record_.get(), n};
 }
 
 Status TlsFrameReceiver::add_packet(std::span<const std::uint8_t> packet) {

@@ -82,13 +82,24 @@ private:
 class TlsFrameReceiver {
 public:
     static constexpr std::size_t kRecordSize = 16384 + 2048;  // one TLS record's plaintext, and slack
+    static constexpr std::size_t kMaxFront = 16;              // the largest frame header read into a slot
     // `tun_lock`: taken around tun writes when another thread writes the tun too (may be null).
-    TlsFrameReceiver(io::TunDevice& tun, gnutls_session_t session, TlsTunnelCounters& counters,
+    // Records come through `batcher`, which opens them itself when it may (open_records()).
+    TlsFrameReceiver(io::TunDevice& tun, io::TlsRecordBatcher& batcher, TlsTunnelCounters& counters,
                      const TlsFramedOptions& options, std::mutex* tun_lock);
 
-    // One gnutls_record_recv: > 0 is the size of record(); else GnuTLS's code.
+    // One record (the batcher's recv(), gnutls_record_recv's contract): > 0 is the
+    // size of record(); else GnuTLS's code.
     ssize_t read_record();
     std::span<const std::uint8_t> record(std::size_t n) const { return {record_.get(), n}; }
+    // The same, the plaintext landing `front` bytes (a frame header) before the start of
+    // the tun batch's next slot (the batch goes to the tun first when full); landed(n) is it.
+    ssize_t read_record_into_slot(std::size_t front);
+    std::span<const std::uint8_t> landed(std::size_t n) const { return {landing_, n}; }
+    // The landed frame's payload, where it lies, is the batch's next packet.
+    void commit_landed(std::size_t payload_len);
+    // The landed bytes copied to record() (for a decoder that may keep pointing at them).
+    std::span<const std::uint8_t> landed_to_record(std::size_t n);
 
     // A data packet into the batch (the batch goes to the tun first when full).
     Status add_packet(std::span<const std::uint8_t> packet);
@@ -99,11 +110,12 @@ public:
 
 private:
     io::TunDevice& tun_;
-    gnutls_session_t session_;
+    io::TlsRecordBatcher& batcher_;
     TlsTunnelCounters& counters_;
     std::mutex* tun_lock_;
     io::PacketBatch batch_;
     std::unique_ptr<std::uint8_t[]> record_;
+    std::uint8_t* landing_ = nullptr;
     TunCountsSince tun_since_;
 };
 

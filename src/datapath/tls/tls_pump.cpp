@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "protocols/anyconnect/cstp.h"
+#include "protocols/base/byte_order.h"
 #include "protocols/gp/https_tunnel.h"
 #include "src/log/logger.h"
 
@@ -28,7 +29,7 @@ NextFrame frame(Kind kind, std::span<const std::uint8_t> payload = {}, std::stri
 
 class GpFraming final : public TlsFraming {
 public:
-    explicit GpFraming(std::size_t max_payload) : decoder_(max_payload) {}
+    explicit GpFraming(std::size_t max_payload) : max_payload_(max_payload), decoder_(max_payload) {}
     std::size_t header_size() const override { return gp::kFrameHeaderSize; }
     bool write_header(std::span<std::uint8_t> framed, std::span<const std::uint8_t> inner) const override {
         Result<gp::GpFrameHeader> header = gp::frame_header_for_packet(inner);
@@ -51,8 +52,18 @@ public:
         return frame(payload.empty() || payload[0] >> 4 != version ? Kind::not_ip : Kind::data, payload);
     }
     bool mid_frame() const override { return decoder_.pending() != 0; }
+    std::size_t whole_data_frame(std::span<const std::uint8_t> pt) const override {
+        if (pt.size() <= gp::kFrameHeaderSize || mid_frame()) return 0;
+        auto info = gp::decode_frame_header(pt.first<gp::kFrameHeaderSize>());
+        if (!info || info->type == gp::GpFrameType::Keepalive || info->payload_len > max_payload_ ||
+            info->payload_len != pt.size() - gp::kFrameHeaderSize)
+            return 0;
+        const unsigned version = info->type == gp::GpFrameType::Ipv4 ? 4u : 6u;
+        return pt[gp::kFrameHeaderSize] >> 4 == version ? info->payload_len : 0;
+    }
 
 private:
+    std::size_t max_payload_;
     gp::GpFrameDecoder decoder_;
 };
 
@@ -95,6 +106,16 @@ public:
         return frame(Kind::data);  // not reached; empty data is skipped
     }
     bool mid_frame() const override { return decoder_.pending() != 0; }
+    std::size_t whole_data_frame(std::span<const std::uint8_t> pt) const override {
+        // "STF" 1, length, type data, 0 (what the decoder checks), filling the record.
+        constexpr std::size_t h = anyconnect::kCstpHeaderSize;
+        if (pt.size() <= h || mid_frame() || decoder_.failed()) return 0;
+        if (pt[0] != 'S' || pt[1] != 'T' || pt[2] != 'F' || pt[3] != 1 || pt[7] != 0 ||
+            pt[6] != static_cast<std::uint8_t>(CstpType::data))
+            return 0;
+        const std::size_t len = load_be16(pt.data() + 4);
+        return len == pt.size() - h && len <= anyconnect::kCstpMaxPayload ? len : 0;
+    }
 
 private:
     anyconnect::CstpDecoder decoder_;
@@ -124,7 +145,7 @@ TlsPump::TlsPump(gnutls_session_t session, int fd, io::TunDevice& tun, std::uniq
                  const TlsFramedOptions& options)
     : session_(session), fd_(fd), tun_fd_(tun.fd()), framing_(std::move(framing)), options_(options),
       batcher_(session_, fd), tx_(tun, session_, batcher_, tx_control_, counters_, options, framing_->header_size()),
-      rx_(tun, session_, counters_, options, &tun_write_mutex_) {
+      rx_(tun, batcher_, counters_, options, &tun_write_mutex_) {
     stamp(last_rx_ns_);
     stamp(last_tx_ns_);
 }
@@ -317,7 +338,11 @@ bool TlsPump::serve_rehandshake() {
         const ssize_t n = rx_.read_record();
         if (n > 0 && consume(rx_.record(static_cast<std::size_t>(n)))) flush_rx();
     };
-    if (!rehandshake_.run(session_, batcher_, rx_control_.stop, on_data, why)) {
+    // GnuTLS reads the handshake itself; its new keys are taken after.
+    batcher_.pause_records();
+    const bool ok = rehandshake_.run(session_, batcher_, rx_control_.stop, on_data, why);
+    batcher_.resume_records();
+    if (!ok) {
         rehandshake_.fail(why);
         finish(TlsPumpEnd::connection_lost, why);
         tx_control_.notify();
@@ -380,6 +405,8 @@ bool TlsPump::consume(std::span<const std::uint8_t> in) {
 
 void TlsPump::rx_run() {
     const std::atomic<bool>& stop = rx_control_.stop;
+    batcher_.open_records();
+    bool owner_logged = false;
     if (!early_.empty() && !consume(early_)) {
         flush_rx();
         return;
@@ -404,7 +431,11 @@ void TlsPump::rx_run() {
             }
             if (!(r[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         }
-        const ssize_t n = rx_.read_record();
+        const ssize_t n = rx_.read_record_into_slot(framing_->header_size());
+        if (!owner_logged && batcher_.records_decided()) {
+            owner_logged = true;
+            LOG_INFO << "TLS records opened by " << batcher_.records_owner();
+        }
         // Not fatal: e.g. GNUTLS_E_REHANDSHAKE, a TLS 1.3 session ticket.
         if (n < 0 && !gnutls_error_is_fatal(static_cast<int>(n))) continue;
         if (n == 0 || n == GNUTLS_E_PREMATURE_TERMINATION) {
@@ -420,9 +451,21 @@ void TlsPump::rx_run() {
             break;
         }
         stamp(last_rx_ns_);
-        if (!consume(rx_.record(static_cast<std::size_t>(n)))) break;
+        if (!take_landed(static_cast<std::size_t>(n))) break;
     }
     flush_rx();
+}
+
+// A record read into the next tun slot: one whole data frame stays there (its payload
+// is the packet, not copied again); anything else goes through the decoder.
+bool TlsPump::take_landed(std::size_t n) {
+    const std::span<const std::uint8_t> pt = rx_.landed(n);
+    if (const std::size_t len = framing_->whole_data_frame(pt)) {
+        bump(counters_.rx_frames);
+        rx_.commit_landed(len);
+        return true;
+    }
+    return consume(rx_.landed_to_record(n));
 }
 
 }  // namespace espvpn::datapath

@@ -84,6 +84,10 @@ public:
     // error is fatal (the stream cannot be resynchronised).
     virtual Result<std::optional<Frame>> next(std::span<const std::uint8_t>& input) = 0;
     virtual bool mid_frame() const = 0;  // bytes of an incomplete frame held
+    // The payload size when `plaintext` (one record's) is exactly one whole data frame
+    // of an IP packet, with no frame held in part: its payload can go to the tun where
+    // it lies. 0 otherwise (next() then takes the bytes).
+    virtual std::size_t whole_data_frame(std::span<const std::uint8_t> plaintext) const = 0;
 };
 
 // GP's HTTPS tunnel: 16-byte frame header, the keepalive (the gateway echoes
@@ -168,6 +172,7 @@ private:
     void flush_rx();
     bool on_frame(const TlsFraming::Frame& f);
     bool consume(std::span<const std::uint8_t> in);
+    bool take_landed(std::size_t n);
 
     gnutls_session_t session_;
     int fd_;

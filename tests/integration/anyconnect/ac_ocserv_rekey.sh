@@ -6,7 +6,7 @@
 #                 counted in --stats-json, the largest gap is printed (asserted < 2 s); ssl: the TLS
 #                 renegotiation itself succeeds (ocserv logs it), no fallback
 #   rekey_tls13:  ocserv with TLS 1.3 allowed, ssl rekey on CSTP only: a TLS 1.3 KeyUpdate both ways, the
-#                 stream (gap < 2 s) and pings cross it, no fallback
+#                 stream (gap < 2 s) and pings cross it, no fallback; espvpn opens the TLS records (rekey_ssl too)
 #   rekey_dtls:   the same server with DTLS: the key update leaves the DTLS channel alone; DTLS's own rekey
 #                 (X-DTLS-Rekey-Time 40) makes a new DTLS handshake; the stream crosses both, dtls.rekeys >= 1
 #   rekey_ssl_busy: ssl rekey on CSTP (no DTLS) while ocserv streams 200 pkt/s to the client: no
@@ -39,6 +39,9 @@ rekey_new_tunnel|rekey_ssl)
       fail "the TLS rehandshake fell back to a new tunnel: $(grep -o "rekey: TLS rehandshake [a-z ]*([^)]*)" "$work/rk.log" | head -1)"
     stats_check rk "d['rekey']['ssl'] >= 1 and d['rekey']['fallbacks'] == 0" || fail "the stats do not count the rehandshake"
     grep -q "rehandshake completed" "$work/ocserv.log" || fail "ocserv's log shows no completed rehandshake"
+    # the renegotiation ran with espvpn opening the TLS records (crypto/tls_record), before and after it
+    grep -q "TLS records opened by espvpn (TLS1.2 " "$work/rk.log" ||
+      fail "CSTP's records not opened by espvpn: $(grep -o 'TLS records opened by.*' "$work/rk.log" | head -1)"
   else
     stats_check rk "d['reconnect']['renewals'] >= 1" || fail "the stats do not count the new tunnel"
   fi
@@ -88,6 +91,9 @@ rekey_tls13)
   stats_check rk13 "d['rekey']['ssl'] >= 1 and d['rekey']['fallbacks'] == 0" || fail "the stats do not count the key update"
   # the server got our KeyUpdate with update_requested (1): it renewed its keys too
   grep -q "received TLS 1.3 key update (1)" "$work/ocserv.log" || fail "ocserv's GnuTLS logged no key update from us"
+  # the stream crossed the server's KeyUpdate with espvpn opening the TLS records (crypto/tls_record)
+  grep -q "TLS records opened by espvpn (TLS1.3 " "$work/rk13.log" ||
+    fail "CSTP's records not opened by espvpn: $(grep -o 'TLS records opened by.*' "$work/rk13.log" | head -1)"
   ping_lan
   espvpn_stop rk13
   echo "PASS $mode"

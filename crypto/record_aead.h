@@ -1,0 +1,85 @@
+// The AEAD handle both record layers we open ourselves share (crypto/dtls_record for
+// DTLS 1.2, crypto/tls_record for TLS 1.2/1.3): GnuTLS's gnutls_aead_cipher_* with the
+// key and the fixed part of the nonce that a GnuTLS session negotiated. Internal to crypto/.
+#pragma once
+
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "crypto/dtls_record.h"
+#include "crypto/secret.h"
+#include "protocols/base/result.h"
+
+namespace espvpn::record_aead {
+
+inline constexpr std::size_t kNonceSize = 12;
+inline constexpr std::size_t kGcmSaltSize = 4;
+inline constexpr std::size_t kTagSize = 16;
+
+inline std::size_t key_size(DtlsAead a) { return a == DtlsAead::aes128_gcm ? 16 : 32; }
+
+inline gnutls_cipher_algorithm_t gnutls_cipher_of(DtlsAead a) {
+    switch (a) {
+        case DtlsAead::aes128_gcm: return GNUTLS_CIPHER_AES_128_GCM;
+        case DtlsAead::aes256_gcm: return GNUTLS_CIPHER_AES_256_GCM;
+        case DtlsAead::chacha20_poly1305: return GNUTLS_CIPHER_CHACHA20_POLY1305;
+    }
+    return GNUTLS_CIPHER_UNKNOWN;
+}
+
+// The AEAD a GnuTLS cipher is, if it is one we open; false otherwise.
+inline bool aead_of(gnutls_cipher_algorithm_t c, DtlsAead& out) {
+    switch (c) {
+        case GNUTLS_CIPHER_AES_128_GCM: out = DtlsAead::aes128_gcm; return true;
+        case GNUTLS_CIPHER_AES_256_GCM: out = DtlsAead::aes256_gcm; return true;
+        case GNUTLS_CIPHER_CHACHA20_POLY1305: out = DtlsAead::chacha20_poly1305; return true;
+        default: return false;
+    }
+}
+
+// nonce = fixed (12 bytes) XOR (0^4 ‖ seq64): ChaCha20-Poly1305 in TLS 1.2 and DTLS
+// (RFC 7905), every AEAD in TLS 1.3 (RFC 8446 §5.3).
+inline void xor_nonce(std::uint8_t* nonce, const std::uint8_t* fixed, const std::uint8_t* seq_be8) {
+    std::memcpy(nonce, fixed, kNonceSize);
+    for (std::size_t i = 0; i < 8; ++i) nonce[4 + i] ^= seq_be8[i];
+}
+// nonce = 4-byte salt ‖ the record's 8-byte explicit nonce: AES-GCM in TLS/DTLS 1.2 (RFC 5288).
+inline void salt_nonce(std::uint8_t* nonce, const std::uint8_t* fixed, const std::uint8_t* explicit_part) {
+    std::memcpy(nonce, fixed, kGcmSaltSize);
+    std::memcpy(nonce + kGcmSaltSize, explicit_part, 8);
+}
+
+struct AeadHandle {
+    gnutls_aead_cipher_hd_t h = nullptr;
+    std::array<std::uint8_t, kNonceSize> fixed{};
+    AeadHandle() = default;
+    AeadHandle(const AeadHandle&) = delete;
+    AeadHandle& operator=(const AeadHandle&) = delete;
+    ~AeadHandle() { reset(); }
+    void reset() {
+        if (h) gnutls_aead_cipher_deinit(h);
+        h = nullptr;
+        secure_zero(fixed.data(), fixed.size());
+    }
+    // `what`: the error's prefix ("DTLS record", "TLS record").
+    Status init(DtlsAead aead, const std::uint8_t* key, const std::array<std::uint8_t, kNonceSize>& iv,
+                const char* what) {
+        reset();
+        fixed = iv;
+        gnutls_datum_t kd{const_cast<std::uint8_t*>(key), static_cast<unsigned>(key_size(aead))};
+        const int rc = gnutls_aead_cipher_init(&h, gnutls_cipher_of(aead), &kd);
+        if (rc < 0) {
+            h = nullptr;
+            return make_error(std::string(what) + ": gnutls_aead_cipher_init failed: " + gnutls_strerror(rc));
+        }
+        return {};
+    }
+};
+
+}  // namespace espvpn::record_aead
