@@ -10,6 +10,7 @@ CpuFeatures detect_cpu_features() {
     CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
     if (__get_cpuid(1, &a, &b, &c, &d)) {
         f.aes_ni = c & (1u << 25);
         f.pclmul = c & (1u << 1);
