@@ -104,50 +104,95 @@ Result<EspInboundSa> EspInboundSa::create(std::uint32_t spi, const EspSaKeys& ke
     return EspInboundSa(spi, std::move(*opener));
 }
 
-EspReceived EspInboundSa::open(std::span<std::uint8_t> datagram) noexcept {
-    EspReceived r;
-    r.spi = spi_;
-    const EspSuite& su = suite();
-    const std::size_t header = su.header_size();
-    const std::size_t icv = su.icv_size();
-    if (datagram.size() < header + su.block_size() + icv) {
-        r.drop = EspDrop::short_packet;
-        return r;
-    }
-    r.seq = load_be32(datagram.data() + 4);
-    switch (window_.check(r.seq)) {
-        case ReplayVerdict::fresh: break;
-        case ReplayVerdict::duplicate: r.drop = EspDrop::replayed; return r;
-        case ReplayVerdict::too_old: r.drop = EspDrop::too_old; return r;
-    }
-    switch (transform_.open(datagram)) {
-        case EspOpenStatus::ok: break;
-        case EspOpenStatus::bad_length: r.drop = EspDrop::bad_length; return r;
-        case EspOpenStatus::bad_icv: r.drop = EspDrop::bad_icv; return r;
-    }
-    window_.accept(r.seq);
+namespace {
 
-    std::uint8_t* text = datagram.data() + header;
-    const std::size_t text_len = datagram.size() - header - icv;
+EspDrop replay_drop(ReplayVerdict v) {
+    return v == ReplayVerdict::duplicate ? EspDrop::replayed : EspDrop::too_old;
+}
+
+// After the ICV verified and the sequence number was accepted: padding and next header.
+void unwrap(std::span<std::uint8_t> datagram, const EspSuite& su, EspReceived& r) {
+    std::uint8_t* text = datagram.data() + su.header_size();
+    const std::size_t text_len = datagram.size() - su.header_size() - su.icv_size();
     const std::size_t pad = text[text_len - 2];
     r.next_header = text[text_len - 1];
     if (pad + kEspTrailerSize > text_len) {
         r.drop = EspDrop::bad_padding;
-        return r;
+        return;
     }
     const std::size_t inner_len = text_len - kEspTrailerSize - pad;
     for (std::size_t i = 0; i < pad; ++i) {
         if (text[inner_len + i] != static_cast<std::uint8_t>(i + 1)) {
             r.drop = EspDrop::bad_padding;
-            return r;
+            return;
         }
     }
     if (r.next_header != kEspNextHeaderIpv4 && r.next_header != kEspNextHeaderIpv6) {
         r.drop = EspDrop::bad_next_header;
-        return r;
+        return;
     }
     r.inner = std::span<std::uint8_t>(text, inner_len);
-    return r;
+}
+
+}  // namespace
+
+EspReceived EspInboundSa::open(std::span<std::uint8_t> datagram) noexcept {
+    EspOpenItem item{datagram, {}};
+    open_batch({&item, 1});
+    return item.result;
+}
+
+void EspInboundSa::open_batch(std::span<EspOpenItem> items) noexcept {
+    constexpr std::size_t kChunk = 32;
+    std::array<EspOpener::Job, kChunk> jobs;
+    const EspSuite& su = suite();
+    for (std::size_t first = 0; first < items.size(); first += kChunk) {
+        const std::span<EspOpenItem> chunk = items.subspan(first, std::min(kChunk, items.size() - first));
+        // Length and replay first (no state change), so that the crypto work is spent
+        // only on packets that may be delivered.
+        std::size_t n = 0;
+        for (std::size_t k = 0; k < chunk.size(); ++k) {
+            EspReceived& r = chunk[k].result = EspReceived{};
+            r.spi = spi_;
+            const std::span<std::uint8_t> d = chunk[k].datagram;
+            if (d.size() < su.header_size() + su.block_size() + su.icv_size()) {
+                r.drop = EspDrop::short_packet;
+                continue;
+            }
+            r.seq = load_be32(d.data() + 4);
+            if (const ReplayVerdict v = window_.check(r.seq); v != ReplayVerdict::fresh) {
+                r.drop = replay_drop(v);
+                continue;
+            }
+            jobs[n].packet = d;
+            jobs[n++].tag = k;
+        }
+        transform_.open_batch({jobs.data(), n});
+        // The window again, in order, as open() one packet at a time sees it: an earlier
+        // packet of this batch may have used a number (a replay inside the batch) or moved
+        // the window past it (a duplicate that is now too old).
+        for (std::size_t k = 0, j = 0; k < chunk.size(); ++k) {
+            EspOpenItem& it = chunk[k];
+            EspReceived& r = it.result;
+            const bool opened = j < n && jobs[j].tag == k;
+            if (!opened) {
+                if (r.drop == EspDrop::replayed || r.drop == EspDrop::too_old) r.drop = replay_drop(window_.check(r.seq));
+                continue;
+            }
+            const EspOpenStatus status = jobs[j++].status;
+            if (const ReplayVerdict v = window_.check(r.seq); v != ReplayVerdict::fresh) {
+                r.drop = replay_drop(v);
+                continue;
+            }
+            switch (status) {
+                case EspOpenStatus::ok: break;
+                case EspOpenStatus::bad_length: r.drop = EspDrop::bad_length; continue;
+                case EspOpenStatus::bad_icv: r.drop = EspDrop::bad_icv; continue;
+            }
+            window_.accept(r.seq);
+            unwrap(it.datagram, su, r);
+        }
+    }
 }
 
 void EspInboundSas::install(EspInboundSa sa) {
@@ -162,18 +207,31 @@ EspInboundSa* EspInboundSas::find(std::uint32_t spi) {
 }
 
 EspReceived EspInboundSas::open(std::span<std::uint8_t> datagram) noexcept {
-    EspReceived r;
-    if (datagram.size() < kEspSpiSeqSize) {
-        r.drop = EspDrop::short_packet;
-        return r;
+    EspOpenItem item{datagram, {}};
+    open_batch({&item, 1});
+    return item.result;
+}
+
+void EspInboundSas::open_batch(std::span<EspOpenItem> items) noexcept {
+    auto spi_of = [](const EspOpenItem& it) -> std::optional<std::uint32_t> {
+        if (it.datagram.size() < kEspSpiSeqSize) return std::nullopt;
+        return load_be32(it.datagram.data());
+    };
+    for (std::size_t i = 0; i < items.size();) {
+        const std::optional<std::uint32_t> spi = spi_of(items[i]);
+        EspInboundSa* sa = spi ? find(*spi) : nullptr;
+        if (!sa) {
+            items[i].result = EspReceived{};
+            items[i].result.drop = spi ? EspDrop::unknown_spi : EspDrop::short_packet;
+            items[i].result.spi = spi.value_or(0);
+            ++i;
+            continue;
+        }
+        std::size_t end = i + 1;
+        while (end < items.size() && spi_of(items[end]) == spi) ++end;
+        sa->open_batch(items.subspan(i, end - i));
+        i = end;
     }
-    r.spi = load_be32(datagram.data());
-    EspInboundSa* sa = find(r.spi);
-    if (!sa) {
-        r.drop = EspDrop::unknown_spi;
-        return r;
-    }
-    return sa->open(datagram);
 }
 
 }  // namespace espvpn

@@ -96,6 +96,7 @@ private:
     EspRxToTx& to_tx_;
     io::PacketBatch batch_;
     std::unique_ptr<io::SocketAddress[]> sources_;
+    std::unique_ptr<EspOpenItem[]> open_items_;  // one per datagram of batch_, made once
     io::SocketAddress peer_;
     EspInboundSas sas_;
     Clock::time_point previous_since_;

@@ -1,4 +1,4 @@
-// The rx pipeline: recvmmsg / UDP GRO -> ESP open in place -> GRO coalesce -> tun write.
+// The rx pipeline: recvmmsg / UDP GRO -> ESP open in place (a batch at a time) -> GRO coalesce -> tun write.
 #include <algorithm>
 #include <cstring>
 
@@ -39,7 +39,8 @@ EspRxPipeline::EspRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDa
       // datagrams of 1400 bytes.
       batch_({.slots = options.rx_batch, .capacity = kRxSlotCapacity, .headroom = 16, .tailroom = 0,
               .views = 3 * options.rx_batch}),
-      sources_(options.learn_peer ? new io::SocketAddress[batch_.entries()] : nullptr), tun_since_(&tun) {}
+      sources_(options.learn_peer ? new io::SocketAddress[batch_.entries()] : nullptr),
+      open_items_(new EspOpenItem[batch_.entries()]), tun_since_(&tun) {}
 
 void EspRxPipeline::run() {
     for (;;) {
@@ -108,10 +109,12 @@ bool EspRxPipeline::open_and_deliver() {
     std::size_t kept = 0, authentic = 0, probe_replies = 0;
     std::uint64_t udp_bytes = 0, inner_bytes = 0;
     std::uint32_t last_spi = 0;
+    for (std::size_t i = 0; i < n; ++i) open_items_[i].datagram = batch_.packet(i);
+    sas_.open_batch({open_items_.get(), n});
     for (std::size_t i = 0; i < n; ++i) {
-        std::span<std::uint8_t> datagram = batch_.packet(i);
+        const std::span<std::uint8_t> datagram = open_items_[i].datagram;
         udp_bytes += datagram.size();
-        EspReceived got = sas_.open(datagram);
+        const EspReceived& got = open_items_[i].result;
         if (!got.ok()) {
             if (std::atomic<std::uint64_t>* c = drop_counter(counters, got.drop)) bump(*c);
             continue;

@@ -3,6 +3,7 @@
 #include <gnutls/crypto.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "protocols/esp/esp_sa.h"
@@ -243,11 +244,11 @@ TEST_CASE("seal refusals: headroom, tailroom, sequence exhaustion and rekey sign
 namespace {
 
 // An authentic packet (valid ICV) whose ESP plaintext the test writes by hand.
-Bytes authentic_packet(const EspSaKeys& keys, std::uint32_t seq, const Bytes& plaintext) {
+Bytes authentic_packet(const EspSaKeys& keys, std::uint32_t seq, const Bytes& plaintext, std::uint32_t spi = kSpi) {
     const EspSuite& s = keys.suite();
     auto sealer = EspSealer::create(keys);
     REQUIRE(sealer.ok());
-    Bytes p = concat({be32(kSpi), be32(seq), Bytes(s.iv_size()), plaintext, Bytes(s.icv_size())});
+    Bytes p = concat({be32(spi), be32(seq), Bytes(s.iv_size()), plaintext, Bytes(s.icv_size())});
     REQUIRE(sealer->seal(p, seq));
     return p;
 }
@@ -345,4 +346,78 @@ TEST_CASE("inbound SAs across a rekey: current and previous by SPI") {
     // Same SPI, wrong key: an ICV failure, not a crash.
     auto wrong = EspOutboundSa::create(0x300, k1, 100);
     CHECK(open_copy(in, seal_copy(*wrong, payload_of(30))).drop == EspDrop::bad_icv);
+}
+
+TEST_CASE("open_batch: the same verdicts, sequence numbers and inner packets as open() one at a time") {
+    // Both HMAC-SHA1 paths: packets side by side (lanes) and one at a time (GnuTLS).
+    for (const char* lanes : {"1", "0"}) {
+        REQUIRE(setenv("ESPVPN_SHA1_LANES", lanes, 1) == 0);
+        for (const auto& suite : all_suites()) {
+            CAPTURE(lanes);
+            CAPTURE(suite.name());
+            const std::size_t bs = suite.block_size();
+            auto ka = test_keys(suite, 21), kb = test_keys(suite, 22);
+            auto oa = EspOutboundSa::create(0xA0, ka), ob = EspOutboundSa::create(0xB0, kb);
+            REQUIRE(oa.ok());
+            REQUIRE(ob.ok());
+            // The datagrams: runs of two SAs (previous and current), and inside them every way
+            // a packet can fail, some only because of a packet before it in the same batch.
+            std::vector<Bytes> datagrams;
+            for (int i = 0; i < 20; ++i) datagrams.push_back(seal_copy(*ob, payload_of(1388, static_cast<std::uint8_t>(i))));
+            datagrams.push_back(datagrams[3]);                      // a replay inside the batch
+            for (int i = 0; i < 3; ++i) datagrams.push_back(seal_copy(*oa, payload_of(100 + i)));
+            Bytes forged = seal_copy(*ob, payload_of(300));
+            forged[forged.size() - 1] ^= 1;
+            datagrams.push_back(forged);                            // bad ICV
+            datagrams.push_back(Bytes(suite.header_size() + bs + suite.icv_size() - 1, 0));
+            std::copy_n(be32(0xB0).begin(), 4, datagrams.back().begin());  // too short
+            datagrams.push_back(Bytes(3, 0xB0));                    // no SPI
+            Bytes unaligned = seal_copy(*ob, payload_of(64));
+            unaligned.insert(unaligned.begin() + 30, 0);
+            datagrams.push_back(unaligned);                         // bad length
+            Bytes stranger = seal_copy(*ob, payload_of(64));
+            stranger[0] ^= 0xff;
+            datagrams.push_back(stranger);                          // unknown SPI
+            datagrams.push_back(authentic_packet(kb, 5000, esp_plaintext(payload_of(50), bs, 41), 0xB0));  // far ahead
+            datagrams.push_back(datagrams[5]);                      // now behind the window: too old
+            Bytes forged_old = datagrams[6];
+            forged_old[forged_old.size() - 1] ^= 1;
+            datagrams.push_back(forged_old);                        // too old (checked before its ICV)
+            Bytes bad_pad = esp_plaintext(payload_of(7), bs, 4);
+            if (bad_pad[bad_pad.size() - 2] > 0) bad_pad[bad_pad.size() - 3] ^= 0x40;
+            datagrams.push_back(authentic_packet(kb, 5001, bad_pad, 0xB0));
+            datagrams.push_back(authentic_packet(kb, 5002, esp_plaintext(payload_of(9), bs, 59), 0xB0));
+            for (int i = 0; i < 30; ++i) datagrams.push_back(authentic_packet(kb, 5003 + i, esp_plaintext(payload_of(900 + i), bs, 4), 0xB0));
+            datagrams.push_back(datagrams.back());                  // a replay across a chunk boundary
+            for (int i = 0; i < 3; ++i) datagrams.push_back(seal_copy(*oa, payload_of(200 + i)));
+
+            for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, datagrams.size()}) {
+                CAPTURE(count);
+                EspInboundSas one, batch;
+                for (EspInboundSas* in : {&one, &batch}) {
+                    in->install(EspInboundSa::create(0xA0, ka).value());
+                    in->install(EspInboundSa::create(0xB0, kb).value());
+                }
+                std::vector<Bytes> copies(datagrams.begin(), datagrams.begin() + static_cast<long>(count));
+                std::vector<EspOpenItem> items;
+                for (Bytes& d : copies) items.push_back({d, {}});
+                batch.open_batch(items);
+                std::size_t accepted = 0;
+                for (std::size_t i = 0; i < count; ++i) {
+                    CAPTURE(i);
+                    Bytes alone = datagrams[i];
+                    const EspReceived want = one.open(alone);
+                    const EspReceived& got = items[i].result;
+                    CHECK(got.drop == want.drop);
+                    CHECK(got.spi == want.spi);
+                    CHECK(got.seq == want.seq);
+                    CHECK(got.next_header == want.next_header);
+                    CHECK(Bytes(got.inner.begin(), got.inner.end()) == Bytes(want.inner.begin(), want.inner.end()));
+                    accepted += got.ok();
+                }
+                if (count == datagrams.size()) CHECK(accepted == 20 + 3 + 1 + 30 + 3);
+            }
+        }
+    }
+    REQUIRE(unsetenv("ESPVPN_SHA1_LANES") == 0);
 }
