@@ -212,6 +212,15 @@ struct GcmHandle {
     void load_iv(const std::uint8_t* iv) { std::memcpy(nonce.data() + kGcmSaltSize, iv, 8); }
 };
 
+// The length of the encrypted part (between header and ICV) when a packet of this size
+// can carry one: not empty, whole cipher blocks. 0 when it cannot.
+std::size_t text_length(const EspSuite& suite, std::size_t packet_size) {
+    const std::size_t overhead = suite.header_size() + suite.icv_size();
+    if (packet_size <= overhead) return 0;
+    const std::size_t n = packet_size - overhead;
+    return n % suite.block_size() == 0 ? n : 0;
+}
+
 // HMAC-SHA1 side by side for batches, where the CPU gains from it.
 bool init_sha1_lanes(const EspSaKeys& keys, HmacSha1Lanes& lanes) {
     if (keys.suite().integrity != EspIntegrity::hmac_sha1_96 || !HmacSha1Lanes::worth_using()) return false;
@@ -294,39 +303,37 @@ void EspSealer::seal_batch(std::span<Job> jobs) noexcept {
         std::array<AesCbcMessage, kChunk> msgs;
         std::size_t n = 0;
         for (Job& j : chunk) {
-            j.ok = j.packet.size() > header + icv && (j.packet.size() - header - icv) % 16 == 0;
+            const std::size_t text_len = text_length(suite_, j.packet.size());
+            j.ok = text_len != 0;
             if (!j.ok) continue;
             std::uint8_t* p = j.packet.data();
             store_be64(s.iv_block.data() + 8, ++s.iv_counter);
             aes128_encrypt(&s.iv_key, 16, p + kEspSpiSeqSize, s.iv_block.data());
-            msgs[n++] = AesCbcMessage{p + kEspSpiSeqSize, p + header, j.packet.size() - header - icv};
+            msgs[n++] = AesCbcMessage{p + kEspSpiSeqSize, p + header, text_len};
         }
         s.cbc.encrypt({msgs.data(), n});
-        if (s.use_lanes) {
-            std::array<HmacSha1Message, kChunk> macs;
-            std::size_t m = 0;
-            for (Job& j : chunk) {
-                if (!j.ok) continue;
-                const std::size_t signed_len = j.packet.size() - icv;
-                macs[m++] = HmacSha1Message{j.packet.data(), signed_len, j.packet.data() + signed_len, icv};
-            }
-            s.sha1_lanes.compute({macs.data(), m});
-            continue;
-        }
+        // The HMACs: side by side (lanes) or one at a time.
+        std::array<HmacSha1Message, kChunk> macs;
+        std::size_t m = 0;
         for (Job& j : chunk) {
             if (!j.ok) continue;
             const std::size_t signed_len = j.packet.size() - icv;
-            s.hmac.compute({j.packet.data(), signed_len}, j.packet.data() + signed_len, icv);
+            std::uint8_t* out = j.packet.data() + signed_len;
+            if (s.use_lanes) {
+                macs[m++] = HmacSha1Message{j.packet.data(), signed_len, out, icv};
+            } else {
+                s.hmac.compute({j.packet.data(), signed_len}, out, icv);
+            }
         }
+        if (m) s.sha1_lanes.compute({macs.data(), m});
     }
 }
 
 bool EspSealer::seal_with_iv(std::span<std::uint8_t> packet, std::span<const std::uint8_t> iv_in) noexcept {
     const std::size_t header = suite_.header_size();
     const std::size_t icv = suite_.icv_size();
-    if (iv_in.size() != suite_.iv_size() || packet.size() < header + icv) return false;
-    const std::size_t text_len = packet.size() - header - icv;
-    if (text_len == 0 || text_len % suite_.block_size() != 0) return false;
+    const std::size_t text_len = text_length(suite_, packet.size());
+    if (iv_in.size() != suite_.iv_size() || text_len == 0) return false;
     std::uint8_t* p = packet.data();
     std::uint8_t* iv = p + kEspSpiSeqSize;
     std::uint8_t* text = p + header;
@@ -377,28 +384,22 @@ Result<EspOpener> EspOpener::create(const EspSaKeys& keys) {
 }
 
 EspOpenStatus EspOpener::open(std::span<std::uint8_t> packet) noexcept {
-    const std::size_t header = suite_.header_size();
-    const std::size_t icv = suite_.icv_size();
-    if (packet.size() < header + icv) return EspOpenStatus::bad_length;
-    const std::size_t text_len = packet.size() - header - icv;
-    if (text_len == 0 || text_len % suite_.block_size() != 0) return EspOpenStatus::bad_length;
+    Job job{packet};
+    open_batch({&job, 1});
+    return job.status;
+}
+
+// GCM: decrypts and checks the tag in one pass.
+EspOpenStatus EspOpener::open_gcm(std::span<std::uint8_t> packet, std::size_t text_len) noexcept {
     std::uint8_t* p = packet.data();
-    std::uint8_t* iv = p + kEspSpiSeqSize;
-    std::uint8_t* text = p + header;
-    Impl& s = *impl_;
-
-    if (suite_.is_aead()) {
-        s.gcm.load_iv(iv);
-        giovec_t aad{p, kEspSpiSeqSize};
-        giovec_t data{text, text_len};
-        int rc = gnutls_aead_cipher_decryptv2(s.gcm.h, s.gcm.nonce.data(), s.gcm.nonce.size(), &aad, 1, &data, 1,
-                                              text + text_len, icv);
-        return rc >= 0 ? EspOpenStatus::ok : EspOpenStatus::bad_icv;
-    }
-
-    std::array<std::uint8_t, kEspMaxIcvSize> expected;
-    s.hmac.compute({p, header + text_len}, expected.data(), icv);
-    return check_and_decrypt(packet, expected.data());
+    std::uint8_t* text = p + suite_.header_size();
+    GcmHandle& gcm = impl_->gcm;
+    gcm.load_iv(p + kEspSpiSeqSize);
+    giovec_t aad{p, kEspSpiSeqSize};
+    giovec_t data{text, text_len};
+    const int rc = gnutls_aead_cipher_decryptv2(gcm.h, gcm.nonce.data(), gcm.nonce.size(), &aad, 1, &data, 1,
+                                                text + text_len, suite_.icv_size());
+    return rc >= 0 ? EspOpenStatus::ok : EspOpenStatus::bad_icv;
 }
 
 // CBC after the HMAC: compares it with the packet's ICV in constant time, and only
@@ -415,11 +416,7 @@ EspOpenStatus EspOpener::check_and_decrypt(std::span<std::uint8_t> packet, const
 }
 
 void EspOpener::open_batch(std::span<Job> jobs) noexcept {
-    if (!impl_->use_lanes) {
-        for (Job& j : jobs) j.status = open(j.packet);
-        return;
-    }
-    const std::size_t header = suite_.header_size();
+    Impl& s = *impl_;
     const std::size_t icv = suite_.icv_size();
     constexpr std::size_t kChunk = 16;
     for (std::size_t first = 0; first < jobs.size(); first += kChunk) {
@@ -427,11 +424,27 @@ void EspOpener::open_batch(std::span<Job> jobs) noexcept {
         std::array<HmacSha1Message, kChunk> macs;
         std::size_t m = 0;
         for (Job& j : chunk) {
-            const bool sized = j.packet.size() > header + icv && (j.packet.size() - header - icv) % 16 == 0;
-            j.status = sized ? EspOpenStatus::ok : EspOpenStatus::bad_length;
-            if (sized) macs[m++] = HmacSha1Message{j.packet.data(), j.packet.size() - icv, j.mac.data(), icv};
+            const std::size_t text_len = text_length(suite_, j.packet.size());
+            if (text_len == 0) {
+                j.status = EspOpenStatus::bad_length;
+                continue;
+            }
+            if (suite_.is_aead()) {
+                j.status = open_gcm(j.packet, text_len);
+                continue;
+            }
+            // CBC: the HMAC first, side by side (lanes) or one at a time; decryption only
+            // after it matched.
+            j.status = EspOpenStatus::ok;
+            const std::size_t signed_len = j.packet.size() - icv;
+            if (s.use_lanes) {
+                macs[m++] = HmacSha1Message{j.packet.data(), signed_len, j.mac.data(), icv};
+            } else {
+                s.hmac.compute({j.packet.data(), signed_len}, j.mac.data(), icv);
+            }
         }
-        impl_->sha1_lanes.compute({macs.data(), m});
+        if (suite_.is_aead()) continue;
+        if (m) s.sha1_lanes.compute({macs.data(), m});
         for (Job& j : chunk) {
             if (j.status == EspOpenStatus::ok) j.status = check_and_decrypt(j.packet, j.mac.data());
             secure_zero(j.mac.data(), j.mac.size());

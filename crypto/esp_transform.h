@@ -154,15 +154,16 @@ public:
         std::size_t tag = 0;
         std::array<std::uint8_t, kEspMaxIcvSize> mac{};
     };
-    // open() for every job. With HMAC-SHA1 on CPUs where it pays (HmacSha1Lanes::
-    // worth_using), the packets' HMACs are computed side by side before each is
-    // checked and decrypted.
+    // open() for every job (open() is a batch of one). With HMAC-SHA1 on CPUs where it
+    // pays (HmacSha1Lanes::worth_using), the packets' HMACs are computed side by side
+    // before each is checked and decrypted.
     void open_batch(std::span<Job> jobs) noexcept;
 
     struct Impl;
 
 private:
     EspOpener(EspSuite suite, std::unique_ptr<Impl> impl);
+    EspOpenStatus open_gcm(std::span<std::uint8_t> packet, std::size_t text_len) noexcept;
     EspOpenStatus check_and_decrypt(std::span<std::uint8_t> packet, const std::uint8_t* expected) noexcept;
     EspSuite suite_;
     std::unique_ptr<Impl> impl_;

@@ -137,8 +137,7 @@ const std::uint8_t* next_block(Lane& lane, const std::uint32_t (&outer)[5]) {
         for (int i = 0; i < 5; ++i) store_be32(digest + 4 * i, lane.state[i]);
         std::memcpy(msg.out, digest, msg.out_len);
         secure_zero(digest, sizeof digest);
-        secure_zero(lane.pad, sizeof lane.pad);
-        lane.phase = Lane::done;
+        lane.phase = Lane::done;  // compute() zeroes the lanes when the batch is done
     }
     return nullptr;
 }

@@ -50,8 +50,6 @@ public:
     void set_key(const std::uint8_t* key, std::size_t key_len, bool allow_sha_ni = true);
     void compute(std::span<const HmacSha1Message> messages) const;
 
-    // True when compute() interleaves lanes (the CPU has SHA-NI).
-    bool interleaved() const { return use_sha_ni_; }
     // True where lanes were measured faster than one message at a time: SHA-NI
     // on an AMD CPU (Zen 4 and 5 measured). ESPVPN_SHA1_LANES=0/1 overrides
     // (for benchmarks and tests).

@@ -160,30 +160,25 @@ void EspInboundSa::open_batch(std::span<EspOpenItem> items) noexcept {
                 continue;
             }
             r.seq = load_be32(d.data() + 4);
-            if (const ReplayVerdict v = window_.check(r.seq); v != ReplayVerdict::fresh) {
-                r.drop = replay_drop(v);
-                continue;
-            }
+            if (window_.check(r.seq) != ReplayVerdict::fresh) continue;  // its verdict: below
             jobs[n].packet = d;
             jobs[n++].tag = k;
         }
         transform_.open_batch({jobs.data(), n});
-        // The window again, in order, as open() one packet at a time sees it: an earlier
-        // packet of this batch may have used a number (a replay inside the batch) or moved
-        // the window past it (a duplicate that is now too old).
+        // The window decides in packet order, as open() one packet at a time sees it: an
+        // earlier packet of this batch may have used a number (a replay inside the batch) or
+        // moved the window past it (a duplicate that is now too old).
         for (std::size_t k = 0, j = 0; k < chunk.size(); ++k) {
             EspOpenItem& it = chunk[k];
             EspReceived& r = it.result;
+            if (r.drop == EspDrop::short_packet) continue;
             const bool opened = j < n && jobs[j].tag == k;
-            if (!opened) {
-                if (r.drop == EspDrop::replayed || r.drop == EspDrop::too_old) r.drop = replay_drop(window_.check(r.seq));
-                continue;
-            }
-            const EspOpenStatus status = jobs[j++].status;
+            const EspOpenStatus status = opened ? jobs[j++].status : EspOpenStatus::ok;
             if (const ReplayVerdict v = window_.check(r.seq); v != ReplayVerdict::fresh) {
                 r.drop = replay_drop(v);
                 continue;
             }
+            // Fresh now, so fresh before (the window only moves on): the packet was opened.
             switch (status) {
                 case EspOpenStatus::ok: break;
                 case EspOpenStatus::bad_length: r.drop = EspDrop::bad_length; continue;
