@@ -11,15 +11,22 @@ CpuFeatures detect_cpu_features() {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
     if (__get_cpuid(0, &a, &b, &c, &d)) f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+    bool os_saves_zmm = false;
     if (__get_cpuid(1, &a, &b, &c, &d)) {
         f.aes_ni = c & (1u << 25);
         f.pclmul = c & (1u << 1);
+        if (c & (1u << 27)) {  // OSXSAVE: XCR0 readable; SSE, AVX, opmask and both zmm halves saved
+            unsigned lo, hi;
+            __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            os_saves_zmm = (lo & 0xe6u) == 0xe6u;
+        }
     }
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
         f.avx2 = b & (1u << 5);
         f.sha_ni = b & (1u << 29);
         f.vaes = c & (1u << 9);
         f.vpclmulqdq = c & (1u << 10);
+        f.avx512 = os_saves_zmm && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31));  // F, BW, VL
     }
 #endif
     return f;
@@ -40,6 +47,8 @@ std::string describe(const CpuFeatures& f) {
     s += yn(f.vaes);
     s += ", VPCLMULQDQ: ";
     s += yn(f.vpclmulqdq);
+    s += ", AVX-512: ";
+    s += yn(f.avx512);
     return s;
 }
 

@@ -13,6 +13,7 @@ struct CpuFeatures {
     bool avx2 = false;
     bool vaes = false;       // vector AES (AVX2/AVX-512 widths)
     bool vpclmulqdq = false;
+    bool avx512 = false;     // AVX-512 F, BW and VL, with the OS saving the 512-bit registers
     bool amd = false;        // vendor AuthenticAMD (some choices are by measurement per vendor)
 };
 

@@ -1,0 +1,179 @@
+#include <doctest/doctest.h>
+
+#include <gnutls/crypto.h>
+
+#include <array>
+#include <random>
+#include <vector>
+
+#include "crypto/aes_gcm.h"
+#include "tests/unit/esp_test_util.h"
+
+using namespace espvpn;
+using namespace espvpn::test;
+
+namespace {
+
+Bytes random_bytes(std::mt19937& rng, std::size_t n) {
+    Bytes b(n);
+    for (auto& x : b) x = static_cast<std::uint8_t>(rng());
+    return b;
+}
+
+// The reference: GnuTLS's AES-GCM, ciphertext ‖ 16-byte tag.
+Bytes gnutls_gcm_seal(const Bytes& key, const Bytes& nonce, const Bytes& aad, const Bytes& text) {
+    gnutls_aead_cipher_hd_t h = nullptr;
+    gnutls_datum_t kd{const_cast<std::uint8_t*>(key.data()), static_cast<unsigned>(key.size())};
+    REQUIRE(gnutls_aead_cipher_init(&h, key.size() == 16 ? GNUTLS_CIPHER_AES_128_GCM : GNUTLS_CIPHER_AES_256_GCM,
+                                    &kd) == 0);
+    Bytes out(text.size() + 16);
+    std::size_t out_len = out.size();
+    const int rc = gnutls_aead_cipher_encrypt(h, nonce.data(), nonce.size(), aad.data(), aad.size(), 16, text.data(),
+                                              text.size(), out.data(), &out_len);
+    gnutls_aead_cipher_deinit(h);
+    REQUIRE(rc == 0);
+    REQUIRE(out_len == out.size());
+    return out;
+}
+
+// Seals into a buffer with guard bytes on both sides; fails if a guard changed.
+Bytes our_seal(const AesGcm& gcm, const Bytes& nonce, const Bytes& aad, const Bytes& text, std::size_t offset) {
+    Bytes buf(offset + text.size() + 16 + 64, 0xa5);
+    std::uint8_t* out = buf.data() + offset;
+    gcm.seal(nonce.data(), aad.data(), aad.size(), text.data(), out, text.size(), out + text.size());
+    for (std::size_t i = 0; i < offset; ++i) REQUIRE(buf[i] == 0xa5);
+    for (std::size_t i = offset + text.size() + 16; i < buf.size(); ++i) REQUIRE(buf[i] == 0xa5);
+    return Bytes(out, out + text.size() + 16);
+}
+
+}  // namespace
+
+TEST_CASE("AES-GCM (VAES): the GCM specification's test cases 2, 3, 4 and 16") {
+    if (!AesGcm::cpu_has_it()) {
+        MESSAGE("no VAES/VPCLMULQDQ/AVX-512 on this CPU: AesGcm is not used here");
+        return;
+    }
+    struct Case {
+        const char *key, *iv, *aad, *text, *cipher, *tag;
+    };
+    const Case cases[] = {
+        {"00000000000000000000000000000000", "000000000000000000000000", "", "00000000000000000000000000000000",
+         "0388dace60b6a392f328c2b971b2fe78", "ab6e47d42cec13bdf53a67b21257bddf"},
+        {"feffe9928665731c6d6a8f9467308308", "cafebabefacedbaddecaf888", "",
+         "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b391aafd255",
+         "42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091473f5985",
+         "4d5c2af327cd64a62cf35abd2ba6fab4"},
+        {"feffe9928665731c6d6a8f9467308308", "cafebabefacedbaddecaf888", "feedfacedeadbeeffeedfacedeadbeefabaddad2",
+         "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39",
+         "42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091",
+         "5bc94fbc3221a5db94fae95ae7121a47"},
+        {"feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f9467308308", "cafebabefacedbaddecaf888",
+         "feedfacedeadbeeffeedfacedeadbeefabaddad2",
+         "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39",
+         "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662",
+         "76fc6ece0f4e1768cddf8853bb2d551b"},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.cipher);
+        const Bytes key = hex(c.key), iv = hex(c.iv), aad = hex(c.aad), text = hex(c.text);
+        AesGcm gcm;
+        REQUIRE(gcm.set_key(key.data(), key.size()));
+        const Bytes sealed = our_seal(gcm, iv, aad, text, 0);
+        CHECK(Bytes(sealed.begin(), sealed.end() - 16) == hex(c.cipher));
+        CHECK(Bytes(sealed.end() - 16, sealed.end()) == hex(c.tag));
+        Bytes plain(text.size());
+        CHECK(gcm.open(iv.data(), aad.data(), aad.size(), sealed.data(), plain.data(), text.size(),
+                       sealed.data() + text.size(), 16));
+        CHECK(plain == text);
+    }
+}
+
+TEST_CASE("AES-GCM (VAES): the same bytes as GnuTLS for every length 0-700, ESP and jumbo sizes, any AAD") {
+    if (!AesGcm::cpu_has_it()) return;
+    std::mt19937 rng(20261204);
+    std::vector<std::size_t> lengths;
+    for (std::size_t n = 0; n <= 700; ++n) lengths.push_back(n);
+    for (std::size_t n : {1023, 1024, 1025, 1400, 1408, 1424, 4096, 9000, 65535, 65536 + 13}) lengths.push_back(n);
+    for (std::size_t key_len : {16, 32}) {
+        const Bytes key = random_bytes(rng, key_len);
+        AesGcm gcm;
+        REQUIRE(gcm.set_key(key.data(), key.size()));
+        for (std::size_t n : lengths) {
+            const std::size_t aad_len = std::array<std::size_t, 7>{0, 8, 12, 13, 16, 20, 45}[n % 7];
+            CAPTURE(key_len);
+            CAPTURE(n);
+            CAPTURE(aad_len);
+            const Bytes nonce = random_bytes(rng, 12), aad = random_bytes(rng, aad_len), text = random_bytes(rng, n);
+            const Bytes want = gnutls_gcm_seal(key, nonce, aad, text);
+            REQUIRE(our_seal(gcm, nonce, aad, text, n % 61) == want);
+
+            // Open in place (as ESP does) and out of place, with the whole tag and a truncated one.
+            Bytes buf(want.begin(), want.end() - 16);
+            REQUIRE(gcm.open(nonce.data(), aad.data(), aad.size(), buf.data(), buf.data(), n, want.data() + n, 16));
+            REQUIRE(buf == text);
+            Bytes out(n + 1, 0x5a);
+            REQUIRE(gcm.open(nonce.data(), aad.data(), aad.size(), want.data(), out.data(), n, want.data() + n, 12));
+            REQUIRE(Bytes(out.begin(), out.end() - 1) == text);
+            REQUIRE(out.back() == 0x5a);
+        }
+    }
+}
+
+TEST_CASE("AES-GCM (VAES): open refuses any changed byte of text, AAD, nonce or tag, and leaves no plaintext") {
+    if (!AesGcm::cpu_has_it()) return;
+    std::mt19937 rng(7);
+    const Bytes key = random_bytes(rng, 16);
+    AesGcm gcm;
+    REQUIRE(gcm.set_key(key.data(), key.size()));
+    for (std::size_t n : {0, 1, 15, 16, 17, 255, 256, 257, 1400}) {
+        CAPTURE(n);
+        const Bytes nonce = random_bytes(rng, 12), aad = random_bytes(rng, 8), text = random_bytes(rng, n);
+        const Bytes sealed = our_seal(gcm, nonce, aad, text, 0);
+        auto opens = [&](Bytes s, Bytes a, Bytes iv, std::size_t tag_len) {
+            Bytes out(n, 0x77);
+            const bool ok = gcm.open(iv.data(), a.data(), a.size(), s.data(), out.data(), n, s.data() + n, tag_len);
+            if (!ok) {
+                for (std::uint8_t b : out) REQUIRE(b == 0);
+            }
+            return ok;
+        };
+        REQUIRE(opens(sealed, aad, nonce, 16));
+        for (std::size_t i = 0; i < sealed.size(); i += (i < 16 || i + 17 > sealed.size()) ? 1 : 37) {
+            Bytes s = sealed;
+            s[i] ^= static_cast<std::uint8_t>(1u << (i % 8));
+            CAPTURE(i);
+            CHECK_FALSE(opens(s, aad, nonce, 16));
+        }
+        for (std::size_t i = 0; i < aad.size(); ++i) {
+            Bytes a = aad;
+            a[i] ^= 0x80;
+            CHECK_FALSE(opens(sealed, a, nonce, 16));
+        }
+        for (std::size_t i = 0; i < nonce.size(); ++i) {
+            Bytes iv = nonce;
+            iv[i] ^= 0x01;
+            CHECK_FALSE(opens(sealed, aad, iv, 16));
+        }
+        Bytes longer_aad = aad;
+        longer_aad.push_back(0);
+        CHECK_FALSE(opens(sealed, longer_aad, nonce, 16));
+        CHECK_FALSE(opens(sealed, aad, nonce, 0));
+        CHECK_FALSE(opens(sealed, aad, nonce, 17));
+    }
+}
+
+TEST_CASE("AES-GCM (VAES): set_key takes 16 and 32 bytes only; keys do not leak between objects") {
+    if (!AesGcm::cpu_has_it()) return;
+    AesGcm gcm;
+    const Bytes k24(24, 1);
+    CHECK_FALSE(gcm.set_key(k24.data(), k24.size()));
+    CHECK_FALSE(gcm.set_key(k24.data(), 0));
+    // A key change takes effect in full (round keys and the powers of H).
+    std::mt19937 rng(3);
+    const Bytes k1 = random_bytes(rng, 32), k2 = random_bytes(rng, 16);
+    const Bytes nonce = random_bytes(rng, 12), text = random_bytes(rng, 300), aad;
+    REQUIRE(gcm.set_key(k1.data(), k1.size()));
+    CHECK(our_seal(gcm, nonce, aad, text, 0) == gnutls_gcm_seal(k1, nonce, aad, text));
+    REQUIRE(gcm.set_key(k2.data(), k2.size()));
+    CHECK(our_seal(gcm, nonce, aad, text, 0) == gnutls_gcm_seal(k2, nonce, aad, text));
+}
