@@ -1,4 +1,4 @@
-// AEAD through GnuTLS's gnutls_aead_cipher_* (its AVX/PCLMUL GCM, as esp_transform),
+// AEAD through record_aead::AeadHandle (our VAES AES-GCM where the CPU has it, else GnuTLS),
 // out of place: the datapath's input and output batches are separate slots, so the
 // cipher writes straight into the output and nothing is copied twice.
 #include "crypto/dtls_record.h"
@@ -124,11 +124,10 @@ std::size_t DtlsRecordSealer::seal(std::span<const std::uint8_t> plaintext, std:
     std::array<std::uint8_t, kNonceSize> nonce;
     make_nonce(aead_, nonce.data(), impl_->aead.fixed.data(), p + 3);
     if (explicit_n) std::memcpy(p + kDtlsRecordHeaderSize, p + 3, explicit_n);
-    std::size_t ctext_len = len + kDtlsAeadTagSize;
-    const int rc = gnutls_aead_cipher_encrypt(impl_->aead.h, nonce.data(), nonce.size(), aad.data(), aad.size(),
-                                              kDtlsAeadTagSize, plaintext.data(), len,
-                                              p + kDtlsRecordHeaderSize + explicit_n, &ctext_len);
-    if (rc < 0 || ctext_len != len + kDtlsAeadTagSize) return 0;
+    static_assert(kDtlsAeadTagSize == record_aead::kTagSize);
+    if (!impl_->aead.seal(nonce.data(), aad.data(), aad.size(), plaintext.data(), len,
+                          p + kDtlsRecordHeaderSize + explicit_n))
+        return 0;
     ++seq_;
     return total;
 }
@@ -180,11 +179,8 @@ DtlsRecordOpened DtlsRecordOpener::open(std::span<const std::uint8_t> d, std::sp
     make_aad(aad.data(), p + 3, len);
     std::array<std::uint8_t, kNonceSize> nonce;
     make_nonce(aead_, nonce.data(), impl_->aead.fixed.data(), explicit_n ? p + kDtlsRecordHeaderSize : p + 3);
-    std::size_t plain_len = out.size();
-    const int rc = gnutls_aead_cipher_decrypt(impl_->aead.h, nonce.data(), nonce.size(), aad.data(), aad.size(),
-                                              kDtlsAeadTagSize, p + kDtlsRecordHeaderSize + explicit_n,
-                                              body - explicit_n, out.data(), &plain_len);
-    if (rc < 0 || plain_len != len) {
+    if (!impl_->aead.open(nonce.data(), aad.data(), aad.size(), p + kDtlsRecordHeaderSize + explicit_n,
+                          body - explicit_n, out.data())) {
         r.status = DtlsOpenStatus::bad_tag;
         return r;
     }

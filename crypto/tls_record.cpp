@@ -86,7 +86,7 @@ Result<TlsRecordOpener> TlsRecordOpener::from_gnutls(gnutls_session_t session) {
 Status TlsRecordOpener::reload(gnutls_session_t session) {
     ReadState s;
     if (Status st = read_state(session, s); !st) return st;
-    const bool same = impl_->aead.h && s.aead == aead_ && s.tls13 == tls13_ && s.key == impl_->key &&
+    const bool same = impl_->aead.ready() && s.aead == aead_ && s.tls13 == tls13_ && s.key == impl_->key &&
                       s.iv == impl_->aead.fixed;
     if (!same) {
         if (Status st = impl_->aead.init(s.aead, s.key.data(), s.iv, "TLS record"); !st) return st;
@@ -104,7 +104,7 @@ std::string TlsRecordOpener::describe() const {
 
 TlsRecordOpened TlsRecordOpener::open(std::span<const std::uint8_t> record, std::span<std::uint8_t> out) noexcept {
     TlsRecordOpened r;
-    if (record.size() < kTlsRecordHeaderSize || !impl_->aead.h) return r;
+    if (record.size() < kTlsRecordHeaderSize || !impl_->aead.ready()) return r;
     const std::uint8_t* p = record.data();
     const std::size_t body = record.size() - kTlsRecordHeaderSize;
     if (p[0] != kTlsContentApplicationData || load_be16(p + 1) != kTls12Wire || load_be16(p + 3) != body) return r;
@@ -142,10 +142,7 @@ TlsRecordOpened TlsRecordOpener::open(std::span<const std::uint8_t> record, std:
     }
     const std::size_t plain = ctext_len - kTagSize;
     if (out.size() < plain) return r;
-    std::size_t plain_len = out.size();
-    const int rc = gnutls_aead_cipher_decrypt(impl_->aead.h, nonce.data(), nonce.size(), aad, aad_len, kTagSize, ctext,
-                                              ctext_len, out.data(), &plain_len);
-    if (rc < 0 || plain_len != plain) return r;
+    if (!impl_->aead.open(nonce.data(), aad, aad_len, ctext, ctext_len, out.data())) return r;
     std::size_t len = plain;
     if (tls13_) {
         // The inner content type is the last non-zero byte; none: a bad record (GnuTLS's alert).
