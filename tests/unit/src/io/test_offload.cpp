@@ -442,3 +442,22 @@ TEST_CASE("checksum: add sums like the RFC 1071 textbook loop, at every length a
             CHECK(be16(stored) == ref_sum(src.data() + from, n));
         }
 }
+
+TEST_CASE("checksum: the wide (AVX2) loops agree with the textbook sum up to 64 KiB, all-ones data too") {
+    namespace cs = espvpn::io::checksum;
+    for (std::uint8_t fill : {std::uint8_t(0xff), std::uint8_t(0)}) {
+        Bytes src(65535 + 3), dst(65535 + 3);
+        std::uint32_t x = 99;
+        for (auto& b : src) b = fill ? fill : std::uint8_t((x = x * 1103515245u + 12345u) >> 24);
+        for (std::size_t n : {127u, 128u, 129u, 191u, 192u, 1400u, 1447u, 9000u, 65534u, 65535u}) {
+            CAPTURE(n);
+            const std::uint16_t got = cs::fold(cs::add(0, {src.data() + 1, n}));
+            std::uint8_t stored[2];
+            cs::store(stored, got);
+            CHECK(be16(stored) == ref_sum(src.data() + 1, n));
+            CHECK(cs::fold(cs::copy_and_add(dst.data() + 3, src.data() + 1, n, 0xffffffffffffull)) ==
+                  cs::fold(cs::add_narrow(0xffffffffffffull, {src.data() + 1, n})));
+            CHECK(std::equal(src.begin() + 1, src.begin() + 1 + static_cast<long>(n), dst.begin() + 3));
+        }
+    }
+}
