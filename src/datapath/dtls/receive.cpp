@@ -5,8 +5,11 @@
 namespace espvpn::datapath {
 
 namespace {
-// OC reserves 16 KiB per receive: some servers send records above the MTU.
-constexpr std::size_t kDatagramCapacity = 16384 + io::kDtlsMaxRecordOverhead;
+// OC reserves 16 KiB per receive: some servers send records above the MTU. With UDP GRO
+// a slot takes a whole coalesced buffer (64 KiB) and the datagrams are views into it, as
+// ESP's rx does: no copy out of a separate GRO buffer.
+constexpr std::size_t kDatagramCapacity = 65536;
+static_assert(kDatagramCapacity >= 16384 + io::kDtlsMaxRecordOverhead);
 constexpr std::size_t kTunSlotCapacity = 65535;  // a record, or coalesced TCP segments for one tun write
 
 std::atomic<std::uint64_t>* drop_counter(DtlsRxCounters& c, anyconnect::DtlsRecordDrop why) {
@@ -25,7 +28,8 @@ std::atomic<std::uint64_t>* drop_counter(DtlsRxCounters& c, anyconnect::DtlsReco
 DtlsRxPipeline::DtlsRxPipeline(io::UdpSocket& udp, io::DtlsChannel& channel,
                                const DtlsDatapathOptions& options, DtlsTxPipeline& tx)
     : deliver_(options.deliver), udp_(udp), channel_(channel), tx_(tx),
-      in_({.slots = options.rx_batch, .capacity = kDatagramCapacity, .headroom = 0, .tailroom = 0}),
+      in_({.slots = options.rx_batch, .capacity = kDatagramCapacity, .headroom = 0, .tailroom = 0,
+           .views = 3 * options.rx_batch}),
       // Headroom >= the virtio header the tun write prepends.
       out_({.slots = options.rx_batch, .capacity = kTunSlotCapacity, .headroom = 16, .tailroom = 0}) {}
 

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <cstring>
 #include <string>
@@ -279,6 +280,34 @@ EndsOutcome handshake_both(DtlsChannel& client, DtlsChannel& server) {
     return o;
 }
 
+// A PSK client channel on client_fd and our server end (DtlsPskServerMode, server_key) on
+// server_fd, handshaken against each other.
+struct PskEnds {
+    std::unique_ptr<DtlsChannel> client, server;
+    EndsOutcome hs;
+};
+PskEnds psk_ends(int client_fd, int server_fd, const std::vector<std::uint8_t>& server_key) {
+    DtlsPskMode cm;
+    cm.psk = Secret(std::span<const std::uint8_t>(g_psk.data(), g_psk.size()));
+    cm.app_id.assign(32, 0x5a);
+    DtlsChannelOptions co;
+    co.mode = std::move(cm);
+    co.retransmit = std::chrono::milliseconds(100);
+    co.handshake_timeout = std::chrono::milliseconds(3000);
+    DtlsChannelOptions so;
+    so.mode = DtlsPskServerMode{Secret(std::span<const std::uint8_t>(server_key.data(), server_key.size()))};
+    so.retransmit = co.retransmit;
+    so.handshake_timeout = co.handshake_timeout;
+    auto client = DtlsChannel::create(client_fd, std::move(co));
+    REQUIRE(client);
+    REQUIRE((*client)->handshake_step());  // the ClientHello goes out first
+    auto server = DtlsChannel::create(server_fd, std::move(so));
+    REQUIRE(server);
+    PskEnds e{std::move(*client), std::move(*server), {}};
+    e.hs = handshake_both(*e.client, *e.server);
+    return e;
+}
+
 TEST_CASE("The server end (DtlsPskServerMode): our records both ways with our client; a wrong PSK fails the handshake") {
     for (const bool same_key : {true, false}) {
         CAPTURE(same_key);
@@ -287,26 +316,12 @@ TEST_CASE("The server end (DtlsPskServerMode): our records both ways with our cl
         auto local = client_udp.local_address().value();
         REQUIRE(::connect(server_fd, reinterpret_cast<const sockaddr*>(&local.storage), local.length) == 0);
         REQUIRE(::fcntl(server_fd, F_SETFL, O_NONBLOCK) == 0);  // as a UdpSocket's: the channel never blocks
-
-        DtlsPskMode cm;
-        cm.psk = Secret(std::span<const std::uint8_t>(g_psk.data(), g_psk.size()));
-        cm.app_id.assign(32, 0x5a);
-        DtlsChannelOptions co;
-        co.mode = std::move(cm);
-        co.retransmit = std::chrono::milliseconds(100);
-        co.handshake_timeout = std::chrono::milliseconds(3000);
         std::vector<std::uint8_t> server_key = g_psk;
         if (!same_key) server_key[0] ^= 1;
-        DtlsChannelOptions so;
-        so.mode = DtlsPskServerMode{Secret(std::span<const std::uint8_t>(server_key.data(), server_key.size()))};
-        so.retransmit = co.retransmit;
-        so.handshake_timeout = co.handshake_timeout;
-        auto client = DtlsChannel::create(client_udp.fd(), std::move(co));
-        REQUIRE(client);
-        REQUIRE((*client)->handshake_step());  // the ClientHello goes out first
-        auto server = DtlsChannel::create(server_fd, std::move(so));
-        REQUIRE(server);
-        const EndsOutcome hs = handshake_both(**client, **server);
+        PskEnds ends = psk_ends(client_udp.fd(), server_fd, server_key);
+        auto& client = ends.client;
+        auto& server = ends.server;
+        const EndsOutcome& hs = ends.hs;
         if (!same_key) {
             CHECK(!(hs.client && hs.server));  // one end sees the bad Finished, in bounded time
             ::close(server_fd);
@@ -314,8 +329,8 @@ TEST_CASE("The server end (DtlsPskServerMode): our records both ways with our cl
         }
         REQUIRE_MESSAGE(hs.client, (hs.client ? "" : hs.client.error().message));
         REQUIRE_MESSAGE(hs.server, (hs.server ? "" : hs.server.error().message));
-        DtlsChannel& c = **client;
-        DtlsChannel& s = **server;
+        DtlsChannel& c = *client;
+        DtlsChannel& s = *server;
         CHECK(c.records_ours());
         CHECK(s.records_ours());
         CHECK(s.record_payload_mtu() == c.record_payload_mtu());  // the same base MTU gives both ends one MTU
@@ -343,10 +358,91 @@ TEST_CASE("The server end (DtlsPskServerMode): our records both ways with our cl
                 CHECK(std::memcmp(out.packet(i).data(), plain.packet(i).data(), 1200) == 0);
             }
         }
-        client->reset();
-        server->reset();
+        client.reset();
+        server.reset();
         ::close(server_fd);
     }
+}
+
+// The receive side of the datapath with UDP GRO: records sent with UDP GSO over loopback
+// reach the client's GRO socket as coalesced buffers; the rx pipeline opens them where
+// recvmmsg put them (views of its slots) and delivers every packet, in order, intact.
+TEST_CASE("DTLS datapath: records arriving in UDP GRO buffers are all delivered, in order") {
+    UdpOptions so_udp;
+    so_udp.local = "127.0.0.1:0";
+    auto server_udp = UdpSocket::open(so_udp);
+    REQUIRE(server_udp);
+    auto server_local = server_udp->local_address().value();
+    UdpOptions co_udp;
+    co_udp.remote = "127.0.0.1:" + std::to_string(ntohs(reinterpret_cast<const sockaddr_in&>(server_local.storage).sin_port));
+    auto client_udp = UdpSocket::open(co_udp);
+    REQUIRE(client_udp);
+    const auto client_local = client_udp->local_address().value();
+    REQUIRE(::connect(server_udp->fd(), reinterpret_cast<const sockaddr*>(&client_local.storage),
+                      client_local.length) == 0);
+    server_udp->set_peer(client_local);
+
+    PskEnds ends = psk_ends(client_udp->fd(), server_udp->fd(), g_psk);
+    auto& client = ends.client;
+    auto& server = ends.server;
+    REQUIRE_MESSAGE(ends.hs.client, (ends.hs.client ? "" : ends.hs.client.error().message));
+    REQUIRE_MESSAGE(ends.hs.server, (ends.hs.server ? "" : ends.hs.server.error().message));
+    REQUIRE(server->records_ours());
+
+    std::mutex m;
+    std::vector<std::vector<std::uint8_t>> delivered;
+    datapath::DtlsDatapathOptions dopt;
+    dopt.deliver = [&](PacketBatch& b) {
+        std::lock_guard<std::mutex> lock(m);
+        for (std::size_t i = 0; i < b.size(); ++i) delivered.emplace_back(b.packet(i).begin(), b.packet(i).end());
+    };
+    auto started = datapath::DtlsDatapath::start(nullptr, *client_udp, *client, dopt);
+    REQUIRE(started);
+    auto& dp = *started.value();
+
+    // 4 batches of 40 equal-sized records (one GSO send each), then an odd-sized one.
+    // Each packet is an IPv4 header's first byte, then its number and a pattern; the
+    // datapath may coalesce nothing (not TCP), so every packet arrives as it was sent.
+    constexpr std::size_t kBatches = 4, kPerBatch = 40, kSize = 1000;
+    std::vector<std::vector<std::uint8_t>> sent;
+    for (std::size_t b = 0; b < kBatches; ++b) {
+        PacketBatch plain({kPerBatch + 1, 2048, 16, 0});
+        for (std::size_t i = 0; i < kPerBatch + (b + 1 == kBatches ? 1 : 0); ++i) {
+            const std::size_t size = i == kPerBatch ? kSize / 3 : kSize;
+            auto room = plain.next_room();
+            room[0] = 0x00;  // the AnyConnect DTLS data type
+            room[1] = 0x45;
+            const std::size_t n = sent.size();
+            room[2] = static_cast<std::uint8_t>(n >> 8);
+            room[3] = static_cast<std::uint8_t>(n);
+            for (std::size_t k = 4; k < size; ++k) room[k] = static_cast<std::uint8_t>(n * 7 + k);
+            plain.commit(size);
+            sent.emplace_back(room.begin() + 1, room.begin() + static_cast<std::ptrdiff_t>(size));
+        }
+        PacketBatch records({kPerBatch + 1, 2048, 0, 0});
+        REQUIRE(server->seal_batch(plain, records).records == plain.size());
+        const auto out = server_udp->send_batch(records);
+        REQUIRE(out.sent == records.size());
+    }
+    for (int t = 0; t < 500; ++t) {
+        {
+            std::lock_guard<std::mutex> lock(m);
+            if (delivered.size() >= sent.size()) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    dp.stop();
+    const datapath::DtlsDatapathStats st = dp.stats();
+    std::lock_guard<std::mutex> lock(m);
+    REQUIRE(delivered.size() == sent.size());
+    for (std::size_t i = 0; i < sent.size(); ++i) {
+        CAPTURE(i);
+        CHECK(delivered[i] == sent[i]);
+    }
+    CHECK(st.rx.records == sent.size());
+    CHECK(st.drops() == 0);
+    CHECK(st.rx.udp_gro_buffers > 0);  // the kernel did coalesce: the views path ran
+    CHECK(server_udp->counters().gso_messages > 0);
 }
 
 TEST_CASE("Legacy mode resumes the agreed session (DTLS 1.2 GCM and DTLS 0.9 CBC)") {
