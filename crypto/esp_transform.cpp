@@ -1,6 +1,6 @@
 // Library choice per primitive, by measurement (tools/bench-esp, docs/PERFORMANCE.md):
-//   AES-GCM        our own VAES/VPCLMULQDQ/AVX-512 code where the CPU has them (crypto/aes_gcm.h,
-//                  16 blocks a step); GnuTLS otherwise (its AVX/PCLMUL GCM is about twice Nettle 3.8's)
+//   AES-GCM        our own VAES/VPCLMULQDQ/AVX-512 code where the CPU has them (crypto/aead.h picks
+//                  crypto/aes_gcm.h, 16 blocks a step); GnuTLS otherwise (its AVX/PCLMUL GCM is about twice Nettle 3.8's)
 //   AES-CBC enc    our own AES-NI code, up to 8 packets side by side (crypto/aes_cbc_lanes.h:
 //                  4.6x Nettle's cbc_aes128_encrypt on a batch of 1408-byte packets); Nettle
 //                  without AES-NI (Nettle's was 2x GnuTLS's at 64 bytes, a tie from 512 up)
@@ -13,7 +13,7 @@
 #include "crypto/esp_transform.h"
 
 #include "crypto/aes_cbc_lanes.h"
-#include "crypto/aes_gcm.h"
+#include "crypto/aead.h"
 #include "crypto/hmac.h"
 #include "crypto/hmac_sha1_lanes.h"
 
@@ -188,54 +188,31 @@ struct CbcHandle {
     }
 };
 
-// AES-GCM: our VAES code where the CPU has it (crypto/aes_gcm.h), GnuTLS's otherwise.
+// AES-GCM (crypto/aead.h: our VAES code where the CPU has it, GnuTLS's otherwise) and the
+// RFC 4106 nonce: the 4-byte salt from the key material, then the packet's 8-byte IV.
 struct GcmHandle {
-    gnutls_aead_cipher_hd_t h = nullptr;
-    AesGcm vaes;
-    bool use_vaes = false;
+    Aead aead;
     std::array<std::uint8_t, 12> nonce{};  // salt(4) ‖ explicit IV(8)
     GcmHandle() = default;
     GcmHandle(const GcmHandle&) = delete;
     GcmHandle& operator=(const GcmHandle&) = delete;
-    ~GcmHandle() {
-        if (h) gnutls_aead_cipher_deinit(h);
-        secure_zero(nonce.data(), nonce.size());
-    }
+    ~GcmHandle() { secure_zero(nonce.data(), nonce.size()); }
     Status init(EspCipher c, const Secret& key_and_salt) {
         auto k = key_and_salt.reveal();
-        std::size_t key_len = k.size() - kGcmSaltSize;
+        const std::size_t key_len = k.size() - kGcmSaltSize;
         std::memcpy(nonce.data(), k.data() + key_len, kGcmSaltSize);
-        use_vaes = AesGcm::available() && vaes.set_key(k.data(), key_len);
-        if (use_vaes) return {};
-        gnutls_datum_t kd{const_cast<std::uint8_t*>(k.data()), static_cast<unsigned>(key_len)};
-        int rc = gnutls_aead_cipher_init(&h, gnutls_cipher_of(c), &kd);
-        if (rc < 0) {
-            h = nullptr;
-            return gnutls_failure("gnutls_aead_cipher_init (AES-GCM)", rc);
-        }
-        return {};
+        return aead.init(gnutls_cipher_of(c), k.data(), key_len, "ESP AES-GCM");
     }
     // In place; the explicit IV (8 bytes) from the packet; a 16-byte tag.
     bool seal(const std::uint8_t* iv, const std::uint8_t* aad, std::size_t aad_len, std::uint8_t* text,
               std::size_t len, std::uint8_t* tag) {
         std::memcpy(nonce.data() + kGcmSaltSize, iv, 8);
-        if (use_vaes) {
-            vaes.seal(nonce.data(), aad, aad_len, text, text, len, tag);
-            return true;
-        }
-        giovec_t a{const_cast<std::uint8_t*>(aad), aad_len};
-        giovec_t data{text, len};
-        std::size_t tag_len = 16;
-        return gnutls_aead_cipher_encryptv2(h, nonce.data(), nonce.size(), &a, 1, &data, 1, tag, &tag_len) >= 0;
+        return aead.seal(nonce.data(), aad, aad_len, text, text, len, tag);
     }
     bool open(const std::uint8_t* iv, const std::uint8_t* aad, std::size_t aad_len, std::uint8_t* text,
               std::size_t len, const std::uint8_t* tag, std::size_t tag_len) {
         std::memcpy(nonce.data() + kGcmSaltSize, iv, 8);
-        if (use_vaes) return vaes.open(nonce.data(), aad, aad_len, text, text, len, tag, tag_len);
-        giovec_t a{const_cast<std::uint8_t*>(aad), aad_len};
-        giovec_t data{text, len};
-        return gnutls_aead_cipher_decryptv2(h, nonce.data(), nonce.size(), &a, 1, &data, 1,
-                                            const_cast<std::uint8_t*>(tag), tag_len) >= 0;
+        return aead.open(nonce.data(), aad, aad_len, text, text, len, tag, tag_len);
     }
 };
 

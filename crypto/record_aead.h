@@ -1,6 +1,6 @@
 // The AEAD handle both record layers we open ourselves share (crypto/dtls_record for
-// DTLS 1.2, crypto/tls_record for TLS 1.2/1.3): our VAES AES-GCM or GnuTLS's gnutls_aead_cipher_* with the
-// key and the fixed part of the nonce that a GnuTLS session negotiated. Internal to crypto/.
+// DTLS 1.2, crypto/tls_record for TLS 1.2/1.3): the key (crypto/aead.h) and the fixed part
+// of the nonce that a GnuTLS session negotiated. Internal to crypto/.
 #pragma once
 
 #include <gnutls/crypto.h>
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "crypto/aes_gcm.h"
+#include "crypto/aead.h"
 #include "crypto/dtls_record.h"
 #include "crypto/secret.h"
 #include "protocols/base/result.h"
@@ -56,49 +56,31 @@ inline void salt_nonce(std::uint8_t* nonce, const std::uint8_t* fixed, const std
     std::memcpy(nonce + kGcmSaltSize, explicit_part, 8);
 }
 
-// AES-GCM through our VAES code where the CPU has it (crypto/aes_gcm.h), everything else
-// (and AES-GCM elsewhere) through GnuTLS.
+// A record layer's key (crypto/aead.h picks our VAES AES-GCM or GnuTLS) and the fixed
+// part of its nonce.
 struct AeadHandle {
-    gnutls_aead_cipher_hd_t h = nullptr;
-    AesGcm vaes;
-    bool use_vaes = false;
+    Aead aead;
     std::array<std::uint8_t, kNonceSize> fixed{};
     AeadHandle() = default;
     AeadHandle(const AeadHandle&) = delete;
     AeadHandle& operator=(const AeadHandle&) = delete;
     ~AeadHandle() { reset(); }
-    bool ready() const { return h || use_vaes; }
+    bool ready() const { return aead.ready(); }
     void reset() {
-        if (h) gnutls_aead_cipher_deinit(h);
-        h = nullptr;
-        use_vaes = false;
+        aead.reset();
         secure_zero(fixed.data(), fixed.size());
     }
     // `what`: the error's prefix ("DTLS record", "TLS record").
-    Status init(DtlsAead aead, const std::uint8_t* key, const std::array<std::uint8_t, kNonceSize>& iv,
+    Status init(DtlsAead a, const std::uint8_t* key, const std::array<std::uint8_t, kNonceSize>& iv,
                 const char* what) {
         reset();
         fixed = iv;
-        use_vaes = aead != DtlsAead::chacha20_poly1305 && AesGcm::available() && vaes.set_key(key, key_size(aead));
-        if (use_vaes) return {};
-        gnutls_datum_t kd{const_cast<std::uint8_t*>(key), static_cast<unsigned>(key_size(aead))};
-        const int rc = gnutls_aead_cipher_init(&h, gnutls_cipher_of(aead), &kd);
-        if (rc < 0) {
-            h = nullptr;
-            return make_error(std::string(what) + ": gnutls_aead_cipher_init failed: " + gnutls_strerror(rc));
-        }
-        return {};
+        return aead.init(gnutls_cipher_of(a), key, key_size(a), what);
     }
     // text (len bytes) to out: the ciphertext, then the kTagSize-byte tag.
     bool seal(const std::uint8_t* nonce, const std::uint8_t* aad, std::size_t aad_len, const std::uint8_t* text,
               std::size_t len, std::uint8_t* out) const {
-        if (use_vaes) {
-            vaes.seal(nonce, aad, aad_len, text, out, len, out + len);
-            return true;
-        }
-        std::size_t out_len = len + kTagSize;
-        return gnutls_aead_cipher_encrypt(h, nonce, kNonceSize, aad, aad_len, kTagSize, text, len, out, &out_len) >= 0 &&
-               out_len == len + kTagSize;
+        return aead.seal(nonce, aad, aad_len, text, out, len, out + len);
     }
     // ctext_len bytes (the ciphertext and its kTagSize-byte tag) to ctext_len - kTagSize
     // bytes of plaintext in out; false: too short or the tag is wrong.
@@ -106,11 +88,7 @@ struct AeadHandle {
               std::size_t ctext_len, std::uint8_t* out) const {
         if (ctext_len < kTagSize) return false;
         const std::size_t len = ctext_len - kTagSize;
-        if (use_vaes) return vaes.open(nonce, aad, aad_len, ctext, out, len, ctext + len, kTagSize);
-        std::size_t plain_len = len;
-        return gnutls_aead_cipher_decrypt(h, nonce, kNonceSize, aad, aad_len, kTagSize, ctext, ctext_len, out,
-                                          &plain_len) >= 0 &&
-               plain_len == len;
+        return aead.open(nonce, aad, aad_len, ctext, out, len, ctext + len, kTagSize);
     }
 };
 

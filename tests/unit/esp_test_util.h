@@ -6,6 +6,7 @@
 #include <gnutls/gnutls.h>
 
 #include <cstdint>
+#include <random>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,28 @@
 namespace espvpn::test {
 
 using Bytes = std::vector<std::uint8_t>;
+
+// n bytes from a seeded generator (tests repeat exactly).
+inline Bytes random_bytes(std::mt19937& rng, std::size_t n) {
+    Bytes b(n);
+    for (auto& x : b) x = static_cast<std::uint8_t>(rng());
+    return b;
+}
+
+// GnuTLS's one-shot AEAD (AES-GCM, ChaCha20-Poly1305): ciphertext ‖ 16-byte tag.
+inline Bytes reference_aead_seal(gnutls_cipher_algorithm_t c, const Bytes& key, const Bytes& nonce, const Bytes& aad,
+                                 const Bytes& text) {
+    gnutls_aead_cipher_hd_t h = nullptr;
+    gnutls_datum_t kd{const_cast<std::uint8_t*>(key.data()), static_cast<unsigned>(key.size())};
+    if (gnutls_aead_cipher_init(&h, c, &kd) < 0) throw std::runtime_error("gnutls_aead_cipher_init");
+    Bytes out(text.size() + 16);
+    std::size_t out_len = out.size();
+    const int rc = gnutls_aead_cipher_encrypt(h, nonce.data(), nonce.size(), aad.data(), aad.size(), 16, text.data(),
+                                              text.size(), out.data(), &out_len);
+    gnutls_aead_cipher_deinit(h);
+    if (rc < 0 || out_len != out.size()) throw std::runtime_error("gnutls_aead_cipher_encrypt");
+    return out;
+}
 
 inline Bytes hex(std::string_view h) {
     Bytes out;

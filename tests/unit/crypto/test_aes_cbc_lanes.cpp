@@ -29,12 +29,6 @@ Bytes nettle_cbc(const Bytes& key, const Bytes& iv, Bytes text) {
     return text;
 }
 
-Bytes random_bytes(std::mt19937& rng, std::size_t n) {
-    Bytes b(n);
-    for (auto& x : b) x = static_cast<std::uint8_t>(rng());
-    return b;
-}
-
 }  // namespace
 
 TEST_CASE("AES-CBC lanes: known answers (RFC 3602 case 2, SP 800-38A F.2.5)") {

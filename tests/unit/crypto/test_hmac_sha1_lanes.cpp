@@ -24,12 +24,6 @@ Bytes gnutls_hmac_sha1(const Bytes& key, const Bytes& data) {
     return out;
 }
 
-Bytes random_bytes(std::mt19937& rng, std::size_t n) {
-    Bytes b(n);
-    for (auto& x : b) x = static_cast<std::uint8_t>(rng());
-    return b;
-}
-
 }  // namespace
 
 TEST_CASE("HMAC-SHA1 lanes: RFC 2202 test cases") {
