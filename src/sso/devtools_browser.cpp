@@ -186,7 +186,7 @@ public:
             return make_error(errno_text(("--sso-browser: cannot start " + *program).c_str()));
         }
         LOG_DEBUG << "started the browser " << *program << " (pid " << pid_ << ")"
-                  << (sw.needed ? " as " + user.name : std::string());
+                  << (sw.needed ? " as " + user.name : std::string()) << ", profile " << profile_;
         return {};
     }
 
