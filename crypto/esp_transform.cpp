@@ -6,8 +6,8 @@
 //                  without AES-NI (Nettle's was 2x GnuTLS's at 64 bytes, a tie from 512 up)
 //   AES-CBC dec    GnuTLS (~1.3x Nettle's from 512 bytes up)
 //   HMAC           GnuTLS for SHA-1/SHA-256 (5-9% faster from 512 B), Nettle for MD5 (tie);
-//                  HMAC-SHA1 of a batch: our SHA-NI code, several packets side by side
-//                  (crypto/hmac_sha1_lanes.h), where that was measured faster (AMD)
+//                  HMAC-SHA1/-SHA256 of a batch: our SHA-NI code, several packets side by side
+//                  (crypto/hmac_lanes.h), where that was measured faster (AMD)
 //   CBC IV         Nettle AES-128 of a counter under a per-SA random key
 //                  (~50 cycles per packet; gnutls_rnd(NONCE) costs ~10x that)
 #include "crypto/esp_transform.h"
@@ -15,7 +15,7 @@
 #include "crypto/aes_cbc_lanes.h"
 #include "crypto/aead.h"
 #include "crypto/hmac.h"
-#include "crypto/hmac_sha1_lanes.h"
+#include "crypto/hmac_lanes.h"
 
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
@@ -225,11 +225,17 @@ std::size_t text_length(const EspSuite& suite, std::size_t packet_size) {
     return n % suite.block_size() == 0 ? n : 0;
 }
 
-// HMAC-SHA1 side by side for batches, where the CPU gains from it.
-bool init_sha1_lanes(const EspSaKeys& keys, HmacSha1Lanes& lanes) {
-    if (keys.suite().integrity != EspIntegrity::hmac_sha1_96 || !HmacSha1Lanes::worth_using()) return false;
+// HMAC-SHA1 / HMAC-SHA256 side by side for batches, where the CPU gains from it.
+bool init_hmac_lanes(const EspSaKeys& keys, HmacLanes& lanes) {
+    HmacLaneHash hash;
+    switch (keys.suite().integrity) {
+        case EspIntegrity::hmac_sha1_96: hash = HmacLaneHash::sha1; break;
+        case EspIntegrity::hmac_sha256_128: hash = HmacLaneHash::sha256; break;
+        default: return false;
+    }
+    if (!HmacLanes::worth_using(hash)) return false;
     const auto key = keys.auth_key().reveal();
-    lanes.set_key(key.data(), key.size());
+    lanes.set_key(hash, key.data(), key.size());
     return true;
 }
 
@@ -242,7 +248,7 @@ struct EspSealer::Impl {
     AesCbcLanes cbc;
     GcmHandle gcm;
     Hmac hmac;
-    HmacSha1Lanes sha1_lanes;  // used for batches when use_lanes
+    HmacLanes hmac_lanes;  // used for batches when use_lanes
     bool use_lanes = false;
     // CBC IVs: AES under a random key of (random prefix ‖ packet counter). Unpredictable
     // to anyone without iv_key, never repeating, and far cheaper than a RNG call.
@@ -270,7 +276,7 @@ Result<EspSealer> EspSealer::create(const EspSaKeys& keys) {
         auto enc = keys.enc_key().reveal();
         if (!impl->cbc.set_key(enc.data(), enc.size())) return make_error("AES-CBC key of unexpected size");
         if (auto st = impl->hmac.init(keys.suite().integrity, keys.auth_key().reveal()); !st) return st.error();
-        impl->use_lanes = init_sha1_lanes(keys, impl->sha1_lanes);
+        impl->use_lanes = init_hmac_lanes(keys, impl->hmac_lanes);
         std::array<std::uint8_t, 16> k{};
         int rc = gnutls_rnd(GNUTLS_RND_KEY, k.data(), k.size());
         if (rc >= 0) rc = gnutls_rnd(GNUTLS_RND_NONCE, impl->iv_block.data(), 8);
@@ -317,19 +323,19 @@ void EspSealer::seal_batch(std::span<Job> jobs) noexcept {
         }
         s.cbc.encrypt({msgs.data(), n});
         // The HMACs: side by side (lanes) or one at a time.
-        std::array<HmacSha1Message, kChunk> macs;
+        std::array<HmacMessage, kChunk> macs;
         std::size_t m = 0;
         for (Job& j : chunk) {
             if (!j.ok) continue;
             const std::size_t signed_len = j.packet.size() - icv;
             std::uint8_t* out = j.packet.data() + signed_len;
             if (s.use_lanes) {
-                macs[m++] = HmacSha1Message{j.packet.data(), signed_len, out, icv};
+                macs[m++] = HmacMessage{j.packet.data(), signed_len, out, icv};
             } else {
                 s.hmac.compute({j.packet.data(), signed_len}, out, icv);
             }
         }
-        if (m) s.sha1_lanes.compute({macs.data(), m});
+        if (m) s.hmac_lanes.compute({macs.data(), m});
     }
 }
 
@@ -358,7 +364,7 @@ struct EspOpener::Impl {
     CbcHandle cbc;
     GcmHandle gcm;
     Hmac hmac;
-    HmacSha1Lanes sha1_lanes;  // used for batches when use_lanes
+    HmacLanes hmac_lanes;  // used for batches when use_lanes
     bool use_lanes = false;
 };
 
@@ -375,7 +381,7 @@ Result<EspOpener> EspOpener::create(const EspSaKeys& keys) {
     } else {
         if (auto st = impl->cbc.init(keys.suite().cipher, keys.enc_key()); !st) return st.error();
         if (auto st = impl->hmac.init(keys.suite().integrity, keys.auth_key().reveal()); !st) return st.error();
-        impl->use_lanes = init_sha1_lanes(keys, impl->sha1_lanes);
+        impl->use_lanes = init_hmac_lanes(keys, impl->hmac_lanes);
     }
     return EspOpener(keys.suite(), std::move(impl));
 }
@@ -414,7 +420,7 @@ void EspOpener::open_batch(std::span<Job> jobs) noexcept {
     constexpr std::size_t kChunk = 16;
     for (std::size_t first = 0; first < jobs.size(); first += kChunk) {
         const std::span<Job> chunk = jobs.subspan(first, std::min(kChunk, jobs.size() - first));
-        std::array<HmacSha1Message, kChunk> macs;
+        std::array<HmacMessage, kChunk> macs;
         std::size_t m = 0;
         for (Job& j : chunk) {
             const std::size_t text_len = text_length(suite_, j.packet.size());
@@ -431,13 +437,13 @@ void EspOpener::open_batch(std::span<Job> jobs) noexcept {
             j.status = EspOpenStatus::ok;
             const std::size_t signed_len = j.packet.size() - icv;
             if (s.use_lanes) {
-                macs[m++] = HmacSha1Message{j.packet.data(), signed_len, j.mac.data(), icv};
+                macs[m++] = HmacMessage{j.packet.data(), signed_len, j.mac.data(), icv};
             } else {
                 s.hmac.compute({j.packet.data(), signed_len}, j.mac.data(), icv);
             }
         }
         if (suite_.is_aead()) continue;
-        if (m) s.sha1_lanes.compute({macs.data(), m});
+        if (m) s.hmac_lanes.compute({macs.data(), m});
         for (Job& j : chunk) {
             if (j.status == EspOpenStatus::ok) j.status = check_and_decrypt(j.packet, j.mac.data());
             secure_zero(j.mac.data(), j.mac.size());

@@ -154,8 +154,8 @@ public:
         std::size_t tag = 0;
         std::array<std::uint8_t, kEspMaxIcvSize> mac{};
     };
-    // open() for every job (open() is a batch of one). With HMAC-SHA1 on CPUs where it
-    // pays (HmacSha1Lanes::worth_using), the packets' HMACs are computed side by side
+    // open() for every job (open() is a batch of one). With HMAC-SHA1 or -SHA256 on CPUs
+    // where it pays (HmacLanes::worth_using), the packets' HMACs are computed side by side
     // before each is checked and decrypted.
     void open_batch(std::span<Job> jobs) noexcept;
 

@@ -349,9 +349,10 @@ TEST_CASE("inbound SAs across a rekey: current and previous by SPI") {
 }
 
 TEST_CASE("open_batch: the same verdicts, sequence numbers and inner packets as open() one at a time") {
-    // Both HMAC-SHA1 paths: packets side by side (lanes) and one at a time (GnuTLS).
+    // Both HMAC-SHA1 and -SHA256 paths: packets side by side (lanes) and one at a time (GnuTLS).
     for (const char* lanes : {"1", "0"}) {
         REQUIRE(setenv("ESPVPN_SHA1_LANES", lanes, 1) == 0);
+        REQUIRE(setenv("ESPVPN_SHA256_LANES", lanes, 1) == 0);
         for (const auto& suite : all_suites()) {
             CAPTURE(lanes);
             CAPTURE(suite.name());
@@ -420,4 +421,5 @@ TEST_CASE("open_batch: the same verdicts, sequence numbers and inner packets as 
         }
     }
     REQUIRE(unsetenv("ESPVPN_SHA1_LANES") == 0);
+    REQUIRE(unsetenv("ESPVPN_SHA256_LANES") == 0);
 }
