@@ -41,10 +41,6 @@ enum class HmacLaneHash : std::uint8_t { sha1, sha256 };
 
 class HmacLanes {
 public:
-    // Messages in flight at once: SHA-1 4, SHA-256 2. (Measured on Zen 4: SHA-256's state
-    // takes two XMM registers, so more lanes spill and gain nothing.)
-    static constexpr std::size_t kMaxLanes = 4;
-
     HmacLanes() = default;
     HmacLanes(const HmacLanes&) = delete;
     HmacLanes& operator=(const HmacLanes&) = delete;
@@ -53,6 +49,8 @@ public:
     // Any key length (RFC 2104: a key longer than 64 bytes is hashed first).
     // allow_sha_ni = false takes the portable path on any CPU (for tests).
     void set_key(HmacLaneHash hash, const std::uint8_t* key, std::size_t key_len, bool allow_sha_ni = true);
+    // Messages in flight at once: SHA-1 4, SHA-256 2 (a SHA-256 lane holds 6 XMM registers;
+    // more lanes spill and gained nothing on Zen 4).
     void compute(std::span<const HmacMessage> messages) const;
 
     // True where lanes were measured faster than one message at a time: SHA-NI on an
