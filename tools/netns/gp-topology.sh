@@ -303,8 +303,30 @@ espvpn_down() {
   ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q . || { echo "tun device left behind"; return 1; }
 }
 
+# iperf_client NS OUT LIMIT ARGS...: `iperf3 -J ARGS` (a client) in namespace NS, for LIMIT
+# seconds at most, its JSON into OUT; status 0 only for a test that ran to its end. iperf3 3.12
+# exits 0 when a test fails after it began, with the reason under "error" in its JSON: that is a
+# failure here, said on stderr. "the server is busy running a test" means the one-test-at-a-time
+# server had not yet closed the previous client's test (it reads its listening socket before that
+# client's last message): tried again, 10 times at most, 0.3 s apart.
+iperf_client() {
+  local ns=$1 out=$2 limit=$3 try rc err
+  shift 3
+  for ((try = 1; try <= 10; try++)); do
+    rc=0
+    timeout "$limit" ip netns exec "$ns" iperf3 -J "$@" >"$out" 2>"$out.err" || rc=$?
+    err=$($py -c 'import json,sys; print(json.load(open(sys.argv[1])).get("error", ""))' "$out" 2>/dev/null) ||
+      err="no JSON (exit $rc): $(head -c 300 "$out" "$out.err")"
+    [[ $rc -eq 0 && -z $err ]] && return 0
+    [[ $err == *"server is busy"* ]] || break
+    sleep 0.3
+  done
+  echo "iperf3 $* (namespace $ns, try $try): ${err:-exit $rc}" >&2
+  return 1
+}
+
 # iperf_json SECONDS OUT [-R]: iperf3 TCP from the client to the lan host ($lan_ip, a
 # server the caller started), JSON into OUT.
 iperf_json() {
-  timeout $(($1 + 30)) ip netns exec "$nsc" iperf3 -c $lan_ip -t "$1" ${3:-} -J >"$2"
+  iperf_client "$nsc" "$2" $(($1 + 30)) -c $lan_ip -t "$1" ${3:-}
 }

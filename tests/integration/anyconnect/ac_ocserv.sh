@@ -102,13 +102,13 @@ iperf_up() {
   iperf_pid=$!; pids+=("$iperf_pid")
   wait_listening "$nsl" tcp 5201 15 || fail "iperf3 -s did not start"
 }
-iperf_mbps() {  # [-R]
+iperf_mbps() {  # [-R]: 2 s of iperf3 TCP client -> lan (-R: lan -> client); sets mbps (received)
   iperf_up
-  timeout 30 ip netns exec "$nsc" iperf3 -c "$lan_ip" -t 2 ${1:-} -J >"$work/iperf.json" 2>&1 || fail "iperf3 $*"
-  json "$work/iperf.json" '"%.0f" % (d["end"]["sum_received"]["bits_per_second"]/1e6)'
+  iperf_json 2 "$work/iperf.json" ${1:-} || fail "iperf3 ${1:-}"
+  mbps=$(json "$work/iperf.json" '"%.0f" % (d["end"]["sum_received"]["bits_per_second"]/1e6)')
 }
 
-iperf_up  # here, not in iperf_mbps's $(...) subshell, where its pid would not reach the cleanup
+iperf_up
 
 # script_logging FILE: $work/script appends each reason to FILE, then configures as minimal-vpnc-script.
 script_logging() {
@@ -163,7 +163,7 @@ dtls_traffic() {
   cstp0=$(json "$work/$name.json" "d['cstp']['tx_bytes'] + d['cstp']['rx_bytes']")
   dtls0=$(json "$work/$name.json" "d['dtls']['datapath']['tx']['inner_bytes']")
   ping_lan
-  up=$(iperf_mbps); down=$(iperf_mbps -R)
+  iperf_mbps; up=$mbps; iperf_mbps -R; down=$mbps
   echo "espvpn DTLS ($want): up $up Mbit/s, down $down Mbit/s"
   stats_check "$name" "d['transport'] == 'dtls' and d['dtls']['mode'] == '$want' and \
     d['dtls']['datapath']['tx']['inner_bytes'] - $dtls0 > 1000000 and d['dtls']['datapath']['rx']['inner_bytes'] > 1000000 \

@@ -188,7 +188,7 @@ tunnel)
   espvpn_up builtin -u testuser --passwd-on-stdin <<<"$oc_password"
   grep -q "handshakes" "$work/builtin.log" && grep "TLS handshake" "$work/builtin.log" | head -3 || true
   ping_lan
-  up=$(iperf_mbps); down=$(iperf_mbps -R)
+  iperf_mbps; up=$mbps; iperf_mbps -R; down=$mbps
   echo "espvpn CSTP (built-in setup): up $up Mbit/s, down $down Mbit/s"
   occtl_run show users >"$work/users.out"
   grep -q testuser "$work/users.out" || fail "ocserv does not list the session"
@@ -232,14 +232,14 @@ server_kill)
   ;;
 compare)
   espvpn_up cmp -u testuser --passwd-on-stdin <<<"$oc_password"
-  e_up=$(iperf_mbps); e_down=$(iperf_mbps -R)
+  iperf_mbps; e_up=$mbps; iperf_mbps -R; e_down=$mbps
   espvpn_stop cmp
   echo "$oc_password" | ip netns exec "$nsc" openconnect -u testuser --passwd-on-stdin "${ca[@]}" --no-dtls \
     --script "$repo/tools/netns/minimal-vpnc-script" "$url" >"$work/oc.out" 2>&1 &
   oc_client=$!; pids+=("$oc_client")
   wait_for "$work/oc.out" "Configured as\|CSTP connected" 20 || fail "openconnect did not connect"
   wait_route
-  o_up=$(iperf_mbps); o_down=$(iperf_mbps -R)
+  iperf_mbps; o_up=$mbps; iperf_mbps -R; o_down=$mbps
   kill -INT "$oc_client"; wait "$oc_client" || true
   echo "CSTP over TLS through ocserv 1.1.6, iperf3 TCP 2 s (Mbit/s):"
   echo "  espvpn      up $e_up  down $e_down"

@@ -48,7 +48,7 @@ udp_blocked)
   espvpn_up blocked -u testuser --passwd-on-stdin --esp-retry-interval 4 \
     <<<"$oc_password"
   ping_lan
-  up=$(iperf_mbps); down=$(iperf_mbps -R)
+  iperf_mbps; up=$mbps; iperf_mbps -R; down=$mbps
   echo "espvpn with UDP blocked (CSTP): up $up Mbit/s, down $down Mbit/s"
   stats_check blocked "d['transport'] == 'cstp' and d['cstp']['tx_bytes'] > 1000000 and \
     d['cstp']['rx_bytes'] > 1000000 and d['dtls']['datapath']['tx']['inner_packets'] == 0" ||

@@ -68,8 +68,7 @@ iperf_server() {
   wait_listening "$nsl" tcp 5201 15 || fail "iperf3 -s did not start"
 }
 iperf_gbps() {  # SECONDS [-R]: prints Gbit/s received
-  timeout $(($1 + 30)) ip netns exec "$nsc" iperf3 -c $lan_ip -t "$1" ${2:-} -J >"$work/iperf.json" \
-    || fail "iperf3 $*"
+  iperf_json "$1" "$work/iperf.json" ${2:-} || fail "iperf3 $*"
   json "$work/iperf.json" '"%.2f" % (d["end"]["sum_received"]["bits_per_second"]/1e9)'
 }
 cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }

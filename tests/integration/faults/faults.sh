@@ -238,7 +238,7 @@ netem)
   up
   stream_start 10
   t0=$(date +%s%N)
-  timeout 60 ip netns exec "$nsc" iperf3 -c $lan_ip -t 5 -J >"$work/iperf.json" || fail "iperf3 TCP under loss + jitter"
+  iperf_client "$nsc" "$work/iperf.json" 60 -c $lan_ip -t 5 || fail "iperf3 TCP under loss + jitter"
   took_ms=$((($(date +%s%N) - t0) / 1000000))
   mbit=$(json "$work/iperf.json" '"%.1f" % (d["end"]["sum_received"]["bits_per_second"]/1e6)')
   retr=$(json "$work/iperf.json" 'd["end"]["sum_sent"].get("retransmits", 0)')
@@ -433,7 +433,7 @@ flood)
   # flood [-R]: iperf3 UDP -b 3G for 5 s; appends the end-to-end loss % to $lost.
   lost=""
   flood() {
-    timeout 40 ip netns exec "$nsc" iperf3 -c $lan_ip -u -b 3G -l 1300 -t 5 ${1:-} -J >"$work/flood.json" \
+    iperf_client "$nsc" "$work/flood.json" 40 -c $lan_ip -u -b 3G -l 1300 -t 5 ${1:-} \
       || fail "iperf3 UDP flood ${1:-up}"
     lost+="$(json "$work/flood.json" '"%.0f%%" % d["end"]["sum"]["lost_percent"]') "
     ping_lan || fail "no ping after the flood ${1:-up}"

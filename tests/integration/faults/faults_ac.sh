@@ -83,7 +83,7 @@ netem)
   dtls0=$(stats_get "$work/cl-stats.json" "d['dtls']['datapath']['tx']['inner_bytes']")
   stream_start 10
   t0=$(date +%s%N)
-  timeout 60 ip netns exec "$nsc" iperf3 -c $lan_ip -t 5 -J >"$work/iperf.json" || fail "iperf3 TCP under loss + jitter"
+  iperf_client "$nsc" "$work/iperf.json" 60 -c $lan_ip -t 5 || fail "iperf3 TCP under loss + jitter"
   took_ms=$((($(date +%s%N) - t0) / 1000000))
   mbit=$(json "$work/iperf.json" '"%.1f" % (d["end"]["sum_received"]["bits_per_second"]/1e6)')
   retr=$(json "$work/iperf.json" 'd["end"]["sum_sent"].get("retransmits", 0)')
@@ -175,7 +175,7 @@ blackhole_sigint)
 flood)
   lost=""
   flood() {  # [-R]: iperf3 UDP -b 3G for 3 s; appends the end-to-end loss % to $lost
-    timeout 40 ip netns exec "$nsc" iperf3 -c $lan_ip -u -b 3G -l 1200 -t 3 ${1:-} -J >"$work/flood.json" \
+    iperf_client "$nsc" "$work/flood.json" 40 -c $lan_ip -u -b 3G -l 1200 -t 3 ${1:-} \
       || fail "iperf3 UDP flood ${1:-up}"
     lost+="$(json "$work/flood.json" '"%.0f%%" % d["end"]["sum"]["lost_percent"]') "
     wait_until 10 ping_lan 1 || fail "no ping after the flood ${1:-up}"

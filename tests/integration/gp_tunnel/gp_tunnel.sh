@@ -117,8 +117,7 @@ stop() {  # SIGINT: logout, tun removed, exit 0
 }
 
 iperf_gbps() {  # SECONDS [-R]
-  timeout $(($1 + 30)) ip netns exec "$nsc" iperf3 -c $lan_ip -t "$1" ${2:-} -J >"$work/iperf.json" \
-    || fail "iperf3 $*"
+  iperf_json "$1" "$work/iperf.json" ${2:-} || fail "iperf3 $*"
   json "$work/iperf.json" '"%.4f" % (d["end"]["sum_received"]["bits_per_second"]/1e9)'
 }
 
