@@ -316,7 +316,7 @@ iperf_client() {
     rc=0
     timeout "$limit" ip netns exec "$ns" iperf3 -J "$@" >"$out" 2>"$out.err" || rc=$?
     err=$($py -c 'import json,sys; print(json.load(open(sys.argv[1])).get("error", ""))' "$out" 2>/dev/null) ||
-      err="no JSON (exit $rc): $(head -c 300 "$out" "$out.err")"
+      err="no JSON (exit $rc): $(head -c 300 "$out.err")"
     [[ $rc -eq 0 && -z $err ]] && return 0
     [[ $err == *"server is busy"* ]] || break
     sleep 0.3
