@@ -27,7 +27,7 @@
 #   external_refused the stand-in browser returns a token the server refuses: one auth-reply, then a clear
 #                   error with the server's reason (no second round in the browser)
 #   external_real   the external mode end to end: espvpn's external browser (--external-browser=PROGRAM, a
-#                   wrapper starting headless Chromium; skipped while espvpn has no such option) opens the
+#                   wrapper starting headless Chromium) opens the
 #                   IdP, the ACS sends Chromium to localhost:29786/api/sso/<STRAP-encrypted token>, espvpn's
 #                   loopback listener takes it, espvpn opens it, the printed cookie is accepted
 #   (ac_sso.sh external PROBE, external_refused PROBE: ESPVPN_BIN is then the probe)
@@ -60,7 +60,6 @@ ok | no_browser | default_v2) server_args=(--autofill "alice:correct horse") ;;
 wrong_password) server_args=(--autofill "alice:wrong") ;;
 idp_error) server_args=(--autofill "alice:correct horse" --idp-error "Access denied by policy") ;;
 external_real)
-  "$espvpn" --help 2>&1 | grep -q -- "--external-browser" || { echo "SKIP: no --external-browser in this espvpn"; exit 77; }
   server_args=(--loopback-redirect --autofill "alice:correct horse")
   ;;
 external | external_driven | external_refused)
