@@ -315,7 +315,7 @@ iperf_client() {
   for ((try = 1; try <= 10; try++)); do
     rc=0
     timeout "$limit" ip netns exec "$ns" iperf3 -J "$@" >"$out" 2>"$out.err" || rc=$?
-    err=$($py -c 'import json,sys; print(json.load(open(sys.argv[1])).get("error", ""))' "$out" 2>/dev/null) ||
+    err=$(json "$out" 'd.get("error", "")' 2>/dev/null) ||
       err="no JSON (exit $rc): $(head -c 300 "$out.err")"
     [[ $rc -eq 0 && -z $err ]] && return 0
     [[ $err == *"server is busy"* ]] || break
