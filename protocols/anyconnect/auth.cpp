@@ -73,6 +73,15 @@ Result<AcAuthReply> parse_auth_reply(std::string_view body) {
     else return make_error("the server's auth reply has config-auth type \"" + type + "\", expected auth-request or complete");
 
     reply.opaque = opaque_element(body);
+    if (xml::Node token = root.child("session-token")) {
+        reply.session_token = token.text_secret();
+        // It goes into Cookie headers and the printed COOKIE line: RFC 6265's cookie-octets only
+        // (no control byte, space, quote, comma, semicolon or backslash). Never quoted back: a secret.
+        for (std::uint8_t b : reply.session_token.reveal())
+            if (b <= 0x20 || b >= 0x7f || b == '"' || b == ',' || b == ';' || b == '\\')
+                return make_error("the server's <session-token> is not a usable cookie value (it holds a control "
+                                  "byte, a space or one of \" , ; \\)");
+    }
     reply.client_cert_requested = static_cast<bool>(root.child("client-cert-request"));
     if (xml::Node mca = root.child("multiple-client-cert-request")) {
         AcMcaRequest request;
@@ -88,11 +97,16 @@ Result<AcAuthReply> parse_auth_reply(std::string_view body) {
     if (!auth && (reply.client_cert_requested || reply.mca || reply.host_scan) &&
         reply.type == AcAuthReply::Type::auth_request)
         return reply;
-    if (!auth) return make_error("the server's " + type + " reply has no <auth> element");
+    // openconnect reads an <error> beside <auth> too (e.g. a refused certificate).
+    const std::string outer_error = root.child_text_or_empty("error");
+    if (!auth)
+        return make_error("the server's " + type + " reply has no <auth> element" +
+                          (outer_error.empty() ? std::string() : ": " + outer_error));
     reply.auth_id = auth.attribute("id").value_or("");
     reply.message = auth.child_text_or_empty("message");
     reply.banner = auth.child_text_or_empty("banner");
     reply.error = auth.child_text_or_empty("error");
+    if (reply.error.empty()) reply.error = outer_error;
     if (reply.success() || reply.client_cert_requested || reply.mca || reply.host_scan) return reply;
     if (xml::Node login = auth.child("sso-v2-login")) {
         AcSsoRequest sso;
@@ -114,7 +128,8 @@ Result<AcAuthReply> parse_auth_reply(std::string_view body) {
         std::string why = !reply.error.empty() ? reply.error : reply.message;
         return make_error("the server's auth-request has no form" + (why.empty() ? std::string() : ": " + why));
     }
-    reply.form_action = form.attribute("action").value_or("");
+    // A form without an action posts to "/" (openconnect's default: Cisco's forms often omit it).
+    reply.form_action = form.attribute("action").value_or("/");
     for (const xml::Node& n : form.children()) {
         AcFormField f;
         f.name = n.attribute("name").value_or("");
@@ -156,12 +171,35 @@ std::string client_certificate_error(std::string_view server, const std::optiona
            " (not issued by a CA it trusts, expired, or not naming a user it knows)";
 }
 
-std::string build_init_request(const AcClientInfo& client, std::string_view group_select) {
+std::string build_init_request(const AcClientInfo& client, std::string_view group_select, bool client_cert_fail) {
     std::string out;
     append_header(out, client, "init");
     out += "<group-access>" + xml::escape(client.group_access) + "</group-access>";
+    if (client_cert_fail) out += "<client-cert-fail/>";
     if (!group_select.empty()) out += "<group-select>" + xml::escape(group_select) + "</group-select>";
     out += "</config-auth>";
+    return out;
+}
+
+std::string redact_session_token(std::string_view body) {
+    static constexpr std::string_view open = "<session-token", close = "</session-token>";
+    std::string out;
+    std::size_t at = 0;
+    while (true) {
+        auto begin = body.find(open, at);
+        if (begin == std::string_view::npos) break;
+        auto content = body.find('>', begin);
+        if (content == std::string_view::npos) break;
+        ++content;
+        out += body.substr(at, content - at);
+        at = content;
+        if (body[content - 2] == '/') continue;  // <session-token/>: nothing inside
+        auto end = body.find(close, content);
+        out += "<redacted>";
+        if (end == std::string_view::npos) return out;  // unterminated: the rest may be the token
+        at = end;
+    }
+    out += body.substr(at);
     return out;
 }
 

@@ -80,9 +80,12 @@ struct AcAuthReply {
     std::string message;        // text to show
     std::string banner;
     std::string error;          // <error>
-    std::string form_action;    // next POST target, "" when absent
+    std::string form_action;    // next POST target: "/" for a form without one, "" without a form
     std::vector<AcFormField> fields;
     std::string opaque;         // the whole <opaque> element, to echo verbatim ("" when absent)
+    // <session-token> (Cisco): the session cookie itself, sent in the XML instead of (or besides)
+    // Set-Cookie webvpn; openconnect stores it as the webvpn cookie. Empty when absent or empty.
+    Secret session_token;
     // <client-cert-request> (or a multiple-client-cert-request without <cert-authenticated/>):
     // the server wants a client certificate in the TLS handshake before it goes on; such a
     // reply may have no form.
@@ -114,8 +117,14 @@ bool refusal_names_certificate(std::string_view http_reason);
 std::string client_certificate_error(std::string_view server, const std::optional<std::string>& presented_subject);
 
 // The first POST: <config-auth type="init">, with <group-select> once a group
-// has been chosen.
-std::string build_init_request(const AcClientInfo& client, std::string_view group_select = {});
+// has been chosen. client_cert_fail: <client-cert-fail/>, the answer to a
+// <client-cert-request> the client has no (accepted) certificate for.
+std::string build_init_request(const AcClientInfo& client, std::string_view group_select = {},
+                               bool client_cert_fail = false);
+
+// The reply body with the text of every <session-token> element replaced by "<redacted>",
+// for --dump-http-traffic (the token is the session cookie).
+std::string redact_session_token(std::string_view body);
 
 struct AcFieldValue {
     std::string name;

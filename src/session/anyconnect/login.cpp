@@ -72,11 +72,13 @@ Result<AcAuthReply> AcLogin::post(const std::string& target, Secret body, const 
         io::HttpsClient::dump_headers(req.headers);
         LOG_DEBUG << "> " << logged_body;
     }
+    cert_fail_sent_ = false;
     auto response = https_.send(std::move(req));
     if (!response) return make_error("POST " + target + " to " + s_.server.host + ": " + response.error().message);
     if (s_.dump_traffic) {
         io::HttpsClient::dump_response_head(*response);
-        LOG_DEBUG << "< " << response->body.reveal_text();  // config-auth forms hold no secrets; cookies are headers
+        // Forms hold no secrets; the session cookie is a header or a <session-token>.
+        LOG_DEBUG << "< " << anyconnect::redact_session_token(response->body.reveal_text());
     }
     if ((response->status == 401 || response->status == 403) && anyconnect::refusal_names_certificate(response->reason))
         return make_error(anyconnect::client_certificate_error(s_.server.host, s_.client_certificate) + ": HTTP " +
@@ -203,6 +205,7 @@ Result<AcAuthReply> AcLogin::run_host_scan(const anyconnect::AcHostScan& scan) {
     if (!out) LOG_WARN << "CSD wrapper " << run.program << ": " << out.error().message << "; the login may fail";
     else if (!out->empty()) LOG_DEBUG << "CSD wrapper printed: " << *out;
     https_.cookies().set(s_.server.host, "sdesktop", Secret::from_string(scan.token));
+    cert_fail_sent_ = false;
     auto response = https_.send(request("GET", anyconnect::csd_wait_path(scan)), io::Redirects::follow);
     if (!response) return make_error("CSD wait page " + anyconnect::csd_wait_path(scan) + ": " + response.error().message);
     if (response->status != 200)
@@ -224,7 +227,7 @@ Result<AcAuthReply> AcLogin::answer_mca(const AcAuthReply& request, const std::s
     if (!signature) return signature.error();
     LOG_INFO << "multiple-certificate authentication: the user certificate \"" << user.subject() << "\" signs the "
              << "server's request (" << *hash << ")";
-    const std::string body = anyconnect::build_mca_reply(s_.client, request.opaque, user.pkcs7_base64(), *hash, *signature);
+    const std::string body = anyconnect::build_mca_reply(s_.client, opaque_, user.pkcs7_base64(), *hash, *signature);
     auto reply = post(target, Secret::from_string(body), body);
     const std::string refused = "the server " + s_.server.host + " refused the multiple-certificate authentication " +
                                 "of \"" + user.subject() + "\"";
@@ -232,6 +235,38 @@ Result<AcAuthReply> AcLogin::answer_mca(const AcAuthReply& request, const std::s
     if (!reply->error.empty()) return make_error(refused + ": " + reply->error);
     if (reply->mca) return make_error(refused + " (it asked again)");
     return reply;
+}
+
+Result<AcAuthReply> AcLogin::answer_client_cert_request(const std::string& target) {
+    if (cert_fail_sent_)  // it insists: no password login without a certificate here
+        return make_error(anyconnect::client_certificate_error(s_.server.host, s_.client_certificate));
+    bool fail = true;
+    if (s_.client_certificate && !fresh_connection_tried_) {
+        fresh_connection_tried_ = true;
+        fail = false;
+        LOG_INFO << "the server " << s_.server.host << " asks for the client certificate: asking again on a new "
+                 << "connection";
+        https_.close_all();
+    } else if (s_.client_certificate) {
+        LOG_WARN << "the server " << s_.server.host << " asks for a client certificate after one was offered: "
+                 << "saying it has none (client-cert-fail) to go on with the next login form";
+    } else {
+        LOG_INFO << "the server " << s_.server.host << " asks for a client certificate and none is configured: "
+                 << "saying so (client-cert-fail) to go on with the next login form";
+    }
+    const std::string init = anyconnect::build_init_request(s_.client, group_, fail);
+    auto reply = post(target, Secret::from_string(init), init);
+    cert_fail_sent_ = fail;
+    return reply;
+}
+
+void AcLogin::keep_session_state(const AcAuthReply& reply) {
+    if (!reply.opaque.empty()) opaque_ = reply.opaque;
+    if (!reply.session_token.empty()) {
+        // As openconnect: the token is the webvpn cookie, replacing one set in the same reply.
+        session_token_ = reply.session_token.clone();
+        https_.cookies().set(s_.server.host, "webvpn", session_token_.clone());
+    }
 }
 
 Result<AcAuthenticated> AcLogin::run() {
@@ -253,8 +288,11 @@ Result<AcAuthenticated> AcLogin::run() {
     int failures = 0;
     for (int round = 0;; ++round) {
         if (!reply) return reply.error();
-        if (reply->client_cert_requested)
-            return make_error(anyconnect::client_certificate_error(s_.server.host, s_.client_certificate));
+        keep_session_state(*reply);
+        if (reply->client_cert_requested) {
+            reply = answer_client_cert_request(target);
+            continue;
+        }
         if (reply->mca) {
             if (mca_done) return make_error("the server " + s_.server.host + " asked for the second certificate twice");
             mca_done = true;
@@ -319,7 +357,7 @@ Result<AcAuthenticated> AcLogin::run() {
                                   reply->message.substr(0, reply->message.find('\n')) + "): " + fields.error().message);
             return fields.error();
         }
-        Secret body = anyconnect::build_auth_reply(s_.client, *fields, group_, reply->opaque);
+        Secret body = anyconnect::build_auth_reply(s_.client, *fields, group_, opaque_);
         reply = post(target, std::move(body), "<auth>" + logged + "</auth>" +
                                                    (group_.empty() ? "" : "<group-select>" + group_ + "</group-select>"));
     }
@@ -328,8 +366,12 @@ Result<AcAuthenticated> AcLogin::run() {
     done.banner = reply->banner;
     const Secret* cookie = https_.cookies().find(s_.server.host, "webvpn");
     if (!cookie || cookie->empty())
-        return make_error("the server said the login succeeded but set no webvpn cookie");
+        return make_error("the server said the login succeeded but sent no session cookie (neither Set-Cookie webvpn "
+                          "nor <session-token>)");
     done.webvpn = cookie->clone();
+    LOG_DEBUG << "the session cookie: "
+              << (!session_token_.empty() && cookie->equals(session_token_) ? "the server's <session-token>"
+                                                                             : "the webvpn cookie the server set");
     if (!done.banner.empty()) prompter_.show(done.banner);
     LOG_INFO << "logged in to " << s_.server.host << (group_.empty() ? "" : " (group " + group_ + ")");
     return done;

@@ -73,6 +73,12 @@ private:
     // A request to the server with the headers every AnyConnect login request carries.
     http::Request request(const char* method, const std::string& target) const;
     Result<anyconnect::AcAuthReply> post(const std::string& target, Secret body, const std::string& logged_body);
+    // The init document again after a <client-cert-request> (openconnect's order): on a new
+    // connection first when a certificate is configured (some ASAs ask for it in the TLS
+    // handshake only there), else, or when asked again, with <client-cert-fail/>.
+    Result<anyconnect::AcAuthReply> answer_client_cert_request(const std::string& target);
+    // What every reply may carry beyond its form: <opaque>, <session-token>.
+    void keep_session_state(const anyconnect::AcAuthReply& reply);
     // The CSD wrapper (csd.h), then the wait page: the next reply.
     Result<anyconnect::AcAuthReply> run_host_scan(const anyconnect::AcHostScan& scan);
     Result<std::vector<anyconnect::AcFieldValue>> answer(const anyconnect::AcAuthReply& form, std::string* logged);
@@ -88,7 +94,13 @@ private:
     bool user_used_ = false;
     bool password_given_ = false;  // a password field answered: a later one may be the OTP
     bool retry_form_ = false;      // the form being answered follows a failed attempt
+    bool fresh_connection_tried_ = false;  // a <client-cert-request> answered on a new connection
+    bool cert_fail_sent_ = false;  // the last POST said <client-cert-fail/>
     std::string group_;          // chosen group_list value
+    // The last <opaque> the server sent: echoed in every later auth-reply, as openconnect does,
+    // also when the form that follows carries none.
+    std::string opaque_;
+    Secret session_token_;       // the last non-empty <session-token>: the session cookie
     Secret sso_token_;           // the browser's token, for the form being answered
     // With the external-browser flow advertised: the key the server encrypts its token to
     // (STRAP), sent on every request of the login.

@@ -138,6 +138,57 @@ TEST_CASE("opaque, hidden fields and errors") {
               .find("no options") != std::string::npos);
 }
 
+TEST_CASE("<session-token>: the session cookie in the XML (Cisco), checked, redacted for dumps") {
+    // A complete reply as an independent AnyConnect server sends it: no Set-Cookie, the token in the XML.
+    auto done = must_parse(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<config-auth client=\"vpn\" type=\"complete\" "
+        "aggregate-auth-version=\"2\"><session-id>4242</session-id><session-token>\n 7B8C@1234@AB=\n</session-token>"
+        "<auth id=\"success\"><banner>hi</banner></auth></config-auth>");
+    CHECK(done.success());
+    CHECK(done.session_token.reveal_text() == "7B8C@1234@AB=");
+    CHECK(must_parse(fixture("ocserv_success.xml")).session_token.empty());
+    CHECK(must_parse("<config-auth type=\"complete\"><session-token/><auth id=\"success\"/></config-auth>")
+              .session_token.empty());
+    // A token that would break the Cookie header or the printed COOKIE line: an error that does not quote it.
+    for (const char* bad : {"a;b=c", "a b", "a\"b", "a,b", "a\\b", "ab&#13;&#10;X-Evil: 1"}) {
+        std::string e = error_of(std::string("<config-auth type=\"complete\"><session-token>") + bad +
+                                 "</session-token><auth id=\"success\"/></config-auth>");
+        CHECK(e.find("not a usable cookie value") != std::string::npos);
+        CHECK(e.find(bad) == std::string::npos);
+    }
+
+    CHECK(redact_session_token("<a><session-token>S3CRET</session-token><b/></a>") ==
+          "<a><session-token><redacted></session-token><b/></a>");
+    CHECK(redact_session_token("<session-token/><session-token x=\"1\">T1</session-token>x<session-token>T2") ==
+          "<session-token/><session-token x=\"1\"><redacted></session-token>x<session-token><redacted>");
+    CHECK(redact_session_token("<auth id=\"main\"/>") == "<auth id=\"main\"/>");
+}
+
+TEST_CASE("an <error> beside <auth> is the reply's error (openconnect reads it there too)") {
+    auto r = must_parse("<config-auth type=\"auth-request\"><error>Certificate Validation Failure</error>"
+                        "<auth id=\"main\"><form><input type=\"password\" name=\"password\"/></form></auth></config-auth>");
+    CHECK(r.error == "Certificate Validation Failure");
+    CHECK(must_parse("<config-auth type=\"auth-request\"><error>outer</error><auth id=\"main\"><error>inner</error><form>"
+                     "<input type=\"password\" name=\"password\"/></form></auth></config-auth>")
+              .error == "inner");
+    CHECK(error_of("<config-auth type=\"auth-request\"><error>Tunnel group locked</error></config-auth>")
+              .find("no <auth> element: Tunnel group locked") != std::string::npos);
+}
+
+TEST_CASE("client-cert-fail in init; a form without an action posts to \"/\"") {
+    AcClientInfo client;
+    client.group_access = "https://vpn.test/grp";
+    CHECK(build_init_request(client).find("client-cert-fail") == std::string::npos);
+    // openconnect's order: group-access, client-cert-fail, group-select.
+    CHECK(build_init_request(client, "g1", true)
+              .find("<group-access>https://vpn.test/grp</group-access><client-cert-fail/><group-select>g1</group-select>"
+                    "</config-auth>") != std::string::npos);
+    auto form = must_parse("<config-auth type=\"auth-request\"><auth id=\"main\"><form><input type=\"password\" "
+                           "name=\"password\"/></form></auth></config-auth>");
+    CHECK(form.form_action == "/");
+    CHECK(must_parse("<config-auth type=\"auth-request\"><client-cert-request/></config-auth>").form_action.empty());
+}
+
 TEST_CASE("session cookie: bare value, openconnect's composite string, our own output") {
     const std::string value = "AN9/RtPmNQfL+3qdpl4JKzNj4HXtOQvfc0U3LQIIaFs=";
     auto bare = webvpn_from_cookie_text(value);
