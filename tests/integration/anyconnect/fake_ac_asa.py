@@ -22,7 +22,8 @@ shares no code with espvpn) for issue 42 items 0 and 1:
   fake_ac_asa.py --ready-file F --record F [--cert request|insist] [--cookie token|both|header|bad]
 Every request goes to --record (JSON list: path, type, client-cert-fail, the TCP connection's
 client port, the opaque's tunnel-group, the fields with passwords as "<n chars>"; a complete adds
-the token and header cookie it issued). Loopback only; exits after --max-runtime seconds (60).
+the token and header cookie it issued; the init's group-access, the aggregate-auth-version
+attribute, the X-Transcend-Version and X-Aggregate-Auth headers). Loopback only; exits after --max-runtime seconds (60).
 """
 import argparse
 import json
@@ -67,7 +68,10 @@ class Handler(XmlHandler):
         fields = {c.tag: (c.text or "") for c in (auth if auth is not None else [])}
         entry = {"path": self.path, "type": doc.get("type"), "cert_fail": doc.find("client-cert-fail") is not None,
                  "conn": self.client_address[1], "opaque": doc.findtext("opaque/tunnel-group") or "",
-                 "fields": {k: (f"<{len(v)} chars>" if k == "password" else v) for k, v in fields.items()}}
+                 "fields": {k: (f"<{len(v)} chars>" if k == "password" else v) for k, v in fields.items()},
+                 # What every request carries (compared with openconnect's by the test):
+                 "group_access": doc.findtext("group-access") or "", "version": doc.get("aggregate-auth-version"),
+                 "headers": [self.headers.get(h, "-") for h in ("X-Transcend-Version", "X-Aggregate-Auth")]}
         if doc.get("type") == "init":
             self.record(entry)
             if cfg.cert == "insist" or (cfg.cert == "request" and not entry["cert_fail"]):
