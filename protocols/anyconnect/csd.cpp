@@ -1,5 +1,6 @@
 #include "protocols/anyconnect/csd.h"
 
+#include "protocols/base/ascii.h"
 #include "protocols/xml/document.h"
 
 namespace espvpn::anyconnect {
@@ -20,6 +21,13 @@ namespace {
 
 std::string quoted(const std::string& v) { return "\"" + v + "\""; }
 
+// openconnect 9.01 prints the MD5 fingerprints in upper-case hex ("%02X").
+std::string upper(std::string v) {
+    for (char& c : v)
+        if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+    return v;
+}
+
 }  // namespace
 
 Result<CsdCommand> csd_wrapper_command(const AcHostScan& scan, const CsdInputs& in) {
@@ -33,7 +41,7 @@ Result<CsdCommand> csd_wrapper_command(const AcHostScan& scan, const CsdInputs& 
               "-ticket", quoted(scan.ticket),
               "-stub", quoted("0"),
               "-group", quoted(in.authgroup),
-              "-certhash", quoted(in.server_cert_md5 + ":" + in.client_cert_md5),
+              "-certhash", quoted(upper(in.server_cert_md5) + ":" + upper(in.client_cert_md5)),
               "-url", quoted("https://" + in.server_host + scan.base_uri),
               "-langselen"};
     c.env = {{"CSD_SHA256", in.server_pin.substr(kPin.size())},
@@ -44,6 +52,12 @@ Result<CsdCommand> csd_wrapper_command(const AcHostScan& scan, const CsdInputs& 
 
 std::string csd_wait_path(const AcHostScan& scan) {
     return scan.wait_uri.empty() || scan.wait_uri[0] != '/' ? "/" + scan.wait_uri : scan.wait_uri;
+}
+
+CsdWait classify_wait_page(std::string_view body) {
+    if (body.rfind("<?xml", 0) == 0) return CsdWait::done;
+    if (ascii_lower(body).find("http-equiv=\"refresh\"") != std::string::npos) return CsdWait::refresh;
+    return CsdWait::unknown;
 }
 
 }  // namespace espvpn::anyconnect

@@ -3,12 +3,14 @@
 // of a config-auth reply; the program is the user's --csd-wrapper, run as
 // openconnect runs it (the same arguments, quoted the same way, and CSD_TOKEN /
 // CSD_HOSTNAME / CSD_SHA256 in its environment); afterwards the client sends the
-// token as the "sdesktop" cookie and fetches the wait page. Sans-IO: what to run
+// token as the "sdesktop" cookie, fetches the wait page until the scan is done, then
+// sends its init again. Sans-IO: what to run
 // and what to fetch; src/session/anyconnect/login.cpp runs it.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,11 +49,17 @@ struct CsdCommand {
 };
 
 // openconnect's command line for the wrapper: WRAPPER "" -ticket "T" -stub "0" -group "G"
-// -certhash "S:C" -url "https://HOST/BASE" -langselen (the values in double quotes, as the
+// -certhash "S:C" (the MD5s in upper-case hex, as openconnect) -url "https://HOST/BASE" -langselen (the values in double quotes, as the
 // CSD stub expects), with CSD_TOKEN, CSD_HOSTNAME and CSD_SHA256 (the pin's base64 part).
 Result<CsdCommand> csd_wrapper_command(const AcHostScan& scan, const CsdInputs& in);
 
 // The wait page's path once the program has run (openconnect drops one leading '/').
 std::string csd_wait_path(const AcHostScan& scan);
+
+// What the wait page says (openconnect's reading): XML ("<?xml" first) when the scan is done,
+// an HTML page with a meta refresh while it is not (fetch it again a second later), else
+// something the client cannot use. Once done the login starts again with the init document.
+enum class CsdWait { done, refresh, unknown };
+CsdWait classify_wait_page(std::string_view body);
 
 }  // namespace espvpn::anyconnect

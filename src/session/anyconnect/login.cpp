@@ -1,5 +1,8 @@
 #include "src/session/anyconnect/login.h"
 
+#include <chrono>
+#include <thread>
+
 #include "protocols/anyconnect/csd.h"
 #include "protocols/anyconnect/strap.h"
 #include "protocols/xml/escape.h"
@@ -188,7 +191,7 @@ Result<Secret> AcLogin::single_sign_on(const anyconnect::AcSsoRequest& sso) {
     return std::move(result->token);
 }
 
-Result<AcAuthReply> AcLogin::run_host_scan(const anyconnect::AcHostScan& scan) {
+Result<AcAuthReply> AcLogin::run_host_scan(const anyconnect::AcHostScan& scan, const std::string& target) {
     const auto peer = https_.peer(s_.server.host, s_.server.port);
     anyconnect::CsdInputs in{s_.csd_wrapper, s_.server.host, s_.authgroup, peer ? peer->cert_md5 : "", "",
                              peer ? peer->pin : ""};
@@ -205,12 +208,26 @@ Result<AcAuthReply> AcLogin::run_host_scan(const anyconnect::AcHostScan& scan) {
     if (!out) LOG_WARN << "CSD wrapper " << run.program << ": " << out.error().message << "; the login may fail";
     else if (!out->empty()) LOG_DEBUG << "CSD wrapper printed: " << *out;
     https_.cookies().set(s_.server.host, "sdesktop", Secret::from_string(scan.token));
-    cert_fail_sent_ = false;
-    auto response = https_.send(request("GET", anyconnect::csd_wait_path(scan)), io::Redirects::follow);
-    if (!response) return make_error("CSD wait page " + anyconnect::csd_wait_path(scan) + ": " + response.error().message);
-    if (response->status != 200)
-        return make_error("CSD wait page: HTTP " + std::to_string(response->status) + " " + response->reason);
-    return anyconnect::parse_auth_reply(response->body.reveal_text());
+    // As openconnect: the wait page until it is XML (an HTML refresh page while the scan is not done,
+    // fetched again a second later, here at most kCsdWaits times), then the init again.
+    const std::string wait = anyconnect::csd_wait_path(scan);
+    for (int fetched = 1;; ++fetched) {
+        auto response = https_.send(request("GET", wait), io::Redirects::follow);
+        if (!response) return make_error("CSD wait page " + wait + ": " + response.error().message);
+        if (response->status != 200)
+            return make_error("CSD wait page: HTTP " + std::to_string(response->status) + " " + response->reason);
+        const auto state = anyconnect::classify_wait_page(response->body.reveal_text());
+        if (state == anyconnect::CsdWait::done) break;
+        if (state == anyconnect::CsdWait::unknown)
+            return make_error("CSD wait page " + wait + ": neither XML nor a refresh page");
+        if (fetched >= kCsdWaits)
+            return make_error("CSD wait page " + wait + ": the host scan was not done after " +
+                              std::to_string(kCsdWaits) + " s");
+        LOG_INFO << "CSD: the server is not done with the host scan; asking again in 1 s";
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    const std::string init = anyconnect::build_init_request(s_.client, group_);
+    return post(target, Secret::from_string(init), init);
 }
 
 Result<AcAuthReply> AcLogin::answer_mca(const AcAuthReply& request, const std::string& target) {
@@ -299,10 +316,13 @@ Result<AcAuthenticated> AcLogin::run() {
             reply = answer_mca(*reply, target);
             continue;
         }
+        if (reply->host_scan && host_scan_done && reply->fields.empty())
+            return make_error("the server " + s_.server.host + " asks for the CSD host scan again after it ran" +
+                              (reply->error.empty() ? std::string() : " (" + reply->error + ")"));
         if (reply->host_scan && !host_scan_done) {
             // As openconnect: the wrapper runs once, then the wait page with the token as a cookie.
             host_scan_done = true;
-            reply = run_host_scan(*reply->host_scan);
+            reply = run_host_scan(*reply->host_scan, target);
             continue;
         }
         if (reply->success()) break;

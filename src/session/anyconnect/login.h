@@ -79,8 +79,10 @@ private:
     Result<anyconnect::AcAuthReply> answer_client_cert_request(const std::string& target);
     // What every reply may carry beyond its form: <opaque>, <session-token>.
     void keep_session_state(const anyconnect::AcAuthReply& reply);
-    // The CSD wrapper (csd.h), then the wait page: the next reply.
-    Result<anyconnect::AcAuthReply> run_host_scan(const anyconnect::AcHostScan& scan);
+    // The CSD wrapper (csd.h), the wait page until the scan is done, then the init to `target`
+    // again (openconnect's order): its reply.
+    Result<anyconnect::AcAuthReply> run_host_scan(const anyconnect::AcHostScan& scan, const std::string& target);
+    static constexpr int kCsdWaits = 30;  // wait page fetches, a second apart
     Result<std::vector<anyconnect::AcFieldValue>> answer(const anyconnect::AcAuthReply& form, std::string* logged);
     // The signed answer to a multiple-client-cert-request: the next reply.
     Result<anyconnect::AcAuthReply> answer_mca(const anyconnect::AcAuthReply& request, const std::string& target);

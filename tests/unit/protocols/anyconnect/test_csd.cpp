@@ -57,7 +57,7 @@ TEST_CASE("csd: the wrapper's arguments and environment are openconnect's") {
     REQUIRE(c);
     const std::vector<std::string> argv = {"/usr/libexec/openconnect/csd-post.sh", "", "-ticket", "\"TICKET123\"",
                                            "-stub", "\"0\"", "-group", "\"Staff\"", "-certhash",
-                                           "\"0123456789abcdef0123456789abcdef:\"", "-url",
+                                           "\"0123456789ABCDEF0123456789ABCDEF:\"", "-url",
                                            "\"https://vpn.example.com/+CSCOE+/sdesktop/token.xml\"", "-langselen"};
     CHECK(c->argv == argv);
     const std::vector<std::pair<std::string, std::string>> env = {
@@ -73,4 +73,14 @@ TEST_CASE("csd: without --csd-wrapper the request is a clear error naming the op
     auto c = csd_wrapper_command(scan, CsdInputs{"", "h", "", "", "", "pin-sha256:x"});
     REQUIRE_FALSE(c);
     CHECK(c.error().message.find("--csd-wrapper") != std::string::npos);
+}
+
+TEST_CASE("csd: the wait page is done when it is XML, fetched again while it is an HTML refresh page") {
+    CHECK(classify_wait_page("<?xml version=\"1.0\"?><hostscan><status>TOKEN_SUCCESS</status></hostscan>") ==
+          CsdWait::done);
+    CHECK(classify_wait_page("<html><head><META HTTP-EQUIV=\"Refresh\" content=\"1\"></head></html>") ==
+          CsdWait::refresh);
+    CHECK(classify_wait_page("<html><body>Service unavailable</body></html>") == CsdWait::unknown);
+    CHECK(classify_wait_page("") == CsdWait::unknown);
+    CHECK(classify_wait_page(" <?xml version=\"1.0\"?>") == CsdWait::unknown);  // openconnect: "<?xml" first
 }
