@@ -210,7 +210,7 @@ std::string_view reply_element(std::string_view name) {
 }
 
 Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldValue>& fields,
-                        std::string_view group_select, std::string_view opaque) {
+                        std::string_view group_select, std::string_view opaque, std::string_view host_scan_token) {
     std::string head;
     append_header(head, client, "auth-reply");
     head += opaque;
@@ -231,6 +231,7 @@ Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldVal
     }
     out.append("</auth>");
     if (!group_select.empty()) out.append("<group-select>" + xml::escape(group_select) + "</group-select>");
+    if (!host_scan_token.empty()) out.append("<host-scan-token>" + xml::escape(host_scan_token) + "</host-scan-token>");
     out.append("</config-auth>");
     return out.take_secret();
 }

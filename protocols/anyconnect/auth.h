@@ -137,9 +137,11 @@ struct AcFieldValue {
 std::string_view reply_element(std::string_view field_name);
 
 // <config-auth type="auth-reply"> with one element per field (named by reply_element),
-// the opaque element echoed and the chosen group. A Secret: it carries the password.
+// the opaque element echoed, the chosen group and, once a CSD host scan ran, its token as
+// <host-scan-token> (as openconnect). A Secret: it carries the password.
 Secret build_auth_reply(const AcClientInfo& client, const std::vector<AcFieldValue>& fields,
-                        std::string_view group_select = {}, std::string_view opaque = {});
+                        std::string_view group_select = {}, std::string_view opaque = {},
+                        std::string_view host_scan_token = {});
 
 // The reply to a multiple-client-cert-request: the machine certificate "sent via
 // protocol" (store 1M) and the user certificate (store 1U) as base64 PKCS#7 with the

@@ -208,6 +208,7 @@ Result<AcAuthReply> AcLogin::run_host_scan(const anyconnect::AcHostScan& scan, c
     if (!out) LOG_WARN << "CSD wrapper " << run.program << ": " << out.error().message << "; the login may fail";
     else if (!out->empty()) LOG_DEBUG << "CSD wrapper printed: " << *out;
     https_.cookies().set(s_.server.host, "sdesktop", Secret::from_string(scan.token));
+    host_scan_token_ = scan.token;
     // As openconnect: the wait page until it is XML (an HTML refresh page while the scan is not done,
     // fetched again a second later, here at most kCsdWaits times), then the init again.
     const std::string wait = anyconnect::csd_wait_path(scan);
@@ -377,7 +378,7 @@ Result<AcAuthenticated> AcLogin::run() {
                                   reply->message.substr(0, reply->message.find('\n')) + "): " + fields.error().message);
             return fields.error();
         }
-        Secret body = anyconnect::build_auth_reply(s_.client, *fields, group_, opaque_);
+        Secret body = anyconnect::build_auth_reply(s_.client, *fields, group_, opaque_, host_scan_token_);
         reply = post(target, std::move(body), "<auth>" + logged + "</auth>" +
                                                    (group_.empty() ? "" : "<group-select>" + group_ + "</group-select>"));
     }

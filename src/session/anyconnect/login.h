@@ -103,6 +103,7 @@ private:
     // also when the form that follows carries none.
     std::string opaque_;
     Secret session_token_;       // the last non-empty <session-token>: the session cookie
+    std::string host_scan_token_;  // after a CSD host scan: its token, in every later auth-reply
     Secret sso_token_;           // the browser's token, for the form being answered
     // With the external-browser flow advertised: the key the server encrypts its token to
     // (STRAP), sent on every request of the login.

@@ -6,7 +6,8 @@ code shared with the client) answers the init POST with a <host-scan> request;
 its wait page, fetched with the host scan's token as the "sdesktop" cookie, is an
 HTML refresh page the first time and XML the second (the scan is done), and only
 an init POSTed with that cookie gets the password form (as openconnect 9.01 goes
-on: the init again once the wait page is XML). The --csd-wrapper records its
+on: the init again once the wait page is XML), and only an answer carrying the
+token as <host-scan-token> logs in. The --csd-wrapper records its
 arguments and environment; they must be openconnect's (auth.c run_csd_script).
 
   csd_test.py ESPVPN_BIN CERTS_DIR wrapper|no_wrapper
@@ -59,7 +60,8 @@ class Handler(XmlHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
         # The answer by its type, wherever it is posted (openconnect 9.01 posts the first answer after a
         # host scan to the URL it started at, not to the form's action).
-        if 'type="auth-reply"' in body and "<password>secret</password>" in body:
+        if 'type="auth-reply"' in body and "<password>secret</password>" in body and \
+                f"<host-scan-token>{TOKEN}</host-scan-token>" in body:
             seen["auth"] += 1
             self.reply(DONE, "webvpn=CSDTESTCOOKIE; Secure")
         elif f"sdesktop={TOKEN}" in self.headers.get("Cookie", "") and seen["wait_with_token"] >= 2:

@@ -97,6 +97,11 @@ TEST_CASE("init and auth-reply documents") {
     CHECK(text.find("<auth><password>a&lt;b&amp;c</password></auth><group-select>grp</group-select>") !=
           std::string_view::npos);
     CHECK(text.find("<opaque is-for=\"sg\"><x>1</x></opaque><auth>") != std::string_view::npos);
+    CHECK(text.find("host-scan-token") == std::string_view::npos);
+    // After a CSD host scan its token goes in every answer, after the group (openconnect's order).
+    Secret scanned = build_auth_reply(client, fields, "grp", "", "TOK<1>");
+    CHECK(scanned.reveal_text().find("</group-select><host-scan-token>TOK&lt;1&gt;</host-scan-token></config-auth>") !=
+          std::string_view::npos);
     // A challenge's "answer" goes back as <password>, verify_* fields not at all (Cisco, as openconnect).
     std::vector<AcFieldValue> challenge;
     challenge.push_back({"answer", Secret::from_string("123456")});
