@@ -1,10 +1,12 @@
 // libFuzzer target: what an AnyConnect server controls before the tunnel: the
-// config-auth XML replies (forms, groups, success, failure), a session cookie
+// config-auth XML replies (forms, groups, success, failure; a <session-token> redacted for a
+// dump), a CSD wait page, a session cookie
 // given as openconnect's composite string, and the CONNECT reply's headers
 // (parsed as an HTTP response, then as tunnel and DTLS parameters); and the external-browser
 // SSO token as the loopback request carries it (a STRAP blob, opened with a fixed key).
 #include "protocols/anyconnect/auth.h"
 #include "protocols/anyconnect/connect.h"
+#include "protocols/anyconnect/csd.h"
 #include "protocols/anyconnect/session_cookie.h"
 #include "protocols/anyconnect/strap.h"
 #include "protocols/http/response_parser.h"
@@ -15,6 +17,8 @@ using namespace espvpn;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     std::string_view text = fuzz::as_text(data, size);
     if (auto reply = anyconnect::parse_auth_reply(text); reply && reply->group_list()) (void)reply->success();
+    (void)anyconnect::redact_session_token(text);
+    (void)anyconnect::classify_wait_page(text);
     (void)anyconnect::webvpn_from_cookie_text(text);
     static const auto strap_key = [] {
         const std::uint8_t scalar[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
