@@ -9,6 +9,8 @@ secrets the dialog hands to NetworkManager (classic protocol: key/value lines, t
       server's word), the password, an OTP round, the portal's gateway choice (drop-down:
       the second one); the cookie is for that gateway, the password (flags 0) comes back.
   gp_cancel: Escape at the password prompt: no secrets, exit 1, espvpn gone.
+  gp_sso_cancel: a SAML portal and an external-browser profile: "continue in your browser", no
+      field; Escape cancels.
   ac --url URL --password PW: ocserv, from login_window_ac.sh (root, namespaces): the group list
       as a drop-down, a wrong password refused ("Login failed." shown) and asked again, espvpn
       giving up after ocserv's third refusal and "Try Again", the banner accepted; the password
@@ -379,7 +381,34 @@ def case_ac(screen, dialog_bin, espvpn, url, password):
     check(password not in err and "wrong" not in err, "no password on the dialog's stderr")
 
 
-CASES = {"gp": case_gp, "gp_cancel": case_gp_cancel, "ac": case_ac}
+def case_gp_sso_cancel(screen, dialog_bin, espvpn):
+    """A single sign-on profile: the portal wants SAML, espvpn opens the "browser" (a stand-in
+    that records its URL and waits); the window says to continue there; Escape cancels."""
+    with Fake("--portal-saml", "REDIRECT") as f:
+        opened = os.path.join(f.dir, "browser-url")
+        browser = os.path.join(f.dir, "browser")
+        with open(browser, "w") as b:
+            b.write(f"#!/bin/sh\nprintf '%s\\n' \"$1\" > {opened}\nexec sleep 30\n")
+        os.chmod(browser, 0o755)
+        d = Dialog(dialog_bin, espvpn, gp_profile(f.url, **{"external-browser": browser, "password-flags": "2"}))
+        try:
+            screen.label("Continue the login in your web browser")
+            deadline = time.monotonic() + STEP_TIMEOUT
+            while not os.path.exists(opened) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            check(os.path.exists(opened), "espvpn opened the browser")
+            cancel = screen.wait_for("Cancel", lambda n: n.getRoleName() == "push button" and "Cancel" in n.name)
+            check(screen.focused(cancel), "the page says to continue in the browser; Cancel has the focus")
+            check(not screen.find_all(lambda n: n.getRoleName() in ("password text", "text")), "no field asked")
+            screen.shot("login-window-sso.png")
+            screen.key("Escape")
+            rc, out, err = d.finish()
+        finally:
+            d.kill()
+        check(rc == 1 and out == b"", f"Escape cancels the single sign-on: exit {rc}, nothing returned")
+
+
+CASES = {"gp": case_gp, "gp_cancel": case_gp_cancel, "gp_sso_cancel": case_gp_sso_cancel, "ac": case_ac}
 
 
 def main():
