@@ -11,7 +11,8 @@ secrets the dialog hands to NetworkManager (classic protocol: key/value lines, t
   gp_cancel: Escape at the password prompt: no secrets, exit 1, espvpn gone.
   gp_sso_cancel: a SAML portal and an external-browser profile: "continue in your browser", no
       field; Escape cancels.
-  ac --url URL --password PW: ocserv, from login_window_ac.sh (root, namespaces): the group list
+  ac --url URL --password PW [--secrets-out FILE]: ocserv, from login_window_nm.sh (root,
+      namespaces; it then connects NetworkManager with the secrets written to FILE): the group list
       as a drop-down, a wrong password refused ("Login failed." shown) and asked again, espvpn
       giving up after ocserv's third refusal and "Try Again", the banner accepted; the password
       (flags 2) is not handed back.
@@ -318,8 +319,16 @@ def case_gp_cancel(screen, dialog_bin, espvpn):
         check(not os.path.exists(f"/proc/{pids[0]}"), "espvpn is gone")
 
 
-def case_ac(screen, dialog_bin, espvpn, url, password):
-    """ocserv (run by login_window_ac.sh, this script in its client namespace): the group list
+def save_secrets(path, secrets):
+    """--secrets-out FILE: the secrets the dialog returned, as nmcli's vpn.secrets value, in a
+    new file only its owner reads (for login_window_nm.sh, which connects with them)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(", ".join(f"{k}={v}" for k, v in secrets.items() if k in ("cookie", "gateway", "gwcert", "resolve")))
+
+
+def case_ac(screen, dialog_bin, espvpn, url, password, secrets_out=None):
+    """ocserv (run by login_window_nm.sh, this script in its client namespace): the group list
     as a drop-down (group2), the password refused once ("Login failed." shown, asked again)."""
     data = {"gateway": url, "protocol": "anyconnect", "user": "grpuser", "cafile": CA, "password-flags": "2"}
     d = Dialog(dialog_bin, espvpn, data)
@@ -379,6 +388,8 @@ def case_ac(screen, dialog_bin, espvpn, url, password):
     check("password" not in secrets, "password-flags 2: the password is not handed back")
     check('auth group "group2"' in err, "ocserv was asked for group2")
     check(password not in err and "wrong" not in err, "no password on the dialog's stderr")
+    if secrets_out:
+        save_secrets(secrets_out, secrets)
 
 
 def case_gp_sso_cancel(screen, dialog_bin, espvpn):
@@ -419,10 +430,10 @@ def main():
         shots = args[i + 1]
         del args[i:i + 2]
     extra = {}
-    for opt in ("--url", "--password"):
+    for opt in ("--url", "--password", "--secrets-out"):
         if opt in args:
             i = args.index(opt)
-            extra[opt[2:]] = args[i + 1]
+            extra[opt[2:].replace("-", "_")] = args[i + 1]
             del args[i:i + 2]
     dialog_bin, espvpn, case = args
     for tool in ("Xvfb", "dbus-daemon", "dbus-send", "import"):
