@@ -238,6 +238,35 @@ class Screen:
         table = {"Return": 0xff0d, "Escape": 0xff1b, "Down": 0xff54, "space": 0x20, "Tab": 0xff09}
         return table[name] if name in table else ord(name)
 
+    def pick_second(self, combo, shot=None):
+        """A drop-down's second choice by keyboard: Space opens the list, Down, Enter picks,
+        each step awaited (the list open, then closed with the focus back on the drop-down)."""
+        def state_of(role, state):
+            return lambda n: n.getRoleName() == role and n.getState().contains(state)
+
+        self.key("space")
+        self.wait_for("the list open", state_of("list item", self.a.STATE_FOCUSED))
+        if shot:
+            self.shot(shot)
+        self.key("Down")
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while time.monotonic() < deadline:
+            items = [n for n in self.find_all(lambda n: n.getRoleName() == "list item") if self.showing(n)]
+            if len(items) > 1 and items[1].getState().contains(self.a.STATE_FOCUSED):
+                break
+            time.sleep(0.05)
+        self.key("Return")
+        deadline = time.monotonic() + STEP_TIMEOUT
+        button = None
+        while time.monotonic() < deadline:
+            buttons = [combo.getChildAtIndex(i) for i in range(combo.childCount)]
+            button = next((b for b in buttons if b is not None and b.getRoleName() == "push button"), None)
+            if button is not None and button.getState().contains(self.a.STATE_FOCUSED):
+                break
+            time.sleep(0.05)
+        else:
+            raise Failure("the drop-down's list did not close")
+
     def type(self, text):
         for ch in text:
             self.key(ch)
@@ -279,12 +308,7 @@ def case_gp(screen, dialog_bin, espvpn):
             screen.key("Return")
             combo = screen.field("combo box", "Gateway:")
             check(screen.focused(combo), "the gateway choice: a drop-down, focused")
-            screen.key("space")  # opens the list
-            time.sleep(0.5)
-            screen.shot("login-window-gateway.png")
-            screen.key("Down")
-            screen.key("Return")  # picks "second"
-            time.sleep(0.3)
+            screen.pick_second(combo, "login-window-gateway.png")
             screen.key("Return")  # submits
             rc, out, err = d.finish()
         finally:
@@ -336,13 +360,7 @@ def case_ac(screen, dialog_bin, espvpn, url, password, secrets_out=None):
     def choose_group2(shot=None):
         combo = screen.wait_for("the group list", lambda n: n.getRoleName() == "combo box")
         check(screen.focused(combo), f"the group list '{combo.name}': a drop-down, focused")
-        screen.key("space")  # opens the list
-        time.sleep(0.5)
-        if shot:
-            screen.shot(shot)
-        screen.key("Down")
-        screen.key("Return")  # group2
-        time.sleep(0.3)
+        screen.pick_second(combo, shot)  # group2
         screen.key("Return")  # submits
 
     try:
