@@ -221,6 +221,10 @@ int classic(const Options& o, const VpnSettings& settings) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // GNOME Shell runs the classic dialog with stderr closed: /dev/null stands in, so nothing
+    // opened later (GLib's eventfd, a pipe to espvpn) takes descriptor 2 and gets stderr's text.
+    for (int fd = 0; fd <= 2; ++fd)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd) return 1;
     Options o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];

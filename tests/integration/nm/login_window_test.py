@@ -8,7 +8,8 @@ secrets the dialog hands to NetworkManager (classic protocol: key/value lines, t
   gp: tools/fake-gp-gateway: a wrong password (the portal refuses: asked again with the
       server's word), the password, an OTP round, the portal's gateway choice (drop-down:
       the second one); the cookie is for that gateway, the password (flags 0) comes back.
-  gp_cancel: Escape at the password prompt: no secrets, exit 1, espvpn gone.
+  gp_cancel: the dialog's stderr closed (as GNOME Shell runs it); Escape at the password prompt:
+      no secrets, exit 1, espvpn gone.
   gp_sso_cancel: a SAML portal and an external-browser profile: "continue in your browser", no
       field; Escape cancels.
   ac --url URL --password PW [--secrets-out FILE]: ocserv, from login_window_nm.sh (root,
@@ -104,10 +105,12 @@ class Desktop:
 
 
 class Dialog:
-    def __init__(self, dialog, espvpn, data, secrets=()):
+    def __init__(self, dialog, espvpn, data, secrets=(), close_stderr=False):
+        # close_stderr: as GNOME Shell runs a classic dialog (its stderr closed).
         self.proc = subprocess.Popen([dialog, "-u", str(uuid.uuid4()), "-n", "work", "-s", SERVICE, "-i",
                                       "--espvpn", espvpn], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True)
+                                     stderr=None if close_stderr else subprocess.PIPE, start_new_session=True,
+                                     preexec_fn=(lambda: os.close(2)) if close_stderr else None)
         req = "".join(f"DATA_KEY={k}\nDATA_VAL={v}\n\n" for k, v in data.items())
         req += "".join(f"SECRET_KEY={k}\nSECRET_VAL={v}\n\n" for k, v in secrets)
         self.proc.stdin.write((req + "DONE\n\n").encode())
@@ -131,7 +134,7 @@ class Dialog:
             pass
         rc = self.proc.wait(STEP_TIMEOUT)
         rest = self.proc.stdout.read() or b""
-        err = self.proc.stderr.read().decode(errors="replace")
+        err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
         return rc, out + rest, err
 
     def kill(self):
@@ -139,9 +142,10 @@ class Dialog:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-            os.set_blocking(self.proc.stderr.fileno(), False)
-            err = (self.proc.stderr.read() or b"").decode(errors="replace")
-            sys.stdout.write("---- dialog stderr ----\n" + err[-3000:] + "\n")
+            if self.proc.stderr:
+                os.set_blocking(self.proc.stderr.fileno(), False)
+                err = (self.proc.stderr.read() or b"").decode(errors="replace")
+                sys.stdout.write("---- dialog stderr ----\n" + err[-3000:] + "\n")
 
 
 def parse_reply(out):
@@ -327,9 +331,12 @@ def case_gp(screen, dialog_bin, espvpn):
 
 def case_gp_cancel(screen, dialog_bin, espvpn):
     with Fake() as f:
-        d = Dialog(dialog_bin, espvpn, gp_profile(f.url, **{"password-flags": "2"}))
+        # stderr closed, as GNOME Shell runs a classic dialog: the window works the same.
+        d = Dialog(dialog_bin, espvpn, gp_profile(f.url, **{"password-flags": "2"}), close_stderr=True)
         try:
             screen.field("password text", "Password:")
+            fd2 = os.readlink(f"/proc/{d.proc.pid}/fd/2")
+            check(fd2 == "/dev/null", f"its closed stderr is /dev/null, not a descriptor opened later ({fd2})")
             pids = subprocess.run(["pgrep", "-P", str(d.proc.pid)], capture_output=True, text=True).stdout.split()
             check(len(pids) == 1, "espvpn --authenticate runs under the dialog")
             screen.key("Escape")
