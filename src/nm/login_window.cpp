@@ -46,6 +46,7 @@ class Window {
 public:
     Window(const LoginWindowOptions& o, LoginFlow& flow) : o_(o), flow_(flow) {}
     ~Window() {
+        if (kill_timer_) g_source_remove(kill_timer_);
         stop_sources();
         if (!out_.empty()) explicit_bzero(out_.data(), out_.size());
     }
@@ -267,7 +268,14 @@ private:
         if (pid_ > 0) {
             cancelled_ = true;
             if (chan_ >= 0) write_all(chan_, std::string(prompt::kCancel) + "\n");
-            ::kill(pid_, SIGTERM);  // the run ends in on_exit
+            ::kill(pid_, SIGTERM);  // the run ends in on_exit; SIGKILL if it lingers 3 s
+            if (!kill_timer_)
+                kill_timer_ = g_timeout_add_seconds(3, +[](gpointer p) -> gboolean {
+                    auto* w = static_cast<Window*>(p);
+                    w->kill_timer_ = 0;
+                    if (w->pid_ > 0) ::kill(w->pid_, SIGKILL);
+                    return G_SOURCE_REMOVE;
+                }, this);
             return;
         }
         finished_ = true;
@@ -483,7 +491,7 @@ private:
     bool retry_ = false, cancelled_ = false, finished_ = false;
     pid_t pid_ = -1;
     int chan_ = -1, out_fd_ = -1, err_fd_ = -1;
-    guint chan_src_ = 0, out_src_ = 0, err_src_ = 0;
+    guint chan_src_ = 0, out_src_ = 0, err_src_ = 0, kill_timer_ = 0;
     std::string chan_buf_, out_, err_, error_;
     std::optional<std::map<std::string, Secret>> result_;
 };
