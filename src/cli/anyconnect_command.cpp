@@ -34,7 +34,7 @@ public:
         return {};
     }
     std::optional<int> use_cookie(const ClientOptions& options, std::string_view text) override;
-    std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+    std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, session::LoginPrompter& prompter,
                               const LoginInputs& inputs) override;
     http::Url server() const override { return auth_.server; }
     Secret cookie_text() const override { return anyconnect::cookie_text(auth_.webvpn); }
@@ -58,7 +58,7 @@ std::optional<int> AcCommand::use_cookie(const ClientOptions&, std::string_view 
     return std::nullopt;
 }
 
-std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+std::optional<int> AcCommand::log_in(ClientOptions& options, io::HttpsClient& https, session::LoginPrompter& prompter,
                                     const LoginInputs& inputs) {
     session::AcLoginSettings settings;
     settings.server = url_;

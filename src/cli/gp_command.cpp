@@ -53,7 +53,7 @@ public:
         return {};
     }
     std::optional<int> use_cookie(const ClientOptions& options, std::string_view text) override;
-    std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+    std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, session::LoginPrompter& prompter,
                               const LoginInputs& inputs) override;
     http::Url server() const override { return auth_.gateway; }
     http::Url login_server() const override { return target_.server; }
@@ -89,7 +89,7 @@ std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view 
     return std::nullopt;
 }
 
-std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& https, session::LoginPrompter& prompter,
                                     const LoginInputs& inputs) {
     session::GpLoginSettings settings;
     settings.target = target_;

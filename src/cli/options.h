@@ -33,6 +33,7 @@ struct ClientOptions {
     bool passwd_on_stdin = false;
     bool non_interactive = false;
     bool no_passwd = false;
+    int prompt_fd = -1;      // --prompt-fd N: prompts as records for a program (channel_prompter.h)
     std::string authgroup;
     std::string usergroup;   // GlobalProtect: portal | gateway; AnyConnect: URL path
     std::vector<std::string> form_entries;  // FORM:OPT=VALUE

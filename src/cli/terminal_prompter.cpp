@@ -62,6 +62,8 @@ void write_text(int fd, std::string_view text, std::string_view end) {
 
 Result<Secret> read_stdin_line(std::string_view what) { return read_line(0, what); }
 
+Result<Secret> read_fd_line(int fd, std::string_view what) { return read_line(fd, what); }
+
 Status TerminalPrompter::read_stdin_password() {
     if (!passwd_on_stdin_ || stdin_password_read_) return {};
     stdin_password_read_ = true;

@@ -35,5 +35,7 @@ private:
 // One line of standard input (without the newline) as a Secret, read byte by
 // byte so nothing after the line is consumed; an error at end of input.
 Result<Secret> read_stdin_line(std::string_view what);
+// The same from any descriptor (the prompt channel's answers).
+Result<Secret> read_fd_line(int fd, std::string_view what);
 
 }  // namespace espvpn::cli

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "src/cli/exit_codes.h"
+#include "src/cli/channel_prompter.h"
 #include "src/cli/https_settings.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/log/logger.h"
@@ -90,7 +91,13 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     }
     auto process = ProcessControl::prepare(options);  // early: a bad user or pid file fails before the login
     if (!process) return failed(process.error());
-    TerminalPrompter prompter(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
+    TerminalPrompter terminal(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
+    ChannelPrompter channel(options.prompt_fd, options.no_passwd);
+    if (options.prompt_fd >= 0) {
+        if (auto st = check_prompt_fd(options.prompt_fd); !st) return failed(st.error());
+    }
+    session::LoginPrompter& prompter = options.prompt_fd >= 0 ? static_cast<session::LoginPrompter&>(channel)
+                                                               : terminal;
     auto inputs = login_inputs(options);
     if (!inputs) return failed(inputs.error());
     if (auto st = ask_key_password_if_needed(options, prompter); !st) return failed(st.error());

@@ -31,7 +31,7 @@ public:
     // or from a login. nullopt when there is one, else the exit code (the error logged).
     virtual std::optional<int> use_cookie(const ClientOptions& options, std::string_view text) = 0;
     // `prompter` asks on the terminal (or reads --passwd-on-stdin); `inputs` are -F and --token-mode.
-    virtual std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, TerminalPrompter& prompter,
+    virtual std::optional<int> log_in(ClientOptions& options, io::HttpsClient& https, session::LoginPrompter& prompter,
                               const LoginInputs& inputs) = 0;
     // The server the session is on, and its cookie as openconnect prints it.
     virtual http::Url server() const = 0;

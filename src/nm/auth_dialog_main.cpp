@@ -24,6 +24,9 @@
 #include "src/nm/auth_dialog.h"
 #include "src/nm/libnm.h"
 #include "src/nm/service_names.h"
+#ifdef ESPVPN_NM_LOGIN_WINDOW
+#include "src/nm/login_window.h"
+#endif
 #include "src/nm/write_all.h"
 
 extern char** environ;
@@ -136,7 +139,38 @@ void wait_for_quit() {
     }
 }
 
+#ifdef ESPVPN_NM_LOGIN_WINDOW
+// The GTK window does the whole login through espvpn's prompt channel (login_window.h).
+int classic_window(const Options& o, const VpnSettings& settings) {
+    auto args = espvpn::nm::espvpn_authenticate_command(o.espvpn, settings, false, true);
+    if (!args) {
+        std::fprintf(stderr, "nm-espvpn-auth-dialog: %s\n", args.error().message.c_str());
+        return 1;
+    }
+    espvpn::nm::LoginWindowOptions w;
+    w.connection_name = o.name;
+    if (auto it = settings.data.find("gateway"); it != settings.data.end()) w.gateway = it->second;
+    w.argv = std::move(*args);
+    w.single_sign_on = espvpn::nm::is_sso_profile(settings);
+    espvpn::nm::LoginFlow flow(settings, o.reprompt);
+    auto secrets = espvpn::nm::run_login_window(w, flow);
+    if (!secrets) {
+        std::fprintf(stderr, "nm-espvpn-auth-dialog: login to %s: %s\n", o.name.c_str(),
+                     secrets.error().message.c_str());
+        return 1;
+    }
+    auto reply = espvpn::nm::classic_reply(*secrets);
+    if (!reply || !write_all(1, reply->reveal_text())) return 1;
+    wait_for_quit();
+    return 0;
+}
+#endif
+
 int classic(const Options& o, const VpnSettings& settings) {
+#ifdef ESPVPN_NM_LOGIN_WINDOW
+    // A person at a display (interaction allowed): the window asks whatever the server asks.
+    if (o.interactive && espvpn::nm::login_window_available()) return classic_window(o, settings);
+#endif
     const Secret* password = nullptr;
     if (auto it = settings.secrets.find("password"); it != settings.secrets.end() && !it->second.empty() &&
                                                       !o.reprompt)
@@ -187,6 +221,10 @@ int classic(const Options& o, const VpnSettings& settings) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // GNOME Shell runs the classic dialog with stderr closed: /dev/null stands in, so nothing
+    // opened later (GLib's eventfd, a pipe to espvpn) takes descriptor 2 and gets stderr's text.
+    for (int fd = 0; fd <= 2; ++fd)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd) return 1;
     Options o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];

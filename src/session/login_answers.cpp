@@ -66,10 +66,7 @@ Result<Secret> LoginAnswers::fill(const LoginField& field) {
         LOG_DEBUG << "form field " << field_name(field) << " from --form-entry";
         return Secret::from_string(*v);
     }
-    if (field.kind == LoginField::Kind::secret) return prompter_.ask_secret(field.label);
-    auto text = prompter_.ask_text(field.label);
-    if (!text) return text.error();
-    return Secret::from_string(*text);
+    return prompter_.ask_field(field);
 }
 
 Result<const LoginField::Choice*> LoginAnswers::choose(const LoginField& field, std::string_view preset) {
@@ -81,11 +78,11 @@ Result<const LoginField::Choice*> LoginAnswers::choose(const LoginField& field, 
         LOG_WARN << "--form-entry " << field_name(field) << "=" << *v << ": " << chosen.error().message;
     }
     if (field.choices.size() == 1) return &field.choices.front();
-    std::vector<std::string> labels;
-    for (const auto& c : field.choices) labels.push_back(c.label);
+    LoginField asked = field;
+    if (asked.label.empty()) asked.label = field.name + ":";
     // Asked again after an answer that matches nothing, as openconnect does (bounded).
     for (int attempt = 0; attempt < 5; ++attempt) {
-        auto answer = prompter_.ask_choice(field.label.empty() ? field.name + ":" : field.label, labels);
+        auto answer = prompter_.ask_select(asked);
         if (!answer)
             return make_error(answer.error().message + " (the form field " + field_name(field) + " offers [" +
                               labels_of(field) + "]: answer with --form-entry " + field_name(field) + "=CHOICE" +

@@ -48,6 +48,32 @@ public:
     }
     // A message the user must see (e.g. the SAML URL to open).
     virtual void show(std::string_view message) = 0;
+
+    // The field-aware forms a program's prompter (espvpn --prompt-fd) overrides to
+    // see the form, the field's name and kind; by default the prompts above.
+    virtual Result<Secret> ask_field(const LoginField& field) {
+        if (field.kind == LoginField::Kind::secret) return ask_secret(field.label);
+        auto text = ask_text(field.label);
+        if (!text) return text.error();
+        return Secret::from_string(*text);
+    }
+    virtual Result<std::string> ask_select(const LoginField& field) {
+        std::vector<std::string> labels;
+        for (const auto& c : field.choices) labels.push_back(c.label);
+        return ask_choice(field.label, labels);
+    }
+    // A banner the user accepts before the login goes on; an error when declined.
+    // A terminal shows it and goes on, as openconnect does.
+    virtual Status accept_banner(std::string_view text) {
+        show(text);
+        return {};
+    }
+    // The server's message with a form (error: it refused the last answers, e.g.
+    // "Login failed"). Logged by the login already; a window shows it beside the form.
+    virtual void form_message(std::string_view /*text*/, bool /*error*/) {}
+    // Whether a choice the login would make by itself (the portal's preferred
+    // gateway) is offered to the user, preselected: a window does, a terminal not.
+    virtual bool offers_defaults() const { return false; }
 };
 
 }  // namespace espvpn::session

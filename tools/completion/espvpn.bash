@@ -11,7 +11,7 @@ _espvpn() {
   local opts="--help -h --version -V --self-check --config --protocol --server
     --background -b --pid-file --setuid -U --stats-json --dry-run
     --verbose -v --quiet -q --timestamp --syslog -l --dump-http-traffic
-    --user -u --passwd-on-stdin --non-inter --no-passwd --authgroup --usergroup -g
+    --user -u --passwd-on-stdin --non-inter --no-passwd --prompt-fd --authgroup --usergroup -g
     --form-entry -F --cookie -C --cookie-on-stdin --authenticate --cookieonly --printcookie
     --os --csd-wrapper --hip-wrapper --csd-user --gateway-select --useragent --version-string
     --local-hostname --http-timeout --no-http-keepalive --servercert --cafile --no-system-trust
@@ -50,7 +50,7 @@ _espvpn() {
     --script|-s|--csd-wrapper|--hip-wrapper|--sso-browser)
       mapfile -t COMPREPLY < <(compgen -c -- "$cur"); return ;;
     --server|--user|-u|--authgroup|--form-entry|-F|--cookie|-C|--useragent|--version-string|\
-    --local-hostname|--http-timeout|--servercert|--resolve|--key-password|-p|--dtls-local-port|\
+    --local-hostname|--http-timeout|--prompt-fd|--servercert|--resolve|--key-password|-p|--dtls-local-port|\
     --reconnect-timeout|--force-dpd|--esp-retry-interval|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-mode|\
     --dtls-ciphers|--dtls12-ciphers|--gnutls-debug|--cert-expire-warning|-e|--http-auth|--force-trojan|\
     --external-browser|--sso-timeout|--sso-callback|--mca-key-password|--token-secret)

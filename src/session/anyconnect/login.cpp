@@ -336,10 +336,18 @@ Result<AcAuthenticated> AcLogin::run() {
                 return make_error("the form posts to another server (" + next->host + "), which espvpn does not follow");
             target = next->target;
         }
-        if (!reply->banner.empty()) prompter_.show(reply->banner);
-        if (!reply->error.empty()) LOG_WARN << "server: " << reply->error;
-        if (!reply->message.empty()) LOG_INFO << "server: " << reply->message;
+        if (!reply->banner.empty()) {
+            if (auto st = prompter_.accept_banner(reply->banner); !st) return st.error();
+        }
         bool login_failed = reply->message.rfind("Login failed", 0) == 0 || !reply->error.empty();
+        if (!reply->error.empty()) {
+            LOG_WARN << "server: " << reply->error;
+            prompter_.form_message(reply->error, true);
+        }
+        if (!reply->message.empty()) {
+            LOG_INFO << "server: " << reply->message;
+            prompter_.form_message(reply->message, login_failed);
+        }
         if (login_failed && ++failures >= 3)
             return make_error("the server rejected the credentials " + std::to_string(failures) + " times (" +
                               reply->message.substr(0, reply->message.find('\n')) + ")");
@@ -393,7 +401,9 @@ Result<AcAuthenticated> AcLogin::run() {
     LOG_DEBUG << "the session cookie: "
               << (!session_token_.empty() && cookie->equals(session_token_) ? "the server's <session-token>"
                                                                              : "the webvpn cookie the server set");
-    if (!done.banner.empty()) prompter_.show(done.banner);
+    if (!done.banner.empty()) {
+        if (auto st = prompter_.accept_banner(done.banner); !st) return st.error();
+    }
     LOG_INFO << "logged in to " << s_.server.host << (group_.empty() ? "" : " (group " + group_ + ")");
     return done;
 }

@@ -346,6 +346,15 @@ Result<http::Url> GpLogin::choose_gateway(const gp::GpPortalConfig& config, cons
         }
         if (!chosen) LOG_WARN << "no gateway answered the latency probe; using the portal's priority order";
     }
+    if (!chosen && gateways.size() > 1 && prompter_.offers_defaults()) {
+        // A window offers the list, the preferred gateway first (openconnect's "_portal" form).
+        LoginField field{LoginField::Kind::select, "_portal", "gateway", "Gateway:", {}, false};
+        for (const auto& g : gateways) field.choices.push_back({g.address, label(g)});
+        auto picked = answers_.choose(field);
+        if (!picked) return picked.error();
+        for (const auto& g : gateways)
+            if (g.address == (*picked)->value) chosen = &g;
+    }
     if (!chosen) chosen = &gateways.front();
     LOG_INFO << "gateway: " << label(*chosen) << " (" << gateways.size() << " offered)";
     auto url = http::parse_url(chosen->address);

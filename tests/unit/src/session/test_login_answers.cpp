@@ -169,3 +169,40 @@ TEST_CASE("soft token: HOTP @FILE gets the next counter written back, in its own
     ::unlink(path.c_str());
     ::rmdir(dir);
 }
+
+namespace {
+
+// A program's prompter (espvpn --prompt-fd): sees the whole field, not only its label.
+struct FieldPrompter : ScriptedPrompter {
+    std::vector<LoginField> fields;
+    Result<Secret> ask_field(const LoginField& f) override {
+        fields.push_back(f);
+        return Secret::from_string("typed");
+    }
+    Result<std::string> ask_select(const LoginField& f) override {
+        fields.push_back(f);
+        return std::string("grou");  // a prefix: matched as any answer is
+    }
+};
+
+}  // namespace
+
+TEST_CASE("LoginAnswers: a prompter that wants fields gets the form, the name and the kind") {
+    FieldPrompter p;
+    LoginAnswers answers(p, {}, nullptr);
+    auto secret = answers.fill({LoginField::Kind::secret, "_challenge", "passwd", "Code:", {}, false});
+    REQUIRE(secret);
+    CHECK(text(secret) == "typed");
+    auto f = group_list();
+    f.label.clear();  // unlabelled: asked by its name
+    auto chosen = answers.choose(f);
+    REQUIRE(chosen);
+    CHECK((*chosen)->value == "group2");
+    REQUIRE(p.fields.size() == 2);
+    CHECK(p.fields[0].form == "_challenge");
+    CHECK(p.fields[0].kind == LoginField::Kind::secret);
+    CHECK(p.fields[1].name == "group_list");
+    CHECK(p.fields[1].label == "group_list:");
+    CHECK(p.fields[1].choices.size() == 2);
+    CHECK(p.asked.empty());  // nothing through the label-only prompts
+}
