@@ -464,7 +464,10 @@ outer_v6_openconnect)
   echo "RESULT outer_v6_openconnect: openconnect 9.01 logged in over IPv6, ESP established to [$gw_ip6]:4501, ping through it; tun MTU $oc_mtu, espvpn's the same"
   ;;
 hip)
-  hip_interval=4 hip_grace=4
+  # GP_HIP_INTERVAL: another portal interval (e.g. 60, which a client that rejects short
+  # intervals at the login accepts: the test against such a binary then takes minutes).
+  hip_interval=${GP_HIP_INTERVAL:-4} hip_grace=4
+  hip_period=$((hip_interval > 120 ? hip_interval - 60 : hip_interval / 2))
   hip_gateway() { gateway_up aes-128-gcm --hip-interval $hip_interval "$@" || fail "fake gateway did not start"; }
   # Three intervals and the grace, then the verdict (a client that reported only at the login
   # has been cut off for 6 s by then). Prints how many pings (one each 0.5 s) were answered.
@@ -488,7 +491,8 @@ hip)
   reports=$(json "$work/fake-stats.json" 'd["hip_reports"]')
   gaps=$(json "$work/fake-stats.json" '" ".join("%g" % g for g in d["hip_report_gaps"])')
   ((reports >= 4)) || fail "only $reports HIP reports in three intervals"
-  grep -q "HIP: checking again every 2 s" "$work/espvpn.log" || fail "not logged: the HIP period from the portal's interval"
+  [[ -n ${GP_HIP_INTERVAL:-} ]] && { stop; echo "RESULT hip enforcing ($hip_interval s): $reports reports, gaps $gaps s"; exit 0; }
+  grep -q "HIP: checking again every $hip_period s" "$work/espvpn.log" || fail "not logged: the HIP period from the portal's interval"
   stop
   echo "RESULT hip enforcing: interval ${hip_interval} s + grace ${hip_grace} s: tunnel kept across three intervals," \
        "$reports reports (gaps $gaps s), $pings pings answered meanwhile, no session ended"
