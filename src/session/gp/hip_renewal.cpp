@@ -1,5 +1,10 @@
 #include "src/session/gp/hip_renewal.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "src/log/logger.h"
@@ -81,6 +86,12 @@ std::string HipRenewal::rejection() const {
 }
 
 void HipRenewal::run() {
+    // Background work: never at a real-time priority the process may run with (chrt), and
+    // niced, so neither the TLS handshake nor the wrapper (which inherits both) competes with
+    // the datapath threads for a core. Lowering a thread's own priority needs no privilege.
+    sched_param normal{};
+    pthread_setschedparam(pthread_self(), SCHED_OTHER, &normal);
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
     io::HttpsClient& https = plan_.gateway->https();
     https.set_cancel_fd(cancel_.fd());
     // A check takes no longer than its period (it would miss its turn anyway), within 5-30 s.

@@ -19,7 +19,8 @@
 #   native_https: espvpn --no-dtls and openconnect --no-dtls through tools/https-tunnel-gateway
 #           (the HTTPS tunnel's gateway end on the project's TLS pump) in front of the fake
 #   rekey:  gateway lifetime 6 s, so espvpn rekeys every 3 s: >= 3 rekeys during a
-#           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted
+#           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted; a HIP
+#           check after each rekey
 #   sigusr2: SIGUSR2 on ESP: new keys by a getconfig (no new login), the probe again and
 #           answered, ESP kept; then a gateway with no gw-address (nothing to probe): ESP is
 #           assumed up and stays up across SIGUSR2 (no HTTPS fallback after the probe timeout)
@@ -327,6 +328,9 @@ rekey)
   echo "RESULT rekeys=$rekeys $(cat "$work/stream.out")"
   [[ $rekeys -ge 3 ]] || fail "only $rekeys rekeys in 12 s"
   $py -c "import sys; sys.exit(0 if float('$gap') < 50 else 1)" || fail "largest gap ${gap} ms >= 50 ms"
+  # Each rekey's getconfig is followed by a HIP check (its own thread: the gap above includes it).
+  stats_until "$work/fake-stats.json" "d['hip_checks'] >= $rekeys + 1" 15 ||
+    fail "HIP checks: $(json "$work/fake-stats.json" 'd["hip_checks"]') after $rekeys rekeys (one per rekey expected, and the login's)"
   stop
   ;;
 outer_v6_esp)
