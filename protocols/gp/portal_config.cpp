@@ -96,9 +96,11 @@ Result<GpPortalConfig> parse_portal_config(const xml::Document& doc) {
         return make_error("portal config lists no external gateway (policy/gateways/external/list)");
     if (auto v = p.child_text("hip-collection/hip-report-interval"); v && !v->empty()) {
         auto n = parse_int(*v);
-        if (!n || *n < 60 || *n > 7 * 86400)
+        // Any number of seconds up to a week (0: none set); a short one only makes the checks
+        // frequent (session/gp/hip_renewal.h), it must not cost the login.
+        if (!n || *n < 0 || *n > 7 * 86400)
             return make_error("portal config: hip-report-interval \"" + *v +
-                              "\" is not between 60 and 604800 seconds");
+                              "\" is not between 0 and 604800 seconds");
         c.hip_report_interval = static_cast<unsigned>(*n);
     }
     for (xml::Node m : p.child("hip-collection/default/category").children("member"))

@@ -93,6 +93,11 @@ int AcCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
     t.user_agent = user_agent(options);
     t.dtls_ciphers = options.dtls_ciphers;
     t.dtls12_ciphers = options.dtls12_ciphers;
+    // openconnect 9.01 keeps the interval for GlobalProtect's HIP and Juniper's TNCC; its
+    // AnyConnect runs the CSD host scan once per login and never again: so does espvpn.
+    if (options.force_trojan_s > 0)
+        LOG_INFO << "--force-trojan: AnyConnect runs the CSD host scan once, at the login (as openconnect does); "
+                    "there is nothing to repeat";
     if (!options.dry_run) process.background();  // -b: from here on, the daemon child
     auto end = session::run_ac_tunnel(https, auth_, t);
     if (!end) {

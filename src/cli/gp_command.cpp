@@ -146,8 +146,34 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
     if (rc == kExitOk && options.dry_run) {
         LOG_INFO << "dry run: not opening the tunnel; logging out";
     } else if (rc == kExitOk) {
+        // The periodic HIP check (hip_renewal.h) on a connection of its own: the session's
+        // attempts use `https` on their thread meanwhile.
+        auto hip_https = io::HttpsClient::create(https_config(options));
+        if (!hip_https) {
+            LOG_ERROR << hip_https.error().message;
+            return kExitError;
+        }
+        session::GpRequestSender hip_sender(*hip_https, options.useragent.empty() ? std::string(gp::kUserAgent) : options.useragent,
+                                            options.dump_http_traffic);
+        session::GpGatewaySession hip_gateway = gateway.with_sender(hip_sender);
+        session::HipRenewalPlan hip;
+        hip.gateway = &hip_gateway;
+        hip.hip = {options.csd_wrapper, options.csd_user};
+        const unsigned period =
+            session::hip_period_s(static_cast<unsigned>(options.force_trojan_s), auth_.hip_report_interval,
+                                  setup->hip_report_interval_s);
+        hip.period = std::chrono::seconds(period);
+        if (options.force_trojan_s > 0) {
+            if (auth_.hip_report_interval)
+                LOG_INFO << "HIP: --force-trojan=" << options.force_trojan_s << " overrides the portal's interval of "
+                         << *auth_.hip_report_interval << " s";
+        } else if (auth_.hip_report_interval || setup->hip_report_interval_s) {
+            LOG_INFO << "HIP: the " << (auth_.hip_report_interval ? "portal" : "gateway") << " sets a report interval of "
+                     << (auth_.hip_report_interval ? *auth_.hip_report_interval : setup->hip_report_interval_s) << " s";
+        }
         process.background();  // -b: from here on, the daemon child
-        auto end = session::run_gp_tunnel(*setup, t, gateway, logged_out);
+        auto end = session::run_gp_tunnel(*setup, t, gateway, logged_out, &hip);
+        hip_https->close_all();
         if (!end) {
             LOG_ERROR << end.error().message;
             rc = kExitError;

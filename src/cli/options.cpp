@@ -171,6 +171,9 @@ const std::vector<OptionSpec>& option_table() {
          SET_STRING(csd_wrapper)},
         {"hip-wrapper", 0, Arg::required, "Trojan binary (CSD) execution", nullptr, SET_STRING(csd_wrapper)},
         {"csd-user", 0, Arg::required, "Trojan binary (CSD) execution", "run the HIP program as USER", SET_STRING(csd_user)},
+        {"force-trojan", 0, Arg::required, "Trojan binary (CSD) execution",
+         "GlobalProtect: run the HIP check every SECONDS (default: the portal's interval, else 3600)",
+         SET_INT(force_trojan_s, "force-trojan", 0, 86400 * 7)},
         {"token-mode", 0, Arg::required, "Authentication", "software token type: totp or hotp (with --token-secret)",
          [](ClientOptions& o, const char* v) -> Status {
              std::string m = v;
@@ -343,8 +346,6 @@ const std::vector<OptionSpec>& option_table() {
                 "ciphers"),
         refused("http-auth", 0, Arg::required, "Authentication",
                 "espvpn does not answer HTTP 401 authentication from the VPN server (form logins only)"),
-        refused("force-trojan", 0, Arg::required, "Trojan binary (CSD) execution",
-                "espvpn runs the HIP check once per login, not periodically"),
         {"mca-certificate", 0, Arg::required, "Multiple certificate authentication (MCA)",
          "AnyConnect: the second (user) certificate, PEM or PKCS#12", SET_STRING(mca_certificate)},
         {"mca-key", 0, Arg::required, "Multiple certificate authentication (MCA)",
@@ -542,7 +543,7 @@ const char* metavar(std::string_view name) {
         {"config", "FILE"}, {"protocol", "PROTO"}, {"server", "URL"}, {"pid-file", "FILE"},
         {"setuid", "USER"}, {"stats-json", "FILE"}, {"user", "NAME"}, {"authgroup", "GROUP"},
         {"usergroup", "GROUP"}, {"form-entry", "FORM:OPT=VALUE"}, {"cookie", "COOKIE"},
-        {"os", "OS"}, {"token-mode", "MODE"}, {"token-secret", "SECRET"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"gateway-select", "HOW"},
+        {"os", "OS"}, {"token-mode", "MODE"}, {"token-secret", "SECRET"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"force-trojan", "SECONDS"}, {"gateway-select", "HOW"},
         {"sso-browser", "COMMAND"},
         {"useragent", "STRING"}, {"version-string", "STRING"}, {"local-hostname", "NAME"}, {"http-timeout", "SECONDS"},
         {"servercert", "PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},

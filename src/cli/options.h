@@ -43,6 +43,7 @@ struct ClientOptions {
     std::string os = "linux-64";
     std::string csd_wrapper;  // GlobalProtect HIP report program
     std::string csd_user;
+    int force_trojan_s = 0;   // --force-trojan: GP HIP check interval (0: the portal's or 3600 s)
     bool gateway_by_latency = false;  // --gateway-select=latency (espvpn extension)
     std::string sso_browser;  // --sso-browser=COMMAND: the driven browser ("" = none)
     std::string token_mode;   // --token-mode: "totp" or "hotp" ("" = none)

@@ -44,6 +44,7 @@ Result<std::string> run_for_output(const ProgramRun& run) {
     pid_t pid = ::fork();
     if (pid < 0) return make_error(std::string("fork: ") + std::strerror(errno));
     if (pid == 0) {
+        ::setpgid(0, 0);  // its own group: a timeout or cancel kills what it started too
         ::dup2(out_w.get(), 1);
         ::dup2(err_w.get(), 2);
         int devnull = ::open("/dev/null", O_RDONLY);
@@ -58,9 +59,9 @@ Result<std::string> run_for_output(const ProgramRun& run) {
     err_w.reset();
 
     std::string output, errors;
-    bool too_big = false, timed_out = false;
+    bool too_big = false, timed_out = false, cancelled = false;
     const auto deadline = std::chrono::steady_clock::now() + run.timeout;
-    pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+    pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {run.cancel_fd, POLLIN, 0}};
     int open_fds = 2;
     while (open_fds > 0) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -68,9 +69,13 @@ Result<std::string> run_for_output(const ProgramRun& run) {
             timed_out = true;
             break;
         }
-        int n = ::poll(fds, 2, static_cast<int>(left.count()));
+        int n = ::poll(fds, 3, static_cast<int>(left.count()));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) continue;
+        if (fds[2].revents & POLLIN) {
+            cancelled = true;
+            break;
+        }
         for (int i = 0; i < 2; ++i) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             char buf[4096];
@@ -88,11 +93,16 @@ Result<std::string> run_for_output(const ProgramRun& run) {
         }
         if (too_big) break;
     }
-    if (timed_out || too_big) ::kill(pid, SIGKILL);
+    if (timed_out || too_big || cancelled) {
+        ::kill(-pid, SIGKILL);  // the group (if the child got to make it) and the child
+        ::kill(pid, SIGKILL);
+    }
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    while (!errors.empty() && (errors.back() == '\n' || errors.back() == '\r' || errors.back() == ' ')) errors.pop_back();
     const std::string tail = errors.empty() ? "" : ": " + errors.substr(errors.size() > 300 ? errors.size() - 300 : 0);
+    if (cancelled) return make_error(run.program + " stopped: cancelled");
     if (timed_out)
         return make_error(run.program + " did not finish within " + std::to_string(run.timeout.count()) + " ms");
     if (too_big) return make_error(run.program + " printed more than " + std::to_string(run.max_output) + " bytes");

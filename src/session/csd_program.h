@@ -20,6 +20,7 @@ struct ProgramRun {
     std::string run_as_user;             // empty: as ourselves
     std::chrono::milliseconds timeout{30000};
     std::size_t max_output = 1 << 20;
+    int cancel_fd = -1;  // readable: the program is killed, the run ends with an error
 };
 
 // stdout of the program if it exits 0 in time; otherwise an error naming why

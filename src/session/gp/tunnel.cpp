@@ -95,8 +95,9 @@ struct GpTimers {
 // session's tun, getconfig rekeys, ESP retries from the HTTPS tunnel.
 class GpDriver final : public SessionDriver {
 public:
-    GpDriver(const GpTunnelSetup& setup, const TunnelOptions& options, GpGatewaySession& gateway, Status& logout)
-        : setup_(setup), o_(options), gateway_(gateway), logout_(logout), timers_(options.force_dpd_s) {}
+    GpDriver(const GpTunnelSetup& setup, const TunnelOptions& options, GpGatewaySession& gateway, Status& logout,
+             const HipRenewalPlan* hip)
+        : setup_(setup), o_(options), gateway_(gateway), logout_(logout), timers_(options.force_dpd_s), hip_plan_(hip) {}
 
     Result<Prepared> prepare() override;
     Result<std::optional<LinkEvent>> start(host::TunnelHost& host) override;
@@ -106,19 +107,33 @@ public:
         return {[this] { return stats().to_json(); }, [this] { return stats().to_text(); }};
     }
     std::vector<LinkEvent> step(Clock::time_point now, const SessionControl& control) override {
+        if (hip_ && hip_->cookie_rejected()) {
+            LOG_ERROR << hip_->rejection();
+            hip_.reset();
+            return {LinkEvent::ended(TunnelEnd::cookie_rejected, "the gateway refused the session cookie (HIP check)")};
+        }
         const bool attempting = control.attempt_in_flight();
         if (esp_) return step_esp(now, attempting);
         if (https_) return step_https(now, attempting);
         return {};  // no link: the core makes the attempts
     }
     std::unique_ptr<LinkAttempt> begin_attempt(AttemptPurpose purpose) override;
-    AttemptResult finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string& why) override;
+    AttemptResult finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string&) override {
+        AttemptResult r = adopt_attempt(purpose, in_outage);
+        // Every new getconfig (reconnect, rekey, ESP retry) is followed by the HIP check, as
+        // openconnect's does after each of its getconfigs.
+        if (hip_ && fetched_ && *fetched_ && r.kind != AttemptResult::Kind::cookie_rejected)
+            hip_->renew_now(purpose == AttemptPurpose::reconnect ? "after the reconnect" : "after the new configuration",
+                            (*fetched_)->config.ip4_address, (*fetched_)->config.ip6_address);
+        return r;
+    }
     void drop_link() override {
         prober_.reset();
         stop_esp();
         stop_https();
     }
     void stop() override {
+        hip_.reset();  // a check in flight is cancelled, not awaited
         drop_link();
         udp_.reset();
     }
@@ -139,6 +154,7 @@ public:
     }
     // Not during an outage: a blackholed gateway would hold the exit for its timeout.
     void logout() override {
+        hip_.reset();  // no check after (or racing) the logout
         if (transport() != Transport::none) logout_ = gateway_.logout();
         else LOG_WARN << "no connection to the gateway: logout not sent (the gateway ends the session after its "
                          "cookie timeout)";
@@ -240,6 +256,8 @@ private:
     // A prober on new keys while the HTTPS tunnel carries the traffic.
     AttemptResult begin_esp_retry(const GpTunnelSetup& fresh, Clock::time_point now);
     AttemptResult reconnect(Result<GpTunnelSetup> fresh);
+    // The attempt's result taken into the links.
+    AttemptResult adopt_attempt(AttemptPurpose purpose, bool in_outage);
     // Kept-alive TLS connections to the gateway may be stale after a loss (from a source
     // address that is gone: a request on one would hang until its timeout).
     void forget_connections() { gateway_.https().close_all(); }
@@ -294,6 +312,9 @@ private:
     std::optional<Result<std::unique_ptr<io::TlsStream>>> stream_;
     bool attempt_cookie_rejected_ = false;
     std::string fallback_reason_;  // the HTTPS tunnel is being connected because of this
+
+    const HipRenewalPlan* hip_plan_;  // null: no periodic HIP
+    std::unique_ptr<HipRenewal> hip_;
 };
 
 Result<std::unique_ptr<io::TlsStream>> GpDriver::connect_https(bool& cookie_rejected) const {
@@ -494,7 +515,7 @@ AttemptResult GpDriver::reconnect(Result<GpTunnelSetup> fresh) {
     return AttemptResult::opened("over ESP", kSinceLost, connected_);  // no probe address: assumed up
 }
 
-AttemptResult GpDriver::finish_attempt(AttemptPurpose purpose, bool in_outage, const std::string&) {
+AttemptResult GpDriver::adopt_attempt(AttemptPurpose purpose, bool in_outage) {
     if (fetched_ && *fetched_) new_config_ = (*fetched_)->config;
     if (attempt_cookie_rejected_) {
         return AttemptResult::of(AttemptResult::Kind::cookie_rejected,
@@ -575,6 +596,8 @@ Result<SessionDriver::Prepared> GpDriver::prepare() {
 
 Result<std::optional<LinkEvent>> GpDriver::start(host::TunnelHost& host) {
     tun_ = &host.tun();
+    if (hip_plan_ && !o_.dry_run)
+        hip_ = std::make_unique<HipRenewal>(*hip_plan_, setup_.config.ip4_address, setup_.config.ip6_address);
     if (first_esp_) {
         esp_options_.max_inner_size = esp_options_.tun_mtu = static_cast<std::size_t>(mtu_);
         if (Status s = start_esp_on(*first_esp_, false); !s) return s.error();
@@ -597,8 +620,8 @@ Result<std::optional<LinkEvent>> GpDriver::start(host::TunnelHost& host) {
 }  // namespace
 
 Result<TunnelEnd> run_gp_tunnel(const GpTunnelSetup& setup, const TunnelOptions& options, GpGatewaySession& gateway,
-                                Status& logout) {
-    GpDriver driver(setup, options, gateway, logout);
+                                Status& logout, const HipRenewalPlan* hip) {
+    GpDriver driver(setup, options, gateway, logout, hip);
     return run_tunnel_session(driver, options);
 }
 

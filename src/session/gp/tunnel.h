@@ -20,6 +20,7 @@
 #pragma once
 
 #include "protocols/base/result.h"
+#include "src/session/gp/hip_renewal.h"
 #include "src/session/gp/tunnel_setup.h"
 #include "src/session/tunnel_session.h"
 
@@ -30,7 +31,8 @@ namespace espvpn::session {
 // TunnelEnd with the reason logged. `gateway` makes every later getconfig and
 // TLS connection (its HttpsClient's kept-alive one first); a logout on
 // SIGINT/SIGTERM while a transport runs leaves its outcome in `logout`.
+// `hip`: the periodic HIP check (hip_renewal.h) while the tunnel runs; null: none.
 Result<TunnelEnd> run_gp_tunnel(const GpTunnelSetup& setup, const TunnelOptions& options, GpGatewaySession& gateway,
-                                Status& logout);
+                                Status& logout, const HipRenewalPlan* hip = nullptr);
 
 }  // namespace espvpn::session

@@ -21,6 +21,7 @@ GpTunnelSetup map_gp_tunnel_config(gp::GpTunnelConfig gp, const std::string& pee
     if (!esp_address.empty() && esp_address != peer_address) c.direct_udp_address = esp_address;
     setup.https_tunnel_path = gp.ssl_tunnel_url;
     setup.cookie_lifetime_s = gp.lifetime;
+    setup.hip_report_interval_s = gp.hip_report_interval;
     if (gp.ipsec && esp_address.empty()) {
         LOG_INFO << "no address for ESP to the gateway: HTTPS tunnel only";
     } else if (gp.ipsec) {
@@ -79,6 +80,7 @@ Result<std::string> GpGatewaySession::report_from_wrapper(const GpHipSettings& h
     run.extra_env = {"APP_VERSION=" + client_.app_version};
     run.run_as_user = hip.csd_user;
     run.timeout = hip.wrapper_timeout;
+    run.cancel_fd = hip.cancel_fd;
     auto out = run_for_output(run);
     if (!out) return make_error("HIP report program: " + out.error().message);
     if (out->find("<hip-report") == std::string::npos)
@@ -86,9 +88,7 @@ Result<std::string> GpGatewaySession::report_from_wrapper(const GpHipSettings& h
     return out;
 }
 
-Result<bool> GpGatewaySession::check_hip(const GpTunnelSetup& setup, const GpHipSettings& hip) {
-    const std::string& ip = setup.config.ip4_address;
-    const std::string& ip6 = setup.config.ip6_address;
+Result<bool> GpGatewaySession::check_hip(const std::string& ip, const std::string& ip6, const GpHipSettings& hip) {
     const std::string md5 = gp::hip_report_md5(cookie_);
     auto needed = exchange(gp::hip_check_request(cookie_, ip, ip6, md5), gp::parse_hip_check_reply, "hipreportcheck");
     if (!needed) return needed.error();

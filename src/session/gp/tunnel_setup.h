@@ -33,6 +33,7 @@ struct GpTunnelSetup {
     std::optional<GpEspSetup> esp;   // absent: the gateway offers no ESP (HTTPS tunnel only)
     std::string https_tunnel_path;   // ssl-tunnel-url
     unsigned cookie_lifetime_s = 0;
+    unsigned hip_report_interval_s = 0;  // getconfig's hip-report-interval (0: not given)
 };
 
 // A parsed getconfig (its TunnelConfig already filled by the parser) with where we reached
@@ -48,6 +49,7 @@ struct GpHipSettings {
     std::string csd_wrapper;   // --csd-wrapper: program that prints the report XML
     std::string csd_user;      // run it as this user (when we are root)
     std::chrono::seconds wrapper_timeout{30};
+    int cancel_fd = -1;        // readable: the wrapper is killed and the check ends (hip_renewal.h)
 };
 
 class GpGatewaySession {
@@ -60,7 +62,15 @@ public:
     Result<GpTunnelSetup> fetch_config();
     // hipreportcheck.esp; when the gateway wants a report, sends one. Returns
     // whether a report was sent.
-    Result<bool> check_hip(const GpTunnelSetup& setup, const GpHipSettings& hip);
+    Result<bool> check_hip(const GpTunnelSetup& setup, const GpHipSettings& hip) {
+        return check_hip(setup.config.ip4_address, setup.config.ip6_address, hip);
+    }
+    // The same with the tunnel addresses the last getconfig gave.
+    Result<bool> check_hip(const std::string& ip, const std::string& ip6, const GpHipSettings& hip);
+    // The same session on another HTTPS client (the periodic HIP thread's own connection).
+    GpGatewaySession with_sender(GpRequestSender& sender) const {
+        return GpGatewaySession(sender, gateway_, cookie_.clone(), client_);
+    }
     Status logout();
 
     bool cookie_rejected() const { return cookie_rejected_; }

@@ -19,7 +19,8 @@
 #   native_https: espvpn --no-dtls and openconnect --no-dtls through tools/https-tunnel-gateway
 #           (the HTTPS tunnel's gateway end on the project's TLS pump) in front of the fake
 #   rekey:  gateway lifetime 6 s, so espvpn rekeys every 3 s: >= 3 rekeys during a
-#           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted
+#           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted; a HIP
+#           check after each rekey
 #   sigusr2: SIGUSR2 on ESP: new keys by a getconfig (no new login), the probe again and
 #           answered, ESP kept; then a gateway with no gw-address (nothing to probe): ESP is
 #           assumed up and stays up across SIGUSR2 (no HTTPS fallback after the probe timeout)
@@ -42,6 +43,16 @@
 #           nothing of ours left)
 #   outer_v6_openconnect: openconnect 9.01 --protocol=gp to the same v6 gateway: ESP established,
 #           ping through it (the gateway side of the v6 tests is right)
+#   hip:    a gateway that enforces HIP (fake --hip-enforce: a session whose last report is older
+#           than the portal's hip-report-interval, 4 s, + 4 s of grace is ended and its ESP keys
+#           revoked): espvpn renews the report every 2 s and keeps the tunnel (ping through it)
+#           across three intervals, no session ended (a client that reports only at the login is
+#           cut off 8 s after it); then a --csd-wrapper that fails once and hangs once (killed at
+#           its 5 s timeout): both logged, retried, the tunnel stays up; SIGINT while the wrapper
+#           hangs: the check is cancelled, the wrapper killed, logout, exit 0
+#   hip_openconnect: openconnect 9.01 and espvpn, the same command line (--force-trojan=2
+#           --csd-wrapper=openconnect's hipreport.sh), each against the enforcing gateway: both
+#           keep the tunnel across three intervals
 # shellcheck source=../gp_test_head.sh
 . "$(dirname "$0")/../gp_test_head.sh" gp-tunnel "$@"
 say() { [[ $mode == demo ]] && printf '\n== %s\n' "$*" || true; }
@@ -317,6 +328,9 @@ rekey)
   echo "RESULT rekeys=$rekeys $(cat "$work/stream.out")"
   [[ $rekeys -ge 3 ]] || fail "only $rekeys rekeys in 12 s"
   $py -c "import sys; sys.exit(0 if float('$gap') < 50 else 1)" || fail "largest gap ${gap} ms >= 50 ms"
+  # Each rekey's getconfig is followed by a HIP check (its own thread: the gap above includes it).
+  stats_until "$work/fake-stats.json" "d['hip_checks'] >= $rekeys + 1" 15 ||
+    fail "HIP checks: $(json "$work/fake-stats.json" 'd["hip_checks"]') after $rekeys rekeys (one per rekey expected, and the login's)"
   stop
   ;;
 outer_v6_esp)
@@ -452,6 +466,98 @@ outer_v6_openconnect)
   stop
   [[ $oc_mtu == "$our_mtu" ]] || fail "tun MTU over IPv6 with CBC+SHA1: openconnect $oc_mtu, espvpn $our_mtu"
   echo "RESULT outer_v6_openconnect: openconnect 9.01 logged in over IPv6, ESP established to [$gw_ip6]:4501, ping through it; tun MTU $oc_mtu, espvpn's the same"
+  ;;
+hip)
+  # GP_HIP_INTERVAL: another portal interval (e.g. 60, which a client that rejects short
+  # intervals at the login accepts: the test against such a binary then takes minutes).
+  hip_interval=${GP_HIP_INTERVAL:-4} hip_grace=4
+  hip_period=$((hip_interval > 120 ? hip_interval - 60 : hip_interval / 2))
+  hip_gateway() { gateway_up aes-128-gcm --hip-interval $hip_interval "$@" || fail "fake gateway did not start"; }
+  # Three intervals and the grace, then the verdict (a client that reported only at the login
+  # has been cut off for 6 s by then). Prints how many pings (one each 0.5 s) were answered.
+  hip_across() {
+    local pings=0 end=$((SECONDS + 3 * hip_interval + hip_grace + 2))
+    while ((SECONDS < end)); do
+      ip netns exec "$nsc" ping -c 1 -W 1 $lan_ip >/dev/null 2>&1 && pings=$((pings + 1))
+      sleep 0.5
+    done
+    kill -0 "$client_pid" 2>/dev/null || fail "$1: espvpn exited"
+    [[ $(json "$work/fake-stats.json" 'd["hip_enforced_ends"]') -eq 0 ]] ||
+      fail "$1: the gateway ended the session (HIP report late; gaps: $(json "$work/fake-stats.json" 'd["hip_report_gaps"]'))"
+    ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "$1: ping through the tunnel after three intervals"
+    echo "$pings"
+  }
+  hip_gateway --hip-enforce $hip_grace
+  client_args=(--timestamp)
+  launch
+  wait_for "$work/espvpn.log" "ESP connected" 30 "$client_pid" || fail "espvpn did not bring ESP up"
+  pings=$(hip_across "enforcing gateway") || { echo "$pings"; exit 1; }
+  reports=$(json "$work/fake-stats.json" 'd["hip_reports"]')
+  gaps=$(json "$work/fake-stats.json" '" ".join("%g" % g for g in d["hip_report_gaps"])')
+  ((reports >= 4)) || fail "only $reports HIP reports in three intervals"
+  [[ -n ${GP_HIP_INTERVAL:-} ]] && { stop; echo "RESULT hip enforcing ($hip_interval s): $reports reports, gaps $gaps s"; exit 0; }
+  grep -q "HIP: checking again every $hip_period s" "$work/espvpn.log" || fail "not logged: the HIP period from the portal's interval"
+  stop
+  echo "RESULT hip enforcing: interval ${hip_interval} s + grace ${hip_grace} s: tunnel kept across three intervals," \
+       "$reports reports (gaps $gaps s), $pings pings answered meanwhile, no session ended"
+
+  # A wrapper that fails once (exit 3), then hangs once (past its 5 s timeout), then works;
+  # while $work/hang exists it hangs again (writing its pid to $work/hang.pid first).
+  cat >"$work/hip-wrapper" <<WRAPPER
+#!/bin/sh
+n=\$((\$(cat "$work/hip-calls" 2>/dev/null || echo 0) + 1)); echo \$n >"$work/hip-calls"
+[ \$n -eq 2 ] && { echo "wrapper: simulated failure" >&2; exit 3; }
+if [ \$n -eq 3 ] || [ -e "$work/hang" ]; then echo \$\$ >"$work/hang.pid"; exec sleep 300; fi
+exec /usr/libexec/openconnect/hipreport.sh "\$@"
+WRAPPER
+  chmod 755 "$work/hip-wrapper"
+  rm -f "$work/hip-calls" "$work/hang" "$work/hang.pid"
+  hip_gateway --hip-enforce 1000  # every check asks for a report; no session is ended here
+  client_args=(--timestamp --csd-wrapper "$work/hip-wrapper")
+  launch
+  wait_for "$work/espvpn.log" "ESP connected" 30 "$client_pid" || fail "espvpn did not bring ESP up (wrapper)"
+  stats_until "$work/fake-stats.json" 'd["hip_reports"] >= 3' 60 || fail "no report after the failing and hanging wrapper"
+  kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited while the wrapper failed"
+  grep -q "exited with status 3: wrapper: simulated failure.*; trying again in" "$work/espvpn.log" ||
+    fail "the failing wrapper: not logged and retried"
+  grep -q "did not finish within 5000 ms; trying again in" "$work/espvpn.log" || fail "the hanging wrapper: not logged and retried"
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping through the tunnel after the wrapper failed"
+  touch "$work/hang"; rm -f "$work/hang.pid"
+  wait_for "$work/hang.pid" . 30 "$client_pid" || fail "the wrapper was not run again"
+  hang_pid=$(cat "$work/hang.pid")
+  stop
+  grep -q "HIP: the check in progress cancelled" "$work/espvpn.log" || fail "SIGINT: the hanging check was not cancelled"
+  ! kill -0 "$hang_pid" 2>/dev/null || fail "the hanging wrapper (pid $hang_pid) outlived espvpn"
+  echo "RESULT hip wrapper: a failing and a hanging wrapper logged and retried with the tunnel up;" \
+       "SIGINT during a hanging one: cancelled, wrapper killed, logout, exit 0"
+  ;;
+hip_openconnect)
+  hip_args=(--force-trojan=2 --csd-wrapper=/usr/libexec/openconnect/hipreport.sh)
+  gateway_up aes-128-cbc:sha1 --hip-interval 4 --hip-enforce 4 || fail "fake gateway did not start"  # 9.01: no GCM for GP
+  echo secret | ip netns exec "$nsc" openconnect --protocol=gp --cafile "$repo/certs/ca.pem" -u alice --passwd-on-stdin \
+    --script "$repo/tools/netns/minimal-vpnc-script" "${hip_args[@]}" "https://$gw_outer:4443/" >"$work/oc.log" 2>&1 &
+  oc_pid=$!; pids+=("$oc_pid")
+  wait_for "$work/oc.log" "ESP session established" 30 "$oc_pid" || fail "openconnect did not bring ESP up"
+  sleep 14  # three intervals and the grace
+  kill -0 "$oc_pid" 2>/dev/null || fail "openconnect exited"
+  route_via_tun
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping through openconnect's tunnel after three intervals"
+  oc_reports=$(json "$work/fake-stats.json" 'd["hip_reports"]')
+  [[ $(json "$work/fake-stats.json" 'd["hip_enforced_ends"]') -eq 0 ]] || fail "openconnect's session was ended"
+  kill -INT "$oc_pid"; wait "$oc_pid" 2>/dev/null || true
+  gateway_down
+  client_args=("${hip_args[@]}")
+  start aes-128-cbc:sha1 --hip-interval 4 --hip-enforce 4
+  sleep 14
+  kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited"
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping through espvpn's tunnel after three intervals"
+  [[ $(json "$work/fake-stats.json" 'd["hip_enforced_ends"]') -eq 0 ]] || fail "espvpn's session was ended"
+  grep -q "HIP: --force-trojan=2 overrides the portal's interval of 4 s" "$work/espvpn.log" ||
+    fail "not logged: --force-trojan overriding the portal"
+  our_reports=$(json "$work/fake-stats.json" 'd["hip_reports"]')
+  stop
+  echo "RESULT hip_openconnect: ${hip_args[*]} against a gateway enforcing 4 s + 4 s: openconnect 9.01 kept its" \
+       "tunnel ($oc_reports reports), espvpn too ($our_reports reports)"
   ;;
 full_tunnel)
   ip -n "$nsc" route add default via $gw_ip

@@ -62,9 +62,19 @@ TEST_CASE("gp portal config: refusal, missing gateways, bad values") {
 
     auto bad_hip = parse_portal_config_reply(
         R"(<policy><gateways><external><list><entry name="g"/></list></external></gateways>
-<hip-collection><hip-report-interval>5</hip-report-interval></hip-collection></policy>)");
+<hip-collection><hip-report-interval>hourly</hip-report-interval></hip-collection></policy>)");
     REQUIRE_FALSE(bad_hip.ok());
     CHECK(bad_hip.error().message.find("hip-report-interval") != std::string::npos);
+    auto week = parse_portal_config_reply(
+        R"(<policy><gateways><external><list><entry name="g"/></list></external></gateways>
+<hip-collection><hip-report-interval>604801</hip-report-interval></hip-collection></policy>)");
+    REQUIRE_FALSE(week.ok());
+    // A short interval is the portal's to choose (a lab gateway, a strict policy): taken as given.
+    auto short_hip = parse_portal_config_reply(
+        R"(<policy><gateways><external><list><entry name="g"/></list></external></gateways>
+<hip-collection><hip-report-interval>5</hip-report-interval></hip-collection></policy>)");
+    REQUIRE(short_hip.ok());
+    CHECK(std::get<GpPortalConfig>(*short_hip).hip_report_interval == std::optional<unsigned>(5));
 
     auto fail = parse_portal_config_reply(
         "var respStatus = \"Error\";\nvar respMsg = \"Invalid username or password\";");

@@ -99,7 +99,7 @@ TEST_CASE("bad input gets an error that names the problem") {
         {{"--juniper", "gw"}, "--protocol=gp"},
         {{"--allow-insecure-crypto", "gw"}, "3DES"},
         {{"--http-auth", "Basic", "gw"}, "401"},
-        {{"--force-trojan", "60", "gw"}, "HIP"},
+        {{"--force-trojan", "-5", "gw"}, "--force-trojan"},
         {{"--no-cert-check", "gw"}, "--servercert"},
         {{"--cookie-on-stdin", "--passwd-on-stdin", "gw"}, "standard input"},
         {{"--resolve", "nocolon", "gw"}, "HOST:IP"},
@@ -186,6 +186,17 @@ TEST_CASE("GP transport options: --no-dtls, --force-dpd, --esp-retry-interval") 
     CHECK(o->esp_retry_interval_s == 0);
     Argv b({"gw"});
     CHECK(parse(b)->esp_retry_interval_s == 60);
+}
+
+TEST_CASE("--force-trojan: openconnect's HIP interval, 0 for the portal's") {
+    Argv a({"--protocol=gp", "--force-trojan=120", "gw"});
+    auto o = parse(a);
+    REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.error().message));
+    CHECK(o->force_trojan_s == 120);
+    Argv b({"--force-trojan", "0", "gw"});
+    CHECK(parse(b)->force_trojan_s == 0);
+    Argv c({"gw"});
+    CHECK(parse(c)->force_trojan_s == 0);
 }
 
 TEST_CASE("parse_options can run twice in one process (getopt state reset)") {
