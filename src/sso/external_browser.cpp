@@ -19,6 +19,7 @@
 #include "src/log/logger.h"
 #include "src/sso/callback_socket.h"
 #include "src/sso/invoking_user.h"
+#include "src/io/owned_file.h"
 #include "src/io/udp_socket.h"
 #include "src/io/unique_fd.h"
 #include "src/sso/login_signals.h"
@@ -32,18 +33,26 @@ using Clock = std::chrono::steady_clock;
 std::string errno_text() { return std::strerror(errno); }
 
 // A private copy of an HTML page (GP saml-auth-method POST) the user's browser can open.
+// The directory is handed to the user by its descriptor and the page made as the user (this
+// thread's filesystem ids): nothing is chowned by path. Removed as the user too.
 class PageFile {
 public:
     ~PageFile() {
+        if (dir_.empty()) return;
+        io::FsIdentity as_user(uid_, gid_);
         if (!file_.empty()) ::unlink(file_.c_str());
-        if (!dir_.empty()) ::rmdir(dir_.c_str());
+        ::rmdir(dir_.c_str());
     }
     Result<std::string> write(const std::string& html, const InvokingUser& user) {
+        uid_ = user.uid;
+        gid_ = user.gid;
         const char* tmp = std::getenv("TMPDIR");
-        std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/espvpn-sso-XXXXXX";
-        if (!::mkdtemp(templ.data())) return make_error("cannot make a directory for the IdP form: " + errno_text());
-        dir_ = templ;
+        auto dir = io::make_private_dir_for(std::string(tmp && *tmp ? tmp : "/tmp") + "/espvpn-sso-XXXXXX", uid_, gid_);
+        if (!dir) return make_error("cannot make a directory for the IdP form: " + dir.error().message);
+        dir_ = *dir;
         file_ = dir_ + "/login.html";
+        io::FsIdentity as_user(uid_, gid_);
+        if (as_user.failed()) return make_error("cannot act as " + user.name + " to write the IdP form");
         io::UniqueFd fd(::open(file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
         if (fd.get() < 0) return make_error("cannot write the IdP form: " + errno_text());
         std::size_t off = 0;
@@ -53,16 +62,13 @@ public:
             if (n <= 0) return make_error("cannot write the IdP form: " + errno_text());
             off += static_cast<std::size_t>(n);
         }
-        // The browser runs as the user: the directory and the page are theirs, nobody else's.
-        if (::getuid() == 0 && user.uid != 0) {
-            if (::fchown(fd.get(), user.uid, user.gid) != 0 || ::chown(dir_.c_str(), user.uid, user.gid) != 0)
-                return make_error("cannot hand the IdP form to " + user.name + ": " + errno_text());
-        }
         return file_;
     }
 
 private:
     std::string dir_, file_;
+    uid_t uid_ = 0;
+    gid_t gid_ = 0;
 };
 
 // AnyConnect's external-browser end: http://localhost:PORT/api/sso/<token>.
