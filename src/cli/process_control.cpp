@@ -51,6 +51,19 @@ Status RunAsUser::drop() const {
     return {};
 }
 
+std::string csd_run_as(const ClientOptions& options) {
+    if (!options.csd_user.empty()) return options.csd_user;
+    if (options.csd_wrapper.empty() || geteuid() != 0) return {};
+    if (!options.setuid_user.empty()) return options.setuid_user;
+    auto invoker = sso::invoking_user();
+    if (invoker && !invoker->is_root_alone && invoker->uid != 0) return invoker->name;
+    LOG_INFO << "--csd-wrapper runs as nobody: espvpn runs as root and "
+             << (invoker ? std::string("nobody invoked it through sudo or pkexec")
+                         : "the invoking user is unclear (" + invoker.error().message + ")")
+             << " (--csd-user USER to choose)";
+    return "nobody";
+}
+
 Result<ProcessControl> ProcessControl::prepare(const ClientOptions& options) {
     ProcessControl pc;
     pc.background_ = options.background;

@@ -90,6 +90,7 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     }
     auto process = ProcessControl::prepare(options);  // early: a bad user or pid file fails before the login
     if (!process) return failed(process.error());
+    options.csd_user = csd_run_as(options);
     TerminalPrompter prompter(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
     auto inputs = login_inputs(options);
     if (!inputs) return failed(inputs.error());

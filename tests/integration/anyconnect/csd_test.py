@@ -7,15 +7,21 @@ then wants the wait page fetched with the host scan's token as the "sdesktop"
 cookie before it shows the password form. The --csd-wrapper records its
 arguments and environment; they must be openconnect's (auth.c run_csd_script).
 
-  csd_test.py ESPVPN_BIN CERTS_DIR wrapper|no_wrapper
+  csd_test.py ESPVPN_BIN CERTS_DIR wrapper|invoker|csd_user|no_wrapper
   wrapper:    --authenticate runs the wrapper once with openconnect's arguments
               and CSD_TOKEN/CSD_HOSTNAME/CSD_SHA256, the wait page comes with
-              sdesktop=TOKEN, the login completes (COOKIE printed), exit 0
+              sdesktop=TOKEN, the login completes (COOKIE printed), exit 0; espvpn
+              is root and nobody invoked it: the wrapper ran as nobody, and the log
+              says so
+  invoker:    the same with SUDO_UID (the user "daemon"): the wrapper ran as that
+              user, not as root (it handles the server's data)
+  csd_user:   SUDO_UID and --csd-user=nobody: --csd-user wins
   no_wrapper: the same server without --csd-wrapper: exit 1, the error names
               --csd-wrapper, no cookie printed
 """
 import json
 import os
+import pwd
 import ssl
 import subprocess
 import sys
@@ -69,18 +75,34 @@ def main():
     server = tls_server(Handler, certs)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
+    if mode in ("invoker", "csd_user") and os.geteuid() != 0:
+        print(f"SKIP {mode}: needs root")
+        sys.exit(77)
     work = tempfile.mkdtemp(prefix="csd-test.")
+    os.chmod(work, 0o777)  # the wrapper may run as another user and records its run here
     record = os.path.join(work, "wrapper.json")
     wrapper = os.path.join(work, "csd-wrapper")
     with open(wrapper, "w") as f:
         f.write("#!/usr/bin/env python3\nimport json, os, sys\n"
-                f"json.dump({{'argv': sys.argv[1:], 'env': {{k: v for k, v in os.environ.items() if k.startswith('CSD_')}}}}, open({record!r}, 'w'))\n")
+                f"json.dump({{'argv': sys.argv[1:], 'uid': os.getuid(), 'gid': os.getgid(), "
+                f"'env': {{k: v for k, v in os.environ.items() if k.startswith('CSD_')}}}}, open({record!r}, 'w'))\n")
     os.chmod(wrapper, 0o755)
     args = [espvpn, "--protocol=anyconnect", "--authenticate", "--cafile", os.path.join(certs, "ca.pem"),
             "-u", "alice", "--passwd-on-stdin", f"https://127.0.0.1:{port}/"]
-    if mode == "wrapper":
+    env = {k: v for k, v in os.environ.items() if k not in ("SUDO_UID", "SUDO_GID", "SUDO_USER", "PKEXEC_UID")}
+    nobody, daemon = pwd.getpwnam("nobody"), pwd.getpwnam("daemon")
+    want_uid = os.geteuid()
+    if mode != "no_wrapper":
         args[2:2] = ["--csd-wrapper", wrapper]
-    r = subprocess.run(args, input="secret\n", capture_output=True, text=True, timeout=60)
+        if os.geteuid() == 0:
+            want_uid = nobody.pw_uid
+    if mode in ("invoker", "csd_user"):
+        env["SUDO_UID"] = str(daemon.pw_uid)
+        want_uid = daemon.pw_uid
+    if mode == "csd_user":
+        args[2:2] = ["--csd-user=nobody"]
+        want_uid = nobody.pw_uid
+    r = subprocess.run(args, input="secret\n", capture_output=True, text=True, timeout=60, env=env)
     server.shutdown()
 
     def fail(why):
@@ -99,6 +121,9 @@ def main():
         fail("no COOKIE line with the server's webvpn cookie")
     if not os.path.exists(record): fail("the wrapper did not run")
     got = json.load(open(record))
+    if got["uid"] != want_uid: fail(f"the wrapper ran as uid {got['uid']}, expected {want_uid}")
+    if mode == "wrapper" and os.geteuid() == 0 and "--csd-wrapper runs as nobody" not in r.stderr:
+        fail("the log does not say the wrapper runs as nobody")
     argv = got["argv"]
     want = ["", "-ticket", f'"{TICKET}"', "-stub", '"0"', "-group", '""', "-certhash", None, "-url",
             f'"https://127.0.0.1/+CSCOE+/sdesktop/token.xml"', "-langselen"]
@@ -112,7 +137,8 @@ def main():
         fail(f"wrapper environment {env}")
     if seen["wait_with_token"] != 1 or seen["wait_without_token"] != 0 or seen["auth"] != 1:
         fail("the wait page was not fetched once with sdesktop=TOKEN before the password")
-    print(f"PASS wrapper: ran with {' '.join(argv)}; CSD_TOKEN/CSD_HOSTNAME/CSD_SHA256 set; wait page with sdesktop; cookie printed")
+    print(f"PASS {mode}: ran as uid {got['uid']} with {' '.join(argv)}; CSD_TOKEN/CSD_HOSTNAME/CSD_SHA256 set; "
+          "wait page with sdesktop; cookie printed")
 
 
 if __name__ == "__main__":
