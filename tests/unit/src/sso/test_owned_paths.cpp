@@ -1,20 +1,23 @@
 // Issue 41: what espvpn (root) makes for the invoking user in places that user can write
-// (the SSO callback socket in /run/user/UID, the IdP form's directory in $TMPDIR) is made as
-// that user, never chowned by path: between a create and a chown(path) the user could swap
-// in a symlink, and chown would follow it (to /etc/shadow, say). The race cannot be hit on
-// demand, so the tests take away the means: each runs in a child whose seccomp filter fails
+// (the SSO callback socket in /run/user/UID, the IdP form's directory and the driven browser's
+// profile in $TMPDIR) is made as that user or handed over by descriptor, never chowned by
+// path: between a create and a chown(path) the user could swap in a symlink, and chown
+// would follow it (to /etc/shadow, say). The race cannot be hit on demand, so the tests take away the means: each runs in a child whose seccomp filter fails
 // chown, lchown and fchownat (the calls that take a path) with EPERM, and checks the owner.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pwd.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "src/sso/callback_socket.h"
+#include "src/sso/devtools_browser.h"
 #include "src/sso/external_browser.h"
 #include "src/sso/invoking_user.h"
 
@@ -100,19 +104,17 @@ std::string owner_of(const std::string& path, mode_t type) {
     return s.str();
 }
 
-std::string base64(const std::string& in) {
-    static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    for (std::size_t i = 0; i < in.size(); i += 3) {
-        unsigned v = static_cast<unsigned char>(in[i]) << 16;
-        if (i + 1 < in.size()) v |= static_cast<unsigned char>(in[i + 1]) << 8;
-        if (i + 2 < in.size()) v |= static_cast<unsigned char>(in[i + 2]);
-        out += b64[(v >> 18) & 63];
-        out += b64[(v >> 12) & 63];
-        out += i + 1 < in.size() ? b64[(v >> 6) & 63] : '=';
-        out += i + 2 < in.size() ? b64[v & 63] : '=';
-    }
-    return out;
+// A free TCP port on 127.0.0.1 (bound, noted, closed).
+std::uint16_t free_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
 }
 
 }  // namespace
@@ -157,6 +159,7 @@ TEST_CASE("SSO IdP form: its directory and page are made as the invoking user, n
         return;
     }
     // The "browser" runs as nobody and notes who owns what it was given to open.
+    const auto port = free_port();
     char dir[] = "/tmp/espvpn-sso-form-XXXXXX";
     REQUIRE(::mkdtemp(dir));
     REQUIRE(::chmod(dir, 0777) == 0);
@@ -168,16 +171,15 @@ TEST_CASE("SSO IdP form: its directory and page are made as the invoking user, n
           << ".new " << seen << "\n";
     }
     REQUIRE(::chmod(script.c_str(), 0755) == 0);
-    // The login ends with a callback URL pasted on stdin, once the browser has looked.
+    // The login (AnyConnect's loopback end, so that only the form is made for the user) ends
+    // with a token pasted on stdin, once the browser has looked.
     int paste[2];
     REQUIRE(::pipe(paste) == 0);
+    std::atomic<bool> over{false};
     std::thread paster([&] {
-        for (int i = 0; i < 600 && ::access(seen.c_str(), F_OK) != 0; ++i)
+        for (int i = 0; i < 600 && !over && ::access(seen.c_str(), F_OK) != 0; ++i)
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        const std::string body =
-            "<html><!-- <saml-auth-status>1</saml-auth-status><saml-username>alice</saml-username>"
-            "<prelogin-cookie>cookie-1</prelogin-cookie> --></html>";
-        const std::string line = "globalprotectcallback:" + base64(body) + "\n";
+        const std::string line = "token-1\n";
         (void)!::write(paste[1], line.data(), line.size());
         ::close(paste[1]);
     });
@@ -192,14 +194,15 @@ TEST_CASE("SSO IdP form: its directory and page are made as the invoking user, n
             session::SsoStart start;
             start.html = "<html><form></form></html>";
             session::SsoFinish finish;
-            finish.gp_acs = true;
+            finish.loopback_port = port;
             auto r = sso::make_external_browser(o)->run(start, finish);
             if (!r) return "run: " + r.error().message;
-            return "";
+            return r->token.reveal_text() == "token-1" ? "" : "not the pasted token";
         },
         paste[0]);
-    ::close(paste[0]);
+    over = true;
     paster.join();
+    ::close(paste[0]);
     CHECK(result == "");
     std::ifstream in(seen);
     std::string dir_line, file_line;
@@ -208,5 +211,46 @@ TEST_CASE("SSO IdP form: its directory and page are made as the invoking user, n
     const std::string ids = std::to_string(user->uid) + ":" + std::to_string(user->gid);
     CHECK(dir_line == ids + " 700");
     CHECK(file_line == ids + " 600");
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("SSO driven browser: its profile directory is handed to the invoking user, no chown by path") {
+    auto user = nobody();
+    if (::geteuid() != 0 || !user) {
+        MESSAGE("skipped: needs root and a user nobody");
+        return;
+    }
+    // The "browser" runs as nobody, notes who owns its --user-data-dir and exits (no DevTools).
+    char dir[] = "/tmp/espvpn-sso-profile-XXXXXX";
+    REQUIRE(::mkdtemp(dir));
+    REQUIRE(::chmod(dir, 0777) == 0);
+    const std::string seen = std::string(dir) + "/seen";
+    const std::string script = std::string(dir) + "/browser";
+    {
+        std::ofstream f(script);
+        f << "#!/bin/sh\nfor a; do case $a in --user-data-dir=*) stat -c '%u:%g %a' \"${a#*=}\" > " << seen
+          << ";; esac; done\n";
+    }
+    REQUIRE(::chmod(script.c_str(), 0755) == 0);
+    const std::string result = in_child([&]() -> std::string {
+        ::setenv("SUDO_UID", std::to_string(user->uid).c_str(), 1);
+        ::unsetenv("PKEXEC_UID");
+        ::setenv("TMPDIR", dir, 1);
+        sso::DrivenBrowserOptions o;
+        o.command = script;
+        o.timeout = std::chrono::seconds(20);
+        session::SsoStart start;
+        start.url = "https://idp.invalid/sso";
+        session::SsoFinish finish;
+        finish.gp_acs = true;
+        auto r = sso::make_driven_browser(o)->run(start, finish);
+        if (r) return "the stand-in browser finished a login";
+        // It must have got as far as starting the browser: the profile was made and handed over.
+        return r.error().message.find("profile") == std::string::npos ? "" : "run: " + r.error().message;
+    });
+    CHECK(result == "");
+    std::string line;
+    std::getline(std::ifstream(seen), line);
+    CHECK(line == std::to_string(user->uid) + ":" + std::to_string(user->gid) + " 700");
     std::filesystem::remove_all(dir);
 }
