@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,7 +14,9 @@
 #include <vector>
 
 #include "src/cli/exit_codes.h"
+#include "src/io/owned_file.h"
 #include "src/log/logger.h"
+#include "src/sso/invoking_user.h"
 
 namespace espvpn::cli {
 
@@ -48,6 +51,19 @@ Status RunAsUser::drop() const {
     return {};
 }
 
+std::string csd_run_as(const ClientOptions& options) {
+    if (!options.csd_user.empty()) return options.csd_user;
+    if (options.csd_wrapper.empty() || geteuid() != 0) return {};
+    if (!options.setuid_user.empty()) return options.setuid_user;
+    auto invoker = sso::invoking_user();
+    if (invoker && !invoker->is_root_alone && invoker->uid != 0) return invoker->name;
+    LOG_INFO << "--csd-wrapper runs as nobody: espvpn runs as root and "
+             << (invoker ? std::string("nobody invoked it through sudo or pkexec")
+                         : "the invoking user is unclear (" + invoker.error().message + ")")
+             << " (--csd-user USER to choose)";
+    return "nobody";
+}
+
 Result<ProcessControl> ProcessControl::prepare(const ClientOptions& options) {
     ProcessControl pc;
     pc.background_ = options.background;
@@ -57,9 +73,17 @@ Result<ProcessControl> ProcessControl::prepare(const ClientOptions& options) {
         pc.run_as_ = std::move(*user);
     }
     if (!options.pid_file.empty()) {
-        pc.pid_fd_ = open(options.pid_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (pc.pid_fd_ < 0)
-            return make_error("--pid-file: cannot open '" + options.pid_file + "': " + strerror(errno));
+        // Created new, never opened through a name someone else put there: a regular file
+        // left by an earlier run is removed first (unlinking a name never follows it);
+        // anything else there (a symlink) is refused.
+        auto at = io::open_parent(options.pid_file);
+        if (!at) return make_error("--pid-file '" + options.pid_file + "': " + at.error().message);
+        struct stat st{};
+        if (fstatat(at->dir.get(), at->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            unlinkat(at->dir.get(), at->name.c_str(), 0);
+        auto fd = io::create_new_at(at->dir.get(), at->name, O_WRONLY, 0644, options.pid_file);
+        if (!fd) return make_error("--pid-file: " + fd.error().message);
+        pc.pid_fd_ = fd->release();
         pc.pid_file_ = options.pid_file;
         if (!pc.background_) pc.write_pid();
     }

@@ -35,6 +35,12 @@ struct RunAsUser {
     Status drop() const;
 };
 
+// Who runs the --csd-wrapper (CSD host scan, HIP report: it handles the server's data, so
+// never root unless asked): --csd-user when given; else, when espvpn is root, the -U user,
+// the user who invoked espvpn through sudo/pkexec (SUDO_UID/PKEXEC_UID), or nobody (said
+// in the log). "" when there is no wrapper or espvpn is not root (it runs as espvpn's user).
+std::string csd_run_as(const ClientOptions& options);
+
 class ProcessControl {
 public:
     static Result<ProcessControl> prepare(const ClientOptions& options);

@@ -91,6 +91,7 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     }
     auto process = ProcessControl::prepare(options);  // early: a bad user or pid file fails before the login
     if (!process) return failed(process.error());
+    options.csd_user = csd_run_as(options);
     TerminalPrompter terminal(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
     ChannelPrompter channel(options.prompt_fd, options.no_passwd);
     if (options.prompt_fd >= 0) {

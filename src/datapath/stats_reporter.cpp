@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "src/io/owned_file.h"
 #include "src/log/logger.h"
 
 namespace espvpn::datapath {
@@ -74,14 +75,11 @@ StatsReporter::~StatsReporter() {
 }
 
 Status StatsReporter::write_json() const {
-    const std::string tmp = options_.json_path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "w");
-    if (!f) return make_error("stats: cannot write " + tmp + ": " + std::strerror(errno));
+    // A new file beside it (a name planted there is refused, never followed), renamed over it.
     const std::string text = view_.json() + "\n";
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (std::fclose(f) != 0 || !ok) return make_error("stats: write " + tmp + " failed");
-    if (std::rename(tmp.c_str(), options_.json_path.c_str()) != 0)
-        return make_error("stats: rename to " + options_.json_path + ": " + std::strerror(errno));
+    auto bytes = std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
+    if (auto st = io::replace_file(options_.json_path, bytes, 0644, ".tmp"); !st)
+        return make_error("stats: " + st.error().message);
     return {};
 }
 

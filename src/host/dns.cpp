@@ -77,7 +77,7 @@ std::optional<std::string> original_left_behind(std::string_view current, const 
     const int pid = writer_pid(current);
     if (pid <= 0 || pid == own_pid || kill(pid, 0) == 0 || errno != ESRCH) return std::nullopt;
     const std::string path = backup_path(backup_dir, pid);
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);  // a backup is a file we made
     if (fd < 0) return std::nullopt;
     auto saved = read_all(fd);
     close(fd);
@@ -164,7 +164,9 @@ private:
         if (dir.empty()) return;
         if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return;
         backup_ = backup_path(dir, pid);
-        backup_fd_ = open(backup_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        // Created new: one left by an earlier process with this pid goes first (unlink never follows).
+        unlink(backup_.c_str());
+        backup_fd_ = open(backup_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (backup_fd_ < 0 || !write_all(backup_fd_, original_)) {
             LOG_DEBUG << "DNS: no backup of " << path_ << " in " << dir << ": " << strerror(errno);
             drop_backup();

@@ -20,6 +20,8 @@ public:
 
     int get() const { return fd_; }
     bool valid() const { return fd_ >= 0; }
+    // Hands the descriptor over (the caller closes it); holds none after.
+    int release() { return std::exchange(fd_, -1); }
     // Closes the one held (if any) and holds `fd`.
     void reset(int fd = -1) {
         if (fd_ >= 0) ::close(fd_);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "protocols/base/exec_array.h"
@@ -32,13 +33,22 @@ Result<std::string> run_for_output(const ProgramRun& run) {
     for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
     env_s.insert(env_s.end(), run.extra_env.begin(), run.extra_env.end());
     std::vector<char*> envp = exec_array(env_s);
+    // A user name, or (as openconnect) a uid; no switch when it is espvpn's own user.
     uid_t uid = 0;
     gid_t gid = 0;
+    bool switch_user = false;
     if (!run.run_as_user.empty()) {
         const passwd* pw = ::getpwnam(run.run_as_user.c_str());
+        char* end = nullptr;
+        const unsigned long number = std::strtoul(run.run_as_user.c_str(), &end, 10);
+        if (!pw && end && *end == 0) pw = ::getpwuid(static_cast<uid_t>(number));
         if (!pw) return make_error("--csd-user: no such user '" + run.run_as_user + "'");
         uid = pw->pw_uid;
         gid = pw->pw_gid;
+        switch_user = uid != ::geteuid() || gid != ::getegid();
+        if (switch_user && ::geteuid() != 0)
+            return make_error("--csd-user " + run.run_as_user + ": espvpn is not root, it cannot run " + run.program +
+                              " as another user");
     }
 
     pid_t pid = ::fork();
@@ -49,8 +59,7 @@ Result<std::string> run_for_output(const ProgramRun& run) {
         ::dup2(err_w.get(), 2);
         int devnull = ::open("/dev/null", O_RDONLY);
         if (devnull >= 0) ::dup2(devnull, 0);
-        if (!run.run_as_user.empty() &&
-            (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
+        if (switch_user && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
             ::_exit(126);
         ::execve(argv[0], argv.data(), envp.data());
         ::_exit(127);
@@ -108,7 +117,10 @@ Result<std::string> run_for_output(const ProgramRun& run) {
     if (too_big) return make_error(run.program + " printed more than " + std::to_string(run.max_output) + " bytes");
     if (WIFSIGNALED(status))
         return make_error(run.program + " was killed by signal " + std::to_string(WTERMSIG(status)) + tail);
-    if (WEXITSTATUS(status) == 127) return make_error("cannot run " + run.program + tail);
+    const std::string as = switch_user ? " as " + run.run_as_user + " (uid " + std::to_string(uid) + ")" : "";
+    if (WEXITSTATUS(status) == 127) return make_error("cannot run " + run.program + as + tail);
+    if (WEXITSTATUS(status) == 126 && switch_user && errors.empty())
+        return make_error("cannot run " + run.program + as + ": switching user failed");
     if (WEXITSTATUS(status) != 0)
         return make_error(run.program + " exited with status " + std::to_string(WEXITSTATUS(status)) + tail);
     return output;

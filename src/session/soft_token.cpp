@@ -9,6 +9,7 @@
 #include <ctime>
 #include <vector>
 
+#include "src/io/owned_file.h"
 #include "src/log/logger.h"
 
 namespace espvpn::session {
@@ -39,32 +40,29 @@ Result<Secret> read_token_file(const std::string& path) {
     return text;
 }
 
-// Replaces the file's content with `text` through a temporary file in the same
-// directory, so a crash never leaves a half-written secret; mode 0600.
+// Replaces the file's content with `text` through a new file in the same directory, so
+// a crash never leaves a half-written secret. The directory may be writable by someone
+// else (the file is the user's, espvpn may be root): the token file itself is opened
+// without following a symlink, the new file is created (never opened: a name planted
+// there is refused) as the token file's owner with its mode, then renamed over it.
 Status write_token_file(const std::string& path, const Secret& text) {
-    const std::string tmp = path + ".espvpn-new";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return make_error("cannot write the HOTP token file " + tmp + ": " + std::strerror(errno));
-    auto bytes = text.reveal();
-    std::size_t off = 0;
-    while (off < bytes.size()) {
-        ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            int e = errno;
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            return make_error("cannot write the HOTP token file " + tmp + ": " + std::strerror(e));
-        }
-        off += static_cast<std::size_t>(n);
+    io::UniqueFd cur(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!cur.valid()) {
+        if (errno == ELOOP)
+            return make_error("the HOTP token file " + path + " is a symlink: the next counter is not written "
+                              "through it (give --token-secret @ the file itself)");
+        return make_error("cannot write the HOTP token file " + path + ": " + std::strerror(errno));
     }
-    const bool synced = ::fsync(fd) == 0;
-    ::close(fd);
-    if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
-        int e = errno;
-        ::unlink(tmp.c_str());
-        return make_error("cannot replace the HOTP token file " + path + ": " + std::strerror(e));
-    }
+    struct stat st{};
+    if (::fstat(cur.get(), &st) != 0 || !S_ISREG(st.st_mode))
+        return make_error("the HOTP token file " + path + " is not a regular file; the counter is not written back");
+    cur.reset();
+    io::FsIdentity owner(st.st_uid, st.st_gid);
+    if (owner.failed())
+        return make_error("cannot write the HOTP token file " + path + " as its owner (uid " +
+                          std::to_string(st.st_uid) + ")");
+    if (auto done = io::replace_file(path, text.reveal(), st.st_mode & 0777, ".espvpn-new"); !done)
+        return make_error("the HOTP counter was not written back: " + done.error().message);
     return {};
 }
 

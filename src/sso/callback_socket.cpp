@@ -11,6 +11,8 @@
 #include <cstring>
 #include <string>
 
+#include "src/io/owned_file.h"
+
 namespace espvpn::sso {
 
 namespace {
@@ -41,20 +43,27 @@ Status check_dir(const std::string& dir, uid_t uid) {
 Status make_private_dir(const std::string& dir, uid_t uid, gid_t gid) {
     // /run/espvpn-sso: root's, entered (not listed) by all; each user's directory below is private.
     const std::string parent = dir.substr(0, dir.rfind('/'));
+    const std::string name = dir.substr(dir.rfind('/') + 1);
     if (::mkdir(parent.c_str(), 0711) == 0) {
         if (::chmod(parent.c_str(), 0711) != 0) return make_error(parent + ": " + errno_text());
     } else if (errno != EEXIST) {
         return make_error(parent + ": " + errno_text());
     }
     if (auto st = check_dir(parent, 0); !st) return st;
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return make_error(dir + ": " + errno_text());
-    if (auto st = check_dir(dir, uid); !st) return st;
+    // Only root writes in the parent, so the name cannot be swapped; still, the new directory
+    // is handed over by its descriptor (fchown), never by path.
+    io::UniqueFd pfd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!pfd.valid()) return make_error(parent + ": " + errno_text());
+    if (::mkdirat(pfd.get(), name.c_str(), 0700) != 0 && errno != EEXIST) return make_error(dir + ": " + errno_text());
+    io::UniqueFd fd(::openat(pfd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd.valid()) return make_error(dir + ": " + errno_text());
     struct stat s{};
-    if (::lstat(dir.c_str(), &s) == 0 && (s.st_uid != uid || (s.st_mode & 07777) != 0700)) {
-        if (::chown(dir.c_str(), uid, gid) != 0 || ::chmod(dir.c_str(), 0700) != 0)
+    if (::fstat(fd.get(), &s) != 0) return make_error(dir + ": " + errno_text());
+    if (s.st_uid != uid || (s.st_mode & 07777) != 0700) {
+        if (::fchown(fd.get(), uid, gid) != 0 || ::fchmod(fd.get(), 0700) != 0)
             return make_error(dir + ": " + errno_text());
     }
-    return {};
+    return check_dir(dir, uid);
 }
 
 bool wait_fd(int fd, short events, int ms) {
@@ -84,6 +93,11 @@ Result<CallbackListener> CallbackListener::open(const InvokingUser& user) {
     }
     auto sa = address(path);
     if (!sa) return sa.error();
+    // Everything on the path from here is done as the user (filesystem uid/gid of this
+    // thread): the socket node is created theirs, so nothing is chowned by path (a name in
+    // their directory they could swap for a symlink), and root's rights reach nothing here.
+    io::FsIdentity as_user(user.uid, user.gid);
+    if (as_user.failed()) return make_error("cannot act as " + user.name + " to make the SSO callback socket");
     struct stat st{};
     if (::lstat(path.c_str(), &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) return make_error(path + " exists and is not a socket; remove it");
@@ -95,13 +109,14 @@ Result<CallbackListener> CallbackListener::open(const InvokingUser& user) {
     }
     io::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) return make_error("socket: " + errno_text());
-    // Bound with a umask that leaves nobody else a moment to connect.
+    // Bound with a umask that leaves nobody else a moment to connect. bind() never follows
+    // a symlink at the name: it fails (EADDRINUSE).
     mode_t old = ::umask(0177);
     int rc = ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*sa), sizeof *sa);
     int err = errno;
     ::umask(old);
     if (rc != 0) return make_error("cannot listen for the SSO callback at " + path + ": " + std::strerror(err));
-    if (::chown(path.c_str(), user.uid, user.gid) != 0 || ::listen(fd.get(), 8) != 0) {
+    if (::listen(fd.get(), 8) != 0) {
         err = errno;
         ::unlink(path.c_str());
         return make_error("cannot listen for the SSO callback at " + path + ": " + std::strerror(err));

@@ -26,6 +26,7 @@
 #include "protocols/base/ascii.h"
 #include "protocols/base/exec_array.h"
 #include "protocols/http/form.h"
+#include "src/io/owned_file.h"
 #include "src/io/unique_fd.h"
 #include "src/log/logger.h"
 #include "src/sso/invoking_user.h"
@@ -103,10 +104,10 @@ public:
         if (!program) return make_error("--sso-browser: no program \"" + command.front() + "\" found in PATH");
         const char* tmpdir = std::getenv("TMPDIR");
         std::string tmpl = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/espvpn-sso-XXXXXX";
-        if (!::mkdtemp(tmpl.data())) return make_error(errno_text("the browser's profile directory"));
-        profile_ = tmpl;
-        if (sw.needed && ::chown(tmpl.c_str(), user.uid, user.gid) != 0)
-            return make_error(errno_text("chown of the browser's profile directory"));
+        // Handed to the user by its descriptor, never chowned by path.
+        auto dir = io::make_private_dir_for(tmpl, sw.needed ? user.uid : ::geteuid(), sw.needed ? user.gid : ::getegid());
+        if (!dir) return make_error("the browser's profile directory: " + dir.error().message);
+        profile_ = *dir;
 
         std::vector<std::string> argv_s{*program};
         argv_s.insert(argv_s.end(), command.begin() + 1, command.end());

@@ -19,9 +19,11 @@
 #include "src/log/logger.h"
 #include "src/sso/callback_socket.h"
 #include "src/sso/invoking_user.h"
+#include "src/io/owned_file.h"
 #include "src/io/udp_socket.h"
 #include "src/io/unique_fd.h"
 #include "src/sso/login_signals.h"
+#include "src/sso/loopback_peer.h"
 
 namespace espvpn::sso {
 
@@ -32,18 +34,26 @@ using Clock = std::chrono::steady_clock;
 std::string errno_text() { return std::strerror(errno); }
 
 // A private copy of an HTML page (GP saml-auth-method POST) the user's browser can open.
+// The directory is handed to the user by its descriptor and the page made as the user (this
+// thread's filesystem ids): nothing is chowned by path. Removed as the user too.
 class PageFile {
 public:
     ~PageFile() {
+        if (dir_.empty()) return;
+        io::FsIdentity as_user(uid_, gid_);
         if (!file_.empty()) ::unlink(file_.c_str());
-        if (!dir_.empty()) ::rmdir(dir_.c_str());
+        ::rmdir(dir_.c_str());
     }
     Result<std::string> write(const std::string& html, const InvokingUser& user) {
+        uid_ = user.uid;
+        gid_ = user.gid;
         const char* tmp = std::getenv("TMPDIR");
-        std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/espvpn-sso-XXXXXX";
-        if (!::mkdtemp(templ.data())) return make_error("cannot make a directory for the IdP form: " + errno_text());
-        dir_ = templ;
+        auto dir = io::make_private_dir_for(std::string(tmp && *tmp ? tmp : "/tmp") + "/espvpn-sso-XXXXXX", uid_, gid_);
+        if (!dir) return make_error("cannot make a directory for the IdP form: " + dir.error().message);
+        dir_ = *dir;
         file_ = dir_ + "/login.html";
+        io::FsIdentity as_user(uid_, gid_);
+        if (as_user.failed()) return make_error("cannot act as " + user.name + " to write the IdP form");
         io::UniqueFd fd(::open(file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
         if (fd.get() < 0) return make_error("cannot write the IdP form: " + errno_text());
         std::size_t off = 0;
@@ -53,28 +63,39 @@ public:
             if (n <= 0) return make_error("cannot write the IdP form: " + errno_text());
             off += static_cast<std::size_t>(n);
         }
-        // The browser runs as the user: the directory and the page are theirs, nobody else's.
-        if (::getuid() == 0 && user.uid != 0) {
-            if (::fchown(fd.get(), user.uid, user.gid) != 0 || ::chown(dir_.c_str(), user.uid, user.gid) != 0)
-                return make_error("cannot hand the IdP form to " + user.name + ": " + errno_text());
-        }
         return file_;
     }
 
 private:
     std::string dir_, file_;
+    uid_t uid_ = 0;
+    gid_t gid_ = 0;
 };
 
-// AnyConnect's external-browser end: http://localhost:PORT/api/sso/<token>.
+// AnyConnect's external-browser end: http://localhost:PORT/api/sso/<token>. Another local
+// user must neither receive the token (by holding the port on one of the two loopback
+// addresses) nor hand espvpn a token of theirs (login CSRF): both addresses are bound or
+// none, and a connection is served only when its socket is the invoking user's (or root's).
 class LoopbackListener {
 public:
-    Status open(std::uint16_t port) {
-        listen_on(io::SocketAddress::parse(io::endpoint_text("127.0.0.1", port)).value());
-        std::string v4_error = fds_.empty() ? errno_text() : std::string();
-        listen_on(io::SocketAddress::parse(io::endpoint_text("::1", port)).value());
+    Status open(std::uint16_t port, uid_t owner) {
+        owner_ = owner;
+        for (const char* host : {"127.0.0.1", "::1"}) {
+            const int err = listen_on(io::SocketAddress::parse(io::endpoint_text(host, port)).value());
+            // A host without that family on loopback (no IPv6) leaves nothing to take over.
+            if (err == 0 || err == EAFNOSUPPORT || err == EADDRNOTAVAIL) continue;
+            std::string msg = "cannot listen on " + std::string(host) + " port " + std::to_string(port) +
+                              " for the browser's return: " + std::strerror(err);
+            if (err == EADDRINUSE) {
+                const std::string holder = tcp_port_holder(port);
+                msg += std::string("; it is held by ") + (holder.empty() ? "another program" : holder) +
+                       ", which would be handed the login token: stop it and try again";
+            }
+            return make_error(msg);
+        }
         if (fds_.empty())
             return make_error("cannot listen on localhost port " + std::to_string(port) +
-                              " for the browser's return: " + v4_error);
+                              " for the browser's return: no loopback address");
         return {};
     }
     const std::vector<io::UniqueFd>& fds() const { return fds_; }
@@ -97,7 +118,13 @@ public:
         }
         std::optional<Secret> token;
         const std::string prefix = "GET /api/sso/";
-        if (head.rfind(prefix, 0) == 0) {
+        const auto peer = loopback_peer_uid(conn.get());
+        const bool allowed = peer && (*peer == owner_ || *peer == 0);
+        if (!allowed) {
+            LOG_WARN << "refused a connection to the single sign-on port from "
+                     << (peer ? "uid " + std::to_string(*peer) : std::string("a process whose user is unknown"))
+                     << " (this login is uid " << owner_ << "'s)";
+        } else if (head.rfind(prefix, 0) == 0) {
             auto end = head.find_first_of(" ?\r\n", prefix.size());
             std::string raw = head.substr(prefix.size(), end == std::string::npos ? std::string::npos : end - prefix.size());
             std::string decoded = percent_decode(raw);
@@ -110,8 +137,9 @@ public:
             "<!DOCTYPE html><html><head><title>espvpn</title></head><body><p>Login finished: espvpn is "
             "connecting. You can close this window.</p></body></html>";
         static const std::string missing = "<!DOCTYPE html><html><body><p>Not found.</p></body></html>";
-        const std::string& page = token ? done_page : missing;
-        std::string reply = std::string(token ? "HTTP/1.1 200 OK" : "HTTP/1.1 404 Not Found") +
+        static const std::string refused = "<!DOCTYPE html><html><body><p>Forbidden.</p></body></html>";
+        const std::string& page = token ? done_page : allowed ? missing : refused;
+        std::string reply = std::string(token ? "HTTP/1.1 200 OK" : allowed ? "HTTP/1.1 404 Not Found" : "HTTP/1.1 403 Forbidden") +
                             "\r\nContent-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\n"
                             "Connection: close\r\nContent-Length: " + std::to_string(page.size()) + "\r\n\r\n" + page;
         pollfd p{conn.get(), POLLOUT, 0};
@@ -120,16 +148,18 @@ public:
     }
 
 private:
-    // Adds a listener on `address` when the socket, bind and listen work (errno says why not).
-    void listen_on(const io::SocketAddress& address) {
+    // Adds a listener on `address`: 0, or the errno of the socket, bind or listen that failed.
+    int listen_on(const io::SocketAddress& address) {
         io::UniqueFd fd(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-        if (!fd.valid()) return;
+        if (!fd.valid()) return errno;
         int one = 1;
         ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (address.family() == AF_INET6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-        if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) == 0 &&
-            ::listen(fd.get(), 8) == 0)
-            fds_.push_back(std::move(fd));
+        if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) != 0 ||
+            ::listen(fd.get(), 8) != 0)
+            return errno;
+        fds_.push_back(std::move(fd));
+        return 0;
     }
     static std::string percent_decode(const std::string& s) {
         std::string out;
@@ -145,6 +175,7 @@ private:
         return out;
     }
     std::vector<io::UniqueFd> fds_;
+    uid_t owner_ = 0;
 };
 
 // Lines typed or pasted on stdin.
@@ -241,7 +272,7 @@ Result<session::SsoResult> ExternalBrowser::run(const session::SsoStart& start, 
     }
     LoopbackListener loopback;
     if (finish.loopback_port != 0) {
-        if (auto st = loopback.open(finish.loopback_port); !st) return st.error();
+        if (auto st = loopback.open(finish.loopback_port, user->uid); !st) return st.error();
         LOG_DEBUG << "waiting for the browser's return on localhost port " << finish.loopback_port;
     }
     LoginSignals signals{SIGINT, SIGTERM};

@@ -183,10 +183,15 @@ Result<Secret> AcLogin::single_sign_on(const anyconnect::AcSsoRequest& sso) {
     if (result->kind != SsoResult::Kind::token || result->token.empty())
         return make_error("single sign-on: the browser returned no token");
     if (external && strap_) {
-        // The loopback redirect's token is encrypted to our STRAP key when the server speaks STRAP.
+        // The loopback redirect's token is encrypted to our STRAP key. Only the server has
+        // that key, so a plain token did not come from it: a local process may be logging
+        // the user into a session of its own (login CSRF). Refused, never posted.
         auto opened = anyconnect::open_strap_token(*strap_, result->token.reveal_text());
         if (!opened) return make_error("single sign-on: " + opened.error().message);
-        if (*opened) return std::move(**opened);
+        if (!*opened)
+            return make_error("single sign-on: the browser's return carried a plain token, not one encrypted to "
+                              "the STRAP key espvpn offered; refused (it did not come from " + s_.server.host + ")");
+        return std::move(**opened);
     }
     return std::move(result->token);
 }

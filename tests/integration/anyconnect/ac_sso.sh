@@ -24,13 +24,16 @@
 #                   back, gets the cookie
 #   external_driven the same form with only --sso-browser: a clear error (the driven browser cannot see the
 #                   loopback redirect), single-sign-on-v2 advertised, nothing posted
-#   external_refused the stand-in browser returns a token the server refuses: one auth-reply, then a clear
-#                   error with the server's reason (no second round in the browser)
+#   external_refused the stand-in browser returns a token the server refuses (STRAP-encrypted): one
+#                   auth-reply, then a clear error with the server's reason (no second round in the browser)
+#   external_plain  the stand-in browser returns the right token, but in the clear although STRAP was offered
+#                   (what a local process injecting its own login would send): refused before anything is
+#                   posted, a clear error
 #   external_real   the external mode end to end: espvpn's external browser (--external-browser=PROGRAM, a
 #                   wrapper starting headless Chromium) opens the
 #                   IdP, the ACS sends Chromium to localhost:29786/api/sso/<STRAP-encrypted token>, espvpn's
 #                   loopback listener takes it, espvpn opens it, the printed cookie is accepted
-#   (ac_sso.sh external PROBE, external_refused PROBE: ESPVPN_BIN is then the probe)
+#   (ac_sso.sh external|external_refused|external_plain PROBE: ESPVPN_BIN is then the probe)
 set -euo pipefail
 mode=$1 espvpn=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -62,9 +65,13 @@ idp_error) server_args=(--autofill "alice:correct horse" --idp-error "Access den
 external_real)
   server_args=(--loopback-redirect --autofill "alice:correct horse")
   ;;
-external | external_driven | external_refused)
+external | external_driven | external_plain)
   ext_token=$(python3 -c 'import secrets;print(secrets.token_hex(16))')
   server_args=(--external-token "$ext_token" --blob-file "$work/blob")
+  ;;
+external_refused)
+  ext_token=$(python3 -c 'import secrets;print(secrets.token_hex(16))')
+  server_args=(--external-token "$ext_token" --blob-file "$work/blob" --blob-token "not${ext_token}")
   ;;
 *) fail "unknown mode" ;;
 esac
@@ -196,12 +203,21 @@ external)
 external_refused)
   rc=0
   timeout 30 "$espvpn" "$url" --cafile "$repo/certs/ca.pem" --resolve vpn.espvpn.test:127.0.0.1 \
-    --token "not${ext_token}" >"$work/out" 2>"$work/log" || rc=$?
+    --token-file "$work/blob" >"$work/out" 2>"$work/log" || rc=$?
   [[ $rc -eq 1 ]] || fail "probe exit $rc, expected 1"
   grep -q "^error: the server vpn.espvpn.test refused the single sign-on token (Invalid SSO token)" "$work/out" ||
     fail "no clear error"
   [[ $(rec "r['auth_replies']") == "[{'token_ok': False, 'opaque_ok': True}]" ]] || fail "auth replies: $(rec "r['auth_replies']")"
   [[ $(grep -c "^asked " "$work/out") == 1 ]] || fail "the browser was asked more than once"
+  ;;
+external_plain)
+  rc=0
+  timeout 30 "$espvpn" "$url" --cafile "$repo/certs/ca.pem" --resolve vpn.espvpn.test:127.0.0.1 \
+    --token "$ext_token" >"$work/out" 2>"$work/log" || rc=$?
+  [[ $rc -eq 1 ]] || fail "probe exit $rc, expected 1"
+  grep -q "^error: single sign-on: the browser's return carried a plain token, not one encrypted to the STRAP key" \
+    "$work/out" || fail "no clear error"
+  [[ $(rec "r.get('auth_replies', [])") == "[]" ]] || fail "a plain token was posted: $(rec "r.get('auth_replies')")"
   ;;
 external_real)
   run 0 --external-browser="$work/browser.sh"

@@ -10,18 +10,24 @@ on: the init again once the wait page is XML), and only an answer carrying the
 token as <host-scan-token> logs in. The --csd-wrapper records its
 arguments and environment; they must be openconnect's (auth.c run_csd_script).
 
-  csd_test.py ESPVPN_BIN CERTS_DIR wrapper|no_wrapper
+  csd_test.py ESPVPN_BIN CERTS_DIR wrapper|invoker|csd_user|no_wrapper
   wrapper:    --authenticate runs the wrapper once with openconnect's arguments
               and CSD_TOKEN/CSD_HOSTNAME/CSD_SHA256, the wait page comes with
               sdesktop=TOKEN (twice: refresh, then XML), the init again, the login
               completes (COOKIE printed), exit 0; openconnect 9.01 with the same
-              arguments the same (the server sees the same requests)
+              arguments the same (the server sees the same requests); espvpn is
+              root and nobody invoked it: the wrapper ran as nobody, and the log
+              says so (openconnect runs it as root)
+  invoker:    espvpn alone, with SUDO_UID (the user "daemon"): the wrapper ran as
+              that user, not as root (it handles the server's data)
+  csd_user:   SUDO_UID and --csd-user=nobody: --csd-user wins
   no_wrapper: the same server without --csd-wrapper: exit 1, the error names
               --csd-wrapper, no cookie printed
 """
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import ssl
 import subprocess
@@ -82,16 +88,34 @@ class Handler(XmlHandler):
 
 def main():
     espvpn, certs, mode = sys.argv[1:4]
+    if mode in ("invoker", "csd_user") and os.geteuid() != 0:
+        print(f"SKIP {mode}: needs root")
+        sys.exit(77)
     server = tls_server(Handler, certs)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     work = tempfile.mkdtemp(prefix="csd-test.")
+    os.chmod(work, 0o777)  # the wrapper may run as another user and records its run here
     record = os.path.join(work, "wrapper.json")
     wrapper = os.path.join(work, "csd-wrapper")
     with open(wrapper, "w") as f:
         f.write("#!/usr/bin/env python3\nimport json, os, sys\n"
-                f"json.dump({{'argv': sys.argv[1:], 'env': {{k: v for k, v in os.environ.items() if k.startswith('CSD_')}}}}, open({record!r}, 'w'))\n")
+                f"json.dump({{'argv': sys.argv[1:], 'uid': os.getuid(), "
+                f"'env': {{k: v for k, v in os.environ.items() if k.startswith('CSD_')}}}}, open({record!r}, 'w'))\n")
     os.chmod(wrapper, 0o755)
+    # Who espvpn runs the wrapper as: nobody when root started it and nobody invoked it, the
+    # SUDO_UID user, or --csd-user.
+    env = {k: v for k, v in os.environ.items() if k not in ("SUDO_UID", "SUDO_GID", "SUDO_USER", "PKEXEC_UID")}
+    nobody, daemon = pwd.getpwnam("nobody"), pwd.getpwnam("daemon")
+    extra = []
+    want_uid = nobody.pw_uid if os.geteuid() == 0 else os.geteuid()
+    if mode in ("invoker", "csd_user"):
+        env["SUDO_UID"] = str(daemon.pw_uid)
+        want_uid = daemon.pw_uid
+    if mode == "csd_user":
+        extra = ["--csd-user=nobody"]
+        want_uid = nobody.pw_uid
+
     def run(client):
         """client's --authenticate login, from a fresh count of what the server saw."""
         for k in seen:
@@ -100,9 +124,9 @@ def main():
             os.unlink(record)
         args = [client, "--protocol=anyconnect", "--authenticate", "--cafile", os.path.join(certs, "ca.pem"),
                 "-u", "alice", "--passwd-on-stdin", f"https://127.0.0.1:{port}/"]
-        if mode == "wrapper":
-            args[2:2] = ["--csd-wrapper", wrapper]
-        return subprocess.run(args, input="secret\n", capture_output=True, text=True, timeout=60), dict(seen)
+        if mode != "no_wrapper":
+            args[2:2] = ["--csd-wrapper", wrapper] + extra
+        return subprocess.run(args, input="secret\n", capture_output=True, text=True, timeout=60, env=env), dict(seen)
 
     r, saw = run(espvpn)
 
@@ -119,13 +143,17 @@ def main():
         print(f"PASS no_wrapper: exit 1, {r.stderr.strip().splitlines()[-1]}")
         return
     check_wrapper_login("espvpn", r, saw, record, certs, fail)
+    ran_as = json.load(open(record))["uid"]
+    if ran_as != want_uid: fail(f"espvpn ran the wrapper as uid {ran_as}, expected {want_uid}")
+    if mode == "wrapper" and os.geteuid() == 0 and "--csd-wrapper runs as nobody" not in r.stderr:
+        fail("the log does not say the wrapper runs as nobody")
     clients = ["espvpn"]
-    if shutil.which("openconnect"):  # the reference, with the same arguments against the same server
+    if mode == "wrapper" and shutil.which("openconnect"):  # the reference, with the same arguments against the same server
         r_oc, saw_oc = run("openconnect")
         check_wrapper_login("openconnect", r_oc, saw_oc, record, certs, lambda why: fail(why, r_oc, saw_oc))
         clients.append("openconnect")
     server.shutdown()
-    print(f"PASS wrapper: {', '.join(clients)}: ran the wrapper with openconnect's arguments and "
+    print(f"PASS {mode}: {', '.join(clients)}: ran the wrapper (espvpn's as uid {ran_as}) with openconnect's arguments and "
           "CSD_TOKEN/CSD_HOSTNAME/CSD_SHA256; the wait page twice with sdesktop (refresh, then XML); the init again; "
           "cookie printed")
 

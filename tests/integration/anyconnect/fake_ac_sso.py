@@ -257,7 +257,8 @@ class Handler(XmlHandler):
             if strap:
                 st["strap_key"] = strap
             if self.server.cfg.blob_file and strap:
-                write_strap_blob(self.server.cfg.blob_file, strap, self.server.cfg.external_token, self.base(VPN))
+                write_strap_blob(self.server.cfg.blob_file, strap,
+                                 self.server.cfg.blob_token or self.server.cfg.external_token, self.base(VPN))
             return self.reply(sso_form(self.base(VPN), external=bool(self.server.cfg.external_token or
                                                                      self.server.cfg.loopback_redirect)))
         token = (doc.findtext("auth/sso-token") or "").strip()
@@ -283,6 +284,7 @@ def main():
     p.add_argument("--idp-error")
     p.add_argument("--external-token")
     p.add_argument("--blob-file")
+    p.add_argument("--blob-token")  # what the STRAP blob carries, when not --external-token (a wrong one)
     p.add_argument("--loopback-redirect", action="store_true")
     p.add_argument("--max-runtime", type=float, default=120)
     cfg = p.parse_args()

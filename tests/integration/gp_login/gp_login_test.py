@@ -693,6 +693,29 @@ def case_soft_token():
                 content = t.read()
             check(o.returncode == 0 and content == f"base32:{TOTP_KEY},3",
                   f"openconnect 9.01 takes over the same file (counter 2) and writes 3 as espvpn does: {content!r}")
+    # Issue 41: the token file's directory is writable by user nobody, who plants a symlink at the
+    # temporary name pointing into a root-only directory: root must not create a file there.
+    if os.geteuid() == 0:
+        with tempfile.TemporaryDirectory() as d, Fake("--gw-otp", f"xml:hotp:{TOTP_KEY}") as f:
+            os.chmod(d, 0o755)
+            shared, root_only = os.path.join(d, "shared"), os.path.join(d, "root-only")
+            os.mkdir(shared)
+            os.chown(shared, 65534, 65534)
+            os.mkdir(root_only, 0o700)
+            tok = os.path.join(shared, "token")
+            with open(tok, "w") as t:
+                t.write(f"base32:{TOTP_KEY},0\n")
+            os.chown(tok, 65534, 65534)
+            target = os.path.join(root_only, "cron-entry")
+            subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "ln", "-s", target,
+                            tok + ".espvpn-new"], check=True)
+            r = espvpn(f.url, ["--authenticate", "-u", "alice", "--passwd-on-stdin", "--non-inter", "--token-mode=hotp",
+                               "--token-secret", "@" + tok], "secret\n")
+            check(not os.path.lexists(target), "nothing created through the planted symlink")
+            check(r.returncode != 0 and "symlink is already there" in r.stderr,
+                  f"the planted name: a clear error: {r.stderr.strip().splitlines()[-1:]!r}")
+            with open(tok) as t:
+                check(t.read() == f"base32:{TOTP_KEY},0\n", "the token file is unchanged")
     # The secret is wiped from the command line (/proc/PID/cmdline), as -C and -p are.
     with Fake("--delay", "/global-protect/prelogin.esp=3") as f:
         p = subprocess.Popen([ESPVPN, "--protocol=gp", "--cafile", CA, "--authenticate", "-u", "alice",

@@ -45,3 +45,44 @@ TEST_CASE("--pid-file in a missing directory is a clear error") {
     REQUIRE(!pc);
     CHECK(pc.error().message.find("/nonexistent/espvpn/pid") != std::string::npos);
 }
+
+// Issue 41: the pid file's name in a directory someone else can write.
+TEST_CASE("--pid-file: a symlink planted at the name is refused, never written through") {
+    char dir[] = "/tmp/espvpn-pid-test-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    const std::string target = std::string(dir) + "/victim";
+    { std::ofstream(target) << "precious\n"; }
+    const std::string path = std::string(dir) + "/espvpn.pid";
+    REQUIRE(symlink(target.c_str(), path.c_str()) == 0);
+    ClientOptions o;
+    o.pid_file = path;
+    {
+        auto pc = ProcessControl::prepare(o);
+        REQUIRE(!pc);
+        CHECK(pc.error().message.find("symlink is already there") != std::string::npos);
+        CHECK(pc.error().message.find(path) != std::string::npos);
+    }
+    std::ifstream in(target);
+    std::string text;
+    std::getline(in, text);
+    CHECK(text == "precious");
+    unlink(path.c_str());
+    unlink(target.c_str());
+    rmdir(dir);
+}
+
+TEST_CASE("--pid-file: a stale pid file (a regular file) is replaced") {
+    std::string path = "/tmp/espvpn-pid-stale-" + std::to_string(getpid());
+    { std::ofstream(path) << "1\n"; }
+    ClientOptions o;
+    o.pid_file = path;
+    {
+        auto pc = ProcessControl::prepare(o);
+        REQUIRE(pc);
+        std::ifstream in(path);
+        int pid = 0;
+        in >> pid;
+        CHECK(pid == getpid());
+    }
+    CHECK(access(path.c_str(), F_OK) != 0);
+}

@@ -244,6 +244,33 @@ TEST_CASE("StatsReporter with a StatsView writes the view's JSON, last at destru
     std::remove(path.c_str());
 }
 
+// Issue 41: --stats-json in a directory someone else can write; they plant a symlink at
+// the temporary name before espvpn writes.
+TEST_CASE("StatsReporter: a symlink planted at the .tmp name is refused, never written through") {
+    char dir[] = "/tmp/espvpn-stats-plant-XXXXXX";
+    REQUIRE(::mkdtemp(dir));
+    const std::string path = std::string(dir) + "/stats.json";
+    const std::string target = std::string(dir) + "/victim";
+    REQUIRE(::symlink(target.c_str(), (path + ".tmp").c_str()) == 0);
+    StatsView view{[] { return std::string("{\"n\": 1}"); }, [] { return std::string("text"); }};
+    StatsReporterOptions o;
+    o.json_path = path;
+    o.json_interval = std::chrono::milliseconds(3600 * 1000);
+    o.print_on_sigusr1 = false;
+    {
+        auto r = StatsReporter::start(view, o);
+        REQUIRE(r);
+        auto st = (*r)->write_json();
+        REQUIRE_FALSE(st);
+        CHECK(st.error().message.find("symlink is already there") != std::string::npos);
+        CHECK(st.error().message.find(path + ".tmp") != std::string::npos);
+    }
+    CHECK(::access(target.c_str(), F_OK) != 0);  // nothing created through the link
+    CHECK(::access(path.c_str(), F_OK) != 0);
+    ::unlink((path + ".tmp").c_str());
+    ::rmdir(dir);
+}
+
 TEST_CASE("a UDP pipeline's batch sizes are 1..UdpSocket::kMaxBatch each") {
     using espvpn::datapath::check_batch_sizes;
     constexpr std::size_t max = espvpn::io::UdpSocket::kMaxBatch;

@@ -360,3 +360,21 @@ TEST_CASE("built-in settings, AnyConnect: full tunnel routes every name; split t
     CHECK(split.routing_domains == Names{"lab.test"});
     CHECK_FALSE(split.default_route);
 }
+
+// Issue 41: the backups are files espvpn made; a symlink in their place is never read.
+TEST_CASE("resolv.conf backend: a symlink planted as a dead espvpn's backup is not restored from") {
+    TempDir backups;
+    DnsSettings dead = vpn_dns();
+    dead.vpn_pid = dead_pid();
+    TempFile f(compose_resolv_conf(kOriginal, dead));
+    TempFile chosen("nameserver 203.0.113.66\n");  // what the planter wants in resolv.conf
+    const std::string planted = backups.path + "/resolv.conf." + std::to_string(dead.vpn_pid);
+    REQUIRE(::symlink(chosen.path.c_str(), planted.c_str()) == 0);
+    const HostDnsOptions o = file_options(f.path, backups.path);
+    {
+        auto dns = HostDns::apply(vpn_dns(), o);
+        REQUIRE(dns);
+    }
+    CHECK(slurp(f.path).find("203.0.113.66") == std::string::npos);
+    ::unlink(planted.c_str());
+}

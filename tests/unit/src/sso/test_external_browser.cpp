@@ -8,9 +8,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -222,4 +224,94 @@ TEST_CASE("invoking user: remove_dir_as_user removes the directory and what is i
     CHECK(sso::remove_dir_as_user(*user, dir));
     CHECK_FALSE(std::filesystem::exists(dir));
     CHECK(std::filesystem::exists("/etc/passwd"));
+}
+
+// Issue 41: another local user must neither take the AnyConnect token by holding the port on
+// one loopback address, nor hand espvpn a token of theirs (login CSRF).
+TEST_CASE("external browser: the localhost port held by another user: a clear error naming them, no login") {
+    NoInvoker no_invoker;
+    if (::geteuid() != 0) {
+        MESSAGE("skipped: needs root (the holder runs as nobody)");
+        return;
+    }
+    const auto port = free_port();
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    pid_t holder = ::fork();
+    REQUIRE(holder >= 0);
+    if (holder == 0) {
+        // nobody holds 127.0.0.1:PORT only (::1 stays free, as an attacker would leave it).
+        ::close(ready[0]);
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(1);
+        int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 1) != 0) ::_exit(1);
+        (void)!::write(ready[1], "1", 1);
+        ::sleep(60);  // bounded; killed by the test long before
+        ::_exit(0);
+    }
+    ::close(ready[1]);
+    char byte = 0;
+    REQUIRE(::read(ready[0], &byte, 1) == 1);
+    ::close(ready[0]);
+    sso::ExternalBrowserOptions o;
+    o.program = "true";
+    o.timeout = std::chrono::seconds(3);
+    o.read_stdin = false;
+    session::SsoStart start;
+    start.url = "https://idp.invalid/sso";
+    session::SsoFinish finish;
+    finish.loopback_port = port;
+    auto r = sso::make_external_browser(o)->run(start, finish);
+    ::kill(holder, SIGKILL);
+    ::waitpid(holder, nullptr, 0);
+    REQUIRE_FALSE(r);
+    CHECK_MESSAGE(r.error().message.find("127.0.0.1 port " + std::to_string(port)) != std::string::npos,
+                  r.error().message);
+    CHECK_MESSAGE(r.error().message.find("held by uid 65534") != std::string::npos, r.error().message);
+    CHECK_MESSAGE(r.error().message.find("pid " + std::to_string(holder)) != std::string::npos, r.error().message);
+}
+
+TEST_CASE("external browser: a token from another user's connection is refused, the user's own taken") {
+    NoInvoker no_invoker;
+    if (::geteuid() != 0 || ::access("/usr/bin/setpriv", X_OK) != 0) {
+        MESSAGE("skipped: needs root and setpriv (the injected request comes from nobody)");
+        return;
+    }
+    const auto port = free_port();
+    char dir[] = "/tmp/espvpn-sso-peer-XXXXXX";
+    REQUIRE(::mkdtemp(dir));
+    ::chmod(dir, 0777);
+    const std::string script = std::string(dir) + "/browser";
+    {
+        // First nobody's request with a token of theirs (refused: 403), then the real return.
+        std::ofstream f(script);
+        f << "#!/bin/sh\nsetpriv --reuid=65534 --regid=65534 --clear-groups curl -s -o /dev/null -w '%{http_code}' "
+          << "http://127.0.0.1:" << port << "/api/sso/attacker-token > " << dir << "/injected\n"
+          << "setpriv --reuid=65534 --regid=65534 --clear-groups curl -s -o /dev/null -w '%{http_code}' "
+          << "'http://[::1]:" << port << "/api/sso/attacker-token' > " << dir << "/injected6\n"
+          << "curl -s -o /dev/null \"$1\"\n";
+    }
+    ::chmod(script.c_str(), 0755);
+    sso::ExternalBrowserOptions o;
+    o.program = script;
+    o.timeout = std::chrono::seconds(20);
+    o.read_stdin = false;
+    session::SsoStart start;
+    start.url = "http://127.0.0.1:" + std::to_string(port) + "/api/sso/real-token";
+    session::SsoFinish finish;
+    finish.loopback_port = port;
+    auto r = sso::make_external_browser(o)->run(start, finish);
+    REQUIRE_MESSAGE(r, (r ? "" : r.error().message));
+    CHECK(r->token.reveal_text() == "real-token");
+    std::string code;
+    std::ifstream(std::string(dir) + "/injected") >> code;
+    CHECK(code == "403");
+    std::string code6;
+    std::ifstream(std::string(dir) + "/injected6") >> code6;
+    CHECK((code6 == "403" || code6 == "000"));  // 000: no IPv6 on this host's loopback
+    std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,142 @@
+// The HOTP counter written back into a token file that sits in a directory another user
+// can write (issue 41): a symlink planted at the temporary name or at the token file is
+// never followed, and the new file is the token file's owner's, with its mode.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "src/session/soft_token.h"
+
+using namespace espvpn;
+using namespace espvpn::session;
+
+namespace {
+
+const char* kToken = "base32:GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ,0\n";
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void spit(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// A scratch directory owned by nobody (the user who plants), and a root-only one beside it.
+struct Dirs {
+    std::string base, shared, root_only;
+    uid_t nobody = 65534;
+    gid_t nogroup = 65534;
+    Dirs() {
+        char t[] = "/tmp/espvpn-soft-token-XXXXXX";
+        REQUIRE(::mkdtemp(t));
+        base = t;
+        REQUIRE(::chmod(base.c_str(), 0755) == 0);
+        if (const passwd* pw = ::getpwnam("nobody")) {
+            nobody = pw->pw_uid;
+            nogroup = pw->pw_gid;
+        }
+        shared = base + "/shared";
+        root_only = base + "/root-only";
+        REQUIRE(::mkdir(shared.c_str(), 0755) == 0);
+        REQUIRE(::chown(shared.c_str(), nobody, nogroup) == 0);
+        REQUIRE(::mkdir(root_only.c_str(), 0700) == 0);
+    }
+    ~Dirs() { (void)!std::system(("rm -rf '" + base + "'").c_str()); }
+    // A symlink made by nobody, as the attacker would.
+    void plant(const std::string& at, const std::string& to) {
+        REQUIRE(::symlink(to.c_str(), at.c_str()) == 0);
+        REQUIRE(::lchown(at.c_str(), nobody, nogroup) == 0);
+    }
+};
+
+Result<Secret> one_code(const std::string& file) {
+    auto token = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + file));
+    REQUIRE(token);
+    return (*token)->next_code();
+}
+
+bool exists(const std::string& path) {
+    struct stat st{};
+    return ::lstat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("HOTP write-back: a symlink planted at the temporary name is not followed") {
+    if (::geteuid() != 0) {
+        MESSAGE("skipped: needs root (the attack is on root's write)");
+        return;
+    }
+    Dirs d;
+    // The token file root's or the user's: the planted name is refused either way.
+    for (bool users : {false, true}) {
+        CAPTURE(users);
+        const std::string tok = d.shared + "/token";
+        spit(tok, kToken);
+        if (users) REQUIRE(::chown(tok.c_str(), d.nobody, d.nogroup) == 0);
+        const std::string target = d.root_only + "/cron-entry";
+        d.plant(tok + ".espvpn-new", target);
+        auto code = one_code(tok);
+        CHECK_FALSE(code);
+        if (!code) {
+            CHECK(code.error().message.find("symlink is already there") != std::string::npos);
+            CHECK(code.error().message.find(tok + ".espvpn-new") != std::string::npos);
+        }
+        CHECK_FALSE(exists(target));
+        CHECK(slurp(tok) == kToken);
+        ::unlink((tok + ".espvpn-new").c_str());
+        ::unlink(tok.c_str());
+    }
+}
+
+TEST_CASE("HOTP write-back: a token file that is a symlink is not replaced or written through") {
+    if (::geteuid() != 0) {
+        MESSAGE("skipped: needs root");
+        return;
+    }
+    Dirs d;
+    const std::string real = d.root_only + "/token";
+    spit(real, kToken);
+    const std::string tok = d.shared + "/token";
+    d.plant(tok, real);
+    auto code = one_code(tok);
+    REQUIRE_FALSE(code);
+    CHECK(code.error().message.find("is a symlink") != std::string::npos);
+    struct stat st{};
+    REQUIRE(::lstat(tok.c_str(), &st) == 0);
+    CHECK(S_ISLNK(st.st_mode));
+    CHECK(slurp(real) == kToken);
+    CHECK_FALSE(exists(tok + ".espvpn-new"));
+}
+
+TEST_CASE("HOTP write-back: the new file is the token file owner's, with its mode") {
+    if (::geteuid() != 0) {
+        MESSAGE("skipped: needs root");
+        return;
+    }
+    Dirs d;
+    const std::string tok = d.shared + "/token";
+    spit(tok, kToken);
+    REQUIRE(::chown(tok.c_str(), d.nobody, d.nogroup) == 0);
+    REQUIRE(::chmod(tok.c_str(), 0640) == 0);
+    auto code = one_code(tok);
+    REQUIRE(code);
+    CHECK(code->reveal_text() == "755224");  // RFC 4226's first code
+    struct stat st{};
+    REQUIRE(::lstat(tok.c_str(), &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK(st.st_uid == d.nobody);
+    CHECK(st.st_gid == d.nogroup);
+    CHECK((st.st_mode & 07777) == 0640);
+    CHECK(slurp(tok).find(",1") != std::string::npos);
+    CHECK_FALSE(exists(tok + ".espvpn-new"));
+}
