@@ -14,9 +14,9 @@
 // instruction's latency, and the sixteen blocks are multiplied by H^16 .. H^1 (the key's
 // h_powers, two per ymm) and summed unreduced, so a step pays one reduction.
 //
-// Without AVX-512 there are no byte-masked loads and stores: the last, partial ymm of a
-// text goes through a 32-byte block on the stack (zero-padded, as GHASH wants it), which is
-// zeroed again before returning.
+// Without AVX-512 there are no byte-masked loads and stores: the last, partial ymm of a text
+// (and a partial AAD block, a truncated tag) is read and written in pieces of 16, 8, 4, 2 and
+// 1 bytes, never touching a byte outside the caller's buffers (one may end at a page boundary).
 #include "crypto/aes_gcm_avx2.h"
 
 #if defined(__x86_64__)
@@ -49,11 +49,69 @@ inline __m256i first_bytes(std::size_t n) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kOnesThenZeros + 32 - n));
 }
 
-// Zeroes a 32-byte stack block that held text; the empty asm makes the stores count as read,
-// so the compiler cannot drop them as dead.
-inline void wipe(std::uint8_t* block) {
-    _mm256_store_si256(reinterpret_cast<__m256i*>(block), _mm256_setzero_si256());
-    __asm__ __volatile__("" : : "r"(block) : "memory");
+// The n (0..15) bytes at p in the low bytes of an xmm, the others zero. (The fixed-size
+// memcpy calls are single loads.)
+inline __m128i load_short(const std::uint8_t* p, std::size_t n) {
+    std::uint64_t first = 0, rest = 0;
+    std::size_t at = 0;
+    unsigned shift = 0;
+    if (n & 8) {
+        std::memcpy(&first, p, 8);
+        at = 8;
+    }
+    if (n & 4) {
+        std::uint32_t v;
+        std::memcpy(&v, p + at, 4);
+        rest = v;
+        at += 4;
+        shift = 32;
+    }
+    if (n & 2) {
+        std::uint16_t v;
+        std::memcpy(&v, p + at, 2);
+        rest |= std::uint64_t{v} << shift;
+        at += 2;
+        shift += 16;
+    }
+    if (n & 1) rest |= std::uint64_t{p[at]} << shift;
+    return n & 8 ? _mm_set_epi64x(static_cast<long long>(rest), static_cast<long long>(first))
+                 : _mm_set_epi64x(0, static_cast<long long>(rest));
+}
+
+// The low n (0..15) bytes of v to p.
+inline void store_short(std::uint8_t* p, __m128i v, std::size_t n) {
+    auto w = static_cast<std::uint64_t>(_mm_cvtsi128_si64(v));
+    std::size_t at = 0;
+    if (n & 8) {
+        std::memcpy(p, &w, 8);
+        w = static_cast<std::uint64_t>(_mm_extract_epi64(v, 1));
+        at = 8;
+    }
+    if (n & 4) {
+        const auto x = static_cast<std::uint32_t>(w);
+        std::memcpy(p + at, &x, 4);
+        w >>= 32;
+        at += 4;
+    }
+    if (n & 2) {
+        const auto x = static_cast<std::uint16_t>(w);
+        std::memcpy(p + at, &x, 2);
+        w >>= 16;
+        at += 2;
+    }
+    if (n & 1) p[at] = static_cast<std::uint8_t>(w);
+}
+
+// The n (1..31) bytes at p, zero-padded to a ymm; and the first n bytes of a ymm to p.
+inline __m256i load_partial(const std::uint8_t* p, std::size_t n) {
+    if (n < 16) return _mm256_zextsi128_si256(load_short(p, n));
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), load_short(p + 16, n - 16), 1);
+}
+inline void store_partial(std::uint8_t* p, __m256i v, std::size_t n) {
+    if (n < 16) return store_short(p, _mm256_castsi256_si128(v), n);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(v));
+    store_short(p + 16, _mm256_extracti128_si256(v, 1), n - 16);
 }
 
 // Products of reflected blocks (two per ymm) with powers of H (two per ymm), summed unreduced.
@@ -107,11 +165,7 @@ inline __m256i plus(__m256i ctr, int n) { return _mm256_add_epi32(ctr, _mm256_se
 inline __m128i ghash_aad(__m128i x, const std::uint8_t* aad, std::size_t len, __m128i h1) {
     for (; len >= 16; aad += 16, len -= 16)
         x = gf_mul(_mm_xor_si128(x, reverse(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aad)))), h1);
-    if (len) {
-        alignas(16) std::uint8_t block[16] = {};
-        std::memcpy(block, aad, len);
-        x = gf_mul(_mm_xor_si128(x, reverse(_mm_load_si128(reinterpret_cast<const __m128i*>(block)))), h1);
-    }
+    if (len) x = gf_mul(_mm_xor_si128(x, reverse(load_short(aad, len))), h1);
     return x;
 }
 
@@ -162,16 +216,12 @@ struct Text {
                 d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + done));
                 c = _mm256_xor_si256(d, ks[g]);
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + done), c);
-            } else {  // 1..31 bytes: through a zero-padded block
+            } else {  // 1..31 bytes
                 const std::size_t n = len - done;
-                alignas(32) std::uint8_t block[32] = {};
-                std::memcpy(block, in + done, n);
-                d = _mm256_load_si256(reinterpret_cast<const __m256i*>(block));
+                d = load_partial(in + done, n);
                 // GHASH sees the text zero-padded: bytes past the end are zero in d, not in c.
                 c = _mm256_and_si256(_mm256_xor_si256(d, ks[g]), first_bytes(n));
-                _mm256_store_si256(reinterpret_cast<__m256i*>(block), c);
-                std::memcpy(out + done, block, n);
-                wipe(block);
+                store_partial(out + done, c, n);
             }
             __m256i b = _mm256_shuffle_epi8(Seal ? c : d, mask);
             if (g == 0) b = _mm256_xor_si256(b, _mm256_zextsi128_si256(x));
@@ -192,10 +242,11 @@ inline __m128i crypt(const AesGcm::Key& key, const std::uint8_t* nonce, const st
     const Aes<Rounds> aes{key};
     const __m128i h1 = _mm_load_si128(reinterpret_cast<const __m128i*>(key.h_powers[15]));
     // J0 = nonce || 1, reflected: the 32-bit counter is the low dword.
-    alignas(16) std::uint8_t j0_bytes[16] = {};
-    std::memcpy(j0_bytes, nonce, 12);
-    j0_bytes[15] = 1;
-    const __m128i j0 = _mm_load_si128(reinterpret_cast<const __m128i*>(j0_bytes));
+    std::uint64_t n0;
+    std::uint32_t n1;
+    std::memcpy(&n0, nonce, 8);
+    std::memcpy(&n1, nonce + 8, 4);
+    const __m128i j0 = _mm_set_epi64x(static_cast<long long>(n1 | std::uint64_t{1} << 56), static_cast<long long>(n0));
     // The first text block's counter is J0 + 1: blocks 1 and 2 in the first ymm.
     const __m256i first = _mm256_add_epi32(both_lanes(reverse(j0)), _mm256_set_epi32(0, 0, 0, 2, 0, 0, 0, 1));
     // E_K(J0) masks the tag; computed first, its chain of rounds overlaps the rest.
@@ -235,10 +286,9 @@ bool open(const AesGcm::Key& key, const std::uint8_t* nonce, const std::uint8_t*
     const __m128i t = key.rounds == 10 ? crypt<10, false>(key, nonce, aad, aad_len, in, out, len)
                                        : crypt<14, false>(key, nonce, aad, aad_len, in, out, len);
     // Constant time: every byte compared, one mask tested.
-    alignas(16) std::uint8_t given[16] = {};
-    std::memcpy(given, tag, tag_len);
-    const unsigned equal = static_cast<unsigned>(
-        _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(given)), t)));
+    const __m128i given =
+        tag_len == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(tag)) : load_short(tag, tag_len);
+    const auto equal = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(given, t)));
     const unsigned want = (1u << tag_len) - 1;
     if ((equal & want) == want) return true;
     std::memset(out, 0, len);

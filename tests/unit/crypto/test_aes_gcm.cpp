@@ -1,7 +1,10 @@
 #include <doctest/doctest.h>
 
 #include <gnutls/crypto.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <random>
@@ -129,7 +132,8 @@ TEST_CASE("AES-GCM (VAES): the same bytes as GnuTLS for every length 0-700, ESP 
             AesGcm gcm;
             REQUIRE(gcm.set_key(key.data(), key.size(), p));
             for (std::size_t n : lengths) {
-                const std::size_t aad_len = std::array<std::size_t, 7>{0, 8, 12, 13, 16, 20, 45}[n % 7];
+                const std::size_t aad_len =
+                    std::array<std::size_t, 13>{0, 1, 2, 3, 7, 8, 12, 13, 14, 15, 16, 20, 45}[n % 13];
                 CAPTURE(AesGcm::name(p));
                 CAPTURE(key_len);
                 CAPTURE(n);
@@ -192,6 +196,15 @@ TEST_CASE("AES-GCM (VAES): open refuses any changed byte of text, AAD, nonce or 
             CHECK_FALSE(opens(sealed, longer_aad, nonce, 16));
             CHECK_FALSE(opens(sealed, aad, nonce, 0));
             CHECK_FALSE(opens(sealed, aad, nonce, 17));
+            // Every truncation of the tag: its bytes are checked, the ones after it are not.
+            for (std::size_t tag_len = 1; tag_len <= 16; ++tag_len) {
+                CAPTURE(tag_len);
+                Bytes s = sealed;
+                if (tag_len < 16) s[n + tag_len] ^= 0x01;
+                CHECK(opens(s, aad, nonce, tag_len));
+                s[n + tag_len - 1] ^= 0x80;
+                CHECK_FALSE(opens(s, aad, nonce, tag_len));
+            }
         }
     }
 }
@@ -214,4 +227,46 @@ TEST_CASE("AES-GCM (VAES): set_key takes 16 and 32 bytes only; keys do not leak 
         CHECK(our_seal(gcm, nonce, aad, text, 0) ==
               reference_aead_seal(GNUTLS_CIPHER_AES_128_GCM, k2, nonce, aad, text));
     }
+}
+
+TEST_CASE("AES-GCM (VAES): reads nothing past the text, AAD or tag (each ending at an unmapped page)") {
+    // Each buffer is placed so that its last byte is the last of a page whose next page is
+    // unmapped: a load of a whole vector over the end would fault.
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    void* map = ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(map != MAP_FAILED);
+    auto* base = static_cast<std::uint8_t*>(map);
+    REQUIRE(::mprotect(base + page, page, PROT_NONE) == 0);
+    std::uint8_t* const end = base + page;
+    std::mt19937 rng(11);
+    for (const AesGcm::Path p : vector_paths()) {
+        const Bytes key = random_bytes(rng, 16);
+        AesGcm gcm;
+        REQUIRE(gcm.set_key(key.data(), key.size(), p));
+        for (std::size_t n = 0; n <= 300; ++n) {
+            CAPTURE(AesGcm::name(p));
+            CAPTURE(n);
+            const std::size_t aad_len = n % 17, tag_len = 1 + n % 16;
+            const Bytes nonce = random_bytes(rng, 12), aad = random_bytes(rng, aad_len), text = random_bytes(rng, n);
+            const Bytes want = reference_aead_seal(gcm_cipher(key), key, nonce, aad, text);
+            // The text at the end of the page, sealed and opened in place; then the AAD, then the tag.
+            std::uint8_t* t = end - n;
+            std::copy(text.begin(), text.end(), t);
+            std::uint8_t tag[16];
+            gcm.seal(nonce.data(), aad.data(), aad.size(), t, t, n, tag);
+            REQUIRE(Bytes(t, end) == Bytes(want.begin(), want.end() - 16));
+            REQUIRE(gcm.open(nonce.data(), aad.data(), aad.size(), t, t, n, want.data() + n, 16));
+            REQUIRE(Bytes(t, end) == text);
+            std::uint8_t* a = end - aad_len;
+            std::copy(aad.begin(), aad.end(), a);
+            Bytes c(want.begin(), want.end() - 16), out(n);
+            REQUIRE(gcm.open(nonce.data(), a, aad_len, c.data(), out.data(), n, want.data() + n, 16));
+            std::uint8_t* g = end - tag_len;
+            std::copy(want.begin() + static_cast<std::ptrdiff_t>(n),
+                      want.begin() + static_cast<std::ptrdiff_t>(n + tag_len), g);
+            REQUIRE(gcm.open(nonce.data(), aad.data(), aad.size(), c.data(), out.data(), n, g, tag_len));
+            REQUIRE(out == text);
+        }
+    }
+    ::munmap(map, 2 * page);
 }
