@@ -33,7 +33,7 @@ AesGcm::Path AesGcm::chosen() {
     const char* force = std::getenv("ESPVPN_GCM_VAES");
     if (!force) return best;
     if (std::strcmp(force, "0") == 0) return Path::gnutls;
-    if (std::strcmp(force, "avx2") == 0 && best == Path::avx512) return Path::avx2;
+    if (std::strcmp(force, "avx2") == 0) return cpu_has(Path::avx2) ? Path::avx2 : Path::gnutls;
     return best;
 }
 

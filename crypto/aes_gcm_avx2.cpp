@@ -1,11 +1,11 @@
 // The 256-bit vector part of crypto/aes_gcm.h, compiled for AVX2 + VAES + VPCLMULQDQ and
-// nothing wider (see crypto/CMakeLists.txt, which also checks that no zmm or mask-register
-// instruction is in the object): the path for CPUs with vector AES but no AVX-512 (Intel
-// Core 12th gen and later, AMD Zen 3). Nothing here runs unless
+// nothing wider (crypto/CMakeLists.txt; the test crypto_gcm_avx2_no_avx512 disassembles the
+// object and fails on any zmm, mask or EVEX-only register): the path for CPUs with vector AES
+// but no AVX-512 (Intel Core 12th gen and later, AMD Zen 3). Nothing here runs unless
 // AesGcm::cpu_has(AesGcm::Path::avx2); every function is in an anonymous namespace or in
-// gcm_avx2 and uses no inline library code (memcpy/memset are calls into the C library or
-// plain moves), so no AVX2 copy of a shared inline function can reach code that runs on
-// other CPUs.
+// gcm_avx2 and uses no inline library code (fixed-size memcpy is a plain move, memset a call
+// into the C library), so no AVX2 copy of a shared inline function can reach code that runs
+// on other CPUs.
 //
 // The same arithmetic as the AVX-512 path (crypto/gcm_clmul.h) on half the width: a ymm
 // holds two blocks, so one VAESENC runs a round of two blocks and one VPCLMULQDQ makes two
@@ -175,8 +175,8 @@ template <unsigned Rounds, bool Seal>
 struct Text {
     const Aes<Rounds>& aes;
     const AesGcm::Key& key;
-    __m256i ctr;     // reflected counter blocks of the next step's first two blocks (the others: +2, +4, ...)
-    __m128i x;       // GHASH so far
+    __m256i ctr;  // reflected counter blocks of the next step's first two blocks (then +2, +4, ...)
+    __m128i x;    // GHASH so far
 
     inline void step(const std::uint8_t* in, std::uint8_t* out) {
         __m256i ks[8];

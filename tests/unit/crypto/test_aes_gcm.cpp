@@ -58,15 +58,13 @@ TEST_CASE("AES-GCM (VAES): each path the CPU has is the one set_key was given") 
     CHECK(gcm.path() == AesGcm::Path::gnutls);
     for (AesGcm::Path p : {AesGcm::Path::avx2, AesGcm::Path::avx512})
         if (!AesGcm::cpu_has(p)) CHECK_FALSE(gcm.set_key(key.data(), key.size(), p));
-    // Every AVX-512 CPU with VAES has the AVX2 path too (what ESPVPN_GCM_VAES=avx2 relies on).
-    if (AesGcm::cpu_has(AesGcm::Path::avx512)) CHECK(AesGcm::cpu_has(AesGcm::Path::avx2));
 }
 
 TEST_CASE("AES-GCM (VAES): ESPVPN_GCM_VAES narrows the path: 0 GnuTLS, avx2 at most 256-bit, avx512 or unset the CPU's") {
     const char* saved = std::getenv("ESPVPN_GCM_VAES");
     const std::string before = saved ? saved : "";
     const AesGcm::Path best = AesGcm::cpu_best();
-    const AesGcm::Path narrow = best == AesGcm::Path::avx512 ? AesGcm::Path::avx2 : best;
+    const AesGcm::Path narrow = AesGcm::cpu_has(AesGcm::Path::avx2) ? AesGcm::Path::avx2 : AesGcm::Path::gnutls;
     ::unsetenv("ESPVPN_GCM_VAES");
     CHECK(AesGcm::chosen() == best);
     ::setenv("ESPVPN_GCM_VAES", "0", 1);
