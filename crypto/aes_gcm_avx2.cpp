@@ -178,24 +178,46 @@ struct Text {
     __m256i ctr;  // reflected counter blocks of the next step's first two blocks (then +2, +4, ...)
     __m128i x;    // GHASH so far
 
-    inline void step(const std::uint8_t* in, std::uint8_t* out) {
+    // One step: the keystream of 256 bytes, XORed from in to out; under its AES rounds, the
+    // GHASH of the 256 bytes at `hash` (nullptr: none). Open hashes this step's input; seal
+    // hashes the previous step's output, as this step's is not there yet: the two are
+    // independent, so the AES and carry-less multiply units work side by side.
+    inline void step(const std::uint8_t* in, std::uint8_t* out, const std::uint8_t* hash) {
+        const __m256i mask = reverse_mask256();
         __m256i ks[8];
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) ks[g] = plus(ctr, 2 * g);
+        for (int g = 0; g < 8; ++g) ks[g] = _mm256_xor_si256(_mm256_shuffle_epi8(plus(ctr, 2 * g), mask), aes.rk(0));
         ctr = plus(ctr, 16);
-        aes.template encrypt<8>(ks);
-        const __m256i mask = reverse_mask256();
         Sums s{_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 14
+        for (unsigned r = 1; r < Rounds; ++r) {
+            const __m256i k = aes.rk(r);
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; ++g) ks[g] = _mm256_aesenc_epi128(ks[g], k);
+            if (hash && r <= 8) ghash_one(s, hash, static_cast<int>(r) - 1);  // ymm r-1 of the 8
+        }
+        const __m256i last = aes.rk(Rounds);
 #pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
             const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 32 * g));
-            const __m256i c = _mm256_xor_si256(d, ks[g]);
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * g), c);
-            __m256i b = _mm256_shuffle_epi8(Seal ? c : d, mask);
-            if (g == 0) b = _mm256_xor_si256(b, _mm256_zextsi128_si256(x));
-            accumulate(s, b, _mm256_load_si256(reinterpret_cast<const __m256i*>(key.h_powers[2 * g])));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * g),
+                                _mm256_xor_si256(d, _mm256_aesenclast_epi128(ks[g], last)));
         }
+        if (hash) x = finish(s);
+    }
+    // GHASH of 256 bytes alone (seal's last whole step).
+    inline void ghash_step(const std::uint8_t* hash) {
+        Sums s{_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) ghash_one(s, hash, g);
         x = finish(s);
+    }
+    // Blocks 2g, 2g+1 of 256 bytes times H^(16-2g), H^(15-2g); the GHASH so far joins block 0.
+    inline void ghash_one(Sums& s, const std::uint8_t* hash, int g) {
+        __m256i b = _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hash + 32 * g)),
+                                        reverse_mask256());
+        if (g == 0) b = _mm256_xor_si256(b, _mm256_zextsi128_si256(x));
+        accumulate(s, b, _mm256_load_si256(reinterpret_cast<const __m256i*>(key.h_powers[2 * g])));
     }
 
     template <int G>
@@ -254,7 +276,12 @@ inline __m128i crypt(const AesGcm::Key& key, const std::uint8_t* nonce, const st
 
     Text<Rounds, Seal> t{aes, key, first, ghash_aad(_mm_setzero_si128(), aad, aad_len, h1)};
     std::size_t done = 0;
-    for (; len - done >= 256; done += 256) t.step(in + done, out + done);
+    const std::uint8_t* sealed = nullptr;  // seal: the last step's output, not yet hashed
+    for (; len - done >= 256; done += 256) {
+        t.step(in + done, out + done, Seal ? sealed : in + done);
+        sealed = out + done;
+    }
+    if (Seal && sealed) t.ghash_step(sealed);
     switch ((len - done + 31) / 32) {  // ymm in the tail
         case 8: t.template tail<8>(in + done, out + done, len - done); break;
         case 7: t.template tail<7>(in + done, out + done, len - done); break;
