@@ -4,6 +4,7 @@
 // turn (GnuTLS, VAES-AVX2, VAES-AVX-512). See docs/PERFORMANCE.md.
 //
 //   bench-esp [--quick] [--seconds S] [--no-primitives] [--gcm-paths]
+//   --no-primitives: only the ESP table and the kernel copies (tools/bench's floor)
 //   --gcm-paths: only the AES-GCM path comparison
 #include <fcntl.h>
 #include <unistd.h>
@@ -278,6 +279,7 @@ int main(int argc, char** argv) {
             o.gcm_paths_only = true;
         } else {
             std::fprintf(stderr, "usage: bench-esp [--quick] [--seconds S] [--no-primitives] [--gcm-paths]\n"
+                                 "  --no-primitives: only the ESP table and the kernel copies\n"
                                  "  --gcm-paths: only the ESP AES-GCM rows for each path (GnuTLS, VAES-AVX2, "
                                  "VAES-AVX-512)\n");
             return 2;
@@ -292,9 +294,9 @@ int main(int argc, char** argv) {
         return 0;
     }
     run_esp(o);
-    run_gcm_paths(o);
     run_kernel_copies(o);
     if (o.primitives) {
+        run_gcm_paths(o);
         run_primitives(o);
         run_cbc_lanes(o);
     }
