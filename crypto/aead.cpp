@@ -11,6 +11,16 @@ namespace {
 bool is_aes_gcm(gnutls_cipher_algorithm_t c) {
     return c == GNUTLS_CIPHER_AES_128_GCM || c == GNUTLS_CIPHER_AES_256_GCM;
 }
+
+AesGcm::Path path_of(Aead::Engine e) {
+    switch (e) {
+        case Aead::Engine::fastest: return AesGcm::chosen();
+        case Aead::Engine::gnutls: return AesGcm::Path::gnutls;
+        case Aead::Engine::vaes_avx2: return AesGcm::Path::avx2;
+        case Aead::Engine::vaes_avx512: return AesGcm::Path::avx512;
+    }
+    return AesGcm::Path::gnutls;
+}
 }  // namespace
 
 Status Aead::init(gnutls_cipher_algorithm_t cipher, const std::uint8_t* key, std::size_t key_len, const char* what,
@@ -20,7 +30,8 @@ Status Aead::init(gnutls_cipher_algorithm_t cipher, const std::uint8_t* key, std
     if (want == 0 || key_len != want)
         return make_error(std::string(what) + ": a key of " + std::to_string(key_len) + " bytes for " +
                           (gnutls_cipher_get_name(cipher) ? gnutls_cipher_get_name(cipher) : "an unknown cipher"));
-    vector_ = engine == Engine::fastest && is_aes_gcm(cipher) && AesGcm::available() && vaes_.set_key(key, key_len);
+    const AesGcm::Path path = is_aes_gcm(cipher) ? path_of(engine) : AesGcm::Path::gnutls;
+    vector_ = path != AesGcm::Path::gnutls && vaes_.set_key(key, key_len, path);  // false: the CPU lacks it
     if (vector_) return {};
     gnutls_datum_t kd{const_cast<std::uint8_t*>(key), static_cast<unsigned>(key_len)};
     const int rc = gnutls_aead_cipher_init(&gnutls_, cipher, &kd);

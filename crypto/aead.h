@@ -1,5 +1,5 @@
 // One AEAD key, the one place that picks how it runs: AES-GCM through our VAES code
-// where the CPU has it (crypto/aes_gcm.h), everything else (AES-GCM elsewhere,
+// where the CPU has it (crypto/aes_gcm.h: AesGcm::chosen()), everything else (AES-GCM elsewhere,
 // ChaCha20-Poly1305) through GnuTLS's gnutls_aead_cipher_*. ESP (esp_transform.cpp) and
 // the DTLS/TLS records we seal and open ourselves (record_aead.h) both hold one.
 //
@@ -28,8 +28,10 @@ class Aead {
 public:
     static constexpr std::size_t kNonceSize = 12;
     static constexpr std::size_t kTagSize = 16;
-    // fastest: our vector AES-GCM where AesGcm::available(); gnutls: GnuTLS always (tests).
-    enum class Engine { fastest, gnutls };
+    // fastest: AES-GCM on AesGcm::chosen() (our vector code where the CPU has it, unless
+    // ESPVPN_GCM_VAES says otherwise); gnutls: GnuTLS always; vaes_avx2, vaes_avx512: that
+    // path of ours where the CPU has it, GnuTLS where not (tests, benchmarks).
+    enum class Engine { fastest, gnutls, vaes_avx2, vaes_avx512 };
 
     Aead() = default;
     Aead(const Aead&) = delete;
@@ -42,6 +44,8 @@ public:
     void reset();
     bool ready() const { return gnutls_ || vector_; }
     bool vector_path() const { return vector_; }
+    // What seals and opens AES-GCM here (gnutls also for ChaCha20-Poly1305).
+    AesGcm::Path gcm_path() const { return vector_ ? vaes_.path() : AesGcm::Path::gnutls; }
 
     // len bytes from in to out (in == out, or not overlapping), the 16-byte tag to `tag`.
     bool seal(const std::uint8_t* nonce, const std::uint8_t* aad, std::size_t aad_len, const std::uint8_t* in,

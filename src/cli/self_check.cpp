@@ -6,6 +6,7 @@
 
 #include <ostream>
 
+#include "crypto/aes_gcm.h"
 #include "crypto/cpu_features.h"
 #include "crypto/suites.h"
 #include "protocols/anyconnect/connect.h"
@@ -41,6 +42,7 @@ bool run_self_check(std::ostream& out) {
     out << "  Nettle:  " << nettle_version_major() << "." << nettle_version_minor() << "\n";
     out << "  libxml2: " << LIBXML_DOTTED_VERSION << "\n";
     out << "  CPU:     " << describe(detect_cpu_features()) << "\n";
+    out << "  AES-GCM: " << AesGcm::name(AesGcm::chosen()) << " (ESPVPN_GCM_VAES in espvpn(8))\n";
     out << "  ESP suites (GlobalProtect names):\n";
     int available = 0;
     for (const auto& s : known_esp_suites()) {

@@ -1,8 +1,11 @@
 // bench-esp: ESP seal/open throughput per suite next to the raw ceiling of the same
 // primitives, the kernel's copy in + copy out of the same bytes, and a GnuTLS-vs-Nettle comparison per primitive (the evidence behind the
-// library choices in crypto/esp_transform.cpp). See docs/PERFORMANCE.md.
+// library choices in crypto/esp_transform.cpp); the AES-GCM paths of crypto/aes_gcm.h forced in
+// turn (GnuTLS, VAES-AVX2, VAES-AVX-512). See docs/PERFORMANCE.md.
 //
-//   bench-esp [--quick] [--seconds S] [--no-primitives]
+//   bench-esp [--quick] [--seconds S] [--no-primitives] [--gcm-paths]
+//   --no-primitives: only the ESP table and the kernel copies (tools/bench's floor)
+//   --gcm-paths: only the AES-GCM path comparison
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "crypto/aes_cbc_lanes.h"
+#include "crypto/aes_gcm.h"
 #include "crypto/cpu_features.h"
 #include <nettle/aes.h>
 #include <nettle/cbc.h>
@@ -33,6 +37,7 @@ struct Options {
     double seconds = 0.2;
     int rounds = 3;
     bool primitives = true;
+    bool gcm_paths_only = false;
 };
 
 std::string cpu_model() {
@@ -86,6 +91,45 @@ void run_primitives(const Options& o) {
     }
 }
 
+// ESP seal and open of one suite at one size, as the datapath does them.
+struct SealOpen {
+    Throughput seal;
+    double open_cpb = 0, open_gbps = 0;
+};
+SealOpen seal_and_open(const Options& o, const EspSaKeys& keys, std::size_t size) {
+    // As the datapath seals: a batch of packets per call (seal_batch).
+    std::vector<std::vector<std::uint8_t>> bufs(kSealBatch,
+                                                std::vector<std::uint8_t>(kEspMaxHeadroom + size + kEspMaxTailroom, 0x22));
+    std::vector<EspOutboundSa::Item> items(kSealBatch);
+    auto seal_all = [&](EspOutboundSa& sa) {
+        for (std::size_t i = 0; i < kSealBatch; ++i)
+            items[i] = EspOutboundSa::Item{bufs[i], kEspMaxHeadroom, size, kEspNextHeaderIpv4, {}};
+        sa.seal_batch(items);
+        for (const auto& it : items) die_if(!it.result.ok(), "seal failed");
+    };
+    auto tx = EspOutboundSa::create(0x1000, keys);
+    die_if(!tx.ok(), "cannot create the outbound SA");
+    SealOpen r;
+    r.seal = measure(size * kSealBatch, o.seconds, [&](std::uint64_t) { seal_all(*tx); }, o.rounds);
+
+    auto rt_tx = EspOutboundSa::create(0x2000, keys);
+    EspInboundSas rx;
+    rx.install(EspInboundSa::create(0x2000, keys).value());
+    std::vector<EspOpenItem> opened(kSealBatch);
+    auto round_trip = measure(size * kSealBatch, o.seconds,
+                              [&](std::uint64_t) {
+                                  seal_all(*rt_tx);
+                                  // As the datapath opens: the batch in one call (open_batch).
+                                  for (std::size_t i = 0; i < kSealBatch; ++i) opened[i] = {items[i].result.packet, {}};
+                                  rx.open_batch(opened);
+                                  for (const auto& it : opened) die_if(!it.result.ok(), "open failed");
+                              },
+                              o.rounds);
+    r.open_cpb = round_trip.cycles_per_byte - r.seal.cycles_per_byte;
+    r.open_gbps = r.open_cpb > 0 ? 8 * tsc_hz() / r.open_cpb / 1e9 : 0;
+    return r;
+}
+
 void run_esp(const Options& o) {
     std::printf("\n## ESP seal/open per suite (payload bytes; in place; Gbit/s and cycles/byte)\n\n");
     std::printf("seal: batches of %zu packets (EspOutboundSa::seal_batch, as the datapath seals; CBC encrypts them "
@@ -108,47 +152,58 @@ void run_esp(const Options& o) {
         const bool has_ceiling = suite.cipher == EspCipher::aes128_gcm ||
                                  (suite.cipher == EspCipher::aes128_cbc && suite.integrity == EspIntegrity::hmac_sha1_96);
         for (std::size_t size : kSizes) {
-            // As the datapath seals: a batch of packets per call (seal_batch).
-            std::vector<std::vector<std::uint8_t>> bufs(kSealBatch,
-                                                        std::vector<std::uint8_t>(kEspMaxHeadroom + size + kEspMaxTailroom, 0x22));
-            std::vector<EspOutboundSa::Item> items(kSealBatch);
-            auto seal_all = [&](EspOutboundSa& sa) {
-                for (std::size_t i = 0; i < kSealBatch; ++i)
-                    items[i] = EspOutboundSa::Item{bufs[i], kEspMaxHeadroom, size, kEspNextHeaderIpv4, {}};
-                sa.seal_batch(items);
-                for (const auto& it : items) die_if(!it.result.ok(), "seal failed");
-            };
-            auto tx = EspOutboundSa::create(0x1000, keys);
-            die_if(!tx.ok(), "cannot create the outbound SA");
-            auto seal = measure(size * kSealBatch, o.seconds, [&](std::uint64_t) { seal_all(*tx); }, o.rounds);
-
-            auto rt_tx = EspOutboundSa::create(0x2000, keys);
-            EspInboundSas rx;
-            rx.install(EspInboundSa::create(0x2000, keys).value());
-            std::vector<EspOpenItem> opened(kSealBatch);
-            auto round_trip = measure(size * kSealBatch, o.seconds,
-                                      [&](std::uint64_t) {
-                                          seal_all(*rt_tx);
-                                          // As the datapath opens: the batch in one call (open_batch).
-                                          for (std::size_t i = 0; i < kSealBatch; ++i) opened[i] = {items[i].result.packet, {}};
-                                          rx.open_batch(opened);
-                                          for (const auto& it : opened) die_if(!it.result.ok(), "open failed");
-                                      },
-                                      o.rounds);
-            const double open_cpb = round_trip.cycles_per_byte - seal.cycles_per_byte;
-            const double open_gbps = open_cpb > 0 ? 8 * tsc_hz() / open_cpb / 1e9 : 0;
-
+            const SealOpen r = seal_and_open(o, keys, size);
             std::printf("| %s | %zu | %.2f | %.2f | %.2f | %.2f |", std::string(suite.name()).c_str(), size,
-                        seal.gbit_per_s, seal.cycles_per_byte, open_gbps, open_cpb);
+                        r.seal.gbit_per_s, r.seal.cycles_per_byte, r.open_gbps, r.open_cpb);
             if (has_ceiling) {
                 auto raw_op = suite.is_aead() ? raw_gcm128_encrypt : raw_cbc128_sha1;
                 auto ceil = measure(size, o.seconds, [&](std::uint64_t) { raw_op(raw.data(), size); }, o.rounds);
-                std::printf(" %.2f | %.0f%% |\n", ceil.gbit_per_s, 100 * seal.gbit_per_s / ceil.gbit_per_s);
+                std::printf(" %.2f | %.0f%% |\n", ceil.gbit_per_s, 100 * r.seal.gbit_per_s / ceil.gbit_per_s);
             } else {
                 std::printf(" - | - |\n");
             }
         }
     }
+}
+
+// The AES-GCM paths forced in turn with ESPVPN_GCM_VAES, as a user would force them (the SAs
+// read it when they are created): the same ESP seal and open as above, per path.
+void run_gcm_paths(const Options& o) {
+    std::printf("\n## ESP AES-GCM per path (ESPVPN_GCM_VAES forced in turn; as above: batches of %zu, in place)\n\n",
+                kSealBatch);
+    std::printf("| path | suite | bytes | seal Gbit/s | seal c/B | open Gbit/s | open c/B | seal, open c/B vs GnuTLS |\n");
+    std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
+    struct Forced {
+        AesGcm::Path path;
+        const char* value;
+    };
+    const Forced paths[] = {{AesGcm::Path::gnutls, "0"}, {AesGcm::Path::avx2, "avx2"}, {AesGcm::Path::avx512, "avx512"}};
+    const char* saved = std::getenv("ESPVPN_GCM_VAES");
+    const std::string before = saved ? saved : "";
+    for (auto c : {EspCipher::aes128_gcm, EspCipher::aes256_gcm}) {
+        const EspSuite suite{c, EspIntegrity::none};
+        auto keys = bench_keys(suite);
+        for (std::size_t size : {std::size_t{64}, std::size_t{1400}}) {
+            SealOpen gnutls{};
+            for (const Forced& f : paths) {
+                if (!AesGcm::cpu_has(f.path)) {
+                    std::printf("| %s | %s | %zu | not on this CPU | | | | |\n", AesGcm::name(f.path),
+                                std::string(suite.name()).c_str(), size);
+                    continue;
+                }
+                ::setenv("ESPVPN_GCM_VAES", f.value, 1);
+                die_if(AesGcm::chosen() != f.path, "ESPVPN_GCM_VAES did not select the path");
+                const SealOpen r = seal_and_open(o, keys, size);
+                if (f.path == AesGcm::Path::gnutls) gnutls = r;
+                std::printf("| %s | %s | %zu | %.2f | %.2f | %.2f | %.2f | %.2fx, %.2fx |\n", AesGcm::name(f.path),
+                            std::string(suite.name()).c_str(), size, r.seal.gbit_per_s, r.seal.cycles_per_byte,
+                            r.open_gbps, r.open_cpb, r.seal.cycles_per_byte / gnutls.seal.cycles_per_byte,
+                            r.open_cpb / gnutls.open_cpb);
+            }
+        }
+    }
+    if (saved) ::setenv("ESPVPN_GCM_VAES", before.c_str(), 1);
+    else ::unsetenv("ESPVPN_GCM_VAES");
 }
 
 // CBC encryption of a batch: Nettle's cbc_aes128_encrypt one packet after another (what the
@@ -220,17 +275,28 @@ int main(int argc, char** argv) {
             o.seconds = std::atof(argv[++i]);
         } else if (!std::strcmp(argv[i], "--no-primitives")) {
             o.primitives = false;
+        } else if (!std::strcmp(argv[i], "--gcm-paths")) {
+            o.gcm_paths_only = true;
         } else {
-            std::fprintf(stderr, "usage: bench-esp [--quick] [--seconds S] [--no-primitives]\n");
+            std::fprintf(stderr, "usage: bench-esp [--quick] [--seconds S] [--no-primitives] [--gcm-paths]\n"
+                                 "  --no-primitives: only the ESP table and the kernel copies\n"
+                                 "  --gcm-paths: only the ESP AES-GCM rows for each path (GnuTLS, VAES-AVX2, "
+                                 "VAES-AVX-512)\n");
             return 2;
         }
     }
     std::printf("# bench-esp\n\nCPU: %s\nTSC: %.3f GHz (cycles/byte = thread CPU time x TSC rate)\n%s\n",
                 cpu_model().c_str(), tsc_hz() / 1e9, describe(detect_cpu_features()).c_str());
+    std::printf("AES-GCM: %s (ESPVPN_GCM_VAES)\n", AesGcm::name(AesGcm::chosen()));
     std::printf("Each figure: best of %d rounds of %.3f s CPU time.\n", o.rounds, o.seconds);
+    if (o.gcm_paths_only) {
+        run_gcm_paths(o);
+        return 0;
+    }
     run_esp(o);
     run_kernel_copies(o);
     if (o.primitives) {
+        run_gcm_paths(o);
         run_primitives(o);
         run_cbc_lanes(o);
     }

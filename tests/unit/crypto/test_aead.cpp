@@ -1,5 +1,5 @@
-// crypto/aead.h: both engines (our VAES AES-GCM where the CPU has it, GnuTLS
-// always) give the same bytes as GnuTLS's one-shot gnutls_aead_cipher_encrypt
+// crypto/aead.h: every engine (our VAES AES-GCM as chosen, each of its paths the
+// CPU has, forced, and GnuTLS always) gives the same bytes as GnuTLS's one-shot gnutls_aead_cipher_encrypt
 // for AES-128/256-GCM and ChaCha20-Poly1305, in every buffer layout the callers
 // use (in place with a separate tag, out of place with the tag after the text,
 // out of place with the tag elsewhere); open() takes back what seal() made,
@@ -73,14 +73,31 @@ const Case kCases[] = {{GNUTLS_CIPHER_AES_128_GCM, 16, "AES-128-GCM"},
                        {GNUTLS_CIPHER_AES_256_GCM, 32, "AES-256-GCM"},
                        {GNUTLS_CIPHER_CHACHA20_POLY1305, 32, "ChaCha20-Poly1305"}};
 
-// body(c, engine, key, aead) for every cipher and both engines, with a fresh
+// fastest and gnutls, and each vector path the CPU has, forced.
+std::vector<Aead::Engine> engines() {
+    std::vector<Aead::Engine> e{Aead::Engine::fastest, Aead::Engine::gnutls};
+    if (AesGcm::cpu_has(AesGcm::Path::avx2)) e.push_back(Aead::Engine::vaes_avx2);
+    if (AesGcm::cpu_has(AesGcm::Path::avx512)) e.push_back(Aead::Engine::vaes_avx512);
+    return e;
+}
+const char* name(Aead::Engine e) {
+    switch (e) {
+        case Aead::Engine::fastest: return "fastest";
+        case Aead::Engine::gnutls: return "gnutls";
+        case Aead::Engine::vaes_avx2: return "vaes_avx2";
+        case Aead::Engine::vaes_avx512: return "vaes_avx512";
+    }
+    return "?";
+}
+
+// body(c, engine, key, aead) for every cipher and every engine, with a fresh
 // random key.
 template <class Body>
 void for_each_key(std::mt19937& rng, Body body) {
     for (const Case& c : kCases) {
-        for (const Aead::Engine e : {Aead::Engine::fastest, Aead::Engine::gnutls}) {
+        for (const Aead::Engine e : engines()) {
             CAPTURE(c.label);
-            CAPTURE(e == Aead::Engine::gnutls);
+            CAPTURE(name(e));
             const Bytes key = random_bytes(rng, c.key_len);
             Aead a;
             REQUIRE(a.init(c.cipher, key.data(), key.size(), "test", e));
@@ -96,9 +113,12 @@ TEST_CASE("Aead: both engines, every layout, the same bytes as GnuTLS's one-shot
     for_each_key(rng, [&](const Case& c, Aead::Engine e, const Bytes& key, const Aead& a) {
         CHECK(a.ready());
         if (e == Aead::Engine::gnutls || c.cipher == GNUTLS_CIPHER_CHACHA20_POLY1305)
-            CHECK(!a.vector_path());
+            CHECK(a.gcm_path() == AesGcm::Path::gnutls);
+        else if (e == Aead::Engine::fastest)
+            CHECK(a.gcm_path() == AesGcm::chosen());
         else
-            CHECK(a.vector_path() == AesGcm::available());
+            CHECK(a.gcm_path() == (e == Aead::Engine::vaes_avx2 ? AesGcm::Path::avx2 : AesGcm::Path::avx512));
+        CHECK(a.vector_path() == (a.gcm_path() != AesGcm::Path::gnutls));
         for (const std::size_t len : {0u, 1u, 15u, 16u, 17u, 255u, 1024u, 1400u, 1433u, 9000u}) {
             const Bytes nonce = random_bytes(rng, 12), aad = random_bytes(rng, len % 3 == 0 ? 8 : 13);
             const Bytes text = random_bytes(rng, len);
