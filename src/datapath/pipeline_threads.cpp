@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "src/log/logger.h"
+#include "src/sandbox/seccomp_filter.h"
 
 namespace espvpn::datapath {
 
@@ -51,13 +52,30 @@ bool wait_for_work(ControlChannel& control, int fd, int timeout_ms, PipelineFail
     return true;
 }
 
+namespace {
+
+// The thread's first act: its seccomp filter (src/sandbox), before it touches a packet.
+// A thread the kernel will not confine does not run; `refused` says why.
+std::function<void()> confined(std::function<void()> run, const PipelineThreads::Refused& refused, bool tx) {
+    return [run = std::move(run), refused, tx] {
+        if (Status s = sandbox::confine_thread(sandbox::ThreadRole::datapath); !s) {
+            refused(tx, s.error().message);
+            return;
+        }
+        run();
+    };
+}
+
+}  // namespace
+
 void PipelineThreads::start(const char* tx_name, ControlChannel& tx, std::function<void()> tx_run,
-                            const char* rx_name, ControlChannel& rx, std::function<void()> rx_run) {
+                            const char* rx_name, ControlChannel& rx, std::function<void()> rx_run,
+                            const Refused& refused) {
     tx_control_ = &tx;
     rx_control_ = &rx;
-    tx_ = std::thread(std::move(tx_run));
+    tx_ = std::thread(confined(std::move(tx_run), refused, true));
     (void)::pthread_setname_np(tx_.native_handle(), tx_name);
-    rx_ = std::thread(std::move(rx_run));
+    rx_ = std::thread(confined(std::move(rx_run), refused, false));
     (void)::pthread_setname_np(rx_.native_handle(), rx_name);
 }
 

@@ -76,11 +76,14 @@ public:
     PipelineThreads(const PipelineThreads&) = delete;
     PipelineThreads& operator=(const PipelineThreads&) = delete;
 
-    // Runs tx_run and rx_run on their own threads; throws std::system_error if a
-    // thread cannot start (stop() then joins what did start).
-    // Names are at most 15 characters.
+    // Called on a thread whose seccomp filter the kernel refused (`tx`: which one; the
+    // thread then ends without running).
+    using Refused = std::function<void(bool tx, const std::string& why)>;
+    // Runs tx_run and rx_run on their own threads, each under the datapath seccomp
+    // filter (src/sandbox); throws std::system_error if a thread cannot start (stop()
+    // then joins what did start). Names are at most 15 characters.
     void start(const char* tx_name, ControlChannel& tx, std::function<void()> tx_run, const char* rx_name,
-               ControlChannel& rx, std::function<void()> rx_run);
+               ControlChannel& rx, std::function<void()> rx_run, const Refused& refused);
     // Sets each channel's stop flag, wakes it, joins both threads. Idempotent.
     void stop();
 
@@ -108,7 +111,8 @@ public:
         try {
             make();
             threads_.start(tx_name, tx->control, [p = tx.get()] { p->run(); }, rx_name, rx->control,
-                           [p = rx.get()] { p->run(); });
+                           [p = rx.get()] { p->run(); },
+                           [this](bool on_tx, const std::string& why) { (on_tx ? tx->failure : rx->failure).set(why); });
         } catch (const std::exception& e) {
             stop();
             return make_error(what + ": cannot start: " + e.what());

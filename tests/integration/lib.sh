@@ -14,6 +14,9 @@
 #   peak_rss_mb PID           VmHWM of PID in MiB
 #   private_bus_up NS         a system-type dbus-daemon on $work/bus in namespace NS that anyone
 #                             may own names on and call (bus_pid; the pid joins pids)
+#   pipelines_confined PID MIN   every packet pipeline thread of PID (esp-, dtls-, tls- tx/rx)
+#                             runs under a seccomp filter with no_new_privs, and there are at
+#                             least MIN of them; else says which one is not (status 1)
 #   rss_limit_mb BIN LIMIT [ASAN_LIMIT]   LIMIT, or for an AddressSanitizer build of BIN ASAN_LIMIT
 #                             (default 4 x LIMIT: freed memory sits in ASan's quarantine)
 lib_py=/usr/bin/python3; [[ -x $lib_py ]] || lib_py=python3
@@ -53,6 +56,20 @@ stats_wait() {
     sleep 0.2
   done
   return 1
+}
+
+pipelines_confined() {
+  local pid=$1 min=$2 n=0 t comm
+  for t in /proc/"$pid"/task/*; do
+    comm=$(cat "$t/comm" 2>/dev/null) || continue
+    [[ $comm =~ ^(esp|dtls|tls)-(tx|rx)$ ]] || continue
+    if ! grep -q $'^Seccomp:\t2$' "$t/status" || ! grep -q $'^NoNewPrivs:\t1$' "$t/status"; then
+      echo "thread $comm (${t##*/}) is not confined: $(grep -E '^(Seccomp|NoNewPrivs):' "$t/status" | tr '\n\t' '  ')"
+      return 1
+    fi
+    n=$((n + 1))
+  done
+  ((n >= min)) || { echo "$n pipeline threads of pid $pid found, expected at least $min"; return 1; }
 }
 
 no_tun_left() { ! ip -n "$1" -o link show type tun 2>/dev/null | grep -q .; }

@@ -166,7 +166,8 @@ Status TlsPump::start(std::span<const std::uint8_t> early_bytes) {
     if (flags < 0 || ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK) < 0) return failed(std::string("fcntl: ") + std::strerror(errno));
     early_.assign(early_bytes.begin(), early_bytes.end());
     try {
-        threads_.start("tls-tx", tx_control_, [this] { tx_run(); }, "tls-rx", rx_control_, [this] { rx_run(); });
+        threads_.start("tls-tx", tx_control_, [this] { tx_run(); }, "tls-rx", rx_control_, [this] { rx_run(); },
+                       [this](bool, const std::string& why) { finish(TlsPumpEnd::error, "TLS tunnel: " + why); });
     } catch (const std::exception& e) {
         return failed(std::string("cannot start: ") + e.what());
     }

@@ -20,6 +20,8 @@ dtls_psk|dtls_legacy)
   port_opt=(); [[ $want == legacy ]] && port_opt=(--dtls-local-port 40123)
   espvpn_up dtls -u testuser --passwd-on-stdin "${port_opt[@]}" <<<"$oc_password"
   dtls_up dtls
+  # The DTLS (and CSTP) threads run under their seccomp filter (src/sandbox).
+  why=$(pipelines_confined "$client_pid" 2) || fail "$why"
   if [[ $want == legacy ]]; then
     ip netns exec "$nsc" ss -Hun state established >"$work/ss.out"
     grep -q "$cl_ip:40123 *$gw_ip:$oc_port" "$work/ss.out" || fail "--dtls-local-port 40123 not used: $(cat "$work/ss.out")"

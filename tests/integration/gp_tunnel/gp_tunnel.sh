@@ -165,6 +165,9 @@ suites)
     up=$(iperf_gbps 2) || exit 1
     down=$(iperf_gbps 2 -R) || exit 1
     grep -q "over 1 TLS handshake" "$work/espvpn.log" || fail "$suite: login took more than one TLS handshake"
+    # The ESP threads run under their seccomp filter (src/sandbox), the control thread does not.
+    why=$(pipelines_confined "$client_pid" 2) || fail "$suite: $why"
+    grep -q $'^Seccomp:\t0$' "/proc/$client_pid/status" || fail "$suite: the main thread is under a filter"
     # The SAs reach the datapath before its first tun read: nothing dropped for want of one.
     [[ $(client_stat 'd["tx"]["drop_no_sa"]') -eq 0 ]] || fail "$suite: packets dropped before the SA was installed"
     stop
@@ -199,6 +202,7 @@ blocked)
   probe_ms=$(($(log_ms "switching to the HTTPS tunnel") - $(log_ms "ESP [^ ]* to ")))
   ((probe_ms >= 4990 && probe_ms < 8000)) || fail "the probe gave up after ${probe_ms} ms, not 5 s"
   client_until 'd["transport"] == "https"' || fail "stats JSON does not say https: $(cat "$work/cl-stats.json")"
+  why=$(pipelines_confined "$client_pid" 2) || fail "HTTPS tunnel: $why"
   on_https=$(traffic "on HTTPS")
   client_until 'd["https"]["rx_packets"] > 1000 and d["https"]["tx_packets"] > 1000' \
     || fail "HTTPS counters do not show the traffic: $(cat "$work/cl-stats.json")"
