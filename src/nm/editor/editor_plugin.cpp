@@ -115,8 +115,11 @@ NMConnection* import_from_file(NMVpnEditorPlugin*, const char* path, GError** er
     }
     NMConnection* connection = nm_simple_connection_new();
     NMSetting* s_con = nm_setting_connection_new();
+    // A fresh UUID: the imported profile sits beside the one it came from.
+    gchar* uuid = nm_utils_uuid_generate();
     g_object_set(s_con, NM_SETTING_CONNECTION_ID, profile.name.c_str(), NM_SETTING_CONNECTION_TYPE,
-                 NM_SETTING_VPN_SETTING_NAME, nullptr);
+                 NM_SETTING_VPN_SETTING_NAME, NM_SETTING_CONNECTION_UUID, uuid, nullptr);
+    g_free(uuid);
     nm_connection_add_setting(connection, s_con);
     NMSetting* s_vpn = nm_setting_vpn_new();
     g_object_set(s_vpn, NM_SETTING_VPN_SERVICE_TYPE, espvpn::nm::editor::kServiceType, nullptr);

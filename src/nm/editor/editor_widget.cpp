@@ -28,9 +28,13 @@ void set_error_class(GtkWidget* w, bool on) {
     if (on) gtk_widget_add_css_class(w, "error");
     else gtk_widget_remove_css_class(w, "error");
 }
+// A widget with a label beside it is named by it (the mnemonic widget's labelled-by
+// relation); a LABEL property too would make GTK4 say the name twice.
 void set_accessible(GtkWidget* w, const char* name, const std::string& description) {
-    gtk_accessible_update_property(GTK_ACCESSIBLE(w), GTK_ACCESSIBLE_PROPERTY_LABEL, name,
-                                   GTK_ACCESSIBLE_PROPERTY_DESCRIPTION, description.c_str(), -1);
+    GList* labels = gtk_widget_list_mnemonic_labels(w);
+    if (!labels) gtk_accessible_update_property(GTK_ACCESSIBLE(w), GTK_ACCESSIBLE_PROPERTY_LABEL, name, -1);
+    g_list_free(labels);
+    gtk_accessible_update_property(GTK_ACCESSIBLE(w), GTK_ACCESSIBLE_PROPERTY_DESCRIPTION, description.c_str(), -1);
 }
 #else
 std::string entry_text(GtkWidget* e) { return gtk_entry_get_text(GTK_ENTRY(e)); }
