@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-import pyatspi
+from atspi_form import Form, FormError, find_app
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GTK = sys.argv[1]
@@ -27,24 +27,12 @@ SHOT = sys.argv[3] if len(sys.argv) > 3 else None
 APP = f"espvpn-editor-gtk{GTK}"
 
 
-# GTK 4.8's combo box shows its choices only in its popup, not in the accessibility
-# tree; its Selection picks by index. The labels in the editor's order (profile_fields.cpp).
-GTK4_CHOICES = {
-    "Protocol": ["Cisco AnyConnect (ocserv)", "GlobalProtect"],
-    "Password storage": ["Ask every time", "Saved for this user (keyring)", "Saved for all users", "Not required"],
-    "Token secret storage": ["Saved for all users", "Saved for this user (keyring)"],
-    "Single sign-on": ["None (a password)", "In the desktop's browser", "In a browser espvpn drives (Chromium)"],
-    "Soft token": ["None", "TOTP (time-based)", "HOTP (counter; key in a file)"],
-    "Reported OS": ["Default (linux-64)", "Linux 64-bit", "Linux", "Windows", "macOS", "Android", "iOS"],
-}
-
-
 def fail(msg):
     print(f"FAIL (GTK {GTK}): {msg}", flush=True)
     sys.exit(1)
 
 
-class Host:
+class Host(Form):
     def __init__(self, start=None):
         args = [sys.executable, os.path.join(HERE, "editor_host.py"), GTK, NAME_FILE]
         if start is not None:
@@ -54,16 +42,7 @@ class Host:
         if not ready.get("ready"):
             fail(f"editor host did not start: {ready}")
         self.ready = ready
-        self.app = None
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and self.app is None:
-            desktop = pyatspi.Registry.getDesktop(0)
-            for app in desktop:
-                if app is not None and app.name == APP and app.get_process_id() == self.proc.pid:
-                    self.app = app
-            time.sleep(0.2)
-        if self.app is None:
-            fail("the editor window never appeared in the accessibility tree")
+        super().__init__(find_app(APP, self.proc.pid), int(GTK))
 
     def line(self, timeout):
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -74,79 +53,8 @@ class Host:
             fail("the editor host ended")
         return json.loads(text)
 
-    def find(self, name, roles):
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            hit = pyatspi.findDescendant(self.app, lambda a: a is not None and a.name == name
-                                         and a.getRoleName() in roles)
-            if hit is not None:
-                return hit
-            time.sleep(0.1)
-        fail(f"no {'/'.join(roles)} named '{name}' in the editor")
-
-    def entry(self, name):
-        return self.find(name, ("text", "entry", "password text"))
-
-    def type(self, name, text):
-        acc = self.entry(name)
-        if not acc.queryEditableText().setTextContents(text):
-            fail(f"could not type into '{name}'")
-
-    def choose(self, name, label):
-        combo = self.find(name, ("combo box",))
-        items = self.items(combo) if GTK == "3" else GTK4_CHOICES[name]
-        if label not in items:
-            fail(f"'{name}' offers {items}, not '{label}'")
-        if not combo.querySelection().selectChild(items.index(label)):
-            fail(f"could not choose '{label}' in '{name}'")
-        if GTK == "3":  # GTK4: the saved items tell
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and self.combo_text(combo) != label:
-                time.sleep(0.05)
-            if self.combo_text(combo) != label:
-                fail(f"'{name}' shows '{self.combo_text(combo)}' after choosing '{label}'")
-
-    @staticmethod
-    def items(combo):
-        # GTK3: combo box > menu > menu items; GTK4: the choices are the combo's children's names.
-        names = []
-        for child in combo:
-            if child is None:
-                continue
-            if child.getRoleName() == "menu":
-                names += [c.name for c in child if c is not None]
-            else:
-                names.append(child.name)
-        return names
-
-    @staticmethod
-    def combo_text(combo):
-        try:
-            sel = combo.querySelection()
-            if sel.nSelectedChildren:
-                return sel.getSelectedChild(0).name
-        except NotImplementedError:
-            pass
-        return combo.name
-
-    @staticmethod
-    def press(acc):
-        """Its first action (GTK3), else a click in its middle as a person would
-        (GTK 4.8 has no AT-SPI actions on buttons; the registry clicks through XTest)."""
-        try:
-            action = acc.queryAction()
-            if action.nActions > 0 and action.doAction(0):
-                return
-        except NotImplementedError:
-            pass
-        box = acc.queryComponent().getExtents(pyatspi.DESKTOP_COORDS)
-        pyatspi.Registry.generateMouseEvent(box.x + box.width // 2, box.y + box.height // 2, "b1c")
-
-    def toggle(self, name):
-        self.press(self.find(name, ("check box", "check button", "toggle button")))
-
     def save(self):
-        self.press(self.find("Save", ("push button", "button")))
+        self.press(self.button("Save"))
         return self.line(10)
 
     def description(self, name):
@@ -247,8 +155,7 @@ def case_edit():
                       "authgroup": "staff", "password-flags": "1", "resolve": "ocserv.example.com:10.0.0.5"},
              "secrets": {"password": "old"}}
     h = Host(start)
-    text = h.entry("Gateway").queryText()
-    shown = text.getText(0, text.characterCount)
+    shown = h.text_of(h.entry("Gateway"))
     if shown != "https://ocserv.example.com:8443/":
         fail(f"the editor shows the gateway {shown!r}")
     h.type("User name", "carol")
@@ -264,6 +171,9 @@ def case_edit():
     print(f"ok edit (GTK {GTK}): one field changed, the other {len(want) - 1} items kept", flush=True)
 
 
-case_gp()
-case_invalid()
-case_edit()
+try:
+    case_gp()
+    case_invalid()
+    case_edit()
+except FormError as e:
+    fail(str(e))
