@@ -47,7 +47,7 @@ nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" || fa
 # The X server's socket is a file in /tmp (shared with NM's mount namespace); its
 # abstract socket would be in the host's network namespace only.
 exec 3>"$work/display"
-Xvfb -displayfd 3 -screen 0 1024x900x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
+Xvfb -displayfd 3 -screen 0 1024x1000x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
 xvfb_pid=$!
 exec 3>&-
 for _ in $(seq 100); do [[ -s $work/display ]] && break; sleep 0.1; done
