@@ -27,7 +27,8 @@ def find_app(name, pid=None, timeout=20):
             if app is not None and app.name == name and (pid is None or app.get_process_id() == pid):
                 return app
         time.sleep(0.2)
-    raise FormError(f"{name} never appeared in the accessibility tree")
+    seen = [(a.name, a.get_process_id()) for a in pyatspi.Registry.getDesktop(0) if a is not None]
+    raise FormError(f"{name} (pid {pid}) never appeared in the accessibility tree (there: {seen})")
 
 
 class Form:

@@ -66,9 +66,16 @@ def vpn_secrets(name):
 
 class Editor(Form):
     def __init__(self, *args):
+        pyatspi.Registry.getDesktop(0).childCount  # the AT-SPI bus and registry up first
         self.proc = subprocess.Popen(["nm-connection-editor", *args], stdout=subprocess.DEVNULL,
                                      stderr=open(os.path.join(WORK, "nce.log"), "a"))
-        super().__init__(find_app("nm-connection-editor", self.proc.pid, timeout=40), 3)
+        try:
+            app = find_app("nm-connection-editor", self.proc.pid, timeout=40)
+        except FormError as e:
+            state = "running" if self.proc.poll() is None else f"exited with {self.proc.returncode}"
+            self.proc.kill()
+            fail(f"{e}; nm-connection-editor {state}")
+        super().__init__(app, 3)
 
     def connection_name(self):
         label = self.find("Connection name", ("label",))
@@ -268,8 +275,23 @@ stoken_string=base32:JBSWY3DPEHPK3PXP
         fail(f"the edit changed more than the user: {before} -> {after}")
     if vpn_secrets("oc-office") != {"token_secret": "base32:JBSWY3DPEHPK3PXP"}:
         fail("the edit lost the token secret")
+    # nmcli's export goes through the plugin too; its file imports back as a twin.
+    exported = os.path.join(WORK, "exported.nmconnection")
+    nmcli("connection", "export", "oc-office", exported)
+    with open(exported) as f:
+        text = f.read()
+    if "service-type=org.freedesktop.NetworkManager.espvpn" not in text or "JBSWY3DP" in text:
+        fail(f"nmcli export wrote: {text}")
+    nmcli("connection", "import", "type", "espvpn", "file", exported)
+    uuids = [u for n, _, u in (line.partition(":") for line in
+                               nmcli("-t", "-f", "NAME,UUID", "connection", "show").splitlines()) if n == "oc-office"]
+    if len(uuids) != 2:
+        fail(f"the exported file did not import as a second oc-office: {uuids}")
+    twin = [u for u in uuids if u != uuid][0]
+    if vpn_data(twin) != after:
+        fail(f"export/import changed the items: {after} -> {vpn_data(twin)}")
     say(f"import: NM-openconnect profile imported by nmcli ({len(before)} items), edited in "
-        "nm-connection-editor: only the user changed")
+        "nm-connection-editor: only the user changed; nmcli export imports back the same")
 
 
 try:
