@@ -67,7 +67,9 @@ constexpr Choice kPasswordStorage[] = {{"2", "Ask every time"},
                                        {"1", "Saved for this user (keyring)"},
                                        {"0", "Saved for all users"},
                                        {"4", "Not required"}};
-constexpr Choice kTokenStorage[] = {{"0", "Saved for all users"}, {"1", "Saved for this user (keyring)"}};
+// The service reads the token's key from NetworkManager at every login (no agent or
+// dialog is asked for it), so NetworkManager keeps it.
+constexpr Choice kTokenStorage[] = {{"0", "Saved for all users"}};
 constexpr Choice kSso[] = {{"", "None (a password)"},
                            {"external", "In the desktop's browser"},
                            {"driven", "In a browser espvpn drives (Chromium)"}};

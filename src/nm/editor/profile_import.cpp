@@ -180,8 +180,11 @@ bool from_openconnect(const VpnItems& oc, Profile& out, std::string& error) {
             else if (auto old = d.find("stoken_string"); old != d.end() && !old->second.empty())
                 key = &old->second;  // older versions kept it in vpn.data
             if (key) e.secrets["token_secret"] = *key;
-            auto flags = d.find("stoken_string-flags");
-            e.data["token_secret-flags"] = flags != d.end() ? flags->second : "0";
+            // NetworkManager keeps it: the service reads it there at every login (an
+            // agent's copy would not reach it).
+            e.data["token_secret-flags"] = "0";
+            if (auto flags = d.find("stoken_string-flags"); flags != d.end() && flags->second != "0")
+                out.left_out.push_back("stoken_string-flags=" + flags->second + " (the key is now kept by NetworkManager)");
         } else {
             out.left_out.push_back("stoken_source=" + src->second + " (espvpn's soft tokens: totp, hotp)");
         }
@@ -197,8 +200,9 @@ bool from_openconnect(const VpnItems& oc, Profile& out, std::string& error) {
         }
     }
     if (!e.data.count("password-flags")) e.data["password-flags"] = std::to_string(kFlagsNotSaved);
-    for (const char* dropped : {"enable_csd_trojan", "csd_wrapper"})
-        if (d.count(dropped)) out.left_out.push_back(dropped);
+    if (auto csd = d.find("enable_csd_trojan"); csd != d.end() && is_true(csd->second))
+        out.left_out.push_back("enable_csd_trojan (Cisco Secure Desktop)");
+    if (auto w = d.find("csd_wrapper"); w != d.end() && !w->second.empty()) out.left_out.push_back("csd_wrapper");
     return true;
 }
 

@@ -9,7 +9,7 @@ import pyatspi
 GTK4_CHOICES = {
     "Protocol": ["Cisco AnyConnect (ocserv)", "GlobalProtect"],
     "Password storage": ["Ask every time", "Saved for this user (keyring)", "Saved for all users", "Not required"],
-    "Token secret storage": ["Saved for all users", "Saved for this user (keyring)"],
+    "Token secret storage": ["Saved for all users"],
     "Single sign-on": ["None (a password)", "In the desktop's browser", "In a browser espvpn drives (Chromium)"],
     "Soft token": ["None", "TOTP (time-based)", "HOTP (counter; key in a file)"],
     "Reported OS": ["Default (linux-64)", "Linux 64-bit", "Linux", "Windows", "macOS", "Android", "iOS"],

@@ -91,7 +91,7 @@ def case_gp():
     h.choose("Single sign-on", "In the desktop's browser")
     h.choose("Soft token", "TOTP (time-based)")
     h.type("Token secret", "base32:JBSWY3DPEHPK3PXP")
-    h.choose("Token secret storage", "Saved for this user (keyring)")
+    h.choose("Token secret storage", "Saved for all users")
     h.toggle("Kill switch (block traffic outside the tunnel)")
     h.choose("Reported OS", "Windows")
     h.type("User agent", "PAN GlobalProtect")
@@ -110,7 +110,7 @@ def case_gp():
         "protocol": "gp", "gateway": "https://portal.example.com/", "user": "alice", "authgroup": "Europe",
         "password-flags": "0", "cafile": "/etc/ssl/work-ca.pem",
         "servercert": "pin-sha256:9QvRbYqJ3n1p2nJ7Tk5LZb0Yq9x8F1Qm6mW0pL5o3sA=", "proxy": "socks5://10.0.0.1:1080/",
-        "external-browser": "yes", "token_mode": "totp", "token_secret-flags": "1", "kill_switch": "yes",
+        "external-browser": "yes", "token_mode": "totp", "token_secret-flags": "0", "kill_switch": "yes",
         "reported_os": "win", "useragent": "PAN GlobalProtect", "version_string": "6.1.0-33", "mtu": "1300",
         "reconnect_timeout": "60", "disable_ipv6": "yes"}, "gp")
     if r["secrets"] != {"password": "pw-not-logged", "token_secret": "base32:JBSWY3DPEHPK3PXP"}:

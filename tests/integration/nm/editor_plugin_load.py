@@ -92,7 +92,7 @@ stoken_string=base32:JBSWY3DPEHPK3PXP
 if c.get_id() != "Work GP":
     fail(f"id {c.get_id()}")
 expect(data, {"protocol": "gp", "gateway": "vpn.example.com", "cafile": "/etc/ssl/work-ca.pem", "user": "alice",
-              "reported_os": "win", "token_mode": "totp", "token_secret-flags": "1", "password-flags": "2"}, "oc keyfile")
+              "reported_os": "win", "token_mode": "totp", "token_secret-flags": "0", "password-flags": "2"}, "oc keyfile")
 if "authtype" in data or "stoken_source" in data:
     fail(f"NM-openconnect's items came along: {data}")
 if secrets != {"token_secret": "base32:JBSWY3DPEHPK3PXP"}:

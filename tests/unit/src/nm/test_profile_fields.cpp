@@ -114,7 +114,7 @@ TEST_CASE("editor fields: the form reads back from the items it wrote; other ite
     form.values["sso"] = "driven";
     form.values["token_mode"] = "totp";
     form.values["token_secret"] = "base32:JBSWY3DPEHPK3PXP";
-    form.secret_flags["token_secret"] = kFlagsAgent;
+    form.secret_flags["token_secret"] = kFlagsSystem;
     form.values["kill_switch"] = "yes";
     form.values["mtu"] = "1280";
     VpnItems items;
@@ -127,7 +127,7 @@ TEST_CASE("editor fields: the form reads back from the items it wrote; other ite
     CHECK(items.data.count("username") == 0);
     CHECK(items.data.at("sso-browser") == "chromium");
     CHECK(items.data.at("token_mode") == "totp");
-    CHECK(items.data.at("token_secret-flags") == "1");
+    CHECK(items.data.at("token_secret-flags") == "0");
     CHECK(items.secrets.at("token_secret") == "base32:JBSWY3DPEHPK3PXP");
     CHECK(items.data.at("password-flags") == "0");
     CHECK(items.secrets.at("password") == "pw");
@@ -199,4 +199,9 @@ TEST_CASE("editor fields: bad values are refused with the reason") {
     CHECK(validate_form(token)[0].reason.find("file") != std::string::npos);
     token.values["token_secret"] = "";
     CHECK(validate_form(token)[0].reason.find("needs its secret") != std::string::npos);
+    // The service reads the key from NetworkManager: a key kept by the user's agent is not offered.
+    token.values["token_secret"] = "@/home/alice/.hotp";
+    token.secret_flags["token_secret"] = kFlagsAgent;
+    REQUIRE(validate_form(token).size() == 1);
+    CHECK(validate_form(token)[0].reason.find("storage 1 is not offered") != std::string::npos);
 }

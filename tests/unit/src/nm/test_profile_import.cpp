@@ -73,7 +73,9 @@ method=auto
     CHECK(d.at("userkey") == "/home/alice/key.pem");
     CHECK(d.at("user") == "alice");
     CHECK(d.at("token_mode") == "totp");
-    CHECK(d.at("token_secret-flags") == "1");  // kept where NM-openconnect kept it: the user's keyring
+    // NM-openconnect's keyring copy (flags 1) becomes NetworkManager's: the service reads it there.
+    CHECK(d.at("token_secret-flags") == "0");
+    CHECK(p.left_out == std::vector<std::string>{"stoken_string-flags=1 (the key is now kept by NetworkManager)"});
     CHECK(p.items.secrets.at("token_secret") == "base32:JBSWY3DPEHPK3PXP");
     CHECK(d.at("password-flags") == "2");
     // NM-openconnect's own items do not come along.
