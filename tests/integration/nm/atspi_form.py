@@ -88,6 +88,8 @@ class Form:
                 return
         except NotImplementedError:
             pass
+        # GTK4 on X11 reports window coordinates; under Xvfb with no window manager the
+        # window sits at the origin, so they are the screen's.
         box = acc.queryComponent().getExtents(pyatspi.DESKTOP_COORDS)
         pyatspi.Registry.generateMouseEvent(box.x + box.width // 2, box.y + box.height // 2, "b1c")
 
