@@ -39,10 +39,12 @@ constexpr ValueOption kValueOptions[] = {
     {"reported_os", "--os"},      {"useragent", "--useragent"},   {"local_hostname", "--local-hostname"},
     {"mtu", "--mtu"},             {"base_mtu", "--base-mtu"},     {"reconnect_timeout", "--reconnect-timeout"},
     {"proxy", "--proxy"},  // as NetworkManager-openconnect passes it
+    {"version_string", "--version-string"},
 };
 // Keys handled specially below, or bookkeeping NM itself keeps in vpn.data.
-constexpr const char* kOtherKeys[] = {"gateway", "protocol", "servercert", "cafile", "cacert",
-                                      "resolve", "disable_ipv6", "no_dtls", "otp"};
+constexpr const char* kOtherKeys[] = {"gateway", "protocol", "servercert", "cafile",     "cacert",
+                                      "resolve", "disable_ipv6", "no_dtls",    "otp",        "kill_switch",
+                                      "token_mode"};
 // Items of a NetworkManager-openconnect profile that only its auth dialog reads (the
 // login happened there; the service gets the cookie): not passed on, not "unknown".
 constexpr const char* kAuthDialogKeys[] = {"authtype",          "key_pass",           "pem_passphrase_fsid",
@@ -115,6 +117,33 @@ Result<std::string> add_profile_options(const VpnSettings& s, std::vector<std::s
     return gateway;
 }
 
+// token_mode = totp / hotp with the secret token_secret: the key goes to espvpn on
+// kTokenFd (a pipe the caller fills), never into argv; a key file (@FILE or an
+// absolute path) is named as is, and is the only form HOTP takes (its counter is
+// written back there; NetworkManager's stored secret could not follow it).
+Status add_soft_token(const VpnSettings& s, EspvpnCommand& cmd) {
+    const std::string* mode = data_value(s, "token_mode");
+    if (!mode || *mode == "none") return {};
+    if (*mode != "totp" && *mode != "hotp")
+        return make_error("token_mode '" + *mode + "' is not supported (totp or hotp)");
+    const Secret* secret = secret_value(s, "token_secret");
+    if (!secret) return make_error("the connection has token_mode=" + *mode + " and no 'token_secret' secret");
+    const std::string_view text = secret->reveal_text();
+    cmd.argv.push_back("--token-mode=" + *mode);
+    if (text.front() == '@' || text.front() == '/') {
+        for (char c : text)
+            if (static_cast<unsigned char>(c) < 0x20) return make_error("the soft token's file name has a control character");
+        cmd.argv.push_back("--token-secret=" + std::string(text));
+        return {};
+    }
+    if (*mode == "hotp")
+        return make_error("an HOTP token needs its key in a file (token_secret @FILE), where espvpn writes the "
+                          "next counter back");
+    cmd.argv.push_back("--token-secret=@/dev/fd/" + std::to_string(kTokenFd));
+    cmd.token_secret = secret->clone();
+    return {};
+}
+
 }  // namespace
 
 Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::string& script_command,
@@ -164,6 +193,9 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
     if (!wants_otp(s) || secret_value(s, "cookie"))
         for (char c : cmd.stdin_line.reveal_text())
             if (c == '\n' || c == '\r') return make_error("the login secret spans more than one line");
+
+    if (const std::string* v = data_value(s, "kill_switch"); v && is_yes(*v)) argv.push_back("--kill-switch");
+    if (auto st = add_soft_token(s, cmd); !st) return st.error();
 
     argv.push_back("--script=" + script_command);
     for (int i = 0; i < std::clamp(verbosity, 0, 3); ++i) argv.push_back("--verbose");

@@ -24,7 +24,12 @@ struct EspvpnCommand {
     Secret stdin_line;              // the cookie, or the password (then "\n" + the one-time code
                                     // of an otp=yes profile); without the final newline
     std::vector<std::string> ignored_keys;  // unknown vpn.data items (logged, not fatal)
+    Secret token_secret;  // when not empty: the soft token's key, for espvpn's fd kTokenFd
 };
+
+// The descriptor espvpn reads a soft token's key from (--token-secret=@/dev/fd/3):
+// the service hands it a pipe holding EspvpnCommand::token_secret.
+inline constexpr int kTokenFd = 3;
 
 // The secrets a connection needs: a "cookie" (as `espvpn --authenticate` prints
 // it) or a "password". Returns false when neither is present.

@@ -232,8 +232,32 @@ gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GErr
     gchar** envp = g_environ_setenv(g_get_environ(), kBusNameVariable, st.options.bus_name.c_str(), TRUE);
     int stdin_fd = -1, stderr_fd = -1;
     GPid pid = 0;
-    const gboolean spawned = g_spawn_async_with_pipes(nullptr, argv.data(), envp, G_SPAWN_DO_NOT_REAP_CHILD, nullptr,
-                                                      nullptr, &pid, &stdin_fd, nullptr, &stderr_fd, error);
+    // A soft token's key: a pipe, filled and closed before espvpn starts (a key is far
+    // below the pipe's 64 KiB), becomes espvpn's descriptor kTokenFd.
+    int token_pipe[2] = {-1, -1};
+    if (!command->token_secret.empty()) {
+        if (!g_unix_open_pipe(token_pipe, FD_CLOEXEC, error)) {
+            g_strfreev(envp);
+            return FALSE;
+        }
+        const bool put = write_all(token_pipe[1], command->token_secret.reveal_text());
+        const int write_errno = errno;
+        close(token_pipe[1]);
+        if (!put) {
+            close(token_pipe[0]);
+            g_strfreev(envp);
+            g_set_error(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_LAUNCH_FAILED,
+                        "could not pass the soft token's key to espvpn: %s", std::strerror(write_errno));
+            return FALSE;
+        }
+    }
+    const gint source_fds[] = {token_pipe[0]};
+    const gint target_fds[] = {kTokenFd};
+    const gsize n_fds = token_pipe[0] >= 0 ? 1 : 0;
+    const gboolean spawned = g_spawn_async_with_pipes_and_fds(
+        nullptr, argv.data(), envp, G_SPAWN_DO_NOT_REAP_CHILD, nullptr, nullptr, -1, -1, -1, source_fds, target_fds,
+        n_fds, &pid, &stdin_fd, nullptr, &stderr_fd, error);
+    if (token_pipe[0] >= 0) close(token_pipe[0]);
     g_strfreev(envp);
     if (!spawned) return FALSE;
     g_message("started espvpn (pid %d): %s", pid, printable.c_str());  // argv holds no secret

@@ -5,20 +5,22 @@
 # only: `espvpn --version`, the package's file list and the real-NetworkManager test
 # (real_nm.sh gp with /usr/sbin/espvpn, /usr/lib/NetworkManager/nm-espvpn-service, the
 # installed .name file and the D-Bus policy the bus reads from /usr/share/dbus-1/system.d).
-#   deb_install.sh DEB GATEWAY_BIN
+#   deb_install.sh DEB GATEWAY_BIN [GNOME_DEB]
+# GNOME_DEB: espvpn-gnome (the GTK editors), installed beside it and checked too.
 # DEB: built with `dpkg-buildpackage -b -us -uc` (tools/package-check builds it and runs
 # this; CI's package step). lintian runs on it too (errors fail, warnings are listed).
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (mount namespace, overlay)"; exit 77; }
-deb=$(realpath "$1") gw_bin=$(realpath "$2")
+deb=$(realpath "$1") gw_bin=$(realpath "$2") gnome_deb=${3:+$(realpath "$3")}
 [[ -f $deb ]] || { echo "FAIL: no package at $1"; exit 1; }
+[[ -z $gnome_deb || -f $gnome_deb ]] || { echo "FAIL: no package at $3"; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/deb-install.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work"/{layer,root}
 
 if [[ ${DEB_TEST_LINTIAN:-1} == 1 ]] && command -v lintian >/dev/null; then
-  lintian --tag-display-limit 0 "$deb" >"$work/lintian.out" 2>&1 || true
+  lintian --tag-display-limit 0 "$deb" $gnome_deb >"$work/lintian.out" 2>&1 || true
   if grep -q "^E:" "$work/lintian.out"; then echo "FAIL: lintian errors:"; cat "$work/lintian.out"; exit 1; fi
   echo "ok: lintian: no errors$(grep -c '^W:' "$work/lintian.out" | sed 's/^0$//; s/^\(.\+\)$/, \1 warning(s):/')"
   grep '^W:' "$work/lintian.out" || true
@@ -34,13 +36,14 @@ echo "ok: Depends (shlibs): $depends"
 
 # Everything below runs in a private mount namespace: the overlay, the binds and the
 # chroot vanish with it.
-unshare --mount --propagation private bash -euo pipefail -s "$work" "$here" "$gw_bin" "$deb" <<'INNER'
-work=$1 here=$2 gw_bin=$3 deb=$4
+unshare --mount --propagation private bash -euo pipefail -s "$work" "$here" "$gw_bin" "$deb" "$gnome_deb" <<'INNER'
+work=$1 here=$2 gw_bin=$3 deb=$4 gnome_deb=$5
 root=$work/root
 # The writable layer on a tmpfs (an upper directory inside the lower one would overlap).
 mount -t tmpfs tmpfs "$work/layer"
 mkdir -p "$work/layer/upper" "$work/layer/ovl"
 cp "$deb" "$work/layer/upper/espvpn.deb"
+[[ -z $gnome_deb ]] || cp "$gnome_deb" "$work/layer/upper/espvpn-gnome.deb"
 mount -t overlay overlay -o "lowerdir=/,upperdir=$work/layer/upper,workdir=$work/layer/ovl" "$root"
 for d in proc sys dev; do mount --rbind "/$d" "$root/$d"; done
 mount -t tmpfs tmpfs "$root/run"
@@ -61,6 +64,30 @@ grep -q "^program=/usr/lib/NetworkManager/nm-espvpn-service$" /usr/lib/NetworkMa
 grep -qx "Exec=/usr/sbin/espvpn --sso-callback %u" /usr/share/applications/espvpn-sso-callback.desktop ||
   { echo "FAIL: the SSO callback desktop entry does not run the installed espvpn"; exit 1; }
 echo "ok: $(/usr/sbin/espvpn --version | head -1); the package owns espvpn, its man page, completion, the plugin, its .name file, D-Bus policy and SSO callback desktop entry"
+# The editor plugin, loaded by libnm from the installed .name file (plugin= names it
+# without a path: libnm's plugin directory), as nm-connection-editor and nmcli load it.
+/usr/bin/python3 - <<'PY' || { echo "FAIL: libnm does not load the installed editor plugin"; exit 1; }
+import gi
+gi.require_version("NM", "1.0")
+from gi.repository import NM
+info = NM.VpnPluginInfo.new_from_file("/usr/lib/NetworkManager/VPN/nm-espvpn-service.name")
+assert info.get_plugin() == "libnm-vpn-plugin-espvpn.so", info.get_plugin()
+plugin = info.load_editor_plugin()
+assert plugin.get_property("service") == "org.freedesktop.NetworkManager.espvpn"
+assert int(plugin.get_capabilities()) == 7, plugin.get_capabilities()
+PY
+echo "ok: libnm loads the installed editor plugin (import, export, IPv6)"
+if [[ -f /espvpn-gnome.deb ]]; then
+  DEBIAN_FRONTEND=noninteractive dpkg -i /espvpn-gnome.deb >/tmp/dpkg.out 2>&1 || { cat /tmp/dpkg.out; exit 1; }
+  for gtk in gtk3 gtk4; do
+    lib=$(dpkg -L espvpn-gnome | grep "/NetworkManager/libnm-$gtk-vpn-plugin-espvpn-editor.so$") ||
+      { echo "FAIL: espvpn-gnome has no $gtk editor"; exit 1; }
+    # Every library it links resolves (its Depends brought them).
+    /usr/bin/python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$lib" ||
+      { echo "FAIL: $lib does not load"; exit 1; }
+  done
+  echo "ok: espvpn-gnome installs the GTK3 and GTK4 editors beside the plugin; both load"
+fi
 "$here/real_nm.sh" gp /usr/lib/NetworkManager/nm-espvpn-service /usr/sbin/espvpn "$gw_bin" \
   /usr/lib/NetworkManager/VPN/nm-espvpn-service.name
 CHROOT

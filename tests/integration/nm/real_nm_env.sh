@@ -18,7 +18,7 @@
 #                              # POLICY: a D-Bus policy file for the bus; sets nm_pid
 #   nm_base_up                 # the veth's profile (addresses + default route), activated
 #   nm_down                    # SIGTERM to NM, then the bus (also done by nm_cleanup)
-#   nm_build_tree_name SERVICE ESPVPN  # wrappers in $work that run the build tree's service and
+#   nm_build_tree_name SERVICE ESPVPN [PLUGIN]  # wrappers in $work that run the build tree's service and
 #                              # auth dialog with this espvpn, and a .name file naming them:
 #                              # $work/nm-espvpn-service.name (where a package puts the programs)
 # NM's own log (--debug: stderr) is $work/nm.log; the plugin's output lands there too.
@@ -38,7 +38,10 @@ SH
 exec "${1%/*}/nm-espvpn-auth-dialog" --espvpn "$2" "\$@"
 SH
   chmod 755 "$work/nm-espvpn-service" "$work/nm-espvpn-auth-dialog"
-  sed -e "s|@ESPVPN_NM_PROGRAM_PATH@|$work|" "$repo/src/nm/nm-espvpn-service.name.in" >"$work/nm-espvpn-service.name"
+  # $3: the editor plugin (libnm-vpn-plugin-espvpn.so) for nmcli's import/export and the
+  # connection editors; default the name a package installs.
+  sed -e "s|@ESPVPN_NM_PROGRAM_PATH@|$work|" -e "s|@ESPVPN_NM_EDITOR_PLUGIN@|${3:-libnm-vpn-plugin-espvpn.so}|" \
+    "$repo/src/nm/nm-espvpn-service.name.in" >"$work/nm-espvpn-service.name"
 }
 # A command in NM's mount namespace (its bus, its /run): e.g. nm_ns cat /run/...
 nm_ns() { nsenter -t "$nm_pid" -m -n -u -r "$@"; }

@@ -17,6 +17,8 @@
 #     otp with its own password) -> up
 #   a wrong code typed -> the gateway refuses it, the service asks again (SecretsRequired),
 #     the right one connects
+#   a soft token (token_mode=totp, secret token_secret): nothing asked, the key on
+#     espvpn's descriptor 3 answers the server's prompt
 # Each up: activated, a tun; each down: espvpn and the tun gone. The code and the
 # password never in espvpn's argv nor in NM's log.
 set -euo pipefail
@@ -81,12 +83,12 @@ if [[ $mode == gp ]]; then
 else
   password=$oc_password
   hexkey=$($py -c "import base64, sys; print(base64.b32decode(sys.argv[1]).hex())" "$key")
-  for u in otp1 otp2 otp3 otp4; do echo "HOTP/T30 $u - $hexkey"; done >"$work/users.oath"
+  for u in otp1 otp2 otp3 otp4 otp5; do echo "HOTP/T30 $u - $hexkey"; done >"$work/users.oath"
   chmod 600 "$work/users.oath"
   oc_auth=("auth = \"plain[passwd=$work/oc/passwd,otp=$work/users.oath]\"")
   # ocserv scores each plain+otp login like a wrong password and bans the address after a few.
   ocserv_up "max-ban-score = 0" || fail "ocserv did not start"
-  for u in otp1 otp2 otp3 otp4; do printf '%s\n%s\n' "$password" "$password" | ocpasswd -c "$work/oc/passwd" $u; done
+  for u in otp1 otp2 otp3 otp4 otp5; do printf '%s\n%s\n' "$password" "$password" | ocpasswd -c "$work/oc/passwd" $u; done
   url="https://$gw_ip:$oc_port/"
   base() { echo "gateway=$url, protocol=anyconnect, user=$1, cafile=$repo/certs/ca.pem, otp=yes, otp-flags=2"; }
 fi
@@ -188,6 +190,26 @@ out=$(printf '%s\n%s\n%s\n%s\n' "$password" "$bad" "$password" "$code" | nmc --a
 check_up file
 check_down file
 say "a wrong code: refused by the server, asked again, the right one connected"
+
+# 5. A soft token (the editor's token_mode=totp, secret token_secret kept by NetworkManager):
+# nothing is asked; the service hands espvpn the key on its descriptor 3 and espvpn answers
+# the server's code prompt itself. The key is in no argv and no log.
+u5=alice
+[[ $mode == ac ]] && u5=otp5
+add_profile token "gateway=$url, protocol=$([[ $mode == gp ]] && echo gp || echo anyconnect), user=$u5, cafile=$repo/certs/ca.pem, password-flags=0, token_mode=totp, token_secret-flags=0" \
+  "password=$password, token_secret=base32:$key"
+avoid_step_edge
+code=$(totp)
+out=$(nmc --wait 40 connection up token 2>&1) || fail "up token (soft token): $out"
+check_up token
+! tr '\0' ' ' <"/proc/$vpn_pid/cmdline" | grep -qF "$key" || fail "the token's key in espvpn's argv"
+# (espvpn wipes --token-secret's value from its own argv: the mode shows the option came)
+tr '\0' ' ' <"/proc/$vpn_pid/cmdline" | grep -qF -- "--token-mode=totp" || fail "espvpn got no --token-mode=totp"
+grep -qF -- "--token-secret=@/dev/fd/3" "$work/nm.log" || fail "the service did not pass the key on descriptor 3"
+logins_are 5  # after the four logins above
+check_down token
+! grep -qF -- "$key" "$work/nm.log" || fail "the token's key is in NetworkManager's log"
+say "soft token: the service passed the key on descriptor 3, espvpn answered the server's code prompt"
 
 # (a 6-digit code can be part of a timestamp: only lines about secrets count)
 while read -r c; do

@@ -141,3 +141,55 @@ TEST_CASE("espvpn command: an otp=yes profile hands espvpn the one-time code as 
     CHECK(build(settings({{"gateway", "https://gw/"}}, {{"password", "pw"}, {"otp", "1"}})).stdin_line.reveal_text() ==
           "pw");
 }
+
+TEST_CASE("espvpn command: kill switch and version string become espvpn's options") {
+    auto s = settings({{"gateway", "https://vpn.example.com/"},
+                       {"kill_switch", "yes"},
+                       {"version_string", "6.1.0-33"},
+                       {"password-flags", "0"}},
+                      {{"password", "pw"}});
+    EspvpnCommand c = build(s);
+    CHECK(std::count(c.argv.begin(), c.argv.end(), "--kill-switch") == 1);
+    CHECK(std::count(c.argv.begin(), c.argv.end(), "--version-string=6.1.0-33") == 1);
+    CHECK(c.ignored_keys.empty());
+    // Off: no option; the login of the auth dialog blocks nothing, it reports the version.
+    s.data["kill_switch"] = "no";
+    CHECK_FALSE(argv_mentions(build(s), "--kill-switch"));
+    auto auth = espvpn_authenticate_command("/usr/sbin/espvpn", s, true);
+    REQUIRE(auth);
+    CHECK(std::count(auth->begin(), auth->end(), "--version-string=6.1.0-33") == 1);
+}
+
+TEST_CASE("espvpn command: a TOTP key goes to espvpn through its descriptor 3, never argv") {
+    auto s = settings({{"gateway", "https://vpn.example.com/"},
+                       {"protocol", "gp"},
+                       {"token_mode", "totp"},
+                       {"token_secret-flags", "0"},
+                       {"password-flags", "0"}},
+                      {{"password", "pw"}, {"token_secret", "base32:JBSWY3DPEHPK3PXP"}});
+    EspvpnCommand c = build(s);
+    CHECK(std::count(c.argv.begin(), c.argv.end(), "--token-mode=totp") == 1);
+    CHECK(std::count(c.argv.begin(), c.argv.end(), "--token-secret=@/dev/fd/3") == 1);
+    CHECK_FALSE(argv_mentions(c, "JBSWY3DP"));
+    CHECK(c.token_secret.reveal_text() == "base32:JBSWY3DPEHPK3PXP");
+    CHECK(c.ignored_keys.empty());
+    // No token: nothing for descriptor 3.
+    s.data.erase("token_mode");
+    EspvpnCommand plain = build(s);
+    CHECK(plain.token_secret.empty());
+    CHECK_FALSE(argv_mentions(plain, "--token"));
+}
+
+TEST_CASE("espvpn command: an HOTP token needs a key file; bad token settings are refused") {
+    auto s = settings({{"gateway", "https://vpn.example.com/"}, {"token_mode", "hotp"}},
+                      {{"password", "pw"}, {"token_secret", "@/home/alice/.hotp"}});
+    EspvpnCommand c = build(s);
+    CHECK(std::count(c.argv.begin(), c.argv.end(), "--token-secret=@/home/alice/.hotp") == 1);
+    CHECK(c.token_secret.empty());
+    s.secrets["token_secret"] = Secret::from_string("base32:JBSWY3DPEHPK3PXP,7");
+    CHECK(error_of(s).find("HOTP token needs its key in a file") != std::string::npos);
+    s.secrets.erase("token_secret");
+    CHECK(error_of(s).find("no 'token_secret' secret") != std::string::npos);
+    s.data["token_mode"] = "rsa";
+    CHECK(error_of(s).find("not supported") != std::string::npos);
+}

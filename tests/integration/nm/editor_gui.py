@@ -1,0 +1,179 @@
+#!/usr/bin/python3
+"""The espvpn VPN editor driven through the accessibility tree (AT-SPI), as a person uses it.
+
+editor_gui.py GTK NAME_FILE [SCREENSHOT.png]
+Run by editor_gui.sh inside Xvfb and a private session bus (the AT-SPI bus is activated
+on it). Starts editor_host.py (the editor in a window, loaded through libnm's plugin
+loader) for GTK 3 or 4 and, through AT-SPI only (entries' text, combo boxes' selection,
+check buttons' and Save's actions, accessible names and descriptions):
+  gp:      a GlobalProtect profile filled in field by field, saved, every vpn.data item checked;
+  invalid: a URL without host, an MTU that is no number and a pin in no known form are
+           marked invalid (accessible description) and Save fails saying why; corrected, it saves;
+  edit:    an existing AnyConnect profile, one field changed: only that item changes.
+"""
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+
+from atspi_form import Form, FormError, find_app
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GTK = sys.argv[1]
+NAME_FILE = sys.argv[2]
+SHOT = sys.argv[3] if len(sys.argv) > 3 else None
+APP = f"espvpn-editor-gtk{GTK}"
+
+
+def fail(msg):
+    print(f"FAIL (GTK {GTK}): {msg}", flush=True)
+    sys.exit(1)
+
+
+class Host(Form):
+    def __init__(self, start=None):
+        args = [sys.executable, os.path.join(HERE, "editor_host.py"), GTK, NAME_FILE]
+        if start is not None:
+            args.append(json.dumps(start))
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = self.line(20)
+        if not ready.get("ready"):
+            fail(f"editor host did not start: {ready}")
+        self.ready = ready
+        super().__init__(find_app(APP, self.proc.pid), int(GTK))
+
+    def line(self, timeout):
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            fail(f"no answer from the editor host within {timeout} s")
+        text = self.proc.stdout.readline()
+        if not text:
+            fail("the editor host ended")
+        return json.loads(text)
+
+    def save(self):
+        self.press(self.button("Save"))
+        return self.line(10)
+
+    def description(self, name):
+        return self.entry(name).description
+
+    def close(self):
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def expect_items(got, want, what):
+    for k, v in want.items():
+        if got.get(k) != v:
+            fail(f"{what}: vpn.data item '{k}' is {got.get(k)!r}, expected {v!r} (all: {got})")
+
+
+def case_gp():
+    h = Host()
+    if h.ready["capabilities"] != 7:  # import | export | ipv6
+        fail(f"capabilities {h.ready['capabilities']}")
+    h.choose("Protocol", "GlobalProtect")
+    h.type("Gateway", "https://portal.example.com/")
+    h.type("User name", "alice")
+    h.type("Group", "Europe")
+    h.type("Password", "pw-not-logged")
+    h.choose("Password storage", "Saved for all users")
+    h.type("CA certificate", "/etc/ssl/work-ca.pem")
+    h.type("Server pin", "pin-sha256:9QvRbYqJ3n1p2nJ7Tk5LZb0Yq9x8F1Qm6mW0pL5o3sA=")
+    h.type("Proxy", "socks5://10.0.0.1:1080/")
+    h.choose("Single sign-on", "In the desktop's browser")
+    h.choose("Soft token", "TOTP (time-based)")
+    h.type("Token secret", "base32:JBSWY3DPEHPK3PXP")
+    h.choose("Token secret storage", "Saved for all users")
+    h.toggle("Kill switch (block traffic outside the tunnel)")
+    h.choose("Reported OS", "Windows")
+    h.type("User agent", "PAN GlobalProtect")
+    h.type("Version string", "6.1.0-33")
+    h.type("MTU", "1300")
+    h.type("Reconnect timeout (s)", "60")
+    h.toggle("Disable IPv6 in the tunnel")
+    r = h.save()
+    if SHOT:  # after Save: every edit is drawn by then
+        subprocess.run(["import", "-window", "root", "-crop", "660x870+0+0", SHOT], check=False)
+    if not r["ok"]:
+        fail(f"a valid GP profile was refused: {r['error']}")
+    if r["changes"] < 10:
+        fail(f"the editor signalled 'changed' {r['changes']} times for 19 edits")
+    expect_items(r["data"], {
+        "protocol": "gp", "gateway": "https://portal.example.com/", "user": "alice", "authgroup": "Europe",
+        "password-flags": "0", "cafile": "/etc/ssl/work-ca.pem",
+        "servercert": "pin-sha256:9QvRbYqJ3n1p2nJ7Tk5LZb0Yq9x8F1Qm6mW0pL5o3sA=", "proxy": "socks5://10.0.0.1:1080/",
+        "external-browser": "yes", "token_mode": "totp", "token_secret-flags": "0", "kill_switch": "yes",
+        "reported_os": "win", "useragent": "PAN GlobalProtect", "version_string": "6.1.0-33", "mtu": "1300",
+        "reconnect_timeout": "60", "disable_ipv6": "yes"}, "gp")
+    if r["secrets"] != {"password": "pw-not-logged", "token_secret": "base32:JBSWY3DPEHPK3PXP"}:
+        fail(f"gp: secrets {sorted(r['secrets'])}")
+    h.close()
+    print(f"ok gp (GTK {GTK}): 19 fields set through AT-SPI, {len(r['data'])} vpn.data items checked", flush=True)
+
+
+def case_invalid():
+    h = Host()
+    h.type("Gateway", "https://")
+    h.type("MTU", "abc")
+    h.type("Server pin", "not-a-pin")
+    r = h.save()
+    if r["ok"]:
+        fail("a URL without host, an MTU 'abc' and a bad pin were saved")
+    for why in ("has no host", "MTU must be a number", "no known form"):
+        if why not in r["error"]:
+            fail(f"Save's error does not say '{why}': {r['error']!r}")
+    for name, why in (("Gateway", "has no host"), ("MTU", "number"), ("Server pin", "no known form")):
+        d = h.description(name)
+        if not d.startswith("invalid:") or why not in d:
+            fail(f"'{name}' is not marked invalid in the accessibility tree: {d!r}")
+    h.type("Gateway", "vpn.example.com")
+    h.type("MTU", "1400")
+    h.type("Server pin", "sha256:4e9a0c11")
+    if h.description("Gateway").startswith("invalid:"):
+        fail("the corrected gateway is still marked invalid")
+    r = h.save()
+    if not r["ok"]:
+        fail(f"the corrected profile was refused: {r['error']}")
+    expect_items(r["data"], {"gateway": "vpn.example.com", "mtu": "1400", "servercert": "sha256:4e9a0c11",
+                             "protocol": "anyconnect", "password-flags": "2"}, "invalid")
+    if r["secrets"]:
+        fail("a password asked every time was stored")
+    h.close()
+    print(f"ok invalid (GTK {GTK}): bad gateway/MTU/pin marked and explained; corrected, saved", flush=True)
+
+
+def case_edit():
+    start = {"data": {"gateway": "https://ocserv.example.com:8443/", "protocol": "anyconnect", "user": "bob",
+                      "authgroup": "staff", "password-flags": "1", "resolve": "ocserv.example.com:10.0.0.5"},
+             "secrets": {"password": "old"}}
+    h = Host(start)
+    shown = h.text_of(h.entry("Gateway"))
+    if shown != "https://ocserv.example.com:8443/":
+        fail(f"the editor shows the gateway {shown!r}")
+    h.type("User name", "carol")
+    r = h.save()
+    if not r["ok"]:
+        fail(f"edit refused: {r['error']}")
+    want = dict(start["data"], user="carol")
+    if r["data"] != want:
+        fail(f"edit changed more than the user: {r['data']} != {want}")
+    if r["secrets"] != {"password": "old"}:
+        fail("edit lost the stored password")
+    h.close()
+    print(f"ok edit (GTK {GTK}): one field changed, the other {len(want) - 1} items kept", flush=True)
+
+
+try:
+    case_gp()
+    case_invalid()
+    case_edit()
+except FormError as e:
+    fail(str(e))

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# nm-connection-editor (Debian's network-manager-gnome, GTK3) with the espvpn editor,
+# against a real NetworkManager (the real_nm_env.sh harness: its own namespaces and
+# system bus), under Xvfb, driven through AT-SPI by editor_nce.py (label "gui"; root).
+#   editor_nce.sh SERVICE ESPVPN PLUGIN_SO [SHOT_DIR]
+# Cases (editor_nce.py): a GlobalProtect and an AnyConnect profile created field by field
+# and saved (nmcli -g vpn.data checked item by item); an invalid gateway keeps Save
+# insensitive with the reason; a NetworkManager-openconnect profile imported with
+# `nmcli connection import type espvpn file F`, opened in the editor, one field edited.
+# Skips (77) only when a package tools/install-deps installs is missing.
+set -euo pipefail
+[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
+service=$1 espvpn=$2 plugin=$3 shots=${4:-}
+missing=()
+for c in NetworkManager dbus-daemon Xvfb nm-connection-editor dbus-run-session; do
+  command -v $c >/dev/null || missing+=("$c")
+done
+/usr/bin/python3 -c 'import pyatspi' 2>/dev/null || missing+=(python3-pyatspi)
+if ((${#missing[@]})); then echo "SKIP: missing ${missing[*]} (tools/install-deps installs them)"; exit 77; fi
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+work=$(mktemp -d /tmp/editor-nce.XXXXXX)
+chmod 755 "$work"
+pids=()
+xvfb_pid=
+fail() {
+  echo "FAIL: $*"
+  [[ -f $work/nm.log ]] && { echo "--- nm.log"; tail -30 "$work/nm.log"; }
+  exit 1
+}
+# shellcheck source=../../../tools/netns/gp-topology.sh
+. "$repo/tools/netns/gp-topology.sh"
+# shellcheck source=real_nm_env.sh
+. "$here/real_nm_env.sh"
+cleanup() {
+  [[ -z $xvfb_pid ]] || { kill "$xvfb_pid" 2>/dev/null || true; wait "$xvfb_pid" 2>/dev/null || true; }
+  nm_down
+  topo_cleanup
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+topo_up
+nm_build_tree_name "$service" "$espvpn" "$plugin"
+nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" || fail "NetworkManager did not start"
+
+# The X server's socket is a file in /tmp (shared with NM's mount namespace); its
+# abstract socket would be in the host's network namespace only.
+exec 3>"$work/display"
+Xvfb -displayfd 3 -screen 0 1024x1000x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
+xvfb_pid=$!
+exec 3>&-
+for _ in $(seq 100); do [[ -s $work/display ]] && break; sleep 0.1; done
+[[ -s $work/display ]] || fail "Xvfb did not start: $(cat "$work/xvfb.log")"
+display=":$(head -n1 "$work/display")"
+
+# The driver and the editor in NM's namespaces (its bus, its nmcli), on a session bus of
+# their own (dbus-run-session: the AT-SPI bus is activated there and ends with it).
+nm_ns env -u DBUS_SESSION_BUS_ADDRESS DISPLAY="$display" NO_AT_BRIDGE=0 GTK_USE_PORTAL=0 HOME="$work" \
+  timeout 150 dbus-run-session -- /usr/bin/python3 "$here/editor_nce.py" "$work" $shots \
+  2> >(grep -v 'Failed to set fd limit\|dbus-daemon\[' >&2) || fail "editor_nce.py failed"
+echo "RESULT editor_nce: passed"
