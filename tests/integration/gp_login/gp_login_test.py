@@ -631,6 +631,26 @@ def case_servercert():
                 check(o.returncode == rc, f"openconnect 9.01 --servercert {pin}: exit {rc} as espvpn")
 
 
+def case_server_text_escaped():
+    """A gateway's prompt with terminal escapes (set the window title, clear the screen) reaches
+    stderr as visible \\xHH text, never as the control characters themselves."""
+    evil = "Code\x1b]0;pwned\x07 please\x1b[2J\u009b2J"
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as cfg:
+        json.dump({"gateway": {"challenges": [{"form": "js", "answer": "111111", "message": evil}]}}, cfg)
+    try:
+        with Fake("--config", cfg.name) as f:
+            # The challenge cannot be answered (--non-inter, no more input): the error names the prompt.
+            r = espvpn(f.url, ["--authenticate", "-u", "alice", "--passwd-on-stdin", "--non-inter"], "secret\n")
+    finally:
+        os.unlink(cfg.name)
+    show(r)
+    check(r.returncode == 1, "the unanswered challenge ends the login, exit 1")
+    check("Code\\x1b]0;pwned\\x07 please\\x1b[2J" in r.stderr, "the prompt is shown with its escapes made visible")
+    check("\\xc2\\x9b2J" in r.stderr, "a C1 control (U+009B, CSI) is made visible too")
+    check(not re.search(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]", r.stderr), "no control character reaches stderr")
+
+
+
 def case_form_entry():
     with Fake("--gw-otp", "xml:111111") as f:
         # Every field from -F, stdin closed: openconnect's GP form names (_login, _challenge).
