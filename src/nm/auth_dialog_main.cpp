@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -187,6 +188,8 @@ int classic(const Options& o, const VpnSettings& settings) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // It handles the VPN secrets: no core dump, no ptrace or /proc reads by other users.
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     Options o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
