@@ -147,7 +147,7 @@ Result<Secret> EciesP256Key::open(std::span<const std::uint8_t> peer_spki, std::
     hkdf_expand(&h, reinterpret_cast<nettle_hash_update_func*>(hmac_sha256_update),
                 reinterpret_cast<nettle_hash_digest_func*>(hmac_sha256_digest), SHA256_DIGEST_SIZE, sizeof kInfo - 1,
                 reinterpret_cast<const std::uint8_t*>(kInfo), key.size(), key.reveal_mutable().data());
-    std::memset(&h, 0, sizeof h);
+    secure_zero(&h, sizeof h);  // HMAC state keyed with the PRK: a memset here may be dropped as a dead store
 
     gcm_aes256_ctx g;
     gcm_aes256_set_key(&g, key.reveal().data());
@@ -156,7 +156,7 @@ Result<Secret> EciesP256Key::open(std::span<const std::uint8_t> peer_spki, std::
     gcm_aes256_decrypt(&g, ciphertext.size(), plain.reveal_mutable().data(), ciphertext.data());
     std::uint8_t digest[GCM_DIGEST_SIZE];
     gcm_aes256_digest(&g, tag.size(), digest);
-    std::memset(&g, 0, sizeof g);
+    secure_zero(&g, sizeof g);  // the AES-256 key schedule
     if (!memeql_sec(digest, tag.data(), tag.size())) return make_error("the token does not decrypt (GCM tag mismatch)");
     return plain;
 }

@@ -7,48 +7,30 @@
 namespace espvpn::http {
 
 SecretBuffer::SecretBuffer(SecretBuffer&& other) noexcept
-    : data_(other.data_), size_(other.size_), capacity_(other.capacity_) {
-    other.data_ = nullptr;
-    other.size_ = other.capacity_ = 0;
-}
+    : storage_(std::move(other.storage_)), size_(std::exchange(other.size_, 0)) {}
 
 SecretBuffer& SecretBuffer::operator=(SecretBuffer&& other) noexcept {
     if (this != &other) {
-        if (data_) {
-            secure_zero(data_, capacity_);
-            delete[] data_;
-        }
-        data_ = std::exchange(other.data_, nullptr);
+        storage_ = std::move(other.storage_);  // the old storage is wiped
         size_ = std::exchange(other.size_, 0);
-        capacity_ = std::exchange(other.capacity_, 0);
     }
     return *this;
 }
 
-SecretBuffer::~SecretBuffer() {
-    if (data_) {
-        secure_zero(data_, capacity_);
-        delete[] data_;
-    }
-}
+SecretBuffer::~SecretBuffer() = default;  // Secret wipes its bytes
 
 void SecretBuffer::reserve(std::size_t capacity) {
-    if (capacity <= capacity_) return;
-    auto* bigger = new std::uint8_t[capacity];
-    if (size_) std::memcpy(bigger, data_, size_);
-    if (data_) {
-        secure_zero(data_, capacity_);
-        delete[] data_;
-    }
-    data_ = bigger;
-    capacity_ = capacity;
+    if (capacity <= storage_.size()) return;
+    Secret bigger(capacity);
+    if (size_) std::memcpy(bigger.reveal_mutable().data(), storage_.reveal().data(), size_);
+    storage_ = std::move(bigger);  // the smaller one is wiped
 }
 
 void SecretBuffer::append(std::span<const std::uint8_t> bytes) {
     if (bytes.empty()) return;
-    if (size_ + bytes.size() > capacity_)
-        reserve(std::max<std::size_t>({2 * capacity_, size_ + bytes.size(), 256}));
-    std::memcpy(data_ + size_, bytes.data(), bytes.size());
+    if (size_ + bytes.size() > storage_.size())
+        reserve(std::max<std::size_t>({2 * storage_.size(), size_ + bytes.size(), 256}));
+    std::memcpy(storage_.reveal_mutable().data() + size_, bytes.data(), bytes.size());
     size_ += bytes.size();
 }
 
@@ -57,7 +39,7 @@ void SecretBuffer::append(std::string_view text) {
 }
 
 void SecretBuffer::clear() {
-    if (data_) secure_zero(data_, size_);
+    if (size_) secure_zero(storage_.reveal_mutable().data(), size_);
     size_ = 0;
 }
 

@@ -1,5 +1,6 @@
 // A growable byte buffer that zeroes every region it gives up (on growth, clear
-// and destruction), for HTTP messages that may carry passwords or cookies.
+// and destruction), for HTTP messages that may carry passwords or cookies. Its
+// storage is a Secret: pages kept out of core dumps and locked (crypto/secret.h).
 #pragma once
 
 #include <cstddef>
@@ -27,17 +28,16 @@ public:
 
     std::size_t size() const { return size_; }
     bool empty() const { return size_ == 0; }
-    std::span<const std::uint8_t> bytes() const { return {data_, size_}; }
-    std::string_view text() const { return {reinterpret_cast<const char*>(data_), size_}; }
+    std::span<const std::uint8_t> bytes() const { return storage_.reveal().first(size_); }
+    std::string_view text() const { return storage_.reveal_text().substr(0, size_); }
 
     // Moves the content into a Secret (one more copy, then this buffer is zeroed).
     Secret take_secret();
 
 private:
     void reserve(std::size_t capacity);
-    std::uint8_t* data_ = nullptr;
+    Secret storage_;  // its size is the capacity
     std::size_t size_ = 0;
-    std::size_t capacity_ = 0;
 };
 
 }  // namespace espvpn::http

@@ -24,21 +24,6 @@ std::string_view as_view(const xmlChar* s) {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
-// True when the text holds a DTD or entity declaration ("<!DOCTYPE",
-// "<!ENTITY", any case). Only "<!" sites are compared, so this stays a
-// linear scan.
-bool has_declaration(std::string_view text) {
-    auto at_nocase = [&](std::size_t i, std::string_view word) {
-        if (text.size() - i < word.size()) return false;
-        for (std::size_t j = 0; j < word.size(); ++j)
-            if ((text[i + j] | 0x20) != word[j]) return false;
-        return true;
-    };
-    for (std::size_t i = text.find("<!"); i != std::string_view::npos; i = text.find("<!", i + 2))
-        if (at_nocase(i + 2, "doctype") || at_nocase(i + 2, "entity")) return true;
-    return false;
-}
-
 // Depth of the element tree, without recursion (the input is hostile).
 std::size_t element_depth(xmlNodePtr root) {
     std::size_t depth = 0, max_depth = 0;
@@ -60,10 +45,52 @@ std::size_t element_depth(xmlNodePtr root) {
     return max_depth;
 }
 
+// True when any node of the tree is an entity reference (or an entity
+// declaration): only a DTD can define one, and its text is never ours to expand.
+// Iterative walk, like element_depth.
+bool has_entity_node(xmlNodePtr root) {
+    xmlNodePtr n = root;
+    while (n) {
+        if (n->type == XML_ENTITY_REF_NODE || n->type == XML_ENTITY_NODE || n->type == XML_ENTITY_DECL ||
+            n->type == XML_DTD_NODE)
+            return true;
+        if (n->type == XML_ELEMENT_NODE) {
+            for (xmlAttrPtr a = n->properties; a; a = a->next)
+                for (xmlNodePtr c = a->children; c; c = c->next)
+                    if (c->type == XML_ENTITY_REF_NODE) return true;
+            if (n->children) {
+                n = n->children;
+                continue;
+            }
+        }
+        while (n && n != root && !n->next) n = n->parent;
+        if (!n || n == root) break;
+        n = n->next;
+    }
+    return false;
+}
+
+// The text of the element's text and CDATA descendants, in document order; an
+// entity reference contributes nothing (it is never expanded).
+void append_text(xmlNodePtr root, std::string& out) {
+    xmlNodePtr n = root->children;
+    while (n) {
+        if ((n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE) && n->content)
+            out += reinterpret_cast<const char*>(n->content);
+        if (n->type == XML_ELEMENT_NODE && n->children) {
+            n = n->children;
+            continue;
+        }
+        while (n && n != root && !n->next) n = n->parent;
+        if (!n || n == root) break;
+        n = n->next;
+    }
+}
+
 // Length of a character reference or one of XML's five predefined entity
-// references at s[0] == '&', or 0. With DTDs refused no other entity can be
-// defined, and libxml2's recover mode drops the rest of a text node after an
-// undefined one, so everything else is escaped as literal text.
+// references at s[0] == '&', or 0. No other entity can be defined (documents
+// with a DTD are refused), and libxml2's recover mode drops the rest of a text
+// node after an undefined one, so everything else is escaped as literal text.
 std::size_t reference_length(std::string_view s) {
     std::size_t i = 1;
     if (i < s.size() && s[i] == '#') {
@@ -126,11 +153,6 @@ Result<Document> Document::parse(std::string_view bytes, const ParseLimits& limi
         return make_error("document too big (" + std::to_string(bytes.size()) +
                           " bytes, limit " + std::to_string(limits.max_bytes) + ")");
     if (bytes.size() > static_cast<std::size_t>(INT32_MAX)) return make_error("document too big");
-    // No GP or AnyConnect reply has a DTD; refusing them removes entity
-    // definitions (billion laughs, external entities) from the picture.
-    if (has_declaration(bytes))
-        return make_error("DTDs are not accepted in server replies");
-
     const std::string_view body = trim(bytes);
     if (body.front() != '<') return make_error("not XML: does not start with '<'");
     // Every complete document ends with '>' (an end tag, empty tag, comment or
@@ -141,15 +163,25 @@ Result<Document> Document::parse(std::string_view bytes, const ParseLimits& limi
     std::unique_ptr<xmlParserCtxt, void (*)(xmlParserCtxtPtr)> ctxt(xmlNewParserCtxt(),
                                                                     xmlFreeParserCtxt);
     if (!ctxt) return make_error("out of memory creating XML parser");
-    const int options = XML_PARSE_RECOVER | XML_PARSE_NONET | XML_PARSE_NOERROR |
-                        XML_PARSE_NOWARNING | XML_PARSE_NOCDATA;
+    // No DTD is loaded, no entity substituted, nothing fetched; the bytes are
+    // read as UTF-8 whatever the document declares (a UTF-7 or UTF-16 document
+    // would otherwise be decoded first, DTD and all). No GP or AnyConnect reply
+    // has a DTD: one is refused after parsing, from the tree itself, which
+    // removes entity definitions (billion laughs, external entities) whatever
+    // the bytes looked like.
+    const int options = XML_PARSE_RECOVER | XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING |
+                        XML_PARSE_NOCDATA | XML_PARSE_IGNORE_ENC;
     std::string text = escape_bare_ampersands(bytes);
     xmlDocPtr raw = xmlCtxtReadMemory(ctxt.get(), text.data(), static_cast<int>(text.size()),
-                                      "reply.xml", nullptr, options);
+                                      "reply.xml", "UTF-8", options);
     secure_zero(text.data(), text.size());  // replies carry cookies and keys
     Document doc(raw);
+    if (raw && (raw->intSubset || raw->extSubset))
+        return make_error("DTDs are not accepted in server replies");
     if (!raw || !xmlDocGetRootElement(raw))
         return make_error("not XML: " + last_error_text(ctxt.get()));
+    if (has_entity_node(reinterpret_cast<xmlNodePtr>(raw)))
+        return make_error("DTDs are not accepted in server replies (the document references an entity)");
     std::size_t depth = element_depth(xmlDocGetRootElement(raw));
     if (depth > limits.max_depth)
         return make_error("document nested deeper than " + std::to_string(limits.max_depth) +
@@ -184,11 +216,8 @@ Result<Node> Document::require(std::string_view path) const {
 std::string_view Node::name() const { return node_ ? as_view(node_->name) : std::string_view{}; }
 
 std::string Node::raw_text() const {
-    if (!node_) return {};
-    xmlChar* content = xmlNodeGetContent(node_);
-    if (!content) return {};
-    std::string out(reinterpret_cast<const char*>(content));
-    xmlFree(content);
+    std::string out;
+    if (node_) append_text(node_, out);
     return out;
 }
 
@@ -196,12 +225,9 @@ std::string Node::text() const { return std::string(trim(raw_text())); }
 
 Secret Node::text_secret() const {
     if (!node_) return {};
-    xmlChar* content = xmlNodeGetContent(node_);
-    if (!content) return {};
-    std::string_view view = as_view(content);
-    Secret out = Secret::from_string(trim(view));
-    secure_zero(content, view.size());
-    xmlFree(content);
+    std::string content = raw_text();
+    Secret out = Secret::from_string(trim(content));
+    secure_zero(content.data(), content.size());
     return out;
 }
 

@@ -2,7 +2,9 @@
 // replies of GlobalProtect and AnyConnect. Parsing is lenient ("recover"
 // mode) because real peers and OpenConnect's fake server send bare '&' and
 // mismatched closing tags, but it never touches the network, never expands
-// entities, refuses DTDs, and caps size and nesting depth.
+// entities, reads every document as UTF-8 (a declared encoding is ignored),
+// refuses any document whose parsed tree has a DTD or an entity reference, and
+// caps size and nesting depth.
 #pragma once
 
 #include <cstddef>
@@ -35,8 +37,8 @@ public:
     explicit operator bool() const { return node_ != nullptr; }
     std::string_view name() const;
 
-    // All text below this element, concatenated, as-is / with ASCII
-    // whitespace trimmed at both ends.
+    // All text below this element (text and CDATA nodes; never an entity's
+    // expansion), concatenated, as-is / with ASCII whitespace trimmed at both ends.
     std::string raw_text() const;
     std::string text() const;
     Secret text_secret() const;

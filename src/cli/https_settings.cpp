@@ -10,6 +10,7 @@
 
 #include "protocols/proxy/proxy.h"
 #include "src/io/proxy_tunnel.h"
+#include "src/io/server_pin.h"
 #include "src/log/logger.h"
 
 namespace espvpn::cli {
@@ -38,6 +39,17 @@ std::string getenv_any(std::initializer_list<const char*> names) {
 
 Status prepare_compat_options(ClientOptions& o) {
     for (const auto& note : o.no_op_notes) LOG_DEBUG << note;
+    // A short pin is accepted (openconnect takes 4 characters), never silently: with a pin
+    // the CA is not checked, so the pin is all that authenticates the server.
+    for (const auto& text : o.servercert) {
+        auto pin = io::parse_server_cert_pin(text);
+        if (!pin) return pin.error();
+        if (pin->bits() < io::kStrongPinBits)
+            LOG_WARN << "WARNING: --servercert " << text << " pins only " << pin->bits()
+                     << " bits of the server's fingerprint (fewer than " << io::kStrongPinBits
+                     << "), and a pin replaces the CA check: a server can make a certificate that matches "
+                        "it. Give the whole fingerprint (a mismatch error prints it).";
+    }
     if (o.gnutls_debug > 0) {
         gnutls_global_set_log_function([](int level, const char* text) {
             std::string line = text ? text : "";

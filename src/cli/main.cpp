@@ -1,5 +1,8 @@
 // espvpn: the command-line client. Options follow openconnect's names where
 // the two overlap (src/cli/options.h).
+#include <sys/prctl.h>
+
+#include <cstring>
 #include <iostream>
 
 #include "src/cli/exit_codes.h"
@@ -10,8 +13,21 @@
 #include "src/log/logger.h"
 #include "src/sso/callback_socket.h"
 
+namespace {
+
+void secret_lock_refused(int error) {
+    LOG_DEBUG << "secrets: mlock refused (" << std::strerror(error)
+              << "): their pages stay out of core dumps but may be swapped (RLIMIT_MEMLOCK is too low)";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     using namespace espvpn;
+    // The process holds passwords, cookies and keys: no core dump, and no other user
+    // may ptrace it or read its /proc files (they become root's).
+    (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    set_secret_lock_refused_hook(secret_lock_refused);
     auto parsed = cli::parse_options(argc, argv);
     if (!parsed) {
         std::cerr << "espvpn: " << parsed.error().message << "\n"

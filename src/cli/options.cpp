@@ -410,32 +410,80 @@ Result<std::vector<std::string>> expand_config(const std::vector<std::string>& a
     return out;
 }
 
-// Overwrites the values of -C/--cookie and -p/--key-password in the real argv.
+// The options whose values are secrets: wiped from the real argv (/proc/PID/cmdline) once
+// copied. -F/--form-entry FORM:OPT=VALUE loses VALUE only (the form and field stay readable).
+bool is_secret_option(std::string_view name) {
+    for (std::string_view s : {"cookie", "key-password", "mca-key-password", "token-secret", "sso-callback", "form-entry"})
+        if (name == s) return true;
+    return false;
+}
+
+// Overwrites the secret values (is_secret_option; -C, -p, -F; --proxy's password) in the real
+// argv, as getopt_long would read them: "--name VALUE", "--name=VALUE", a unique abbreviation
+// ("--cook=VALUE"), "-CVALUE", "-C VALUE" and short clusters ("-vF VALUE").
 void scrub_secrets(int argc, char** argv) {
-    auto wipe = [](char* s) { std::memset(s, 0, std::strlen(s)); };
+    const auto& table = option_table();
+    auto wipe = [](char* s, bool form_entry) {
+        if (form_entry) {
+            if (char* eq = std::strchr(s, '=')) s = eq + 1;
+        }
+        explicit_bzero(s, std::strlen(s));
+    };
+    // The option a long argument names: exact, else the only one it abbreviates.
+    auto long_option = [&](std::string_view name) -> const OptionSpec* {
+        const OptionSpec* found = nullptr;
+        for (const auto& spec : table) {
+            std::string_view n = spec.name;
+            if (n == name) return &spec;
+            if (n.substr(0, name.size()) == name) {
+                if (found) return nullptr;  // ambiguous: getopt refuses it
+                found = &spec;
+            }
+        }
+        return found;
+    };
+    auto short_option = [&](char c) -> const OptionSpec* {
+        for (const auto& spec : table)
+            if (spec.short_name == c) return &spec;
+        return nullptr;
+    };
+    auto scrub_proxy = [](char* url) {  // --proxy http://user:PASS@host/: only the password goes
+        char* at = std::strrchr(url, '@');
+        char* scheme = std::strstr(url, "://");
+        char* user = scheme && (!at || scheme < at) ? scheme + 3 : url;
+        char* colon = at ? static_cast<char*>(std::memchr(user, ':', static_cast<std::size_t>(at - user))) : nullptr;
+        if (colon) std::memset(colon + 1, '*', static_cast<std::size_t>(at - colon - 1));
+    };
     for (int i = 1; i < argc; ++i) {
         char* a = argv[i];
-        for (const char* opt : {"--cookie", "--key-password", "--mca-key-password", "--token-secret", "--sso-callback"}) {
-            std::size_t n = std::strlen(opt);
-            if (std::strncmp(a, opt, n) == 0 && a[n] == '=') wipe(a + n + 1);
-            else if (std::strcmp(a, opt) == 0 && i + 1 < argc) wipe(argv[i + 1]);
+        if (std::strcmp(a, "--") == 0) break;
+        if (a[0] != '-' || a[1] == '\0') continue;
+        const OptionSpec* spec = nullptr;
+        char* value = nullptr;  // in this argument, or the next one when it is null
+        if (a[1] == '-') {
+            char* eq = std::strchr(a, '=');
+            spec = long_option(std::string_view(a + 2, eq ? static_cast<std::size_t>(eq - a - 2) : std::strlen(a + 2)));
+            if (!spec || spec->arg == Arg::none) continue;
+            if (eq) value = eq + 1;
+            else if (spec->arg == Arg::optional) continue;
+        } else {
+            // A cluster of short options: the first that takes a value takes the rest (or the next argument).
+            for (char* c = a + 1; *c; ++c) {
+                const OptionSpec* s = short_option(*c);
+                if (!s || s->arg == Arg::none) continue;
+                spec = s;
+                if (c[1]) value = c + 1;
+                break;
+            }
+            if (!spec) continue;
         }
-        for (const char* opt : {"-C", "-p"}) {
-            if (std::strcmp(a, opt) == 0 && i + 1 < argc) wipe(argv[i + 1]);
-            else if (std::strncmp(a, opt, 2) == 0 && a[2] != '\0' && a[1] != '-') wipe(a + 2);
+        if (!value) {
+            if (i + 1 >= argc) break;
+            value = argv[++i];
         }
-        // --proxy http://user:PASS@host/: only the password goes.
-        char* url = nullptr;
-        if ((std::strcmp(a, "--proxy") == 0 || std::strcmp(a, "-P") == 0) && i + 1 < argc) url = argv[i + 1];
-        else if (std::strncmp(a, "--proxy=", 8) == 0) url = a + 8;
-        else if (std::strncmp(a, "-P", 2) == 0 && a[2] != '\0') url = a + 2;
-        if (url) {
-            char* at = std::strrchr(url, '@');
-            char* scheme = std::strstr(url, "://");
-            char* user = scheme && (!at || scheme < at) ? scheme + 3 : url;
-            char* colon = at ? static_cast<char*>(std::memchr(user, ':', static_cast<std::size_t>(at - user))) : nullptr;
-            if (colon) std::memset(colon + 1, '*', static_cast<std::size_t>(at - colon - 1));
-        }
+        const std::string_view name = spec->name;
+        if (is_secret_option(name)) wipe(value, name == "form-entry");
+        else if (name == "proxy") scrub_proxy(value);
     }
 }
 

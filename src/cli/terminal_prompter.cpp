@@ -1,5 +1,7 @@
 #include "src/cli/terminal_prompter.h"
 
+#include "protocols/base/ascii.h"
+
 #include <fcntl.h>
 #include <termios.h>
 #include <unistd.h>
@@ -51,9 +53,9 @@ Result<Secret> read_line(int fd, std::string_view what) {
     return line;
 }
 
-// `text` and `end` in one write (a prompt, a message).
+// `text` (the server's: control characters escaped) and `end` in one write (a prompt, a message).
 void write_text(int fd, std::string_view text, std::string_view end) {
-    std::string t(text);
+    std::string t = printable(text);
     t += end;
     (void)!::write(fd, t.data(), t.size());
 }

@@ -1,5 +1,7 @@
 #include "src/io/server_pin.h"
 
+#include <algorithm>
+
 #include <gnutls/abstract.h>
 #include <gnutls/crypto.h>
 #include <gnutls/x509.h>
@@ -69,6 +71,15 @@ bool ServerCertPin::matches(const ServerFingerprints& fp) const {
         case Kind::cert_sha1: full = &fp.cert_sha1_hex; break;
     }
     return digest.size() >= kMinMatch && digest.size() <= full->size() && full->compare(0, digest.size(), digest) == 0;
+}
+
+unsigned ServerCertPin::bits() const {
+    const bool base64 = kind == Kind::pin_sha256;
+    const unsigned digest_bits = kind == Kind::pin_sha256 || kind == Kind::sha256 ? 256 : 160;
+    std::size_t chars = digest.size();
+    if (base64)
+        while (chars > 0 && digest[chars - 1] == '=') --chars;  // padding fixes nothing
+    return static_cast<unsigned>(std::min<std::size_t>(chars * (base64 ? 6 : 4), digest_bits));
 }
 
 Result<ServerCertPin> parse_server_cert_pin(std::string_view text) {

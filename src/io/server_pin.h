@@ -33,7 +33,11 @@ struct ServerCertPin {
     Kind kind = Kind::pin_sha256;
     std::string digest;  // after the prefix; hex lower-cased
     bool matches(const ServerFingerprints& fp) const;
+    // How much of the digest the pin fixes: 4 bits a hex digit, 6 a base64 one, at
+    // most the digest's size. Below 128 a server can make a certificate that matches.
+    unsigned bits() const;
 };
+constexpr unsigned kStrongPinBits = 128;
 // Refuses an unknown "prefix:", characters that are not hex (or base64 for
 // pin-sha256:), fewer than 4 or more than the digest's characters.
 Result<ServerCertPin> parse_server_cert_pin(std::string_view text);

@@ -1,5 +1,7 @@
 #include "src/log/logger.h"
 
+#include "protocols/base/ascii.h"
+
 #include <syslog.h>
 #include <unistd.h>
 
@@ -77,7 +79,9 @@ void set_test_sink(Sink sink) {
 }
 
 Line::~Line() {
-    std::string message = os_.str();
+    // Lines carry server text (messages, banners, names): its control characters are
+    // escaped here, the one place every line passes, so none reaches a terminal or syslog.
+    std::string message = printable(os_.str());
     bool use_syslog, stamps;
     Sink sink;
     {

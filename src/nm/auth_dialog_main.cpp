@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -221,6 +222,8 @@ int classic(const Options& o, const VpnSettings& settings) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // It handles the VPN secrets: no core dump, no ptrace or /proc reads by other users.
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     // GNOME Shell runs the classic dialog with stderr closed: /dev/null stands in, so nothing
     // opened later (GLib's eventfd, a pipe to espvpn) takes descriptor 2 and gets stderr's text.
     for (int fd = 0; fd <= 2; ++fd)

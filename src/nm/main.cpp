@@ -5,6 +5,7 @@
 // connection has ended (unless --persist) or on SIGTERM/SIGINT, after espvpn is gone.
 #include <glib-unix.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,6 +60,8 @@ void quit_when_idle(Service* svc) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // It handles the VPN secrets: no core dump, no ptrace or /proc reads by other users.
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     espvpn::nm::PluginOptions options;
     options.bus_name = espvpn::nm::kServiceBusName;
     options.espvpn_binary = espvpn::nm::kDefaultEspvpnBinary;

@@ -7,6 +7,7 @@
 
 #include "protocols/base/hex.h"
 #include "crypto/esp_transform.h"
+#include "crypto/key_history.h"
 #include "protocols/esp/esp_sa.h"
 #include "protocols/gp/https_tunnel.h"
 #include "protocols/tunnel/dpd_timer.h"
@@ -51,7 +52,24 @@ struct SaPair {
     EspInboundSa inbound;
 };
 
-Result<SaPair> build_sas(const gp::GpIpsecConfig& sa) {
+// An SA whose encryption key this session has used before (in either direction), or
+// one key for both directions, is refused: each new SA starts its GCM nonces (sequence
+// numbers) again, so a repeated key repeats nonces. `used` keeps fingerprints, not keys.
+Status check_fresh_keys(const gp::GpIpsecConfig& sa, crypto::KeyHistory& used) {
+    const auto out = sa.c2s.enc_key.reveal(), in = sa.s2c.enc_key.reveal();
+    const bool both_ways = sa.c2s.enc_key.equals(sa.s2c.enc_key);
+    if (both_ways || used.seen(out) || used.seen(in))
+        return make_error(std::string("the gateway sent an ESP encryption key ") +
+                          (both_ways ? "for both directions" : "that this session has used before") +
+                          ": refused (a repeated key repeats AES-GCM nonces; the gateway must send new keys)");
+    used.remember(out);
+    used.remember(in);
+    return {};
+}
+
+// The SAs of a configuration, once its keys are known to be new (check_fresh_keys).
+Result<SaPair> build_sas(const gp::GpIpsecConfig& sa, crypto::KeyHistory& used) {
+    if (Status s = check_fresh_keys(sa, used); !s) return s.error();
     auto suite = esp_suite_from_names(sa.enc_algo, sa.hmac_algo);
     if (!suite) return suite.error();
     auto out_keys = EspSaKeys::create(*suite, sa.c2s.enc_key.clone(), sa.c2s.auth_key.clone());
@@ -66,9 +84,9 @@ Result<SaPair> build_sas(const gp::GpIpsecConfig& sa) {
 }
 
 // The SAs of a fetched configuration; `no_keys` is the error when it has none.
-Result<SaPair> fresh_sas(const GpTunnelSetup& fresh, const char* no_keys) {
+Result<SaPair> fresh_sas(const GpTunnelSetup& fresh, const char* no_keys, crypto::KeyHistory& used) {
     if (!fresh.esp) return make_error(no_keys);
-    return build_sas(fresh.esp->sa);
+    return build_sas(fresh.esp->sa, used);
 }
 
 using datapath::Transport;
@@ -287,6 +305,7 @@ private:
     int mtu_ = 0;
     datapath::EspDatapathOptions esp_options_;
     bool esp_possible_ = false;   // ESP allowed, keys offered, a socket open
+    crypto::KeyHistory used_keys_;  // every SA's encryption keys so far (check_fresh_keys)
 
     mutable std::mutex mu_;       // the datapath pointers, against the stats reporter thread
     std::uint64_t switches_ = 0;
@@ -394,7 +413,7 @@ std::vector<LinkEvent> GpDriver::step_esp(Clock::time_point now, bool attempting
 // A fresh getconfig (the HTTPS tunnel voided the old ESP keys), then a few
 // probes on the new SAs; the HTTPS tunnel carries the traffic meanwhile.
 AttemptResult GpDriver::begin_esp_retry(const GpTunnelSetup& fresh, Clock::time_point now) {
-    auto sas = fresh_sas(fresh, "the gateway offers no ESP keys now; staying on the HTTPS tunnel");
+    auto sas = fresh_sas(fresh, "the gateway offers no ESP keys now; staying on the HTTPS tunnel", used_keys_);
     if (!sas) return AttemptResult::failed(sas.error().message);
     if (Status s = take_esp_setup(*fresh.esp); !s || !esp_options_.probe.enabled())
         return AttemptResult::failed("no usable probe address");
@@ -490,7 +509,7 @@ std::unique_ptr<LinkAttempt> GpDriver::begin_attempt(AttemptPurpose purpose) {
 }
 
 Status GpDriver::start_esp_on(const GpEspSetup& esp, bool reconnect) {
-    auto sas = build_sas(esp.sa);
+    auto sas = build_sas(esp.sa, used_keys_);
     if (!sas) return sas.error();
     if (Status s = take_esp_setup(esp); !s) return s;
     if (Status s = open_esp_socket(esp); !s) return s;
@@ -566,8 +585,8 @@ AttemptResult GpDriver::adopt_attempt(AttemptPurpose purpose, bool in_outage) {
 }
 
 AttemptResult GpDriver::rekey_esp(const GpTunnelSetup& fresh) {
-    auto sas = fresh_sas(fresh, "rekey: the gateway's new configuration has no ESP keys");
-    if (!sas) return AttemptResult::fatal(sas.error().message);
+    auto sas = fresh_sas(fresh, "the gateway's new configuration has no ESP keys", used_keys_);
+    if (!sas) return AttemptResult::fatal("rekey: " + sas.error().message);
     std::uint32_t in_spi = sas->inbound.spi(), out_spi = sas->outbound.spi();
     // Inbound first: the new keys open packets before the peer could use them;
     // the old inbound SA stays beside it for the grace period.

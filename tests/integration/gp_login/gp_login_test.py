@@ -606,12 +606,21 @@ def case_servercert():
            f"{fp['sha1'][:8]}",  # the key's SHA-1 given bare: bare hex is the certificate's
            f"pin-sha256:{'B' if fp['pin-sha256'][0] == 'A' else 'A'}{fp['pin-sha256'][1:6]}"]
     args = ["-u", "alice", "--passwd-on-stdin"]
+    # Bits a pin fixes: 4 a hex digit, 6 a base64 one (no padding), at most the digest's.
+    bits = lambda pin: min(len(pin.split(":")[-1].rstrip("=")) * (6 if pin.startswith("pin-") else 4),  # noqa: E731
+                           256 if "256" in pin else 160)
     with Fake() as f:
         for pin in good:
             r = espvpn(f.url, ["--authenticate", *args, "--servercert", pin], "secret\n", ca=False)
             if r.returncode:
                 show(r)
             check(r.returncode == 0, f"--servercert {pin}: accepted (no CA given)")
+            # Accepted as openconnect does, but a pin under 128 bits is never silent.
+            warned = re.search(r"WARNING: --servercert \S+ pins only (\d+) bits", r.stderr)
+            if bits(pin) < 128:
+                check(warned and int(warned.group(1)) == bits(pin), f"--servercert {pin}: a WARNING naming {bits(pin)} bits")
+            else:
+                check(not warned and "WARNING" not in r.stderr, f"--servercert {pin}: a full pin, no warning")
         for pin in bad:
             r = espvpn(f.url, ["--authenticate", *args, "--servercert", pin], "secret\n", ca=False)
             check(r.returncode == 1 and "COOKIE=" not in r.stdout, f"--servercert {pin}: refused, exit 1")
@@ -629,6 +638,60 @@ def case_servercert():
                 cmd = ["openconnect", "--protocol=gp", "--authenticate", *args, "--servercert", pin, f.url]
                 o = subprocess.run(cmd, input="secret\n", capture_output=True, text=True, timeout=RUN_TIMEOUT)
                 check(o.returncode == rc, f"openconnect 9.01 --servercert {pin}: exit {rc} as espvpn")
+
+
+def case_argv_and_dump():
+    """Secrets given on the command line leave /proc/PID/cmdline once parsed (every spelling
+    getopt takes), and the process is not dumpable: /proc/PID belongs to root even when espvpn
+    runs as another user (so no other user may read it or ptrace it)."""
+    forms = ["-F", "_login:passwd=SECRETX1", "--form-entry=_challenge:passwd=SECRETX2", "-vF_x:y=SECRETX3",
+             "--form-e", "_z:w=SECRETX4", "--key-password=SECRETX5", "-pSECRETX6"]
+    as_other = os.geteuid() == 0 and shutil.which("setpriv")
+    prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if as_other else []
+    with Fake("--delay", "/global-protect/prelogin.esp=3") as f:
+        p = subprocess.Popen([*prefix, ESPVPN, "--protocol=gp", "--cafile", CA, "--authenticate", "-u", "alice",
+                              "--non-inter", *forms, f.url],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            # Its first request (held 3 s by the fake) says it is past option parsing.
+            asked = f.stats_when(lambda s: s["requests"] > 0)["requests"]
+            with open(f"/proc/{p.pid}/cmdline", "rb") as c:
+                cmdline = c.read()
+            owner = os.stat(f"/proc/{p.pid}/status").st_uid
+            with open(f"/proc/{p.pid}/status") as st:
+                uid = int(re.search(r"^Uid:\s+(\d+)", st.read(), re.M).group(1))
+        finally:
+            p.kill()
+            p.wait()
+    print(f"  cmdline {cmdline!r}; /proc/PID owner {owner}, uid {uid}")
+    check(asked > 0, "espvpn reached the fake (past option parsing) before its argv was read")
+    check(b"SECRETX" not in cmdline, "no -F / --form-entry / --key-password / -p value left in /proc/PID/cmdline")
+    check(b"_login:passwd=" in cmdline and b"--form-entry=_challenge:passwd=" in cmdline,
+          "the form and field names stay readable")
+    if as_other:
+        check(uid == 65534, "espvpn ran as nobody")
+        check(owner == 0, "espvpn is not dumpable: its /proc files belong to root, not to its user")
+    else:
+        print("  (not root or no setpriv: the non-dumpable check needs espvpn as another user)")
+
+
+def case_server_text_escaped():
+    """A gateway's prompt with terminal escapes (set the window title, clear the screen) reaches
+    stderr as visible \\xHH text, never as the control characters themselves."""
+    evil = "Code\x1b]0;pwned\x07 please\x1b[2J\u009b2J"
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as cfg:
+        json.dump({"gateway": {"challenges": [{"form": "js", "answer": "111111", "message": evil}]}}, cfg)
+    try:
+        with Fake("--config", cfg.name) as f:
+            # The challenge cannot be answered (--non-inter, no more input): the error names the prompt.
+            r = espvpn(f.url, ["--authenticate", "-u", "alice", "--passwd-on-stdin", "--non-inter"], "secret\n")
+    finally:
+        os.unlink(cfg.name)
+    show(r)
+    check(r.returncode == 1, "the unanswered challenge ends the login, exit 1")
+    check("Code\\x1b]0;pwned\\x07 please\\x1b[2J" in r.stderr, "the prompt is shown with its escapes made visible")
+    check("\\xc2\\x9b2J" in r.stderr, "a C1 control (U+009B, CSI) is made visible too")
+    check(not re.search(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]", r.stderr), "no control character reaches stderr")
 
 
 def case_form_entry():

@@ -3,7 +3,7 @@
 # carries traffic over userspace ESP, in three namespaces of its own:
 #   client (espvpn)  --veth--  gateway (fake-gp-gateway + esp-gateway)  --veth--  lan
 #
-#   gp_tunnel.sh demo|suites|script|blocked|sigusr2|nodtls|rekey ESPVPN_BIN GATEWAY_BIN
+#   gp_tunnel.sh demo|suites|script|blocked|sigusr2|repeated_key|nodtls|rekey ESPVPN_BIN GATEWAY_BIN
 #   demo:   one suite, ping + short iperf3 both ways, the tunnel's counters (tools/demo)
 #   suites: GP_TUNNEL_SUITES (default aes-128-gcm aes-128-cbc:sha1 aes-256-cbc:sha256):
 #           login, probe answered, ping v4+v6, iperf3 TCP both ways, SIGINT: logout
@@ -21,6 +21,9 @@
 #   rekey:  gateway lifetime 6 s, so espvpn rekeys every 3 s: >= 3 rekeys during a
 #           steady UDP stream through the tunnel; largest gap printed, < 50 ms asserted; a HIP
 #           check after each rekey
+#   repeated_key: a gateway that hands out the same ESP keys at every getconfig (the fake's
+#           --repeat-keys): SIGUSR2's rekey is refused, naming the repeated key, and the session
+#           ends (exit 1, tun removed) instead of reusing AES-GCM nonces under the old key
 #   sigusr2: SIGUSR2 on ESP: new keys by a getconfig (no new login), the probe again and
 #           answered, ESP kept; then a gateway with no gw-address (nothing to probe): ESP is
 #           assumed up and stays up across SIGUSR2 (no HTTPS fallback after the probe timeout)
@@ -249,6 +252,25 @@ sigusr2)
   ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "no gw-address: ping after SIGUSR2"
   stop
   echo "RESULT sigusr2: new keys without a login, probe answered, ESP kept; without a gw-address ESP stays up across SIGUSR2"
+  ;;
+repeated_key)
+  start aes-128-gcm --repeat-keys
+  ip netns exec "$nsc" ping -c 2 -i 0.2 -W 2 $lan_ip >/dev/null || fail "repeated keys: ping on the first SA"
+  kill -USR2 "$client_pid"
+  wait_for "$work/espvpn.log" "that this session has used before" 30 || fail "repeated keys: the rekey was not refused"
+  end=$((SECONDS + 20))
+  while kill -0 "$client_pid" 2>/dev/null; do
+    ((SECONDS < end)) || fail "repeated keys: espvpn kept running after refusing the rekey"
+    sleep 0.2
+  done
+  rc=0
+  wait "$client_pid" || rc=$?
+  [[ $rc -eq 1 ]] || fail "repeated keys: espvpn exited $rc (expected 1)"
+  ! grep -q "rekey done" "$work/espvpn.log" || fail "repeated keys: the old key was installed again"
+  [[ $(json "$work/fake-stats.json" 'd["getconfigs"]') -ge 2 ]] || fail "repeated keys: no second getconfig"
+  ! ip -n "$nsc" -o link show type tun 2>/dev/null | grep -q . || fail "repeated keys: tun device left behind"
+  gateway_down
+  echo "RESULT repeated_key: $(grep -m1 "used before" "$work/espvpn.log")"
   ;;
 nodtls)
   # A gateway refusing the tunnel GET (HTTP 502: cookie rejected) ends it like openconnect: exit 2.

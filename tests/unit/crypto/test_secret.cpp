@@ -1,6 +1,12 @@
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
 #include <sstream>
+#include <string>
 
 #include "crypto/secret.h"
 
@@ -65,4 +71,51 @@ TEST_CASE("Secret::from_hex parses GlobalProtect key strings") {
     auto empty = Secret::from_hex("");
     REQUIRE(empty.ok());
     CHECK(empty->empty());
+}
+
+namespace {
+
+// The VmFlags line of /proc/self/smaps for the mapping holding `p` ("" when none).
+std::string vm_flags_of(const void* p) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    std::ifstream smaps("/proc/self/smaps");
+    std::string line;
+    bool inside = false;
+    while (std::getline(smaps, line)) {
+        unsigned long lo = 0, hi = 0;
+        char dash = 0;
+        std::istringstream head(line);
+        if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+            inside = addr >= lo && addr < hi;
+            continue;
+        }
+        if (inside && line.rfind("VmFlags:", 0) == 0) return line + " ";
+    }
+    return {};
+}
+
+}  // namespace
+
+// A core dump or swap must never hold a key or a password: the pages of a Secret
+// are marked "dd" (MADV_DONTDUMP) and, where RLIMIT_MEMLOCK allows (root always),
+// "lo" (mlock).
+TEST_CASE("Secret bytes live in no-dump, locked pages") {
+    Secret key = Secret::from_string("0123456789abcdef0123456789abcdef");
+    const std::string flags = vm_flags_of(key.reveal().data());
+    CAPTURE(flags);
+    REQUIRE_FALSE(flags.empty());
+    CHECK(flags.find(" dd ") != std::string::npos);
+    rlimit lim{};
+    REQUIRE(getrlimit(RLIMIT_MEMLOCK, &lim) == 0);
+    if (geteuid() == 0 || lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= (1u << 20))
+        CHECK(flags.find(" lo ") != std::string::npos);
+    // Moves keep the pages; clones get their own, marked the same way.
+    const void* where = key.reveal().data();
+    Secret moved = std::move(key);
+    CHECK(moved.reveal().data() == where);
+    Secret copy = moved.clone();
+    CHECK(vm_flags_of(copy.reveal().data()).find(" dd ") != std::string::npos);
+    CHECK(copy.reveal_text() == moved.reveal_text());
+    // Empty secrets map nothing.
+    CHECK(Secret(0).reveal().data() == nullptr);
 }

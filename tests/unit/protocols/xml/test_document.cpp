@@ -103,6 +103,95 @@ TEST_CASE("xml: no DTDs, no entity expansion, no network") {
     CHECK(undeclared->root().text() == "x&nbsp;y &x; z");
 }
 
+namespace {
+
+// `text` (ASCII) as UTF-16 with a byte-order mark.
+std::string utf16(std::string_view text, bool big_endian) {
+    std::string out = big_endian ? std::string("\xfe\xff", 2) : std::string("\xff\xfe", 2);
+    for (char c : text) {
+        if (big_endian) out += '\0';
+        out += c;
+        if (!big_endian) out += '\0';
+    }
+    return out;
+}
+
+// A refusal whose message says why: a DTD, or bytes that are not UTF-8 XML.
+void check_refused(const std::string& doc, const std::string& what) {
+    CAPTURE(what);
+    auto r = Document::parse(doc);
+    REQUIRE_FALSE(r.ok());
+    const std::string& m = r.error().message;
+    CAPTURE(m);
+    CHECK((m.find("DTD") != std::string::npos || m.find("not XML") != std::string::npos ||
+           m.find("entity") != std::string::npos));
+}
+
+}  // namespace
+
+// The DTD check is structural (after parsing, UTF-8 forced), not a byte scan: a
+// document declared UTF-16 or UTF-7 carries its DTD past any scan of the raw bytes.
+TEST_CASE("xml: a DTD in any declared encoding is refused") {
+    const std::string dtd = R"(<!DOCTYPE r [<!ENTITY e "EXPANDED">]><r>&e;</r>)";
+    check_refused(R"(<?xml version="1.0" encoding="UTF-8"?>)" + dtd, "UTF-8");
+    check_refused(utf16(R"(<?xml version="1.0" encoding="UTF-16"?>)" + dtd, false), "UTF-16LE with BOM");
+    check_refused(utf16(R"(<?xml version="1.0" encoding="UTF-16"?>)" + dtd, true), "UTF-16BE with BOM");
+    check_refused(utf16(R"(<?xml version="1.0" encoding="UTF-16BE"?>)" + dtd, true).substr(2), "UTF-16BE, no BOM");
+    // UTF-7: the DTD's '<', '[', '"', and the reference's '&' and ';' base64-encoded, so no
+    // "<!" and no '&' byte anywhere; the root element written directly.
+    const std::string utf7 = R"(<?xml version="1.0" encoding="UTF-7"?>)"
+                             "+ADw-!DOCTYPE r +AFs-+ADw-!ENTITY e +ACI-EXPANDED+ACI->+AF0->"
+                             "<r>+ACY-e+ADs-</r>";
+    check_refused(utf7, "UTF-7");
+    // A UTF-7 billion laughs and an external entity to a local file, likewise.
+    const std::string utf7_laughs = R"(<?xml version="1.0" encoding="UTF-7"?>)"
+        "+ADw-!DOCTYPE r +AFs-+ADw-!ENTITY a +ACI-aaaaaaaaaa+ACI->"
+        "+ADw-!ENTITY b +ACI-+ACY-a+ADsAJg-a+ADsAJg-a+ADsAJg-a+ADsAJg-a+ADs-+ACI->"
+        "+AF0-><r>+ACY-b+ADs-</r>";
+    check_refused(utf7_laughs, "UTF-7 billion laughs");
+    const std::string utf16_xxe = utf16(R"(<?xml version="1.0" encoding="UTF-16"?>)"
+                                        R"(<!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/hostname">]><r>&x;</r>)",
+                                        false);
+    check_refused(utf16_xxe, "UTF-16 external entity");
+    // A bare external subset (no internal one) is refused too, and nothing is fetched.
+    check_refused(utf16(R"(<!DOCTYPE r SYSTEM "http://192.0.2.1/x.dtd"><r/>)", false), "UTF-16 external subset");
+    // A DTD whose entities are never referenced: still a DTD.
+    check_refused(utf16(R"(<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE r [<!ENTITY e "x">]><r>t</r>)", true),
+                  "UTF-16 unused DTD");
+}
+
+TEST_CASE("xml: billion laughs and external entities in UTF-8 are refused") {
+    std::string laughs = R"(<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">)";
+    std::string prev = "lol";
+    for (int i = 1; i <= 9; ++i) {
+        std::string name = "lol" + std::to_string(i);
+        laughs += "<!ENTITY " + name + " \"";
+        for (int j = 0; j < 10; ++j) laughs += "&" + prev + ";";
+        laughs += "\">";
+        prev = name;
+    }
+    laughs += "]><lolz>&lol9;</lolz>";
+    check_refused(laughs, "billion laughs");
+    check_refused(R"(<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/hostname">]><r>&x;</r>)",
+                  "external entity");
+    // An entity in an attribute value, too.
+    check_refused(R"(<!DOCTYPE r [<!ENTITY x "v">]><r a="&x;"/>)", "entity in an attribute");
+}
+
+TEST_CASE("xml: ordinary server XML still parses; non-UTF-8 declarations are not honoured") {
+    auto ok = Document::parse(
+        R"(<?xml version="1.0" encoding="UTF-8"?><response status="success"><a>x &amp; y &lt;z&gt; &#65;&#x42; caf)"
+        "\xc3\xa9"
+        R"(</a><![CDATA[c]]><!-- note --><?pi x?></response>)");
+    REQUIRE(ok.ok());
+    CHECK(ok->root().child_text("a") == "x & y <z> AB caf\xc3\xa9");
+    // The declaration's encoding is ignored: the bytes are read as UTF-8.
+    auto latin = Document::parse(R"(<?xml version="1.0" encoding="ISO-8859-1"?><r>caf)"
+                                 "\xc3\xa9</r>");
+    REQUIRE(latin.ok());
+    CHECK(latin->root().text() == "caf\xc3\xa9");
+}
+
 TEST_CASE("xml: deep nesting is refused") {
     auto nested = [](int depth) {
         std::string s;
