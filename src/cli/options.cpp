@@ -406,7 +406,7 @@ Result<std::vector<std::string>> expand_config(const std::vector<std::string>& a
     return out;
 }
 
-// Overwrites the values of -C/--cookie and -p/--key-password in the real argv.
+// Overwrites the values of -C/--cookie and -p/--key-password (and a PIN in a pkcs11: URI) in the real argv.
 void scrub_secrets(int argc, char** argv) {
     auto wipe = [](char* s) { std::memset(s, 0, std::strlen(s)); };
     for (int i = 1; i < argc; ++i) {
@@ -432,6 +432,14 @@ void scrub_secrets(int argc, char** argv) {
             char* colon = at ? static_cast<char*>(std::memchr(user, ':', static_cast<std::size_t>(at - user))) : nullptr;
             if (colon) std::memset(colon + 1, '*', static_cast<std::size_t>(at - colon - 1));
         }
+        // A token's PIN in a pkcs11: URI (-c, -k, --mca-*): "pin-value=1234" shows as "pin-value=****".
+        if (char* uri = std::strstr(a, "pkcs11:"))
+            for (char* pin = std::strstr(uri, "pin-value="); pin; pin = std::strstr(pin, "pin-value=")) {
+                pin += std::strlen("pin-value=");
+                const std::size_t n = std::strcspn(pin, "&;");
+                std::memset(pin, '*', n);
+                pin += n;
+            }
     }
 }
 

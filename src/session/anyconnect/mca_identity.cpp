@@ -10,6 +10,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "protocols/base/pkcs11_uri.h"
+
 namespace espvpn::session {
 
 namespace {
@@ -50,9 +52,16 @@ McaIdentity::~McaIdentity() = default;
 
 Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& cert_file, const std::string& key_file,
                                                              const Secret& password) {
-    if (std::ifstream probe(cert_file); !probe) return make_error("cannot read the MCA certificate " + cert_file);
     const std::string& key_path = key_file.empty() ? cert_file : key_file;
-    if (std::ifstream probe(key_path); !probe) return make_error("cannot read the MCA key " + key_path);
+    const std::string cert_name = printable_key_name(cert_file);
+    const std::string key_name = printable_key_name(key_path);
+    // The MCA signature is made here with the key exported from GnuTLS's credentials,
+    // which a token's key never is: tokens are for -c/-k only, said plainly.
+    if (is_pkcs11_uri(cert_file) || is_pkcs11_uri(key_path))
+        return make_error("the MCA certificate " + cert_name + ": keys on a PKCS#11 token work with -c/-k, "
+                          "not yet with --mca-certificate/--mca-key");
+    if (std::ifstream probe(cert_file); !probe) return make_error("cannot read the MCA certificate " + cert_name);
+    if (std::ifstream probe(key_path); !probe) return make_error("cannot read the MCA key " + key_name);
 
     gnutls_certificate_credentials_t cred = nullptr;
     if (int rc = gnutls_certificate_allocate_credentials(&cred); rc < 0) return make_error("GnuTLS: " + message(rc));
@@ -71,7 +80,7 @@ Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& 
         std::string hint;
         if (rc == GNUTLS_E_DECRYPTION_FAILED || rc == GNUTLS_E_MAC_VERIFY_FAILED)
             hint = p ? " (wrong --mca-key-password?)" : " (the key is encrypted: give --mca-key-password)";
-        return make_error("cannot load the MCA certificate " + cert_file + " with key " + key_path + ": " + message(rc) +
+        return make_error("cannot load the MCA certificate " + cert_name + " with key " + key_name + ": " + message(rc) +
                           hint);
     }
 
@@ -80,7 +89,7 @@ Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& 
     gnutls_x509_crt_t* chain = nullptr;
     unsigned int length = 0;
     if (rc = gnutls_certificate_get_x509_crt(cred, 0, &chain, &length); rc < 0 || length == 0)
-        return make_error("the MCA certificate " + cert_file + " holds no certificate");
+        return make_error("the MCA certificate " + cert_name + " holds no certificate");
     struct FreeChain {
         gnutls_x509_crt_t* c;
         unsigned int n;
@@ -113,14 +122,14 @@ Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& 
 
     gnutls_x509_privkey_t xkey = nullptr;
     if (rc = gnutls_certificate_get_x509_key(cred, 0, &xkey); rc < 0)
-        return make_error("the MCA key " + key_path + ": " + message(rc));
+        return make_error("the MCA key " + key_name + ": " + message(rc));
     if (rc = gnutls_privkey_init(&self->g_->key); rc < 0) {
         gnutls_x509_privkey_deinit(xkey);
         return make_error("GnuTLS: " + message(rc));
     }
     if (rc = gnutls_privkey_import_x509(self->g_->key, xkey, GNUTLS_PRIVKEY_IMPORT_AUTO_RELEASE); rc < 0) {
         gnutls_x509_privkey_deinit(xkey);
-        return make_error("the MCA key " + key_path + ": " + message(rc));
+        return make_error("the MCA key " + key_name + ": " + message(rc));
     }
     return std::shared_ptr<const McaIdentity>(std::move(self));
 }
