@@ -2,12 +2,13 @@
 """Client keys on a PKCS#11 token (issue 42 item 5): espvpn --protocol=gp against
 tools/fake-gp-gateway in certificate-only mode, the key and certificate on a real
 SoftHSM2 token (made by make_softhsm_token.sh in a temporary directory, reached
-through p11-kit's softhsm2.module as on a user's machine).
+through p11-kit's softhsm2.module as on a user's machine), or in a software TPM
+(swtpm) through tpm2-pkcs11 (gp_tpm2).
 
   token_test.py ESPVPN CASE      (CASE = one of CASES below; "list" prints them)
 
 Loopback only, ephemeral ports, every process bounded in time. Exit 0 = pass,
-1 = fail, 77 = skipped (no SoftHSM2). The AnyConnect side (ocserv with
+1 = fail, 77 = skipped (no SoftHSM2; gp_tpm2: no swtpm/tpm2-pkcs11). The AnyConnect side (ocserv with
 auth = "certificate") is ac_ocserv.sh's mode cert_token.
 """
 
@@ -171,6 +172,113 @@ def case_tty_pin():
             check(PIN not in text, "the PIN never appeared on the terminal")
             check(os.WEXITSTATUS(status) == 0 and "COOKIE=" in text and
                   f.stats()["login_via"] == {"client-certificate": 1}, "the typed PIN opened the token: logged in")
+
+
+def free_port_pair():
+    """A free loopback TCP port P with P+1 free too (the swtpm TCTI finds the control port at P+1)."""
+    import socket
+    for _ in range(20):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            try:
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise Failure("no two free adjacent loopback ports")
+
+
+def socket_open(port):
+    import socket
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_until(fn, seconds, what):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if fn():
+            return
+        time.sleep(0.1)
+    raise Failure(f"{what}: not within {seconds} s")
+
+
+def case_gp_tpm2():
+    """The key in a (software) TPM 2.0 through tpm2-pkcs11, the same path as any PKCS#11 token:
+    swtpm on loopback, tpm2-abrmd on a private D-Bus (swtpm has no resource manager of its own),
+    tpm2_ptool importing certs/client-key.pem under a token PIN."""
+    tools = ["swtpm", "tpm2-abrmd", "tpm2_ptool", "tpm2_getcap", "dbus-daemon"]
+    missing = [t for t in tools if not shutil.which(t)]
+    if missing:
+        print(f"SKIP: missing {missing} (swtpm, tpm2-abrmd, libtpm2-pkcs11-tools, tpm2-tools, dbus-daemon)")
+        return 77
+    procs = []
+    with tempfile.TemporaryDirectory(prefix="espvpn-tpm.") as d:
+        try:
+            t0 = time.monotonic()
+            os.mkdir(os.path.join(d, "state"))
+            os.mkdir(os.path.join(d, "store"))
+            port = free_port_pair()
+            ctrl = port + 1
+            procs.append(subprocess.Popen(
+                ["swtpm", "socket", "--tpm2", "--tpmstate", f"dir={d}/state", "--flags", "not-need-init,startup-clear",
+                 "--server", f"type=tcp,port={port},bindaddr=127.0.0.1",
+                 "--ctrl", f"type=tcp,port={ctrl},bindaddr=127.0.0.1"], stdout=subprocess.DEVNULL))
+            bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1",
+                                    f"--address=unix:path={d}/bus"], stdout=subprocess.PIPE, text=True)
+            procs.append(bus)
+            os.environ["DBUS_SESSION_BUS_ADDRESS"] = bus.stdout.readline().strip()
+            abrmd = ["tpm2-abrmd", "--session", f"--tcti=swtpm:host=127.0.0.1,port={port}"]
+            if os.geteuid() == 0:
+                abrmd.append("--allow-root")
+            wait_until(lambda: socket_open(port), 10, "swtpm listening")
+            procs.append(subprocess.Popen(abrmd, stdout=subprocess.DEVNULL, stderr=open(f"{d}/abrmd.log", "w")))
+            tcti = "tabrmd:bus_type=session"
+            os.environ.update(TPM2TOOLS_TCTI=tcti, TPM2_PKCS11_TCTI=tcti, TPM2_PKCS11_STORE=f"{d}/store")
+            try:
+                wait_until(lambda: subprocess.run(["tpm2_getcap", "properties-fixed"], capture_output=True,
+                                                  timeout=5).returncode == 0, 10, "swtpm + tpm2-abrmd up")
+            except Failure:
+                print(open(f"{d}/abrmd.log").read())
+                print(subprocess.run(["tpm2_getcap", "properties-fixed"], capture_output=True, text=True).stderr)
+                raise
+            key = os.path.join(d, "key.pem")
+            with open(os.path.join(HERE, "..", "..", "..", "certs", "client-key.pem")) as f:
+                text = f.read()
+            with open(key, "w") as f:
+                f.write(text[text.index("-----BEGIN"):])
+            store = ["--path", f"{d}/store"]
+            for cmd in (["init"], ["addtoken", "--pid", "1", "--sopin", "0000", "--userpin", PIN, "--label", "espvpn-tpm"],
+                        ["import", "--algorithm", "rsa", "--privkey", key, "--key-label", "client", "--userpin", PIN,
+                         "--label", "espvpn-tpm"],
+                        ["addcert", "--label", "espvpn-tpm", "--key-label", "client",
+                         os.path.join(os.path.dirname(CA), "client.pem")]):
+                r = subprocess.run(["tpm2_ptool", *cmd, *store], capture_output=True, text=True, timeout=60)
+                check(r.returncode == 0, f"tpm2_ptool {cmd[0]} ({r.stderr.strip()[-300:]})")
+            os.unlink(key)
+            print(f"  TPM token ready in {time.monotonic() - t0:.1f} s")
+            uri = "pkcs11:token=espvpn-tpm;object=client"
+            with Fake("--cert-only-login", "--client-ca", CA, "--require-client-cert") as f:
+                r = espvpn(f.url, ["-c", uri, "-p", PIN, "--non-inter", "-v"])
+                logged_in_by_cert(f, r, "TPM2 key, right PIN")
+                no_pin_in(r, "TPM2 key, right PIN")
+            with Fake("--cert-only-login", "--client-ca", CA, "--require-client-cert") as f:
+                r = espvpn(f.url, ["-c", f"{uri}?pin-value={WRONG}", "-vv"])
+                show(r)
+                check(r.returncode == 1 and f"client certificate {uri}: the token refused the PIN" in r.stderr,
+                      "TPM2 key, wrong PIN: exit 1, a clear error")
+                check(f.stats()["login_via"] == {}, "TPM2 key, wrong PIN: no login")
+                no_pin_in(r, "TPM2 key, wrong PIN")
+        finally:
+            for p in reversed(procs):
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
 
 
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
