@@ -60,24 +60,13 @@ std::string client_key_name(const TlsClientConfig& config) {
     return key;
 }
 
-// --certificate may name a PEM file (key in it or in --sslkey), a PKCS#12 bundle
-// (told apart by content), as in openconnect, or a PKCS#11 URI (GnuTLS reaches the
-// token through p11-kit's modules: smart cards, SoftHSM2, tpm2-pkcs11); --key-password
-// opens the file or is the token's PIN. GnuTLS's return code.
-int load_client_certificate_file(gnutls_certificate_credentials_t cred, const TlsClientConfig& config,
-                                 const char* pass) {
-    const auto& cert = config.client_cert_file;
-    if (!is_pkcs11_uri(cert) && !looks_like_pem(cert))
-        return gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert.c_str(), GNUTLS_X509_FMT_DER, pass);
-    const std::string key = client_key_name(config);
-    return gnutls_certificate_set_x509_key_file2(cred, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM, pass, 0);
-}
+}  // namespace
 
-// GnuTLS's PIN callback for a token. It gives the PIN it holds (--key-password, or
-// what the user typed at the prompt) on a first attempt only: GnuTLS calls again
-// with GNUTLS_PIN_WRONG after the token refused it, and answering again would
-// burn the token's retry counter (a PIV card locks after 3), so each load makes
-// one C_Login at most. Without a PIN it answers nothing and notes that one was asked.
+// It gives the PIN it holds (--key-password, or what the user typed at the prompt) on
+// a first attempt only: GnuTLS calls again with GNUTLS_PIN_WRONG after the token
+// refused it, and answering again would burn the token's retry counter (a PIV card
+// locks after 3, a TPM counts dictionary-attack tries), so each load makes one
+// C_Login at most. Without a PIN it answers nothing and notes that one was asked.
 int token_pin_callback(void* userdata, int attempt, const char* /*token_url*/, const char* /*token_label*/,
                        unsigned int flags, char* pin, std::size_t pin_max) {
     auto* state = static_cast<TokenPin*>(userdata);
@@ -94,6 +83,21 @@ int token_pin_callback(void* userdata, int attempt, const char* /*token_url*/, c
     std::copy(text.begin(), text.end(), pin);
     pin[text.size()] = '\0';
     return 0;
+}
+
+namespace {
+
+// --certificate may name a PEM file (key in it or in --sslkey), a PKCS#12 bundle
+// (told apart by content), as in openconnect, or a PKCS#11 URI (GnuTLS reaches the
+// token through p11-kit's modules: smart cards, SoftHSM2, tpm2-pkcs11); --key-password
+// opens the file or is the token's PIN. GnuTLS's return code.
+int load_client_certificate_file(gnutls_certificate_credentials_t cred, const TlsClientConfig& config,
+                                 const char* pass) {
+    const auto& cert = config.client_cert_file;
+    if (!is_pkcs11_uri(cert) && !looks_like_pem(cert))
+        return gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert.c_str(), GNUTLS_X509_FMT_DER, pass);
+    const std::string key = client_key_name(config);
+    return gnutls_certificate_set_x509_key_file2(cred, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM, pass, 0);
 }
 
 Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsClientConfig& config,

@@ -55,6 +55,12 @@ struct TokenPin {
     bool refused = false;  // the token refused the PIN given
 };
 
+// GnuTLS's PIN callback (gnutls_pin_callback_t) over a TokenPin: the PIN on a first
+// attempt only (a refused PIN is never given again: each try counts towards locking
+// the token), nothing when none is held (then `asked` is set).
+int token_pin_callback(void* token_pin, int attempt, const char* token_url, const char* token_label,
+                       unsigned int flags, char* pin, std::size_t pin_max);
+
 // Trust anchors, pins and the client certificate, loaded once and shared by every
 // connection of a login.
 class TlsCredentials {
