@@ -204,6 +204,17 @@ def wait_until(fn, seconds, what):
     raise Failure(f"{what}: not within {seconds} s")
 
 
+def lockout_counter():
+    r = subprocess.run(["tpm2_getcap", "properties-variable"], capture_output=True, text=True, timeout=10)
+    check(r.returncode == 0, "tpm2_getcap properties-variable")
+    lines = r.stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("TPM2_PT_LOCKOUT_COUNTER"):
+            value = line.split(":", 1)[1].strip() or lines[i + 1].split(":", 1)[1].strip()
+            return int(value, 0)
+    raise Failure("no TPM2_PT_LOCKOUT_COUNTER in tpm2_getcap's answer")
+
+
 def case_gp_tpm2():
     """The key in a (software) TPM 2.0 through tpm2-pkcs11, the same path as any PKCS#11 token:
     swtpm on loopback, tpm2-abrmd on a private D-Bus (swtpm has no resource manager of its own),
@@ -263,13 +274,18 @@ def case_gp_tpm2():
                 r = espvpn(f.url, ["-c", uri, "-p", PIN, "--non-inter", "-v"])
                 logged_in_by_cert(f, r, "TPM2 key, right PIN")
                 no_pin_in(r, "TPM2 key, right PIN")
+            before = lockout_counter()
             with Fake("--cert-only-login", "--client-ca", CA, "--require-client-cert") as f:
-                r = espvpn(f.url, ["-c", f"{uri}?pin-value={WRONG}", "-vv"])
+                r = espvpn(f.url, ["-c", uri, "-p", WRONG, "-vv"])
                 show(r)
                 check(r.returncode == 1 and f"client certificate {uri}: the token refused the PIN" in r.stderr,
                       "TPM2 key, wrong PIN: exit 1, a clear error")
                 check(f.stats()["login_via"] == {}, "TPM2 key, wrong PIN: no login")
                 no_pin_in(r, "TPM2 key, wrong PIN")
+            # The TPM counts refused authorisations (dictionary-attack lockout): exactly one try was made.
+            after = lockout_counter()
+            print(f"  TPM2_PT_LOCKOUT_COUNTER: {before} -> {after}")
+            check(after == before + 1, "the wrong PIN was tried once: the TPM's lockout counter rose by 1")
         finally:
             for p in reversed(procs):
                 p.terminate()
