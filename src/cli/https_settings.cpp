@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "protocols/base/pkcs11_uri.h"
 #include "protocols/proxy/proxy.h"
 #include "src/io/proxy_tunnel.h"
 #include "src/io/server_pin.h"
@@ -62,7 +63,7 @@ Status prepare_compat_options(ClientOptions& o) {
         if (o.certificate.empty()) return make_error("--key-password-from-fsid needs -c/--certificate (or -k/--sslkey)");
         if (key_password_from_fsid(o).empty())
             return make_error("--key-password-from-fsid: cannot read the file system ID of " +
-                              (o.sslkey.empty() ? o.certificate : o.sslkey));
+                              printable_key_name(o.sslkey.empty() ? o.certificate : o.sslkey));
     }
     const std::string env_proxy = getenv_any({"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"});
     if (o.libproxy) {
@@ -125,10 +126,14 @@ io::HttpsClientConfig https_config(const ClientOptions& o) {
 
 Status ask_key_password_if_needed(ClientOptions& o, session::LoginPrompter& prompter) {
     if (!io::client_key_needs_password(https_config(o).tls)) return {};
-    auto pass = prompter.ask_secret("Enter the pass phrase of " + o.certificate + ":");
+    // As openconnect: a key on a token wants its PIN, a file its pass phrase; the answer is
+    // read with echo off, from standard input with --passwd-on-stdin, refused with --non-inter.
+    const bool token = is_pkcs11_uri(o.certificate) || is_pkcs11_uri(o.sslkey);
+    const std::string name = printable_key_name(o.certificate);
+    auto pass = prompter.ask_secret((token ? "Enter PIN for " : "Enter the pass phrase of ") + name + ":");
     if (!pass)
-        return make_error("client certificate " + o.certificate + " needs its password (-p/--key-password): " +
-                          pass.error().message);
+        return make_error("client certificate " + name + " needs its " + (token ? "PIN" : "password") +
+                          " (-p/--key-password): " + pass.error().message);
     o.key_password = std::move(*pass);
     return {};
 }

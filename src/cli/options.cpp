@@ -418,7 +418,8 @@ bool is_secret_option(std::string_view name) {
     return false;
 }
 
-// Overwrites the secret values (is_secret_option; -C, -p, -F; --proxy's password) in the real
+// Overwrites the secret values (is_secret_option; -C, -p, -F; --proxy's password; a PIN in a
+// pkcs11: URI) in the real
 // argv, as getopt_long would read them: "--name VALUE", "--name=VALUE", a unique abbreviation
 // ("--cook=VALUE"), "-CVALUE", "-C VALUE" and short clusters ("-vF VALUE").
 void scrub_secrets(int argc, char** argv) {
@@ -484,6 +485,14 @@ void scrub_secrets(int argc, char** argv) {
         const std::string_view name = spec->name;
         if (is_secret_option(name)) wipe(value, name == "form-entry");
         else if (name == "proxy") scrub_proxy(value);
+        // A token's PIN in a pkcs11: URI (-c, -k, --mca-*): "pin-value=1234" shows as "pin-value=****".
+        if (char* uri = std::strstr(value, "pkcs11:"))
+            for (char* pin = std::strstr(uri, "pin-value="); pin; pin = std::strstr(pin, "pin-value=")) {
+                pin += std::strlen("pin-value=");
+                const std::size_t n = std::strcspn(pin, "&;");
+                std::memset(pin, '*', n);
+                pin += n;
+            }
     }
 }
 

@@ -20,8 +20,9 @@ void print_version(std::ostream& out) {
     out << "Using GnuTLS " << (gnutls ? gnutls : "?") << ", Nettle " << nettle_version_major() << "."
         << nettle_version_minor() << ", libxml2 " << LIBXML_DOTTED_VERSION
         << ". Features present: DTLS, ESP, HTTPS tunnel fallback, PKCS#12 and PEM client certificates, "
+           "PKCS#11 tokens (pkcs11: URIs via p11-kit; TPM2 keys via tpm2-pkcs11), "
            "HTTP and SOCKS5 proxies, HIP report program, built-in tun/route/DNS setup, NetworkManager plugin\n";
-    out << "Not built in: PKCS#11, TPM, Yubikey OATH, libproxy (PAC/WPAD), "
+    out << "Not built in: TPM2 key files (tpmkey:, TSS2 PEM), Yubikey OATH, libproxy (PAC/WPAD), "
            "compression, XML profiles, --script-tun\n";
     out << "Supported protocols: anyconnect (default), gp\n";
     out << "ESP ciphers (gp):";

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "protocols/base/pkcs11_uri.h"
 #include "src/io/proxy_tunnel.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
@@ -48,32 +49,87 @@ bool looks_like_pem(const std::string& path) {
     return std::string_view(head, n).find("-----BEGIN ") != std::string_view::npos;
 }
 
-// --certificate may name a PEM file (key in it or in --sslkey) or a PKCS#12
-// bundle, as in openconnect; --key-password opens either. GnuTLS's return code.
+// The key: --sslkey, else the certificate's file or URI. A token URI that names the
+// certificate object (type=cert) names its key with type=private, as openconnect does.
+std::string client_key_name(const TlsClientConfig& config) {
+    if (!config.client_key_file.empty()) return config.client_key_file;
+    std::string key = config.client_cert_file;
+    if (is_pkcs11_uri(key))
+        for (const char* type : {"type=cert", "type=Cert"})
+            if (auto at = key.find(type); at != std::string::npos) key.replace(at, std::strlen(type), "type=private");
+    return key;
+}
+
+}  // namespace
+
+// It gives the PIN it holds (--key-password, or what the user typed at the prompt) on
+// a first attempt only: GnuTLS calls again with GNUTLS_PIN_WRONG after the token
+// refused it, and answering again would burn the token's retry counter (a PIV card
+// locks after 3, a TPM counts dictionary-attack tries), so each load makes one
+// C_Login at most. Without a PIN it answers nothing and notes that one was asked.
+int token_pin_callback(void* userdata, int attempt, const char* /*token_url*/, const char* /*token_label*/,
+                       unsigned int flags, char* pin, std::size_t pin_max) {
+    auto* state = static_cast<TokenPin*>(userdata);
+    if (attempt > 0 || (flags & GNUTLS_PIN_WRONG)) {
+        state->refused = true;
+        return GNUTLS_E_PKCS11_PIN_ERROR;
+    }
+    if (state->pin.empty()) {
+        state->asked = true;
+        return GNUTLS_E_PKCS11_PIN_ERROR;
+    }
+    const auto text = state->pin.reveal();
+    if (text.size() + 1 > pin_max) return GNUTLS_E_PKCS11_PIN_ERROR;
+    std::copy(text.begin(), text.end(), pin);
+    pin[text.size()] = '\0';
+    return 0;
+}
+
+namespace {
+
+// --certificate may name a PEM file (key in it or in --sslkey), a PKCS#12 bundle
+// (told apart by content), as in openconnect, or a PKCS#11 URI (GnuTLS reaches the
+// token through p11-kit's modules: smart cards, SoftHSM2, tpm2-pkcs11); --key-password
+// opens the file or is the token's PIN. GnuTLS's return code.
 int load_client_certificate_file(gnutls_certificate_credentials_t cred, const TlsClientConfig& config,
                                  const char* pass) {
     const auto& cert = config.client_cert_file;
-    if (!looks_like_pem(cert))
+    if (!is_pkcs11_uri(cert) && !looks_like_pem(cert))
         return gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert.c_str(), GNUTLS_X509_FMT_DER, pass);
-    const auto& key = config.client_key_file.empty() ? cert : config.client_key_file;
+    const std::string key = client_key_name(config);
     return gnutls_certificate_set_x509_key_file2(cred, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM, pass, 0);
 }
 
-Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsClientConfig& config) {
+Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsClientConfig& config,
+                               TokenPin& token_pin) {
     // GnuTLS wants a NUL-terminated password; keep that copy in a Secret too.
     Secret password(config.key_password.size() + 1);
     std::copy(config.key_password.reveal().begin(), config.key_password.reveal().end(),
               password.reveal_mutable().begin());
     const char* pass = config.key_password.empty() ? nullptr : reinterpret_cast<const char*>(password.reveal().data());
     const auto& cert = config.client_cert_file;
+    const std::string key = client_key_name(config);
+    const bool token = is_pkcs11_uri(cert) || is_pkcs11_uri(key);
+    if (token) {
+        token_pin.pin = config.key_password.clone();
+        gnutls_certificate_set_pin_function(cred, &token_pin_callback, &token_pin);
+    }
     int rc = load_client_certificate_file(cred, config, pass);
     if (rc >= 0) return {};
-    if (!looks_like_pem(cert))
-        return make_error("cannot load client certificate " + cert + " (PKCS#12" +
+    const std::string cert_name = printable_key_name(cert);
+    const std::string key_name = printable_key_name(key);
+    if (token && token_pin.asked)
+        return make_error("client certificate " + cert_name + ": the token asks for its PIN and none was given "
+                          "(-p/--key-password, or pin-value in the URI)");
+    if (token && (token_pin.refused || rc == GNUTLS_E_PKCS11_PIN_ERROR))
+        return make_error("client certificate " + cert_name + ": the token refused the PIN (one try made, "
+                          "not repeated so as not to lock the token): " + gnutls_message(rc));
+    if (!looks_like_pem(cert) && !token)
+        return make_error("cannot load client certificate " + cert_name + " (PKCS#12" +
                           (pass ? "; wrong password?" : ", no password given: -p/--key-password") +
                           "): " + gnutls_message(rc));
-    const auto& key = config.client_key_file.empty() ? cert : config.client_key_file;
-    return make_error("cannot load client certificate " + cert + " with key " + key + ": " + gnutls_message(rc));
+    return make_error("cannot load client certificate " + cert_name + " with key " + key_name + ": " +
+                      gnutls_message(rc));
 }
 
 // The subject of the loaded client certificate ("" if GnuTLS cannot say), with
@@ -97,10 +153,10 @@ std::string inspect_client_certificate(gnutls_certificate_credentials_t cred, co
         if (expires != static_cast<time_t>(-1) && gmtime_r(&expires, &tm))
             std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
         if (expires != static_cast<time_t>(-1) && expires < now)
-            LOG_WARN << "client certificate " << config.client_cert_file << " expired at " << when;
+            LOG_WARN << "client certificate " << printable_key_name(config.client_cert_file) << " expired at " << when;
         else if (expires != static_cast<time_t>(-1) &&
                  expires - now < static_cast<time_t>(config.cert_expire_warning_days) * 86400)
-            LOG_WARN << "client certificate " << config.client_cert_file << " expires soon, at " << when;
+            LOG_WARN << "client certificate " << printable_key_name(config.client_cert_file) << " expires soon, at " << when;
     }
     for (unsigned int i = 0; i < length; ++i) gnutls_x509_crt_deinit(chain[i]);
     gnutls_free(chain);
@@ -111,10 +167,18 @@ std::string inspect_client_certificate(gnutls_certificate_credentials_t cred, co
 
 bool client_key_needs_password(const TlsClientConfig& config) {
     if (config.client_cert_file.empty() || !config.key_password.empty()) return false;
+    const std::string key = client_key_name(config);
+    const bool token = is_pkcs11_uri(config.client_cert_file) || is_pkcs11_uri(key);
+    // A URI with its PIN (pin-value, pin-source) is not tried here: a wrong one would cost a try.
+    if (token && (pkcs11_uri_has_pin(config.client_cert_file) || pkcs11_uri_has_pin(key))) return false;
     gnutls_certificate_credentials_t trial = nullptr;
     if (gnutls_certificate_allocate_credentials(&trial) < 0) return false;
+    // For a token, the callback answers no PIN: no login is tried, only noted as needed.
+    TokenPin no_pin;
+    if (token) gnutls_certificate_set_pin_function(trial, &token_pin_callback, &no_pin);
     int rc = load_client_certificate_file(trial, config, nullptr);
     gnutls_certificate_free_credentials(trial);
+    if (token) return no_pin.asked;
     return rc == GNUTLS_E_DECRYPTION_FAILED || rc == GNUTLS_E_MAC_VERIFY_FAILED;
 }
 
@@ -145,7 +209,8 @@ Result<std::shared_ptr<const TlsCredentials>> TlsCredentials::load(const TlsClie
         if (rc == 0) return make_error("CA file " + config.ca_file + " holds no certificate");
     }
     if (!config.client_cert_file.empty()) {
-        if (auto st = load_client_certificate(self->cred_, config); !st) return st.error();
+        self->token_pin_ = std::make_unique<TokenPin>();
+        if (auto st = load_client_certificate(self->cred_, config, *self->token_pin_); !st) return st.error();
         self->client_subject_ = inspect_client_certificate(self->cred_, config);
     }
     gnutls_certificate_set_verify_function(self->cred_, &TlsStream::verify_callback);

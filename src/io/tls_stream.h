@@ -34,9 +34,9 @@ struct TlsClientConfig {
     bool system_trust = true;            // the system CA store (openconnect: unless --no-system-trust)
     std::string ca_file;                 // extra trusted CAs, PEM (--cafile)
     std::vector<std::string> server_pins;  // --servercert values; when set, only a match is accepted
-    std::string client_cert_file;        // --certificate: PEM, or PKCS#12 (told apart by content)
-    std::string client_key_file;         // --sslkey, PEM; empty: the key is in client_cert_file
-    Secret key_password;                 // --key-password: for an encrypted PEM key or the PKCS#12 file
+    std::string client_cert_file;        // --certificate: PEM, PKCS#12 (told apart by content) or a pkcs11: URI
+    std::string client_key_file;         // --sslkey, PEM or a pkcs11: URI; empty: the key is in client_cert_file
+    Secret key_password;                 // --key-password: for an encrypted PEM key, the PKCS#12 file or the token's PIN
     std::map<std::string, std::string> resolve;  // --resolve HOST:IP: connect to IP, verify as HOST
     std::string priority = "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
     std::chrono::milliseconds connect_timeout{10000};  // per address tried
@@ -45,6 +45,21 @@ struct TlsClientConfig {
     std::shared_ptr<const ProxySettings> proxy;
     int cert_expire_warning_days = 60;   // -e: warn when the client certificate expires sooner
 };
+
+// The PIN of a client key on a PKCS#11 token (--key-password or asked for), kept
+// while the credentials live: GnuTLS asks again when it must log in to the token
+// afresh (a key that wants the PIN for every signature, a reopened session).
+struct TokenPin {
+    Secret pin;
+    bool asked = false;    // the token wanted a PIN and none was held
+    bool refused = false;  // the token refused the PIN given
+};
+
+// GnuTLS's PIN callback (gnutls_pin_callback_t) over a TokenPin: the PIN on a first
+// attempt only (a refused PIN is never given again: each try counts towards locking
+// the token), nothing when none is held (then `asked` is set).
+int token_pin_callback(void* token_pin, int attempt, const char* token_url, const char* token_label,
+                       unsigned int flags, char* pin, std::size_t pin_max);
 
 // Trust anchors, pins and the client certificate, loaded once and shared by every
 // connection of a login.
@@ -69,11 +84,13 @@ private:
     TlsClientConfig config_;             // without the PKCS#12 password
     std::vector<ServerCertPin> pins_;
     std::string client_subject_;
+    std::unique_ptr<TokenPin> token_pin_;  // at a fixed address: GnuTLS's PIN callback holds it
 };
 
-// True when the client certificate's key (PKCS#12 bundle or encrypted PEM key)
-// cannot be opened without a password and none is given: the caller may ask for
-// one, as openconnect does.
+// True when the client certificate's key (PKCS#12 bundle, encrypted PEM key, or a
+// key on a PKCS#11 token whose URI carries no PIN) cannot be opened without a
+// password or PIN and none is given: the caller may ask for one, as openconnect does.
+// For a token no login is tried (no PIN try is spent).
 bool client_key_needs_password(const TlsClientConfig& config);
 
 // GnuTLS's one-line description of a (D)TLS session: "(TLS1.3)-(ECDHE-X25519)-...".

@@ -10,6 +10,9 @@
 #include <fstream>
 #include <iterator>
 
+#include "protocols/base/pkcs11_uri.h"
+#include "src/io/tls_stream.h"
+
 namespace espvpn::session {
 
 namespace {
@@ -41,6 +44,7 @@ std::string message(int rc) { return gnutls_strerror(rc); }
 struct McaIdentity::Gnutls {
     gnutls_privkey_t key = nullptr;
     gnutls_pk_algorithm_t pk = GNUTLS_PK_UNKNOWN;
+    io::TokenPin token_pin;  // a key on a token: its PIN, for GnuTLS's callback while the key lives
     ~Gnutls() {
         if (key) gnutls_privkey_deinit(key);
     }
@@ -50,9 +54,12 @@ McaIdentity::~McaIdentity() = default;
 
 Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& cert_file, const std::string& key_file,
                                                              const Secret& password) {
-    if (std::ifstream probe(cert_file); !probe) return make_error("cannot read the MCA certificate " + cert_file);
     const std::string& key_path = key_file.empty() ? cert_file : key_file;
-    if (std::ifstream probe(key_path); !probe) return make_error("cannot read the MCA key " + key_path);
+    if (is_pkcs11_uri(cert_file) || is_pkcs11_uri(key_path)) return load_token(cert_file, key_path, password);
+    const std::string cert_name = printable_key_name(cert_file);
+    const std::string key_name = printable_key_name(key_path);
+    if (std::ifstream probe(cert_file); !probe) return make_error("cannot read the MCA certificate " + cert_name);
+    if (std::ifstream probe(key_path); !probe) return make_error("cannot read the MCA key " + key_name);
 
     gnutls_certificate_credentials_t cred = nullptr;
     if (int rc = gnutls_certificate_allocate_credentials(&cred); rc < 0) return make_error("GnuTLS: " + message(rc));
@@ -71,7 +78,7 @@ Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& 
         std::string hint;
         if (rc == GNUTLS_E_DECRYPTION_FAILED || rc == GNUTLS_E_MAC_VERIFY_FAILED)
             hint = p ? " (wrong --mca-key-password?)" : " (the key is encrypted: give --mca-key-password)";
-        return make_error("cannot load the MCA certificate " + cert_file + " with key " + key_path + ": " + message(rc) +
+        return make_error("cannot load the MCA certificate " + cert_name + " with key " + key_name + ": " + message(rc) +
                           hint);
     }
 
@@ -80,7 +87,7 @@ Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& 
     gnutls_x509_crt_t* chain = nullptr;
     unsigned int length = 0;
     if (rc = gnutls_certificate_get_x509_crt(cred, 0, &chain, &length); rc < 0 || length == 0)
-        return make_error("the MCA certificate " + cert_file + " holds no certificate");
+        return make_error("the MCA certificate " + cert_name + " holds no certificate");
     struct FreeChain {
         gnutls_x509_crt_t* c;
         unsigned int n;
@@ -90,12 +97,30 @@ Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& 
         }
     } free_chain{chain, length};
 
+    if (auto st = self->describe_chain(chain, length); !st) return st.error();
+
+    gnutls_x509_privkey_t xkey = nullptr;
+    if (rc = gnutls_certificate_get_x509_key(cred, 0, &xkey); rc < 0)
+        return make_error("the MCA key " + key_name + ": " + message(rc));
+    if (rc = gnutls_privkey_init(&self->g_->key); rc < 0) {
+        gnutls_x509_privkey_deinit(xkey);
+        return make_error("GnuTLS: " + message(rc));
+    }
+    if (rc = gnutls_privkey_import_x509(self->g_->key, xkey, GNUTLS_PRIVKEY_IMPORT_AUTO_RELEASE); rc < 0) {
+        gnutls_x509_privkey_deinit(xkey);
+        return make_error("the MCA key " + key_name + ": " + message(rc));
+    }
+    return std::shared_ptr<const McaIdentity>(std::move(self));
+}
+
+Status McaIdentity::describe_chain(gnutls_x509_crt_t* chain, unsigned int length) {
+    int rc = 0;
     gnutls_datum_t dn{};
     if (gnutls_x509_crt_get_dn3(chain[0], &dn, 0) >= 0) {
-        self->subject_.assign(reinterpret_cast<const char*>(dn.data), dn.size);
+        subject_.assign(reinterpret_cast<const char*>(dn.data), dn.size);
         gnutls_free(dn.data);
     }
-    self->g_->pk = static_cast<gnutls_pk_algorithm_t>(gnutls_x509_crt_get_pk_algorithm(chain[0], nullptr));
+    g_->pk = static_cast<gnutls_pk_algorithm_t>(gnutls_x509_crt_get_pk_algorithm(chain[0], nullptr));
 
     gnutls_pkcs7_t pkcs7 = nullptr;
     if (rc = gnutls_pkcs7_init(&pkcs7); rc < 0) return make_error("GnuTLS PKCS#7: " + message(rc));
@@ -108,20 +133,76 @@ Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& 
     gnutls_datum_t der{};
     if (rc = gnutls_pkcs7_export2(pkcs7, GNUTLS_X509_FMT_DER, &der); rc < 0)
         return make_error("the MCA certificate chain as PKCS#7: " + message(rc));
-    self->pkcs7_base64_ = base64_lines(der.data, der.size);
+    pkcs7_base64_ = base64_lines(der.data, der.size);
     gnutls_free(der.data);
 
-    gnutls_x509_privkey_t xkey = nullptr;
-    if (rc = gnutls_certificate_get_x509_key(cred, 0, &xkey); rc < 0)
-        return make_error("the MCA key " + key_path + ": " + message(rc));
-    if (rc = gnutls_privkey_init(&self->g_->key); rc < 0) {
-        gnutls_x509_privkey_deinit(xkey);
-        return make_error("GnuTLS: " + message(rc));
+    return {};
+}
+
+// A certificate and key on a PKCS#11 token (or the certificate in a PEM file, the key on a
+// token): the key stays on the token and signs there; --mca-key-password is its PIN, given
+// once (see io::token_pin_callback).
+Result<std::shared_ptr<const McaIdentity>> McaIdentity::load_token(const std::string& cert_file,
+                                                                   const std::string& key_name_given,
+                                                                   const Secret& password) {
+    // No --mca-key: the certificate's URI names the key, with type=private for a type=cert.
+    std::string key_uri = key_name_given;
+    if (const auto at = key_uri.find("type=cert"); key_uri == cert_file && at != std::string::npos)
+        key_uri.replace(at, 9, "type=private");
+    const std::string cert_name = printable_key_name(cert_file);
+    const std::string key_name = printable_key_name(key_uri);
+    if (!is_pkcs11_uri(key_uri))
+        return make_error("the MCA key " + key_name + ": with a certificate on a token, give the key's pkcs11: URI");
+    std::shared_ptr<McaIdentity> self(new McaIdentity());
+    self->g_ = std::make_unique<Gnutls>();
+    self->g_->token_pin.pin = password.clone();
+    gnutls_x509_crt_t crt = nullptr;
+    if (int rc = gnutls_x509_crt_init(&crt); rc < 0) return make_error("GnuTLS: " + message(rc));
+    struct FreeCrt {
+        gnutls_x509_crt_t c;
+        ~FreeCrt() { gnutls_x509_crt_deinit(c); }
+    } free_crt{crt};
+    int rc = 0;
+    if (is_pkcs11_uri(cert_file)) {
+        gnutls_x509_crt_set_pin_function(crt, &io::token_pin_callback, &self->g_->token_pin);
+        rc = gnutls_x509_crt_import_url(crt, cert_file.c_str(), 0);
+    } else {
+        gnutls_datum_t pem{};
+        rc = gnutls_load_file(cert_file.c_str(), &pem);
+        if (rc >= 0) {
+            rc = gnutls_x509_crt_import(crt, &pem, GNUTLS_X509_FMT_PEM);
+            gnutls_free(pem.data);
+        }
     }
-    if (rc = gnutls_privkey_import_x509(self->g_->key, xkey, GNUTLS_PRIVKEY_IMPORT_AUTO_RELEASE); rc < 0) {
-        gnutls_x509_privkey_deinit(xkey);
-        return make_error("the MCA key " + key_path + ": " + message(rc));
+    if (rc < 0) return make_error("cannot load the MCA certificate " + cert_name + ": " + message(rc));
+    if (rc = gnutls_privkey_init(&self->g_->key); rc < 0) return make_error("GnuTLS: " + message(rc));
+    gnutls_privkey_set_pin_function(self->g_->key, &io::token_pin_callback, &self->g_->token_pin);
+    rc = gnutls_privkey_import_url(self->g_->key, key_uri.c_str(), 0);
+    if (rc < 0) {
+        if (self->g_->token_pin.asked)
+            return make_error("the MCA key " + key_name + ": the token asks for its PIN and none was given "
+                              "(--mca-key-password, or pin-value in the URI)");
+        if (self->g_->token_pin.refused || rc == GNUTLS_E_PKCS11_PIN_ERROR)
+            return make_error("the MCA key " + key_name + ": the token refused the PIN (one try made, not repeated "
+                              "so as not to lock the token): " + message(rc));
+        return make_error("the MCA key " + key_name + ": " + message(rc));
     }
+    // The key must be the certificate's (GnuTLS checks that for files, not here).
+    gnutls_pubkey_t from_cert = nullptr, from_key = nullptr;
+    unsigned char id_cert[64], id_key[64];
+    std::size_t n_cert = sizeof id_cert, n_key = sizeof id_key;
+    bool same = gnutls_pubkey_init(&from_cert) >= 0 && gnutls_pubkey_init(&from_key) >= 0 &&
+                gnutls_pubkey_import_x509(from_cert, crt, 0) >= 0 &&
+                gnutls_pubkey_import_privkey(from_key, self->g_->key, 0, 0) >= 0 &&
+                gnutls_pubkey_get_key_id(from_cert, GNUTLS_KEYID_USE_SHA256, id_cert, &n_cert) >= 0 &&
+                gnutls_pubkey_get_key_id(from_key, GNUTLS_KEYID_USE_SHA256, id_key, &n_key) >= 0 && n_cert == n_key &&
+                std::equal(id_cert, id_cert + n_cert, id_key);
+    if (from_cert) gnutls_pubkey_deinit(from_cert);
+    if (from_key) gnutls_pubkey_deinit(from_key);
+    if (!same)
+        return make_error("cannot load the MCA certificate " + cert_name + " with key " + key_name +
+                          ": the key does not match the certificate");
+    if (auto st = self->describe_chain(&crt, 1); !st) return st.error();
     return std::shared_ptr<const McaIdentity>(std::move(self));
 }
 

@@ -1,9 +1,12 @@
 // The second ("user") certificate of Cisco multiple-certificate authentication
 // (--mca-certificate, --mca-key, --mca-key-password): loaded once with GnuTLS from
-// PEM or DER files (the key PKCS#1, SEC1 or PKCS#8, encrypted or not), it gives the
+// PEM or DER files (the key PKCS#1, SEC1 or PKCS#8, encrypted or not) or from a PKCS#11
+// token (pkcs11: URIs; --mca-key-password is then the PIN), it gives the
 // certificate chain as PKCS#7 and signs the server's request with its key, as
 // openconnect 9 does (RSA PKCS#1 v1.5 or ECDSA over the hash the server lets us pick).
 #pragma once
+
+#include <gnutls/x509.h>
 
 #include <memory>
 #include <string>
@@ -32,6 +35,11 @@ public:
 
 private:
     McaIdentity() = default;
+    // A certificate or key named by a pkcs11: URI: the key stays on the token.
+    static Result<std::shared_ptr<const McaIdentity>> load_token(const std::string& cert_file, const std::string& key_name,
+                                                                 const Secret& password);
+    // subject_, the key's algorithm and pkcs7_base64_ from the certificate chain.
+    Status describe_chain(gnutls_x509_crt_t* chain, unsigned int length);
     struct Gnutls;
     std::unique_ptr<Gnutls> g_;
     std::string pkcs7_base64_;

@@ -12,6 +12,8 @@
 #           the error names the refusal; a key not matching the certificate, a wrong pass
 #           phrase -> exit 1 when the server asks, no reply sent; no --mca-certificate -> no capability
 #           advertised, the server's request is a clear error (exit 1)
+# token:    the user certificate and key on a SoftHSM2 token (pkcs11: URI, the PIN as
+#           --mca-key-password) -> cookie, signature verified; a wrong PIN -> exit 1, clear error
 # openconnect 9.01 with the same options against the same fake (the reference): cookie
 set -euo pipefail
 espvpn=$1
@@ -102,6 +104,34 @@ run nomca 1 "$espvpn" --protocol=anyconnect --authenticate "${machine[@]}" "$url
 grep -q "asks for multiple-certificate authentication.*--mca-certificate" "$work/nomca.log" ||
   fail "nomca: the error does not say what to give"
 echo "RESULT mismatching key, wrong pass phrase, no --mca-certificate: exit 1 with clear errors"
+
+# The user certificate and key on a SoftHSM2 token (pkcs11: URI, --mca-key-password = the PIN):
+# the key signs on the token; a wrong PIN is a clear error (exit 1), tried once, in no output.
+uri="pkcs11:token=espvpn-test;object=client"
+if "$repo/tests/integration/pkcs11/make_softhsm_token.sh" "$work/token" 4711-mca "$work/rsa.pem" "$work/rsa-key.pem"; then
+  export SOFTHSM2_CONF=$work/token/softhsm2.conf TSS2_LOG=all+NONE TPM2_PKCS11_LOG_LEVEL=0
+  run mca_token 0 "$espvpn" --protocol=anyconnect --authenticate "${machine[@]}" \
+    --mca-certificate "$uri" --mca-key-password 4711-mca "$url"
+  grep -q "^COOKIE=" "$work/mca_token.out" || fail "mca_token: no cookie"
+  [[ $(record -1 ok) == True ]] || fail "mca_token: the fake says: $(record -1 why)"
+  n=$(count)
+  run mca_token_pin 1 "$espvpn" --protocol=anyconnect --authenticate "${machine[@]}" \
+    --mca-certificate "$uri;type=cert?pin-value=9999-mca" "$url"
+  grep -q "the MCA key $uri;type=private: the token refused the PIN" "$work/mca_token_pin.log" ||
+    fail "mca_token_pin: no clear error"
+  ! grep -q -e 4711-mca -e 9999-mca "$work"/mca_token*.log "$work"/mca_token*.out || fail "a PIN shows in the output"
+  [[ $(count) == $((n + 1)) && $(record -1 step) == init ]] || fail "a signed reply went out without the token key"
+  echo "RESULT MCA key on a SoftHSM2 token: cookie, signature verified; a wrong PIN: exit 1, clear error"
+  if command -v openconnect >/dev/null; then
+    run oc_token 0 openconnect --protocol=anyconnect --authenticate "${machine[@]}" \
+      --mca-certificate "$uri?pin-value=4711-mca" "$url"
+    [[ $(record -1 ok) == True ]] || fail "openconnect (token): the fake says: $(record -1 why)"
+    echo "RESULT openconnect 9.01 with the same token URI: exit 0, signature verified"
+  fi
+else
+  [[ $? -eq 77 ]] || fail "no SoftHSM2 token"
+  echo "RESULT MCA on a token: skipped (no SoftHSM2)"
+fi
 
 if command -v openconnect >/dev/null; then
   run oc 0 openconnect --protocol=anyconnect --authenticate "${machine[@]}" \

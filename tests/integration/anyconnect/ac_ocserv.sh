@@ -5,7 +5,7 @@
 #
 #   ac_ocserv.sh MODE ESPVPN_BIN
 #   Modes by topic, each documented in its file:
-#   ac_ocserv_connect.sh: cert cert_password cert_missing cert_wrong login group wrong_password tunnel full_tunnel server_kill compare
+#   ac_ocserv_connect.sh: cert cert_token cert_password cert_missing cert_wrong login group wrong_password tunnel full_tunnel server_kill compare
 #   ac_ocserv_dtls.sh: dtls_psk dtls_legacy udp_blocked dtls_dies outer_v6
 #   ac_ocserv_dtlsmatrix.sh: dtls_ciphers dtls_impaired
 #   ac_ocserv_reconnect.sh: reconnect_tls_drop reconnect_dpd reconnect_gone reconnect_cookie_refused sigusr2 blackhole_sigint sigusr2_blocked
@@ -48,7 +48,7 @@ esac
 # rekey_tls13: ocserv's GnuTLS logs the key update it receives (GnuTLS reads GNUTLS_DEBUG_LEVEL at start)
 [[ $mode == rekey_tls13 ]] && export GNUTLS_DEBUG_LEVEL=4
 case $mode in
-cert|cert_missing|cert_wrong) oc_auth=('auth = "certificate"') ;;&
+cert|cert_token|cert_missing|cert_wrong) oc_auth=('auth = "certificate"') ;;&
 cert_password) oc_auth=("auth = \"plain[passwd=$work/oc/passwd]\"" 'auth = "certificate"') ;;&
 cert*) oc_extra+=("ca-cert = $repo/certs/ca.pem" "cert-user-oid = 0.9.2342.19200300.100.1.1") ;;
 esac
@@ -173,7 +173,7 @@ dtls_traffic() {
 
 # The modes, by topic (one file each, sourced here after the setup above).
 case $mode in
-cert|cert_password|cert_missing|cert_wrong|login|group|wrong_password|tunnel|full_tunnel|server_kill|compare) topic=connect ;;
+cert|cert_token|cert_password|cert_missing|cert_wrong|login|group|wrong_password|tunnel|full_tunnel|server_kill|compare) topic=connect ;;
 dtls_psk|dtls_legacy|udp_blocked|dtls_dies|outer_v6) topic=dtls ;;
 dtls_ciphers|dtls_impaired) topic=dtlsmatrix ;;
 reconnect_tls_drop|reconnect_dpd|reconnect_gone|reconnect_cookie_refused|sigusr2|blackhole_sigint|sigusr2_blocked) topic=reconnect ;;

@@ -22,6 +22,9 @@
 #   cert_password: auth = "plain[...]" + auth = "certificate" (ocserv's "plain+certificate"): the
 #                 certificate at TLS, then the username and password forms; tunnel, ping; openconnect
 #                 the same; a wrong password still fails as such
+#   cert_token:   auth = "certificate", the key and certificate on a SoftHSM2 token (pkcs11: URI): the PIN
+#                 as pin-value, as -p, on stdin -> cookie; a wrong PIN -> exit 1, "the token refused the
+#                 PIN", the PIN in no output; a full connect (ping); openconnect 9.01 with the same URI
 #   cert_missing: both servers above, and certificate-only with cisco-client-compat = false (ocserv then
 #                 drops the TLS handshake), no -c: exit 1 at once, the error says the server wants a client
 #                 certificate and names -c; no cookie
@@ -94,6 +97,55 @@ cert_password)
   ping_lan
   kill -INT "$oc_client"; wait "$oc_client" || true
   echo "PASS cert_password"
+  ;;
+cert_token)
+  # The key and certificate on a SoftHSM2 token (tests/integration/pkcs11/make_softhsm_token.sh),
+  # reached through p11-kit as on a user's machine; quiet tpm2-pkcs11 if it is installed too.
+  pin=4711-right wrong=9999-wrong uri="pkcs11:token=espvpn-test;object=client"
+  export TSS2_LOG=all+NONE TPM2_PKCS11_LOG_LEVEL=0 SOFTHSM2_CONF=$work/token/softhsm2.conf
+  "$repo/tests/integration/pkcs11/make_softhsm_token.sh" "$work/token" "$pin" || fail "no SoftHSM2 token"
+  no_pin() { ! grep -q -e "$pin" -e "$wrong" "$@" || fail "a PIN shows in $*"; }
+  token_ok() {  # ARGS...: --authenticate with them logs in, no PIN in any output
+    ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" "$@" --non-inter -v "$url" </dev/null \
+      >"$work/auth.out" 2>"$work/auth-token.log" || fail "token login ($*): exit $?"
+    grep -q "^COOKIE='webvpn=" "$work/auth.out" || fail "no cookie for the token login"
+    no_pin "$work/auth.out" "$work/auth-token.log"
+  }
+  token_ok -c "$uri?pin-value=$pin"
+  token_ok -c "$uri" -p "$pin"
+  # the PIN as a line of standard input (no PIN in the URI, stdin not a terminal), as openconnect
+  echo "$pin" | ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" -c "$uri" "$url" \
+    >"$work/auth.out" 2>"$work/auth-token.log" || fail "token login with the PIN on stdin: exit $?"
+  grep -q "^COOKIE='webvpn=" "$work/auth.out" || fail "no cookie for the token login with the PIN on stdin"
+  # a wrong PIN: exit 1, a clear error naming the URI without its PIN, no PIN in any output
+  wrong_pin() {  # ARGS...
+    local rc=0
+    ip netns exec "$nsc" timeout 30 "$espvpn" --authenticate "${ca[@]}" "$@" -vv "$url" </dev/null \
+      >"$work/auth.out" 2>"$work/auth-wrongpin.log" || rc=$?
+    [[ $rc -eq 1 ]] || fail "a wrong PIN: exit $rc, expected 1"
+    grep -q "client certificate $uri: the token refused the PIN" "$work/auth-wrongpin.log" ||
+      fail "a wrong PIN: no clear error"
+    ! grep -q COOKIE "$work/auth.out" || fail "a wrong PIN: a cookie was printed"
+    no_pin "$work/auth.out" "$work/auth-wrongpin.log"
+  }
+  wrong_pin -c "$uri?pin-value=$wrong"
+  wrong_pin -c "$uri" -p "$wrong"
+  grep "error:" "$work/auth-wrongpin.log" | sed 's/^/  /'
+  # a full connect with the token (ocserv names the user from the certificate), ping
+  espvpn_up token -c "$uri" -p "$pin" </dev/null
+  occtl_run show users >"$work/users.out"
+  grep -q testuser "$work/users.out" || fail "ocserv does not list testuser (the token certificate's UID)"
+  ping_lan
+  espvpn_stop token
+  no_pin "$work/token.log" "$work/token.out"
+  # openconnect 9.01, the reference, with the same URI
+  ip netns exec "$nsc" timeout 30 openconnect --non-inter "${ca[@]}" -c "$uri?pin-value=$pin" --no-dtls \
+    --script "$repo/tools/netns/minimal-vpnc-script" "$url" </dev/null >"$work/oc.out" 2>&1 &
+  oc_client=$!; pids+=("$oc_client")
+  wait_for "$work/oc.out" "Configured as\|CSTP connected" 20 || fail "openconnect did not connect with the token"
+  ping_lan
+  kill -INT "$oc_client"; wait "$oc_client" || true
+  echo "PASS cert_token"
   ;;
 cert_missing|cert_wrong)
   presented=(); [[ $mode == cert_wrong ]] && presented=(-c "$repo/certs/rogue-client.pem" -k "$repo/certs/rogue-client-key.pem")

@@ -74,6 +74,17 @@ TEST_CASE("cookies and key passwords on argv are taken out of /proc/PID/cmdline"
     }
 }
 
+TEST_CASE("a token PIN in a pkcs11: URI is taken out of /proc/PID/cmdline, the option keeps it") {
+    Argv a({"-c", "pkcs11:token=t;object=k?pin-value=SECRET1&module-name=m", "--sslkey=pkcs11:token=t;pin-value=SECRET2;object=k",
+            "gw.test"});
+    auto o = parse(a);
+    REQUIRE(o.ok());
+    CHECK(o->certificate == "pkcs11:token=t;object=k?pin-value=SECRET1&module-name=m");
+    CHECK(o->sslkey == "pkcs11:token=t;pin-value=SECRET2;object=k");
+    CHECK(a.shown(2) == "pkcs11:token=t;object=k?pin-value=*******&module-name=m");
+    CHECK(a.shown(3) == "--sslkey=pkcs11:token=t;pin-value=*******;object=k");
+}
+
 TEST_CASE("bad input gets an error that names the problem") {
     struct Case {
         std::vector<std::string> args;
