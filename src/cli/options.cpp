@@ -419,8 +419,7 @@ bool is_secret_option(std::string_view name) {
 }
 
 // Overwrites the secret values (is_secret_option; -C, -p, -F; --proxy's password; a PIN in a
-// pkcs11: URI) in the real
-// argv, as getopt_long would read them: "--name VALUE", "--name=VALUE", a unique abbreviation
+// pkcs11: URI) in the real argv, as getopt_long would read them: "--name VALUE", "--name=VALUE", a unique abbreviation
 // ("--cook=VALUE"), "-CVALUE", "-C VALUE" and short clusters ("-vF VALUE").
 void scrub_secrets(int argc, char** argv) {
     const auto& table = option_table();
