@@ -402,7 +402,11 @@ def case_gateway_choice():
             sys.stdout.write("  ---- espvpn stderr ----\n" + r.stderr)
             lines = expect_auth(r)
             check(lines["CONNECT_URL"] == f"https://127.0.0.1:{f.port}/", "latency choice: the live gateway")
-            check("black-hole" in r.stderr and "no TLS connect within" in r.stderr, "the silent one was given up on")
+            # Given up by the latency budget, or by its own handshake timeout when that fires first
+            # (both are 3 s: on a loaded machine either may win).
+            check("black-hole" in r.stderr and ("no TLS connect within" in r.stderr or
+                                                "timed out in the TLS handshake" in r.stderr),
+                  "the silent one was given up on")
             check(r.elapsed < 3 + 7, f"bounded: whole login took {r.elapsed:.1f} s (probe budget 3 s)")
             pl = re.findall(r"alive .*TLS connect in ([0-9.]+) ms", r.stderr)
             print(f"  MEASURED TLS connect latency to the live gateway: {pl[0] if pl else '?'} ms")
