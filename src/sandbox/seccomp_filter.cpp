@@ -34,6 +34,12 @@ constexpr int kDatapathCalls[] = {
     SCMP_SYS(getpid), SCMP_SYS(gettid), SCMP_SYS(getrandom),
     SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn), SCMP_SYS(sigaltstack),
     SCMP_SYS(close), SCMP_SYS(exit), SCMP_SYS(exit_group),
+    // glibc's set*id (--setuid dropping root after set-up) makes every thread of the process
+    // make the same call from a signal handler (SIGSETXID), and aborts if one fails: the
+    // thread can only do what the process already may (as root, nothing new; after the
+    // drop the kernel refuses a way back).
+    SCMP_SYS(setuid), SCMP_SYS(setgid), SCMP_SYS(setreuid), SCMP_SYS(setregid),
+    SCMP_SYS(setresuid), SCMP_SYS(setresgid), SCMP_SYS(setgroups),
 };
 
 struct Filter {

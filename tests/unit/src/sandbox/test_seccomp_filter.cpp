@@ -3,10 +3,12 @@
 // SIGSYS; the calls a pipeline makes must work.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,7 +112,8 @@ TEST_CASE("datapath filter: what an attacker in a pipeline thread would call is 
         static char page[8192] __attribute__((aligned(4096)));
         return mprotect(page, 4096, PROT_READ | PROT_EXEC);
     });
-    check_killed("setuid", [] { return setuid(0); });
+    check_killed("ptrace", [] { return static_cast<int>(ptrace(PTRACE_TRACEME, 0, nullptr, nullptr)); });
+    check_killed("kill", [] { return kill(1, 0); });
     check_killed("prctl", [] { return prctl(PR_SET_DUMPABLE, 1); });
     check_killed("a new pipe", [] {
         int p[2];
@@ -130,6 +133,38 @@ TEST_CASE("datapath filter: only the calling thread is confined") {
     const int fd = open("/proc/self/status", O_RDONLY);
     CHECK(fd >= 0);
     if (fd >= 0) close(fd);
+}
+
+TEST_CASE("datapath filter: --setuid's drop of root runs on a confined thread too") {
+    // glibc's setgid/setuid make every thread make the call (SIGSETXID) and abort if one
+    // fails: a confined thread must take part, and the process lives on as nobody.
+    unsetenv("ESPVPN_SECCOMP");
+    if (geteuid() != 0) return;  // the drop needs root
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int ready[2];
+        if (pipe(ready) != 0) _exit(101);
+        std::thread confined([&] {
+            if (!confine_thread(ThreadRole::datapath)) _exit(100);
+            char c = 1;
+            (void)!write(ready[1], &c, 1);
+            struct timespec t{0, 200 * 1000 * 1000};
+            nanosleep(&t, nullptr);  // confined and alive while the main thread drops root
+        });
+        char c;
+        if (read(ready[0], &c, 1) != 1) _exit(102);
+        if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(103);
+        if (setuid(0) == 0) _exit(104);  // no way back, and no SIGSYS for trying
+        confined.join();
+        _exit(getuid() == 65534 ? 0 : 105);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    if (WIFEXITED(status)) CHECK(WEXITSTATUS(status) == 0);
+    if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == 0);  // shows which signal
 }
 
 TEST_CASE("ESPVPN_SECCOMP=0 installs no filter") {
