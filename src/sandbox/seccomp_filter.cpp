@@ -42,6 +42,20 @@ constexpr int kDatapathCalls[] = {
     SCMP_SYS(setresuid), SCMP_SYS(setresgid), SCMP_SYS(setgroups),
 };
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ESPVPN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ESPVPN_ASAN 1
+#endif
+#endif
+#ifdef ESPVPN_ASAN
+// The AddressSanitizer build only: its runtime checks whether memory is readable by
+// writing it into a pipe (sanitizer_common's IsAccessibleMemoryRange), on a thread's
+// exit among other times.
+constexpr int kSanitizerCalls[] = {SCMP_SYS(pipe2), SCMP_SYS(pipe)};
+#endif
+
 struct Filter {
     scmp_filter_ctx ctx;
     explicit Filter(std::uint32_t default_action) : ctx(seccomp_init(default_action)) {}
@@ -57,6 +71,10 @@ Status refused(const char* what, int rc) {
 Status build_datapath(scmp_filter_ctx ctx) {
     for (int call : kDatapathCalls)
         if (int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, call, 0); rc < 0) return refused("allow", rc);
+#ifdef ESPVPN_ASAN
+    for (int call : kSanitizerCalls)
+        if (int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, call, 0); rc < 0) return refused("allow", rc);
+#endif
     // mmap and mprotect, never with PROT_EXEC: no new code in a confined thread.
     for (int call : {SCMP_SYS(mmap), SCMP_SYS(mprotect)})
         if (int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, call, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
