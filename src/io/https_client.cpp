@@ -249,6 +249,12 @@ std::optional<HttpsPeer> HttpsClient::peer(const std::string& host, std::uint16_
 }
 
 void HttpsClient::log_summary(std::string_view what) const {
+    // Nothing was asked (e.g. the name did not resolve): the error says it all, so the count
+    // is no news worth a line before it, except at -v.
+    if (stats_.requests == 0) {
+        LOG_DEBUG << what << ": no HTTPS request completed (" << stats_.handshakes << " TLS handshake(s))";
+        return;
+    }
     LOG_INFO << what << ": " << stats_.requests << " HTTPS request(s) over " << stats_.handshakes
              << " TLS handshake(s)"
              << (stats_.reopened ? ", " + std::to_string(stats_.reopened) + " reconnect(s) after the server closed"

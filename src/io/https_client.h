@@ -80,7 +80,8 @@ public:
 
     http::CookieJar& cookies() { return cookies_; }
     const HttpsStats& stats() const { return stats_; }
-    // Logs at info how many TLS handshakes and requests `what` (e.g. "login") took.
+    // Logs at info how many TLS handshakes and requests `what` (e.g. "login") took; at debug only when
+    // no request completed (a login that failed before its first answer).
     void log_summary(std::string_view what) const;
     // Closes every kept-alive connection.
     void close_all();
