@@ -31,7 +31,9 @@
 #   driven:   --sso-browser (espvpn drives Chromium itself over DevTools; the IdP page's script
 #             types for the user: fake-gp-gateway --idp-autofill), no default-browser mode: the
 #             ACS answers with the result in an HTML comment; portal POST + gateway REDIRECT,
-#             one sign-in, ESP up, ping; no Chromium or profile left behind
+#             one sign-in, ESP up, ping; no Chromium or profile left behind; then a second run
+#             with a browser that cannot start (--sso-browser=false) and nothing to type: the
+#             portal cookie the first run saved logs in, ESP up, ping, still one IdP sign-in
 #   driven_headers: the same at a gateway alone, the result in the ACS reply's headers only;
 #             --authenticate prints a cookie the gateway took
 #   nm_dialog: NetworkManager's auth dialog (classic protocol, as nm-applet runs it: the
@@ -341,6 +343,26 @@ driven | driven_headers)
   done
   [[ -z $(pgrep -f -- "--user-data-dir=$work/tmp/espvpn-sso-" || true) ]] || fail "a Chromium process was left behind"
   [[ -z $(ls -A "$work/tmp") ]] || fail "the browser profile was left behind: $(ls -A "$work/tmp")"
+  if [[ $mode == driven ]]; then
+    # Issue 42 item 4: the portal's cookie, saved by that login, logs in again without a browser.
+    ls "$XDG_STATE_HOME/espvpn/gp-portal-"* >/dev/null || fail "the portal cookie was not saved"
+    mv "$work/espvpn.log" "$work/espvpn-sso.log"
+    ip netns exec "$nsc" env -u DISPLAY -u WAYLAND_DISPLAY -u SUDO_UID -u SUDO_USER \
+      "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" -vvv --non-inter --sso-browser=false \
+      "https://$gw_outer:4443/" >>"$work/espvpn.out" 2>"$work/espvpn.log" </dev/null &
+    client_pid=$!; pids+=("$client_pid")
+    wait_for "$work/espvpn.log" "ESP connected" 60 "$client_pid" || fail "the saved cookie did not bring ESP up"
+    ip netns exec "$nsc" ping -c 2 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping $lan_ip through the second tunnel"
+    sigint_exit "$client_pid"
+    [[ $rc -eq 0 ]] || fail "the second espvpn exited $rc after SIGINT"
+    grep -q "with the authentication cookie saved by an earlier login" "$work/espvpn.log" \
+      || fail "the second run did not log in with the saved cookie"
+    ! grep -q "started the browser" "$work/espvpn.log" || fail "the second run started a browser"
+    [[ $(json "$work/fake-stats.json" 'd.get("portal_cookie_logins", 0)') -eq 1 ]] \
+      || fail "the portal did not take the saved cookie"
+    [[ $(json "$work/fake-stats.json" 'd.get("idp_logins_ok", 0)') -eq 1 ]] || fail "a second IdP sign-in happened"
+    cat "$work/espvpn-sso.log" >>"$work/espvpn.log"
+  fi
   no_secrets
   ;;
 nm_dialog)
