@@ -884,6 +884,23 @@ def case_cookie_cache_revoked():
         no_issued_cookie_in(f, (first, refused, again), "-vv")
 
 
+def case_cookie_cache_gateway_refuses():
+    """The portal takes the saved cookie, its gateway does not (no authentication override there):
+    forgotten, and the gateway's own login runs in the same run."""
+    with Fake("--portal-cookie", "--gw-no-portal-cookie") as f:
+        path = cookie_path(f)
+        first = password_run(f)
+        check(os.path.exists(path), "the portal's cookie is saved")
+        second = password_run(f)
+        check("gateway 127.0.0.1 refused the saved authentication cookie" in second.stderr and
+              "it is forgotten" in second.stderr, "it says the gateway refused the saved cookie")
+        s = f.stats()
+        check(s.get("portal_cookie_logins") == 1, "the portal took the saved cookie")
+        check(s["login_via"] == {"password": 2}, "the gateway logged in by password both times")
+        check(not os.path.exists(path), "the refused cookie is removed")
+        no_issued_cookie_in(f, (first, second), "-vv")
+
+
 def case_cookie_cache_expiry():
     with Fake("--portal-cookie", "--gw-cookie-only") as f:
         path = cookie_path(f)
