@@ -174,6 +174,10 @@ Status PortalCookieCache::save(const http::Url& portal, const SavedPortalCookie&
     // its path names now. replace_file never follows a symlink at the file's name.
     io::FsIdentity as(where_.uid, where_.gid);
     if (as.failed()) return make_error("cannot act as uid " + std::to_string(where_.uid));
+    // A temporary file left by a run that was killed mid-save would block every later save:
+    // in this private directory its name is safe to remove (unlink never follows a link).
+    const std::string tmp = file_name(portal) + ".new";
+    ::unlinkat(dir->get(), tmp.c_str(), 0);
     Secret data = encode_saved_cookie(portal, cookie);
     return io::replace_file(where_.path() + "/" + file_name(portal), data.reveal(), 0600, ".new");
 }

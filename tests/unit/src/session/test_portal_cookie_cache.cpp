@@ -120,6 +120,12 @@ TEST_CASE("portal cookie cache: a planted symlink or a file not private is refus
     CHECK_FALSE(std::filesystem::is_symlink(file));
     CHECK(cache.load(portal(), 1000)->value().expires == 6000);
 
+    // A temporary file left by a killed run does not block the next save.
+    { std::ofstream(file + ".new") << "half"; }
+    REQUIRE(cache.save(portal(), cookie(7000)).ok());
+    CHECK(cache.load(portal(), 1000)->value().expires == 7000);
+    CHECK_FALSE(std::filesystem::exists(file + ".new"));
+
     REQUIRE(::chmod(file.c_str(), 0644) == 0);
     CHECK_FALSE(cache.load(portal(), 1000).ok());
 
