@@ -47,6 +47,25 @@ Result<GpGateway> parse_gateway(xml::Node entry, bool internal) {
     return g;
 }
 
+// authentication-override/accept-cookie/cookie-lifetime/lifetime-in-{days,hours,minutes}
+// (PAN-OS names; some portals put cookie-lifetime directly under authentication-override).
+// Unreadable or out of range (over a year): none, so a default applies.
+std::optional<std::chrono::seconds> parse_cookie_lifetime(xml::Node policy) {
+    xml::Node over = policy.child("authentication-override");
+    for (const char* where : {"accept-cookie/cookie-lifetime", "cookie-lifetime"}) {
+        xml::Node lifetime = over.child(where);
+        for (auto [name, unit] : {std::pair{"lifetime-in-days", 86400L}, std::pair{"lifetime-in-hours", 3600L},
+                                  std::pair{"lifetime-in-minutes", 60L}}) {
+            auto text = lifetime.child_text(name);
+            if (!text) continue;
+            auto n = parse_int(*text);
+            if (!n || *n <= 0 || *n * unit > 366L * 86400) return std::nullopt;
+            return std::chrono::seconds(*n * unit);
+        }
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<int> GpGateway::priority_for(std::string_view region) const {
@@ -82,6 +101,7 @@ Result<GpPortalConfig> parse_portal_config(const xml::Document& doc) {
     c.portal_name = p.child_text_or_empty("portal-name");
     c.portal_userauthcookie = cookie_value(p, "portal-userauthcookie");
     c.portal_prelogonuserauthcookie = cookie_value(p, "portal-prelogonuserauthcookie");
+    c.cookie_lifetime = parse_cookie_lifetime(p);
     for (auto [path, internal] : {std::pair{"gateways/external/list", false},
                                   std::pair{"gateways/internal/list", true}}) {
         for (xml::Node e : p.child(path).children("entry")) {

@@ -2,6 +2,7 @@
 // the cookies and HIP settings that go on to the gateway.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ struct GpPortalConfig {
     std::vector<GpGateway> gateways;  // external first, then internal, in document order
     Secret portal_userauthcookie;     // empty when absent or "empty"
     Secret portal_prelogonuserauthcookie;
+    // How long the portal accepts the cookies above back (authentication override:
+    // accept-cookie/cookie-lifetime, in days, hours or minutes); nullopt when it says none.
+    std::optional<std::chrono::seconds> cookie_lifetime;
     std::optional<unsigned> hip_report_interval;  // seconds
     std::vector<std::string> hip_categories;
     bool has_config = true;  // false when the portal refused this client

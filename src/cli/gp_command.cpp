@@ -1,5 +1,7 @@
 #include "src/cli/tunnel_command.h"
 
+#include <cstdlib>
+#include <ctime>
 #include <ostream>
 
 #include "protocols/gp/session_cookie.h"
@@ -12,10 +14,21 @@
 #include "src/session/gp/login.h"
 #include "src/session/gp/tunnel.h"
 #include "src/session/gp/tunnel_setup.h"
+#include "src/sso/invoking_user.h"
 
 namespace espvpn::cli {
 
 namespace {
+
+// The invoking user's portal cookie store (docs/GP-LOGIN.md).
+Result<session::PortalCookieCache> cookie_cache() {
+    auto user = sso::invoking_user();
+    if (!user) return user.error();
+    return session::PortalCookieCache(
+        session::cookie_cache_location(user->uid, user->gid, user->home, user->is_root_alone, std::getenv("XDG_STATE_HOME")));
+}
+
+std::int64_t unix_now() { return static_cast<std::int64_t>(std::time(nullptr)); }
 
 gp::GpClientInfo client_info(const ClientOptions& o) {
     gp::GpClientInfo c;
@@ -113,12 +126,45 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     settings.form_entries = inputs.form_entries;
     settings.token = inputs.token;
     settings.sso = sso_browser(options);
+    // The portal cookie of an earlier run: only for a portal login without a SAML-cookie helper.
+    std::optional<session::PortalCookieCache> cache;
+    if (!options.no_cookie_cache && target_.entry != session::GpEntryPoint::gateway && target_.saml_field.empty()) {
+        auto opened = cookie_cache();
+        if (!opened) LOG_WARN << "no saved portal cookies: " << opened.error().message;
+        else cache.emplace(std::move(*opened));
+    }
+    if (cache) {
+        auto saved = cache->load(target_.server, unix_now());
+        if (!saved) LOG_WARN << "not using a saved portal cookie: " << saved.error().message;
+        else if (*saved) settings.saved_cookie = std::move(**saved);
+        else LOG_DEBUG << "no saved portal cookie for " << target_.server.host << " in " << cache->location().path();
+    }
     session::GpLogin login(requests(options, https), std::move(settings), prompter);
     auto done = login.run();
     https.log_summary("login");
+    if (cache && login.saved_cookie_refused() && (!done || done->portal_userauthcookie.empty()) &&
+        (!done || done->portal_prelogonuserauthcookie.empty())) {
+        if (auto gone = cache->forget(&target_.server); !gone) LOG_WARN << gone.error().message;
+    }
     if (!done) {
         LOG_ERROR << done.error().message;
         return login.credentials_rejected() ? kExitCookieRejected : kExitError;
+    }
+    if (cache && done->portal_cookie_fresh) {
+        session::SavedPortalCookie keep;
+        keep.user = done->portal_user;
+        keep.userauthcookie = done->portal_userauthcookie.clone();
+        keep.prelogonuserauthcookie = done->portal_prelogonuserauthcookie.clone();
+        const auto lifetime = done->portal_cookie_lifetime ? done->portal_cookie_lifetime->count()
+                                                           : session::kDefaultCookieLifetimeS;
+        keep.expires = unix_now() + lifetime;
+        if (auto st = cache->save(target_.server, keep); !st)
+            LOG_WARN << "the portal cookie is not kept for the next run: " << st.error().message;
+        else
+            LOG_INFO << "the portal's authentication cookie for " << keep.user << " is kept for "
+                     << lifetime / 60 << " min" << (done->portal_cookie_lifetime ? " (the portal's lifetime)" : "")
+                     << " in " << cache->location().path() << " (--no-cookie-cache: not kept; "
+                     << "--forget-cookies: removed)";
     }
     auth_ = std::move(*done);
     client_.app_version = auth_.app_version;
@@ -195,5 +241,31 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
 }  // namespace
 
 std::unique_ptr<ProtocolCommand> make_gp_command() { return std::make_unique<GpCommand>(); }
+
+int forget_gp_cookies(const ClientOptions& options) {
+    auto cache = cookie_cache();
+    if (!cache) {
+        LOG_ERROR << cache.error().message;
+        return kExitError;
+    }
+    std::optional<http::Url> portal;
+    if (!options.forget_portal.empty()) {
+        auto target = session::parse_gp_login_target(options.forget_portal, "");
+        if (!target) {
+            LOG_ERROR << "--forget-cookies: " << target.error().message;
+            return kExitError;
+        }
+        portal = target->server;
+    }
+    auto removed = cache->forget(portal ? &*portal : nullptr);
+    if (!removed) {
+        LOG_ERROR << removed.error().message;
+        return kExitError;
+    }
+    LOG_INFO << "removed " << *removed << " saved portal cookie" << (*removed == 1 ? "" : "s")
+             << (portal ? " of " + portal->host + ":" + std::to_string(portal->port) : std::string()) << " from "
+             << cache->location().path();
+    return kExitOk;
+}
 
 }  // namespace espvpn::cli

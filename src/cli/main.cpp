@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
                 return cli::kExitError;
             }
             return cli::kExitOk;
+        case cli::Action::forget_cookies: return cli::forget_gp_cookies(options);
         default: break;
     }
     if (auto st = cli::prepare_compat_options(options); !st) {

@@ -154,6 +154,16 @@ const std::vector<OptionSpec>& option_table() {
              o.sso_callback = Secret::from_string(v);
              return {};
          }},
+        {"no-cookie-cache", 0, Arg::none, "Authentication",
+         "GlobalProtect: neither use nor save the portal's authentication cookie across runs",
+         SET_FLAG(no_cookie_cache)},
+        {"forget-cookies", 0, Arg::optional, "Authentication",
+         "remove the saved GlobalProtect portal cookie of PORTAL (every portal when none is given), exit",
+         [](ClientOptions& o, const char* v) -> Status {
+             o.action = Action::forget_cookies;
+             o.forget_portal = v;
+             return {};
+         }},
         {"authenticate", 0, Arg::none, "Authentication (two-phase)",
          "log in, print COOKIE/HOST/CONNECT_URL/FINGERPRINT/RESOLVE, exit", SET_ACTION(authenticate)},
         {"cookieonly", 0, Arg::none, "Authentication (two-phase)", "log in, print the cookie, exit", SET_ACTION(cookie_only)},
@@ -560,6 +570,13 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
     for (auto& s : storage) secure_zero(s.data(), s.size());
     if (!status) return status.error();
 
+    if (options.action == Action::forget_cookies) {
+        // `--forget-cookies PORTAL` as well as `--forget-cookies=PORTAL`.
+        if (positionals.size() + !options.forget_portal.empty() > 1)
+            return make_error("--forget-cookies takes one portal (or none: every portal)");
+        if (!positionals.empty()) options.forget_portal = positionals[0];
+        return options;
+    }
     if (options.action != Action::connect && options.action != Action::authenticate &&
         options.action != Action::cookie_only)
         return options;
@@ -608,7 +625,7 @@ const char* metavar(std::string_view name) {
         {"esp-retry-interval", "SECONDS"}, {"mtu", "MTU"}, {"base-mtu", "MTU"}, {"queue-len", "N"}, {"allow-lan", "PREFIXES"},
         {"proxy", "URL"}, {"proxy-auth", "METHODS"}, {"dtls-ciphers", "LIST"}, {"dtls12-ciphers", "LIST"},
         {"gnutls-debug", "LEVEL"}, {"cert-expire-warning", "DAYS"},
-        {"external-browser", "PROGRAM"}, {"sso-timeout", "SECONDS"}, {"sso-callback", "URL"},
+        {"external-browser", "PROGRAM"}, {"sso-timeout", "SECONDS"}, {"sso-callback", "URL"}, {"forget-cookies", "PORTAL"},
         {"mca-certificate", "MCACERT"}, {"mca-key", "MCAKEY"}, {"mca-key-password", "MCAPASS"},
     };
     for (const auto& [n, m] : names)

@@ -21,6 +21,7 @@ enum class Action {
     version,
     self_check,
     sso_callback,   // --sso-callback URL: hand a globalprotectcallback: URL to the waiting login
+    forget_cookies, // --forget-cookies [PORTAL]: remove saved GP portal cookies and exit
 };
 
 struct ClientOptions {
@@ -53,6 +54,9 @@ struct ClientOptions {
     std::string external_program;     // its PROGRAM ("" = xdg-open)
     int sso_timeout_s = 300;          // --sso-timeout
     Secret sso_callback;              // --sso-callback URL (scrubbed from argv)
+    // GlobalProtect portal cookies kept across runs (docs/GP-LOGIN.md)
+    bool no_cookie_cache = false;     // --no-cookie-cache: neither use nor save one
+    std::string forget_portal;        // --forget-cookies [PORTAL]: "" = every portal
 
     // Server and client certificates
     std::vector<std::string> servercert;  // pins; given → system trust is off

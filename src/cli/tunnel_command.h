@@ -48,6 +48,8 @@ public:
 // getconfig + HIP, ESP or the HTTPS fallback, logout) and `--protocol=anyconnect`, the
 // default (anyconnect_command.cpp: the XML login, CONNECT, DTLS or CSTP until a signal).
 std::unique_ptr<ProtocolCommand> make_gp_command();
+// --forget-cookies [PORTAL]: removes the invoking user's saved GP portal cookies (exit code).
+int forget_gp_cookies(const ClientOptions& options);
 std::unique_ptr<ProtocolCommand> make_anyconnect_command();
 
 // Returns the process exit code (exit_codes.h).

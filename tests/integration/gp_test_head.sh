@@ -11,6 +11,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 dp=$repo/tests/integration/datapath
 work=$(mktemp -d "/tmp/$1.XXXXXX")
+# Saved GP portal cookies (docs/GP-LOGIN.md) stay in this test's directory, never the machine's.
+export XDG_STATE_HOME=$work/state
 pids=()
 # shellcheck source=../../tools/netns/gp-topology.sh
 . "$repo/tools/netns/gp-topology.sh"

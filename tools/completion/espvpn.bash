@@ -21,7 +21,7 @@ _espvpn() {
     --proxy -P --proxy-auth --no-proxy --libproxy --pfs --dtls-ciphers --dtls12-ciphers --gnutls-debug
     --cert-expire-warning -e --key-password-from-fsid --no-xmlpost --no-deflate -D --compression --deflate -d
     --passtos --allow-insecure-crypto --http-auth --force-trojan --external-browser --sso-timeout --sso-callback --mca-certificate --mca-key
-    --mca-key-password --juniper
+    --mca-key-password --juniper --no-cookie-cache --forget-cookies
     --script-tun -S --token-mode --token-secret --xmlconfig -x --sso-browser"
   # options:end
 
@@ -53,7 +53,7 @@ _espvpn() {
     --local-hostname|--http-timeout|--prompt-fd|--servercert|--resolve|--key-password|-p|--dtls-local-port|\
     --reconnect-timeout|--force-dpd|--esp-retry-interval|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-mode|\
     --dtls-ciphers|--dtls12-ciphers|--gnutls-debug|--cert-expire-warning|-e|--http-auth|--force-trojan|\
-    --external-browser|--sso-timeout|--sso-callback|--mca-key-password|--token-secret)
+    --external-browser|--sso-timeout|--sso-callback|--mca-key-password|--token-secret|--forget-cookies)
       return ;;
   esac
   if [[ $cur == -* ]]; then

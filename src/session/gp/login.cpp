@@ -13,6 +13,7 @@ struct GpLogin::Credentials {
     bool cert_only = false;    // trying the client certificate alone (empty password)
     bool last_was_token = false;  // OC alternates: a challenge after a token code is a password
     bool sso = false;             // the user and cookie came from a single sign-on in a browser
+    bool saved_cookie = false;    // the portal cookie saved by an earlier run, no password
 };
 
 namespace {
@@ -232,11 +233,19 @@ Result<GpAuthenticated> GpLogin::via_portal(bool* portal_missing) {
     const auto& server = settings_.target.server;
     auto pre = prelogin(gp::GpInterface::Portal, server, portal_missing);
     if (!pre) return pre.error();
-    auto creds = ask_credentials(*pre, server, true);
-    if (!creds) return creds.error();
-    auto config =
-        answer_rounds<gp::GpPortalConfig>(gp::GpInterface::Portal, server, *creds, gp::parse_portal_config_reply);
-    if (!config) return config.error();
+    Result<Credentials> creds = Credentials{};
+    Result<gp::GpPortalConfig> config = make_error("no portal login attempted");
+    if (auto saved = portal_with_saved_cookie(server, *creds); !saved) {
+        return saved.error();
+    } else if (*saved) {
+        config = std::move(**saved);
+    } else {
+        creds = ask_credentials(*pre, server, true);
+        if (!creds) return creds.error();
+        config =
+            answer_rounds<gp::GpPortalConfig>(gp::GpInterface::Portal, server, *creds, gp::parse_portal_config_reply);
+        if (!config) return config.error();
+    }
     if (!config->has_config)
         return make_error("the portal " + server.host + " has no configuration for this client (has-config=no); "
                           "another --os may help");
@@ -247,10 +256,14 @@ Result<GpAuthenticated> GpLogin::via_portal(bool* portal_missing) {
 
     // OC's rule: replay the portal credentials into the gateway when the portal
     // gave a cookie, or when no challenge/SAML round was involved.
-    const bool have_cookie = !config->portal_userauthcookie.empty() || !config->portal_prelogonuserauthcookie.empty();
+    const bool fresh = !config->portal_userauthcookie.empty() || !config->portal_prelogonuserauthcookie.empty();
     creds->form.input_str.clear();
-    creds->form.portal_userauthcookie = config->portal_userauthcookie.clone();
-    creds->form.portal_prelogonuserauthcookie = config->portal_prelogonuserauthcookie.clone();
+    if (fresh || !creds->saved_cookie) {  // a portal that renews nothing: the saved one goes on
+        creds->form.portal_userauthcookie = config->portal_userauthcookie.clone();
+        creds->form.portal_prelogonuserauthcookie = config->portal_prelogonuserauthcookie.clone();
+    }
+    const bool have_cookie =
+        !creds->form.portal_userauthcookie.empty() || !creds->form.portal_prelogonuserauthcookie.empty();
     if (have_cookie && creds->interactive) {
         creds->form.secret = Secret();  // the cookie proves who we are
         creds->form.secret_field = "passwd";
@@ -260,7 +273,42 @@ Result<GpAuthenticated> GpLogin::via_portal(bool* portal_missing) {
     const bool replay = have_cookie || !creds->interactive || creds->sso;
     auto done = via_gateway(*gateway, replay ? &*creds : nullptr, &*config);
     if (done && config->hip_report_interval) done->hip_report_interval = config->hip_report_interval;
+    if (done && have_cookie && !(creds->saved_cookie && saved_refused_)) {
+        done->portal_user = creds->form.user;
+        done->portal_userauthcookie = creds->form.portal_userauthcookie.clone();
+        done->portal_prelogonuserauthcookie = creds->form.portal_prelogonuserauthcookie.clone();
+        done->portal_cookie_lifetime = config->cookie_lifetime;
+        done->portal_cookie_fresh = fresh;
+    }
     return done;
+}
+
+Result<std::optional<gp::GpPortalConfig>> GpLogin::portal_with_saved_cookie(const http::Url& server,
+                                                                           Credentials& creds) {
+    const auto& saved = settings_.saved_cookie;
+    if (!saved || !settings_.target.saml_field.empty()) return std::optional<gp::GpPortalConfig>();
+    if (!settings_.user.empty() && settings_.user != saved->user) {
+        LOG_INFO << "portal " << server.host << ": the saved authentication cookie is " << saved->user
+                 << "'s, not -u " << settings_.user << "'s; logging in";
+        return std::optional<gp::GpPortalConfig>();
+    }
+    creds.form.user = saved->user;
+    creds.form.portal_userauthcookie = saved->userauthcookie.clone();
+    creds.form.portal_prelogonuserauthcookie = saved->prelogonuserauthcookie.clone();
+    creds.form.secret_field = "passwd";
+    creds.saved_cookie = true;
+    LOG_INFO << "portal " << server.host << ": logging in as " << saved->user
+             << " with the authentication cookie saved by an earlier login";
+    auto config =
+        answer_rounds<gp::GpPortalConfig>(gp::GpInterface::Portal, server, creds, gp::parse_portal_config_reply);
+    if (config) return std::optional<gp::GpPortalConfig>(std::move(*config));
+    if (!rejected_) return config.error();
+    LOG_WARN << "portal " << server.host << " refused the saved authentication cookie (" << config.error().message
+             << "); it is forgotten, logging in again";
+    rejected_ = false;
+    saved_refused_ = true;
+    creds = Credentials{};
+    return std::optional<gp::GpPortalConfig>();
 }
 
 Result<GpAuthenticated> GpLogin::via_gateway(const http::Url& gateway, Credentials* replay,
@@ -270,8 +318,14 @@ Result<GpAuthenticated> GpLogin::via_gateway(const http::Url& gateway, Credentia
         login = gateway_login(gateway, *replay);
         if (!login && !rejected_) return login.error();
         if (!login) {
-            LOG_INFO << "gateway " << gateway.host << " did not accept the portal credentials ("
-                     << login.error().message << "); logging in to it directly";
+            if (replay->saved_cookie) {
+                LOG_WARN << "gateway " << gateway.host << " refused the saved authentication cookie ("
+                         << login.error().message << "); it is forgotten, logging in to the gateway";
+                saved_refused_ = true;
+            } else {
+                LOG_INFO << "gateway " << gateway.host << " did not accept the portal credentials ("
+                         << login.error().message << "); logging in to it directly";
+            }
             rejected_ = false;
         }
     }

@@ -15,6 +15,7 @@
 #include "protocols/gp/session_cookie.h"
 #include "protocols/http/url.h"
 #include "src/session/gp/gateway_latency.h"
+#include "src/session/gp/portal_cookie_cache.h"
 #include "src/session/gp/request_sender.h"
 #include "src/session/login_answers.h"
 #include "src/session/login_prompter.h"
@@ -64,6 +65,10 @@ struct GpLoginSettings {
     // The same hook serves the external browser (src/sso/external_browser.h) and
     // the driven one (src/sso/devtools_browser.h).
     std::shared_ptr<SsoBrowser> sso;
+    // A portal cookie saved by an earlier run (portal_cookie_cache.h): the portal's getconfig is
+    // tried with it first (its user, no password, no SSO) unless -u names another user. Refused
+    // by the portal or the gateway: saved_cookie_refused(), and the normal login runs.
+    std::optional<SavedPortalCookie> saved_cookie;
 };
 
 // A logged-in gateway session: what --authenticate prints and a connect uses.
@@ -72,6 +77,14 @@ struct GpAuthenticated {
     gp::GpSessionCookie cookie;
     std::string app_version;      // portal <version>, sent back as app-version
     std::optional<unsigned> hip_report_interval;
+    // The portal's authentication-override cookie of this login (empty: none), for the user
+    // `portal_user`, valid for `portal_cookie_lifetime` when the portal says so; fresh when
+    // the portal handed it out now (false: the saved one was used and not renewed).
+    std::string portal_user;
+    Secret portal_userauthcookie;
+    Secret portal_prelogonuserauthcookie;
+    std::optional<std::chrono::seconds> portal_cookie_lifetime;
+    bool portal_cookie_fresh = false;
 };
 
 class GpLogin {
@@ -87,10 +100,14 @@ public:
     // After a failed run(): true when the server refused the credentials
     // (openconnect exits 2 for a rejected cookie; we do the same for this).
     bool credentials_rejected() const { return rejected_; }
+    // The saved portal cookie was tried and the portal or the gateway refused it.
+    bool saved_cookie_refused() const { return saved_refused_; }
 
 private:
     struct Credentials;
     Result<GpAuthenticated> via_portal(bool* portal_missing);
+    // The portal's getconfig with the saved cookie; nullopt (not an error) when it was refused.
+    Result<std::optional<gp::GpPortalConfig>> portal_with_saved_cookie(const http::Url& server, Credentials& creds);
     Result<GpAuthenticated> via_gateway(const http::Url& gateway, Credentials* replay,
                                         const gp::GpPortalConfig* portal);
     // `wrong_interface`: set when the server says this portal/gateway does not exist.
@@ -108,6 +125,7 @@ private:
     LoginPrompter& prompter_;
     LoginAnswers answers_;
     bool rejected_ = false;
+    bool saved_refused_ = false;
     LatencyProbeThreads probe_threads_;  // joined when the login object goes
 };
 

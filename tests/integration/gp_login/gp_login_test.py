@@ -804,6 +804,200 @@ def case_soft_token():
     check(r.returncode == 1 and "needs --token-secret" in r.stderr, "--token-mode without a secret: refused")
 
 
+
+# -- the portal's authentication-override cookie kept across runs (issue 42 item 4) --
+# main() points XDG_STATE_HOME at a private temporary directory, so these runs never touch the
+# real user's state; the fake's issued_secrets are the cookies to look for in every output.
+
+def cookie_path(f):
+    return os.path.join(os.environ["XDG_STATE_HOME"], "espvpn", f"gp-portal-127.0.0.1_{f.port}")
+
+
+def cookie_fields(path):
+    with open(path) as fh:
+        lines = fh.read().splitlines()
+    check(lines and lines[0] == "espvpn-portal-cookie 1", f"{path} is espvpn's cookie file")
+    return dict(line.partition(" ")[::2] for line in lines[1:])
+
+
+def no_issued_cookie_in(f, runs, what):
+    issued = f.stats().get("issued_secrets", [])
+    check(issued, "the fake issued portal cookies")
+    for r in runs:
+        check(all(c not in r.stdout and c not in r.stderr for c in issued), f"{what}: no portal cookie in any output")
+
+
+def revoke_portal_cookies(f):
+    with urllib.request.urlopen(f"http://127.0.0.1:{f.admin_port}/__revoke-portal-cookies", timeout=10) as r:
+        return json.load(r)["revoked"]
+
+
+def password_run(f, *extra):
+    r = espvpn(f.url, ["-vv", "-u", "alice", "--passwd-on-stdin", *extra], "secret\n")
+    if r.returncode != 0:
+        show(r)
+    check(r.returncode == 0, "the password login exits 0")
+    return r
+
+
+def case_cookie_cache_reuse():
+    with Fake("--portal-cookie-lifetime", "3600", "--gw-cookie-only") as f:
+        path = cookie_path(f)
+        first = password_run(f)
+        check("kept for 60 min (the portal's lifetime)" in first.stderr, "the portal's lifetime is said and used")
+        st = os.stat(path)
+        check(st.st_mode & 0o777 == 0o600 and st.st_uid == os.getuid(), "the cookie file is 0600, the user's")
+        check(os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700, "its directory is 0700")
+        fields = cookie_fields(path)
+        check(fields["user"] == "alice" and fields["portal-userauthcookie"] in f.stats()["issued_secrets"],
+              "the file holds alice's issued cookie")
+        check(abs(int(fields["expires"]) - (time.time() + 3600)) < 120, "expiry = now + the portal's 3600 s")
+        # No -u, no password, nothing to type: the saved cookie alone logs in.
+        second = espvpn(f.url, ["-vv", "--non-inter"], "")
+        if second.returncode != 0:
+            show(second)
+        check(second.returncode == 0, "the second run connects without a password")
+        check("with the authentication cookie saved by an earlier login" in second.stderr, "it says how")
+        s = f.stats()
+        check(s.get("portal_cookie_logins") == 1, "the portal's getconfig took the saved cookie")
+        check(s["login_via"] == {"portal-userauthcookie": 2}, "the gateway took the portal cookie both times")
+        check(cookie_fields(path)["portal-userauthcookie"] != fields["portal-userauthcookie"],
+              "the portal's fresh cookie replaced the used one")
+        no_issued_cookie_in(f, (first, second), "-vv")
+
+
+def case_cookie_cache_revoked():
+    with Fake("--portal-cookie", "--gw-cookie-only") as f:
+        path = cookie_path(f)
+        first = password_run(f)
+        check("kept for 480 min" in first.stderr, "no lifetime from the portal: the 8 h default")
+        check(revoke_portal_cookies(f) == 1, "the portal revoked the cookie it issued")
+        refused = espvpn(f.url, ["-vv", "--non-inter"], "")
+        check(refused.returncode != 0, "revoked and no password to fall back on: the run fails")
+        check("refused the saved authentication cookie" in refused.stderr and "it is forgotten" in refused.stderr,
+              "it says the saved cookie was refused")
+        check(not os.path.exists(path), "the refused cookie is removed")
+        check(f.stats().get("portal_cookie_refused", 0) >= 1, "the portal saw the revoked cookie")
+        # Revoked again, with a password: the normal login follows in the same run.
+        password_run(f)
+        check(revoke_portal_cookies(f) == 1, "revoked once more")
+        again = password_run(f)
+        check("refused the saved authentication cookie" in again.stderr, "refused, then the password login")
+        check(cookie_fields(path)["portal-userauthcookie"] == f.stats()["issued_secrets"][-1],
+              "the new login's cookie is kept")
+        no_issued_cookie_in(f, (first, refused, again), "-vv")
+
+
+def case_cookie_cache_gateway_refuses():
+    """The portal takes the saved cookie, its gateway does not (no authentication override there):
+    forgotten, and the gateway's own login runs in the same run."""
+    with Fake("--portal-cookie", "--gw-no-portal-cookie") as f:
+        path = cookie_path(f)
+        first = password_run(f)
+        check(os.path.exists(path), "the portal's cookie is saved")
+        second = password_run(f)
+        check("gateway 127.0.0.1 refused the saved authentication cookie" in second.stderr and
+              "it is forgotten" in second.stderr, "it says the gateway refused the saved cookie")
+        s = f.stats()
+        check(s.get("portal_cookie_logins") == 1, "the portal took the saved cookie")
+        check(s["login_via"] == {"password": 2}, "the gateway logged in by password both times")
+        check(not os.path.exists(path), "the refused cookie is removed")
+        no_issued_cookie_in(f, (first, second), "-vv")
+
+
+def case_cookie_cache_expiry():
+    with Fake("--portal-cookie", "--gw-cookie-only") as f:
+        path = cookie_path(f)
+        password_run(f)
+        fields = cookie_fields(path)
+        check(abs(int(fields["expires"]) - (time.time() + 8 * 3600)) < 120, "expiry = now + 8 h")
+        # The portal would still take it; espvpn must not send it once its time is over.
+        with open(path) as fh:
+            text = fh.read()
+        with open(path, "w") as fh:
+            fh.write(text.replace("expires " + fields["expires"], "expires " + str(int(time.time()) - 5)))
+        r = espvpn(f.url, ["-vv", "--non-inter"], "")
+        check(r.returncode != 0, "an expired cookie is not used (no password: the login fails)")
+        s = f.stats()
+        check(s.get("portal_cookie_logins", 0) == 0 and s.get("portal_cookie_refused", 0) == 0,
+              "the expired cookie never reached the portal")
+        check(not os.path.exists(path), "the expired cookie is removed")
+
+
+def case_cookie_cache_off():
+    with Fake("--portal-cookie", "--gw-cookie-only") as f:
+        path = cookie_path(f)
+        password_run(f, "--no-cookie-cache")
+        check(not os.path.exists(path), "--no-cookie-cache: nothing saved")
+        password_run(f)
+        check(os.path.exists(path), "saved without it")
+        r = espvpn(f.url, ["-vv", "--non-inter", "--no-cookie-cache"], "")
+        check(r.returncode != 0 and f.stats().get("portal_cookie_logins", 0) == 0,
+              "--no-cookie-cache: the saved cookie is not used")
+        forget = subprocess.run([ESPVPN, "--forget-cookies", f"https://127.0.0.1:{f.port}/"], capture_output=True,
+                                text=True, timeout=RUN_TIMEOUT)
+        check(forget.returncode == 0 and not os.path.exists(path), "--forget-cookies PORTAL removes it")
+        check("removed 1 saved portal cookie" in forget.stderr, "and says so")
+        password_run(f)
+        other = os.path.join(os.path.dirname(path), "gp-portal-192.0.2.1_443")
+        shutil.copy(path, other)
+        forget = subprocess.run([ESPVPN, "--forget-cookies"], capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        check(forget.returncode == 0 and not os.path.exists(path) and not os.path.exists(other),
+              "--forget-cookies without a portal removes every portal's")
+
+
+def case_cookie_cache_symlink():
+    """espvpn as root for a user (SUDO_UID): the state is made as that user, and a symlink the
+    user planted at the file or the directory is refused, never followed as root."""
+    nobody = 65534
+    state = os.environ["XDG_STATE_HOME"]
+    os.chown(state, nobody, nobody)
+    env = dict(os.environ, SUDO_UID=str(nobody))
+    victim_dir = tempfile.mkdtemp(prefix="gplogin-victim.")  # root's, 0700
+    victim = os.path.join(victim_dir, "root-file")
+    with open(victim, "w") as fh:
+        fh.write("root's\n")
+    try:
+        if os.getuid() != 0:
+            print("SKIP: needs root (SUDO_UID is only honoured for root)")
+            return 77
+        with Fake("--portal-cookie", "--gw-cookie-only") as f:
+            path = cookie_path(f)
+
+            def run():
+                print(f"  (SUDO_UID={nobody} XDG_STATE_HOME={state})")
+                r = subprocess.run([ESPVPN, "--protocol=gp", "--cafile", CA, "--dry-run", "-vv", "-u", "alice",
+                                    "--passwd-on-stdin", f.url], input="secret\n", capture_output=True, text=True,
+                                   timeout=RUN_TIMEOUT, env=env)
+                if r.returncode != 0:
+                    show(r)
+                check(r.returncode == 0, "the login itself succeeds")
+                return r
+
+            # The directory planted as a symlink to root's directory.
+            os.symlink(victim_dir, os.path.join(state, "espvpn"))
+            os.lchown(os.path.join(state, "espvpn"), nobody, nobody)
+            r = run()
+            check("refusing the state directory" in r.stderr, "a symlinked state directory is refused")
+            check(os.listdir(victim_dir) == ["root-file"], "nothing was written through it")
+            os.unlink(os.path.join(state, "espvpn"))
+            r = run()
+            st = os.stat(path)
+            check(st.st_uid == nobody and st.st_mode & 0o777 == 0o600, "the cookie file is the user's, 0600")
+            check(os.stat(os.path.dirname(path)).st_uid == nobody, "so is its directory")
+            # The file replaced by a symlink to a root file.
+            os.unlink(path)
+            os.symlink(victim, path)
+            os.lchown(path, nobody, nobody)
+            r = run()
+            check("refusing" in r.stderr and "symlink" in r.stderr, "a symlinked cookie file is refused")
+            with open(victim) as fh:
+                check(fh.read() == "root's\n", "root's file is untouched")
+            check(not os.path.islink(path) and os.stat(path).st_uid == nobody,
+                  "the new cookie replaced the link (rename), as the user")
+    finally:
+        shutil.rmtree(victim_dir, ignore_errors=True)
+
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
 
@@ -818,11 +1012,15 @@ def main():
     ESPVPN = os.path.abspath(sys.argv[1])
     name = sys.argv[2]
     print(f"== {name}")
+    # Saved portal cookies (--no-cookie-cache to avoid) go to a private directory of this run.
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="gplogin-state.")
     try:
         rc = CASES[name]()
     except Failure as e:
         print(f"FAIL {name}: {e}")
         return 1
+    finally:
+        shutil.rmtree(os.environ["XDG_STATE_HOME"], ignore_errors=True)
     if rc == 77:
         return 77
     print(f"PASS {name}")

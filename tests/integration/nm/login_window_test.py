@@ -70,6 +70,7 @@ class Desktop:
             raise Failure("the session bus did not start")
         os.environ["DBUS_SESSION_BUS_ADDRESS"] = address
         os.environ["XDG_RUNTIME_DIR"] = self.dir
+        os.environ["XDG_STATE_HOME"] = os.path.join(self.dir, "state")  # saved GP portal cookies stay here
         os.environ["GSETTINGS_BACKEND"] = "memory"
         os.environ["GDK_BACKEND"] = "x11"
         os.environ["NO_AT_BRIDGE"] = "0"

@@ -31,13 +31,19 @@
 #   driven:   --sso-browser (espvpn drives Chromium itself over DevTools; the IdP page's script
 #             types for the user: fake-gp-gateway --idp-autofill), no default-browser mode: the
 #             ACS answers with the result in an HTML comment; portal POST + gateway REDIRECT,
-#             one sign-in, ESP up, ping; no Chromium or profile left behind
+#             one sign-in, ESP up, ping; no Chromium or profile left behind; then a second run
+#             with a browser that cannot start (--sso-browser=false) and nothing to type: the
+#             portal cookie the first run saved logs in, ESP up, ping, still one IdP sign-in
 #   driven_headers: the same at a gateway alone, the result in the ACS reply's headers only;
 #             --authenticate prints a cookie the gateway took
 #   nm_dialog: NetworkManager's auth dialog (classic protocol, as nm-applet runs it: the
 #             profile on stdin, no terminal) for a profile with external-browser=PROGRAM: it
 #             runs espvpn --authenticate, the browser signs in, the dialog answers cookie and
 #             gateway; the cookie logs in to the gateway (a connect with --cookie-on-stdin)
+#   nm_dialog_cookie: the same dialog for a portal with SAML that hands out an authentication-
+#             override cookie: the first login signs in through the browser, and espvpn (run by
+#             the dialog for the user) saves the cookie in the user's state directory; a second
+#             dialog login with a browser that cannot start answers a gateway cookie at once
 # shellcheck source=../gp_test_head.sh
 . "$(dirname "$0")/../gp_test_head.sh" gp-sso "$1" "$2" "$3"
 desktop=$(realpath "$4") espvpn=$(realpath "$espvpn") dialog=${5:-}
@@ -341,6 +347,26 @@ driven | driven_headers)
   done
   [[ -z $(pgrep -f -- "--user-data-dir=$work/tmp/espvpn-sso-" || true) ]] || fail "a Chromium process was left behind"
   [[ -z $(ls -A "$work/tmp") ]] || fail "the browser profile was left behind: $(ls -A "$work/tmp")"
+  if [[ $mode == driven ]]; then
+    # Issue 42 item 4: the portal's cookie, saved by that login, logs in again without a browser.
+    ls "$XDG_STATE_HOME/espvpn/gp-portal-"* >/dev/null || fail "the portal cookie was not saved"
+    mv "$work/espvpn.log" "$work/espvpn-sso.log"
+    ip netns exec "$nsc" env -u DISPLAY -u WAYLAND_DISPLAY -u SUDO_UID -u SUDO_USER \
+      "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" -vvv --non-inter --sso-browser=false \
+      "https://$gw_outer:4443/" >>"$work/espvpn.out" 2>"$work/espvpn.log" </dev/null &
+    client_pid=$!; pids+=("$client_pid")
+    wait_for "$work/espvpn.log" "ESP connected" 60 "$client_pid" || fail "the saved cookie did not bring ESP up"
+    ip netns exec "$nsc" ping -c 2 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping $lan_ip through the second tunnel"
+    sigint_exit "$client_pid"
+    [[ $rc -eq 0 ]] || fail "the second espvpn exited $rc after SIGINT"
+    grep -q "with the authentication cookie saved by an earlier login" "$work/espvpn.log" \
+      || fail "the second run did not log in with the saved cookie"
+    ! grep -q "started the browser" "$work/espvpn.log" || fail "the second run started a browser"
+    [[ $(json "$work/fake-stats.json" 'd.get("portal_cookie_logins", 0)') -eq 1 ]] \
+      || fail "the portal did not take the saved cookie"
+    [[ $(json "$work/fake-stats.json" 'd.get("idp_logins_ok", 0)') -eq 1 ]] || fail "a second IdP sign-in happened"
+    cat "$work/espvpn-sso.log" >>"$work/espvpn.log"
+  fi
   no_secrets
   ;;
 nm_dialog)
@@ -373,6 +399,40 @@ nm_dialog)
   sigint_exit "$client_pid"
   rm -f "$work/cookie"
   cat "$work/connect.log" >>"$work/espvpn.log"
+  no_secrets
+  ;;
+nm_dialog_cookie)
+  [[ -x $dialog ]] || fail "nm_dialog_cookie needs the auth dialog binary as the 5th argument"
+  gateway_up none --portal-saml REDIRECT --gw-saml REDIRECT --portal-cookie --gw-cookie-only "${idp[@]}" \
+    || fail "fake gateway did not start"
+  install -d -o "$user" -m 700 "$work/user-state"
+  export XDG_STATE_HOME=$work/user-state  # the user's, as their desktop session would have it
+  driver_config secret
+  : >"$work/espvpn.log"; : >"$work/espvpn.out"
+  dialog_cookie() {  # EXTERNAL_BROWSER: the dialog's login; prints its reply's cookie
+    local request reply k v
+    request=$(printf 'DATA_KEY=%s\nDATA_VAL=%s\n\n' gateway "https://$gw_outer:4443/" protocol gp \
+      cafile "$repo/certs/ca.pem" external-browser "$1" sso-timeout 45; printf 'DONE\n')
+    reply=$(printf '%s\nQUIT\n' "$request" | ip netns exec "$nsc" env -u DISPLAY -u WAYLAND_DISPLAY \
+      SUDO_UID="$uid" SUDO_USER="$user" setsid -w timeout 90 "$dialog" -u "$(cat /proc/sys/kernel/random/uuid)" \
+      -n sso -s org.freedesktop.NetworkManager.espvpn -i --espvpn "$espvpn" 2>>"$work/espvpn.log") || return 1
+    while IFS= read -r k && [[ -n $k ]] && IFS= read -r v; do
+      if [[ $k == cookie ]]; then printf '%s' "$v"; fi
+    done <<<"$reply"
+  }
+  first=$(dialog_cookie "$here/chromium_user.py $work/driver.json") || fail "the first dialog login failed"
+  [[ -n $first ]] || fail "the first dialog reply has no cookie"
+  saved=("$work/user-state/espvpn/gp-portal-"*)
+  [[ -f ${saved[0]} ]] || fail "espvpn did not save the portal cookie in the user's state directory"
+  [[ $(stat -c '%u %a' "${saved[0]}") == "$uid 600" ]] || fail "the saved cookie is not the user's, 0600"
+  driver_stop
+  second=$(dialog_cookie false) || fail "the second dialog login (no browser) failed"
+  [[ -n $second && $second != "$first" ]] || fail "the second dialog reply has no new cookie"
+  grep -q "with the authentication cookie saved by an earlier login" "$work/espvpn.log" \
+    || fail "the second login did not use the saved cookie"
+  [[ $(json "$work/fake-stats.json" 'd.get("idp_logins_ok", 0)') -eq 1 ]] || fail "not exactly one IdP sign-in"
+  [[ $(json "$work/fake-stats.json" 'd.get("portal_cookie_logins", 0)') -eq 1 ]] \
+    || fail "the portal did not take the saved cookie"
   no_secrets
   ;;
 *) fail "unknown mode $mode" ;;

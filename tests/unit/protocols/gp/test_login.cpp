@@ -175,3 +175,30 @@ TEST_CASE("gp session cookie: round trip through --authenticate / --cookie-on-st
           "session cookie: unknown field \"colour\"");
     CHECK_FALSE(GpSessionCookie::decode("authcookie=%zz&user=u").ok());
 }
+
+TEST_CASE("gp portal config: the authentication-override cookie lifetime") {
+    auto lifetime = [](const std::string& over) -> std::optional<std::chrono::seconds> {
+        auto r = parse_portal_config_reply(
+            "<policy><gateways><external><list><entry name=\"g\"/></list></external></gateways>"
+            "<portal-userauthcookie>abc</portal-userauthcookie>" + over + "</policy>");
+        REQUIRE(r.ok());
+        return std::get<GpPortalConfig>(*r).cookie_lifetime;
+    };
+    using std::chrono::seconds;
+    CHECK(lifetime("") == std::nullopt);
+    CHECK(lifetime("<authentication-override><accept-cookie><cookie-lifetime><lifetime-in-hours>24"
+                   "</lifetime-in-hours></cookie-lifetime></accept-cookie></authentication-override>") ==
+          seconds(86400));
+    CHECK(lifetime("<authentication-override><accept-cookie><cookie-lifetime><lifetime-in-minutes>90"
+                   "</lifetime-in-minutes></cookie-lifetime></accept-cookie></authentication-override>") ==
+          seconds(5400));
+    CHECK(lifetime("<authentication-override><cookie-lifetime><lifetime-in-days>2</lifetime-in-days>"
+                   "</cookie-lifetime></authentication-override>") == seconds(2 * 86400));
+    // Unreadable, zero or over a year: none (the client's default applies), the login goes on.
+    CHECK(lifetime("<authentication-override><accept-cookie><cookie-lifetime><lifetime-in-hours>soon"
+                   "</lifetime-in-hours></cookie-lifetime></accept-cookie></authentication-override>") == std::nullopt);
+    CHECK(lifetime("<authentication-override><accept-cookie><cookie-lifetime><lifetime-in-days>400"
+                   "</lifetime-in-days></cookie-lifetime></accept-cookie></authentication-override>") == std::nullopt);
+    CHECK(lifetime("<authentication-override><accept-cookie><cookie-lifetime><lifetime-in-minutes>0"
+                   "</lifetime-in-minutes></cookie-lifetime></accept-cookie></authentication-override>") == std::nullopt);
+}

@@ -220,6 +220,35 @@ TEST_CASE("parse_options can run twice in one process (getopt state reset)") {
     CHECK(o->server == "gw2");
 }
 
+TEST_CASE("saved portal cookies: --no-cookie-cache, --forget-cookies [PORTAL]") {
+    {
+        Argv a({"--protocol=gp", "--no-cookie-cache", "vpn.example.com"});
+        auto o = parse(a);
+        REQUIRE(o.ok());
+        CHECK(o->no_cookie_cache);
+        CHECK(o->action == Action::connect);
+    }
+    for (auto args : {std::vector<std::string>{"--forget-cookies", "vpn.example.com"},
+                      std::vector<std::string>{"--forget-cookies=vpn.example.com"}}) {
+        Argv a(args);
+        auto o = parse(a);
+        REQUIRE(o.ok());
+        CHECK(o->action == Action::forget_cookies);
+        CHECK(o->forget_portal == "vpn.example.com");
+    }
+    {
+        Argv a({"--forget-cookies"});
+        auto o = parse(a);
+        REQUIRE(o.ok());
+        CHECK(o->action == Action::forget_cookies);
+        CHECK(o->forget_portal.empty());
+    }
+    {
+        Argv a({"--forget-cookies=a.example", "b.example"});
+        CHECK_FALSE(parse(a).ok());
+    }
+}
+
 TEST_CASE("single sign-on options: --external-browser[=PROGRAM], --sso-timeout, --sso-callback") {
     {
         Argv a({"--protocol=gp", "--external-browser", "vpn.example.com"});
