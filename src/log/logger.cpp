@@ -43,7 +43,9 @@ void configure(const Config& config) {
     std::lock_guard lock(g_mutex);
     if (g_config.syslog) closelog();
     g_config = config;
-    if (g_config.syslog) openlog(g_config.ident.c_str(), LOG_PID, LOG_DAEMON);
+    // LOG_NDELAY: connected now, not at the first line, which may come from a packet thread
+    // whose seccomp filter refuses socket/connect (src/sandbox).
+    if (g_config.syslog) openlog(g_config.ident.c_str(), LOG_PID | LOG_NDELAY, LOG_DAEMON);
     g_level.store(static_cast<int>(config.level), std::memory_order_relaxed);
 }
 
