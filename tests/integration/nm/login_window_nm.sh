@@ -62,7 +62,8 @@ say "NetworkManager connected with the window's cookie (pinned by its gwcert): p
 nmc connection down window >/dev/null || fail "connection down"
 cookie=${secrets#cookie=}; cookie=${cookie%%,*}
 ! grep -qF -- "$cookie" "$work/nm.log" || fail "the cookie appears in NetworkManager's log"
-nm_wait 10 "the tun to go" eval '[[ -z $(ip -n "$nsc" -o link show type tun) ]]' || fail "a tun is left after down"
+no_tun() { [[ -z $(ip -n "$nsc" -o link show type tun) ]]; }
+nm_wait 10 "the tun to go" no_tun || fail "a tun is left after down"
 
 # GlobalProtect: the portal and its two gateways beside ocserv (which has port 4443).
 fake_listen=$gw_ip:4444 gateway_up aes-128-gcm --listen "$gw_ip:4445" --portal-otp xml:111111 --portal-cookie \
