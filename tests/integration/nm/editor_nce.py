@@ -10,8 +10,14 @@ editor_nce.py WORK [SHOT_DIR]
            Save is offered again; cancelled, nothing saved
   import:  a NetworkManager-openconnect profile through `nmcli connection import type
            espvpn file F`, opened with --edit, one field changed and saved: only that item
-           changes; nmcli's export imports back the same
+           changes; nmcli's export imports back the same; an openconnect --config file
+           imported by nmcli
   import in the editor: nm-connection-editor --import FILE (the plugin's import), saved
+  import and connect: a GP profile whose items NetworkManager-openconnect's own plugin made
+           (its import of its [openconnect] form), added with nmcli, with the login its
+           dialog saves; the keyfile NetworkManager wrote for it imported in the editor, saved,
+           then `nmcli connection up` against the fake GP gateway (LIVE_GP_URL, CA LIVE_CA):
+           activated, a ping to LIVE_PING through the tun, down: the tun gone
 """
 import os
 import re
@@ -19,7 +25,11 @@ import subprocess
 import sys
 import time
 
+import gi
 import pyatspi
+
+gi.require_version("NM", "1.0")
+from gi.repository import NM  # noqa: E402
 
 from atspi_form import Form, FormError, find_app
 
@@ -218,6 +228,12 @@ def case_invalid():
     why = e.entry("Gateway").description
     if "has no host" not in why:
         fail(f"the gateway field does not say why: {why!r}")
+    # nm-connection-editor's Save says why too (its tooltip: the editor's refusal).
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and "has no host" not in (save.description or ""):
+        time.sleep(0.1)
+    if "has no host" not in (save.description or ""):
+        fail(f"Save does not say why: {save.description!r}")
     e.type("MTU", "1300x")
     time.sleep(0.3)
     e.shot("nce-invalid.png")
@@ -307,8 +323,18 @@ stoken_string=base32:JBSWY3DPEHPK3PXP
     twin = [u for u in uuids if u != uuid][0]
     if vpn_data(twin) != after:
         fail(f"export/import changed the items: {after} -> {vpn_data(twin)}")
+    # openconnect's --config form through nmcli, named after the file.
+    conf = os.path.join(WORK, "portal.conf")
+    with open(conf, "w") as f:
+        f.write("protocol=gp\nserver=https://portal.example.com/\nuser alice\nkill-switch\n")
+    nmcli("connection", "import", "type", "espvpn", "file", conf)
+    got = vpn_data("portal")
+    want = {"protocol": "gp", "gateway": "https://portal.example.com/", "user": "alice", "kill_switch": "yes"}
+    if got != want:
+        fail(f"nmcli import of an openconnect config file: {got} != {want}")
     say(f"import: NM-openconnect profile imported by nmcli ({len(before)} items), edited in "
-        "nm-connection-editor: only the user changed; nmcli export imports back the same")
+        "nm-connection-editor: only the user changed; nmcli export imports back the same; "
+        "an openconnect config file imported by nmcli")
 
 
 def case_import_editor():
@@ -348,7 +374,77 @@ form:_login:user=dave
     say("import in the editor: nm-connection-editor --import of an NM-openconnect GP profile, saved as espvpn")
 
 
+def case_import_connect():
+    """A user's NetworkManager-openconnect GP profile, switched to espvpn in one step and used."""
+    url, ca, target = os.environ["LIVE_GP_URL"], os.environ["LIVE_CA"], os.environ["LIVE_PING"]
+    src = os.path.join(WORK, "oc-live.conf")
+    with open(src, "w") as f:
+        f.write(f"[openconnect]\nDescription=oc-live\nHost={url}\nCACert={ca}\nProtocol=gp\n")
+    # NetworkManager-openconnect's plugin (its import, through libnm's loader) makes the profile's
+    # items. `nmcli connection import type openconnect` would too, but NM-openconnect 1.2.8's
+    # import leaves ipv4.method unset and NetworkManager refuses it; so the items go to nmcli's
+    # add. Its auth dialog, after a login with "Save passwords", keeps the form's user and
+    # password as secrets of the profile: the same here.
+    plugin = NM.VpnPluginInfo.new_from_file("/usr/lib/NetworkManager/VPN/nm-openconnect-service.name")
+    made = plugin.load_editor_plugin().import_(src).get_setting_vpn()
+    oc_data = {k: made.get_data_item(k) for k in made.get_data_keys()}
+    if oc_data.get("gateway") != url or oc_data.get("protocol") != "gp":
+        fail(f"NetworkManager-openconnect's import made {oc_data}")
+    nmcli("connection", "add", "type", "vpn", "con-name", "oc-live", "autoconnect", "no", "vpn-type", "openconnect",
+          "vpn.data", ", ".join(f"{k}={v}" for k, v in oc_data.items()),
+          "vpn.secrets", "form:_login:user=alice, form:_login:passwd=secret")
+    oc_uuid = nmcli("-g", "connection.uuid", "connection", "show", "oc-live")
+    if nmcli("-g", "vpn.service-type", "connection", "show", oc_uuid) != "org.freedesktop.NetworkManager.openconnect":
+        fail("NetworkManager-openconnect's import did not make an openconnect profile")
+    keyfile = [fn for u, _, fn in (line.partition(":") for line in
+                                   nmcli("-t", "-f", "UUID,FILENAME", "connection", "show").splitlines()) if u == oc_uuid]
+    if len(keyfile) != 1 or not os.path.isfile(keyfile[0]):
+        fail(f"no keyfile for the NetworkManager-openconnect profile: {keyfile}")
+    e = Editor("--import", keyfile[0])
+    shown = e.text_of(e.entry("Gateway"))
+    if shown != url:
+        fail(f"the imported profile's gateway shows as {shown!r}")
+    e.save_and_close()
+    uuids = [u for n, _, u in (line.partition(":") for line in
+                               nmcli("-t", "-f", "NAME,UUID", "connection", "show").splitlines())
+             if n == "oc-live" and u != oc_uuid]
+    if len(uuids) != 1:
+        fail(f"the editor's import did not save one more oc-live: {uuids}")
+    uuid = uuids[0]
+    if nmcli("-g", "vpn.service-type", "connection", "show", uuid) != "org.freedesktop.NetworkManager.espvpn":
+        fail("the profile imported in the editor is not an espvpn VPN")
+    want = {"protocol": "gp", "gateway": url, "cafile": ca, "user": "alice", "password-flags": "0"}
+    if vpn_data(uuid) != want:
+        fail(f"import and connect: {vpn_data(uuid)} != {want}")
+    if vpn_secrets(uuid, {"password": "secret"}) != {"password": "secret"}:
+        fail("the password NetworkManager-openconnect kept was not carried over")
+    r = subprocess.run(["nmcli", "--wait", "40", "connection", "up", uuid], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail(f"nmcli connection up of the imported profile: {r.stdout.strip()} {r.stderr.strip()}")
+    if nmcli("-g", "GENERAL.STATE", "connection", "show", uuid) != "activated":
+        fail("the imported profile is not activated")
+    tun = subprocess.run(["ip", "-o", "link", "show", "type", "tun"], capture_output=True, text=True).stdout
+    if not tun.strip():
+        fail("no tun device after connection up")
+    ping = subprocess.run(["ping", "-c", "2", "-i", "0.2", "-W", "2", target], capture_output=True, text=True,
+                          timeout=20)
+    if ping.returncode != 0:
+        fail(f"no ping to {target} through the tunnel: {ping.stdout.strip()}")
+    nmcli("connection", "down", uuid)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and subprocess.run(["ip", "-o", "link", "show", "type", "tun"],
+                                                         capture_output=True, text=True).stdout.strip():
+        time.sleep(0.1)
+    if subprocess.run(["ip", "-o", "link", "show", "type", "tun"], capture_output=True, text=True).stdout.strip():
+        fail("a tun is left after connection down")
+    if nmcli("-g", "vpn.service-type", "connection", "show", oc_uuid) != "org.freedesktop.NetworkManager.openconnect":
+        fail("the NetworkManager-openconnect profile was changed")
+    say(f"import and connect: NetworkManager-openconnect's GP profile imported in the editor, up through "
+        f"NetworkManager with its saved login, ping {target} through {tun.split(':')[1].strip()}, down")
+
+
 try:
+    case_import_connect()
     case_import_editor()
     case_gp()
     case_ac()

@@ -2,19 +2,25 @@
 # nm-connection-editor (Debian's network-manager-gnome, GTK3) with the espvpn editor,
 # against a real NetworkManager (the real_nm_env.sh harness: its own namespaces and
 # system bus), under Xvfb, driven through AT-SPI by editor_nce.py (label "gui"; root).
-#   editor_nce.sh SERVICE ESPVPN PLUGIN_SO [SHOT_DIR]
+#   editor_nce.sh SERVICE ESPVPN PLUGIN_SO GATEWAY_BIN [SHOT_DIR]
 # Cases (editor_nce.py): a GlobalProtect and an AnyConnect profile created field by field
 # and saved (nmcli -g vpn.data checked item by item); an invalid gateway keeps Save
 # insensitive with the reason; a NetworkManager-openconnect profile imported with
-# `nmcli connection import type espvpn file F`, opened in the editor, one field edited.
+# `nmcli connection import type espvpn file F`, opened in the editor, one field edited;
+# a GP profile made by NetworkManager-openconnect itself (its plugin's import, Debian's
+# network-manager-openconnect), imported in the editor from the keyfile NetworkManager
+# wrote, saved, connected with `nmcli connection up` against the fake GP gateway +
+# tools/esp-gateway (GATEWAY_BIN), a ping through the tunnel, down.
 # Skips (77) only when a package tools/install-deps installs is missing.
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
-service=$1 espvpn=$2 plugin=$3 shots=${4:-}
+service=$1 espvpn=$2 plugin=$3 gw_bin=$4 shots=${5:-}
 missing=()
 for c in NetworkManager dbus-daemon Xvfb nm-connection-editor dbus-run-session; do
   command -v $c >/dev/null || missing+=("$c")
 done
+oc_name=/usr/lib/NetworkManager/VPN/nm-openconnect-service.name
+[[ -f $oc_name ]] || missing+=(network-manager-openconnect)
 /usr/bin/python3 -c 'import pyatspi' 2>/dev/null || missing+=(python3-pyatspi)
 if ((${#missing[@]})); then echo "SKIP: missing ${missing[*]} (tools/install-deps installs them)"; exit 77; fi
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,6 +49,12 @@ trap 'exit 130' INT TERM
 topo_up
 nm_build_tree_name "$service" "$espvpn" "$plugin"
 nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" || fail "NetworkManager did not start"
+# NetworkManager-openconnect's .name file beside ours: nmcli finds its plugin (import) by it.
+cp "$oc_name" "$nm_root/vpn/"
+# For the imported profile's connect: a default route (NetworkManager wants one before a
+# VPN) and the fake GP portal/gateway + the ESP gateway.
+nm_base_up || fail "the base connection did not come up"
+gateway_up aes-128-gcm || fail "the fake gateway did not start"
 
 # The X server's socket is a file in /tmp (shared with NM's mount namespace); its
 # abstract socket would be in the host's network namespace only.
@@ -57,6 +69,7 @@ display=":$(head -n1 "$work/display")"
 # The driver and the editor in NM's namespaces (its bus, its nmcli), on a session bus of
 # their own (dbus-run-session: the AT-SPI bus is activated there and ends with it).
 nm_ns env -u DBUS_SESSION_BUS_ADDRESS DISPLAY="$display" NO_AT_BRIDGE=0 GTK_USE_PORTAL=0 HOME="$work" \
+  LIVE_GP_URL="https://$gw_ip:4443/" LIVE_CA="$repo/certs/ca.pem" LIVE_PING="$lan_ip" \
   timeout 150 dbus-run-session -- /usr/bin/python3 "$here/editor_nce.py" "$work" $shots \
   2> >(grep -v 'Failed to set fd limit\|dbus-daemon\[' >&2) || fail "editor_nce.py failed"
 echo "RESULT editor_nce: passed"

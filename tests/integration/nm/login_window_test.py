@@ -17,10 +17,14 @@ secrets the dialog hands to NetworkManager (classic protocol: key/value lines, t
       as a drop-down, a wrong password refused ("Login failed." shown) and asked again, espvpn
       giving up after ocserv's third refusal and "Try Again", the banner accepted; the password
       (flags 2) is not handed back.
+  gp_nm --url URL --gateway-url URL2 --stats FILE --secrets-out FILE: the gp case against the fake
+      GP gateway login_window_nm.sh runs in namespaces (URL2: its second gateway; FILE: its stats),
+      the secrets written for NetworkManager to connect with.
 
 Run with Debian's python3 (python3-pyatspi). Needs xvfb, at-spi2-core, dbus (tools/install-deps).
 """
 
+import json
 import os
 import shutil
 import signal
@@ -288,46 +292,75 @@ def gp_profile(url, **extra):
     return data
 
 
+def gp_window(screen, d, second_gateway, challenges):
+    """The fake GP gateway's login in the window: a wrong password, the password, an OTP round,
+    the second gateway; returns the secrets the dialog handed back. second_gateway: its URL;
+    challenges(): how many OTP rounds the fake sent."""
+    try:
+        pw = screen.field("password text", "Password:")
+        check(screen.focused(pw), "the password field has the focus")
+        screen.shot("login-window-password.png")
+        screen.type("wrong")
+        screen.key("Return")
+        # The portal refuses; the window says so and asks again.
+        msg = screen.label("Invalid username or password")
+        check(msg is not None, f"the server's refusal is shown: {msg.name!r}")
+        pw = screen.field("password text", "Password:")
+        screen.shot("login-window-refused.png")
+        check(screen.focused(pw), "asked again, the password field has the focus")
+        screen.type("secret")
+        screen.key("Return")
+        otp = screen.field("password text", "Enter response 1 of 1 from your token")
+        check(screen.focused(otp), "the OTP round: the server's own prompt, focused")
+        screen.shot("login-window-otp.png")
+        screen.type("111111")
+        screen.key("Return")
+        combo = screen.field("combo box", "Gateway:")
+        check(screen.focused(combo), "the gateway choice: a drop-down, focused")
+        screen.pick_second(combo, "login-window-gateway.png")
+        screen.key("Return")  # submits
+        rc, out, err = d.finish()
+    finally:
+        d.kill()
+    check(rc == 0, f"the dialog exits 0 (stderr: {err[-400:]!r})")
+    secrets = parse_reply(out)
+    check(secrets.get("cookie", "").startswith("authcookie="), "the reply holds the cookie")
+    check(secrets.get("gateway") == second_gateway,
+          f"the cookie is for the chosen gateway 'second' ({second_gateway}): {secrets.get('gateway')}")
+    check(secrets.get("password") == "secret", "password-flags 0: the typed password goes back to NetworkManager")
+    check("111111" not in out.decode() and "wrong" not in out.decode(), "no one-time code, no refused password")
+    check("secret" not in err and "authcookie" not in err, "no secret on the dialog's stderr")
+    check(challenges() == 1, "one OTP round, answered (the portal gave its config)")
+    return secrets
+
+
 def case_gp(screen, dialog_bin, espvpn):
     with Fake("--portal-otp", "xml:111111", "--portal-cookie", "--gateway", "0:1:first", "--gateway",
               "1:2:second", listeners=2) as f:
         d = Dialog(dialog_bin, espvpn, gp_profile(f.url))
-        try:
-            pw = screen.field("password text", "Password:")
-            check(screen.focused(pw), "the password field has the focus")
-            screen.shot("login-window-password.png")
-            screen.type("wrong")
-            screen.key("Return")
-            # The portal refuses; the window says so and asks again.
-            msg = screen.label("Invalid username or password")
-            check(msg is not None, f"the server's refusal is shown: {msg.name!r}")
-            pw = screen.field("password text", "Password:")
-            screen.shot("login-window-refused.png")
-            check(screen.focused(pw), "asked again, the password field has the focus")
-            screen.type("secret")
-            screen.key("Return")
-            otp = screen.field("password text", "Enter response 1 of 1 from your token")
-            check(screen.focused(otp), "the OTP round: the server's own prompt, focused")
-            screen.shot("login-window-otp.png")
-            screen.type("111111")
-            screen.key("Return")
-            combo = screen.field("combo box", "Gateway:")
-            check(screen.focused(combo), "the gateway choice: a drop-down, focused")
-            screen.pick_second(combo, "login-window-gateway.png")
-            screen.key("Return")  # submits
-            rc, out, err = d.finish()
-        finally:
-            d.kill()
-        check(rc == 0, f"the dialog exits 0 (stderr: {err[-400:]!r})")
-        secrets = parse_reply(out)
-        check(secrets.get("cookie", "").startswith("authcookie="), "the reply holds the cookie")
-        check(secrets.get("gateway") == f"https://127.0.0.1:{f.ports[1]}/",
-              f"the cookie is for the chosen gateway 'second': {secrets.get('gateway')}")
-        check(secrets.get("password") == "secret", "password-flags 0: the typed password goes back to NetworkManager")
-        check("111111" not in out.decode() and "wrong" not in out.decode(), "no one-time code, no refused password")
-        check("secret" not in err and "authcookie" not in err, "no secret on the dialog's stderr")
-        stats = f.stats()
-        check(stats.get("challenges_sent", 0) == 1, "one OTP round, answered (the portal gave its config)")
+        gp_window(screen, d, f"https://127.0.0.1:{f.ports[1]}/",
+                  lambda: f.stats_when(lambda s: s.get("challenges_sent", 0) >= 1).get("challenges_sent", 0))
+
+
+def case_gp_nm(screen, dialog_bin, espvpn, url, gateway_url, stats, secrets_out):
+    """The same against the fake GP gateway login_window_nm.sh runs in its gateway namespace
+    (portal URL, the second gateway's URL, the fake's stats file); the secrets go to FILE for
+    NetworkManager to connect with."""
+    def challenges():
+        # The fake writes its stats file as events happen: read until the round is counted.
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with open(stats) as f:
+                    n = json.load(f).get("challenges_sent", 0)
+            except (OSError, ValueError):
+                n = 0
+            if n >= 1 or time.monotonic() > deadline:
+                return n
+            time.sleep(0.1)
+
+    d = Dialog(dialog_bin, espvpn, gp_profile(url))
+    save_secrets(secrets_out, gp_window(screen, d, gateway_url, challenges))
 
 
 def case_gp_cancel(screen, dialog_bin, espvpn):
@@ -445,7 +478,8 @@ def case_gp_sso_cancel(screen, dialog_bin, espvpn):
         check(rc == 1 and out == b"", f"Escape cancels the single sign-on: exit {rc}, nothing returned")
 
 
-CASES = {"gp": case_gp, "gp_cancel": case_gp_cancel, "gp_sso_cancel": case_gp_sso_cancel, "ac": case_ac}
+CASES = {"gp": case_gp, "gp_cancel": case_gp_cancel, "gp_sso_cancel": case_gp_sso_cancel, "ac": case_ac,
+         "gp_nm": case_gp_nm}
 
 
 def main():
@@ -456,7 +490,7 @@ def main():
         shots = args[i + 1]
         del args[i:i + 2]
     extra = {}
-    for opt in ("--url", "--password", "--secrets-out"):
+    for opt in ("--url", "--password", "--secrets-out", "--gateway-url", "--stats"):
         if opt in args:
             i = args.index(opt)
             extra[opt[2:].replace("-", "_")] = args[i + 1]
