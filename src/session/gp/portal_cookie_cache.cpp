@@ -214,6 +214,7 @@ Secret encode_saved_cookie(const http::Url& portal, const SavedPortalCookie& coo
                cookie.prelogonuserauthcookie.size() + 1);
     auto* p = out.reveal_mutable().data();
     auto put = [&p](std::string_view s) {
+        if (s.empty()) return;  // an empty Secret's view has no data pointer: memcpy would get null
         std::memcpy(p, s.data(), s.size());
         p += s.size();
     };
