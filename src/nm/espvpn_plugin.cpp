@@ -264,6 +264,7 @@ gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GErr
     for (const auto& key : command->ignored_keys) g_message("ignoring unknown vpn.data item '%s'", key.c_str());
     std::vector<int> file_fds;
     if (auto opened = open_owner_files(connection, *command, file_fds); !opened) {
+        g_warning("espvpn not started: %s", opened.error().message.c_str());
         g_set_error(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_BAD_ARGUMENTS, "invalid connection: %s",
                     opened.error().message.c_str());
         return FALSE;

@@ -65,8 +65,9 @@ add_profile() {  # NAME PERMISSIONS CERT KEY
     vpn.secrets "password=unused" >/dev/null || fail "nmcli connection add $1"
 }
 started() { grep -c "started espvpn (pid" "$work/nm.log" || true; }
-# ocserv's connections so far (a TLS handshake that reached its worker, with or without a certificate).
-oc_seen() { grep -c "accepted connection\|new connection\|TLS handshake" "$work/ocserv.log" || true; }
+# ocserv's client activity so far: its workers' lines (a certificate verified, or not) and
+# sec-mod's logins.
+oc_seen() { grep -c "worker: \|authenticate user" "$work/ocserv.log" || true; }
 tun_dev() { ip -n "$nsc" -o link show type tun 2>/dev/null | awk -F': ' '{print $2}' | head -1; }
 no_tun() { [[ -z $(tun_dev) ]]; }
 # refused NAME ITEM: activation fails with the service's error naming ITEM; espvpn never
@@ -75,7 +76,7 @@ refused() {
   local before_started before_oc out err
   before_started=$(started) before_oc=$(oc_seen)
   if out=$(nmc --wait 30 connection up "$1" 2>&1); then fail "$1 connected: $out"; fi
-  err=$(grep -o "invalid connection: the profile's '[a-z_]*' is not a file .*" "$work/nm.log" | tail -1)
+  err=$(grep -o "espvpn not started: the profile's '[a-z_]*' is not a file .*" "$work/nm.log" | tail -1)
   [[ $err == *"'$2'"* ]] || fail "$1: no error naming '$2' in NetworkManager's log (nmcli: $out)"
   [[ $(started) == "$before_started" ]] || fail "$1: espvpn was started"
   sleep 0.5
@@ -119,6 +120,7 @@ before_oc=$(oc_seen)
 up own
 # The pattern that saw nothing above sees this connection (so "saw nothing" meant something).
 (($(oc_seen) > before_oc)) || fail "oc_seen does not count ocserv's connections"
+grep -q "client certificate verification succeeded" "$work/ocserv.log" || fail "ocserv verified no client certificate"
 cmdline=$(tr '\0' ' ' <"/proc/$vpn_pid/cmdline")
 [[ $cmdline == *"--certificate=/dev/fd/"* && $cmdline == *"--sslkey=/dev/fd/"* && $cmdline == *"--cafile=/dev/fd/"* ]] ||
   fail "espvpn's argv does not name descriptors: $cmdline"
