@@ -68,6 +68,7 @@ started() { grep -c "started espvpn (pid" "$work/nm.log" || true; }
 # ocserv's client activity so far: its workers' lines (a certificate verified, or not) and
 # sec-mod's logins.
 oc_seen() { grep -c "worker: \|authenticate user" "$work/ocserv.log" || true; }
+gone() { ! kill -0 "$1" 2>/dev/null; }
 tun_dev() { ip -n "$nsc" -o link show type tun 2>/dev/null | awk -F': ' '{print $2}' | head -1; }
 no_tun() { [[ -z $(tun_dev) ]]; }
 # refused NAME ITEM: activation fails with the service's error naming ITEM; espvpn never
@@ -110,7 +111,7 @@ up() {
 }
 down() {
   nmc connection down "$1" >/dev/null || fail "connection down $1"
-  nm_wait 10 "espvpn to exit" eval '! kill -0 $vpn_pid 2>/dev/null' || fail "$1: espvpn still runs"
+  nm_wait 10 "espvpn to exit" gone "$vpn_pid" || fail "$1: espvpn still runs"
   nm_wait 5 "the tun to go" no_tun || fail "$1: tun left"
 }
 
