@@ -84,8 +84,6 @@ bool has_login_secret(const VpnSettings& settings) {
 
 namespace {
 
-// The options both commands take from the profile (everything but the login secret and
-// the script): appended to argv. Returns the server URL.
 // `option` + `value` appended to argv; a path (not a pkcs11: URI) is noted in `files`.
 void add_maybe_file(std::vector<std::string>& argv, std::vector<ProfileFile>* files, const char* item,
                     const std::string& option, const std::string& value) {
@@ -95,6 +93,9 @@ void add_maybe_file(std::vector<std::string>& argv, std::vector<ProfileFile>* fi
 
 bool is_file_item(const std::string& key) { return key == "usercert" || key == "userkey"; }
 
+// The options both commands take from the profile (everything but the login secret and
+// the script): appended to argv, the files among them noted in `files` when given.
+// Returns the server URL.
 Result<std::string> add_profile_options(const VpnSettings& s, std::vector<std::string>& argv, bool dialog_secrets,
                                         std::vector<ProfileFile>* files = nullptr) {
     const std::string gateway = dialog_secrets ? data_or_secret(s, "gateway", "gateway")
