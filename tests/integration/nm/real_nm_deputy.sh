@@ -72,9 +72,9 @@ gone() { ! kill -0 "$1" 2>/dev/null; }
 tun_dev() { ip -n "$nsc" -o link show type tun 2>/dev/null | awk -F': ' '{print $2}' | head -1; }
 no_tun() { [[ -z $(tun_dev) ]]; }
 # refused NAME ITEM: activation fails with the service's error naming ITEM; espvpn never
-# started, ocserv saw nothing. Prints the error.
+# started, ocserv saw nothing. Sets err to the error.
 refused() {
-  local before_started before_oc out err
+  local before_started before_oc out
   before_started=$(started) before_oc=$(oc_seen)
   if out=$(nmc --wait 30 connection up "$1" 2>&1); then fail "$1 connected: $out"; fi
   err=$(grep -o "espvpn not started: the profile's '[a-z_]*' is not a file .*" "$work/nm.log" | tail -1)
@@ -84,20 +84,21 @@ refused() {
   [[ $(oc_seen) == "$before_oc" ]] || fail "$1: ocserv saw a connection"
   no_tun || fail "$1: a tun exists"
   ! grep -q "BEGIN\|PRIVATE" <<<"$err" || fail "$1: the file's content in the error"
-  echo "$err"
 }
 
 # 1. A user's profile naming root's key: refused, the key never used.
 add_profile attack user:nobody "$work/root/client.pem" "$work/root/client-key.pem"
-attack_err=$(refused attack usercert)
+refused attack usercert
+attack_err=$err
 say "attack refused, espvpn not started, ocserv saw nothing: $attack_err"
 # 2. A missing file: the very same words.
 add_profile probe user:nobody "$work/root/missing.pem" "$work/root/client-key.pem"
-probe_err=$(refused probe usercert)
+refused probe usercert
+probe_err=$err
 [[ $probe_err == "$attack_err" ]] || fail "a missing file reads differently: '$probe_err' vs '$attack_err'"
 add_profile keyonly user:nobody "$work/user/client.pem" "$work/root/client-key.pem"
-key_err=$(refused keyonly userkey)
-say "a missing file gives the same error; a root-only key beside the user's certificate: $key_err"
+refused keyonly userkey
+say "a missing file gives the same error; a root-only key beside the user's certificate: $err"
 
 # up NAME: activated, one espvpn, ping through the tun; sets vpn_pid.
 up() {
