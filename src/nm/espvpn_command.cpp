@@ -84,9 +84,20 @@ bool has_login_secret(const VpnSettings& settings) {
 
 namespace {
 
+// `option` + `value` appended to argv; a path (not a pkcs11: URI) is noted in `files`.
+void add_maybe_file(std::vector<std::string>& argv, std::vector<ProfileFile>* files, const char* item,
+                    const std::string& option, const std::string& value) {
+    argv.push_back(option + value);
+    if (files && !value.starts_with("pkcs11:")) files->push_back({item, value, argv.size() - 1, option});
+}
+
+bool is_file_item(const std::string& key) { return key == "usercert" || key == "userkey"; }
+
 // The options both commands take from the profile (everything but the login secret and
-// the script): appended to argv. Returns the server URL.
-Result<std::string> add_profile_options(const VpnSettings& s, std::vector<std::string>& argv, bool dialog_secrets) {
+// the script): appended to argv, the files among them noted in `files` when given.
+// Returns the server URL.
+Result<std::string> add_profile_options(const VpnSettings& s, std::vector<std::string>& argv, bool dialog_secrets,
+                                        std::vector<ProfileFile>* files = nullptr) {
     const std::string gateway = dialog_secrets ? data_or_secret(s, "gateway", "gateway")
                                                : (data_value(s, "gateway") ? *data_value(s, "gateway") : "");
     if (gateway.empty()) return make_error("the connection has no gateway (vpn.data item 'gateway')");
@@ -99,7 +110,10 @@ Result<std::string> add_profile_options(const VpnSettings& s, std::vector<std::s
     }
     argv.push_back("--protocol=" + protocol);
     for (const auto& o : kValueOptions)
-        if (const std::string* v = data_value(s, o.key)) argv.push_back(std::string(o.option) + "=" + *v);
+        if (const std::string* v = data_value(s, o.key)) {
+            if (is_file_item(o.key)) add_maybe_file(argv, files, o.key, std::string(o.option) + "=", *v);
+            else argv.push_back(std::string(o.option) + "=" + *v);
+        }
 
     // The pinned certificate alone decides (openconnect: --servercert disables CA
     // trust); without one, the profile's CA file is added to the system CAs. The auth
@@ -107,8 +121,8 @@ Result<std::string> add_profile_options(const VpnSettings& s, std::vector<std::s
     const std::string servercert = dialog_secrets ? data_or_secret(s, "servercert", "gwcert")
                                                   : (data_value(s, "servercert") ? *data_value(s, "servercert") : "");
     if (!servercert.empty()) argv.push_back("--servercert=" + servercert);
-    if (const std::string* ca = data_value(s, "cafile")) argv.push_back("--cafile=" + *ca);
-    else if (const std::string* ca2 = data_value(s, "cacert")) argv.push_back("--cafile=" + *ca2);
+    if (const std::string* ca = data_value(s, "cafile")) add_maybe_file(argv, files, "cafile", "--cafile=", *ca);
+    else if (const std::string* ca2 = data_value(s, "cacert")) add_maybe_file(argv, files, "cacert", "--cafile=", *ca2);
     const std::string resolve = dialog_secrets ? data_or_secret(s, "resolve", "resolve")
                                                : (data_value(s, "resolve") ? *data_value(s, "resolve") : "");
     if (!resolve.empty()) argv.push_back("--resolve=" + resolve);
@@ -133,7 +147,10 @@ Status add_soft_token(const VpnSettings& s, EspvpnCommand& cmd) {
     if (text.front() == '@' || text.front() == '/') {
         for (char c : text)
             if (static_cast<unsigned char>(c) < 0x20) return make_error("the soft token's file name has a control character");
+        const bool at = text.front() == '@';
         cmd.argv.push_back("--token-secret=" + std::string(text));
+        cmd.files.push_back({"token_secret", std::string(text.substr(at ? 1 : 0)), cmd.argv.size() - 1,
+                             at ? "--token-secret=@" : "--token-secret=", *mode == "hotp"});
         return {};
     }
     if (*mode == "hotp")
@@ -151,7 +168,7 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
     EspvpnCommand cmd;
     auto& argv = cmd.argv;
     argv.push_back(binary);
-    auto gateway = add_profile_options(s, argv, true);
+    auto gateway = add_profile_options(s, argv, true, &cmd.files);
     if (!gateway) return gateway.error();
 
     // The secret goes to stdin, never into argv (readable by every user in /proc).
@@ -204,6 +221,31 @@ Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::strin
     for (const auto& [key, value] : s.data)
         if (!known_key(key)) cmd.ignored_keys.push_back(key);
     return cmd;
+}
+
+ProfileOwner profile_owner(const std::vector<Permission>& permissions) {
+    if (permissions.empty()) return {};
+    if (permissions.size() == 1 && permissions[0].type == "user" && !permissions[0].item.empty())
+        return {ProfileOwner::Kind::user, permissions[0].item};
+    return {ProfileOwner::Kind::shared, {}};
+}
+
+Result<std::vector<ProfileFile>> files_to_open(const EspvpnCommand& cmd, const ProfileOwner& owner) {
+    if (owner.kind == ProfileOwner::Kind::system || cmd.files.empty()) return std::vector<ProfileFile>{};
+    if (owner.kind == ProfileOwner::Kind::shared)
+        return make_error("the profile is shared by several users (connection.permissions) and names a file ('" +
+                          cmd.files.front().item + "'): whose file it is cannot be told; give each user a profile "
+                          "of their own, or make it a system profile (no permissions)");
+    for (const auto& f : cmd.files)
+        if (f.written_back)
+            return make_error("the profile's 'token_secret' is an HOTP key file and the profile belongs to " +
+                              owner.user + ": espvpn would write its counter back with root's rights; use "
+                              "token_mode=totp, or a system profile (no connection.permissions)");
+    return cmd.files;
+}
+
+void name_by_descriptor(EspvpnCommand& cmd, const ProfileFile& file, int fd) {
+    cmd.argv.at(file.argv_index) = file.option + "/dev/fd/" + std::to_string(fd);
 }
 
 Result<std::vector<std::string>> espvpn_authenticate_command(const std::string& binary, const VpnSettings& s,

@@ -19,17 +19,57 @@ struct VpnSettings {
     std::map<std::string, Secret> secrets;
 };
 
+// The descriptor espvpn reads a soft token's key from (--token-secret=@/dev/fd/3):
+// the service hands it a pipe holding EspvpnCommand::token_secret.
+inline constexpr int kTokenFd = 3;
+
+// A file the profile names (usercert, userkey, cafile/cacert, a token_secret @FILE): a
+// path espvpn would open. For a profile a user owns, the service opens it as that user
+// and gives espvpn the descriptor instead (argv[argv_index] = option + "/dev/fd/N").
+struct ProfileFile {
+    std::string item;        // the vpn.data / vpn.secrets item naming it
+    std::string path;
+    std::size_t argv_index;  // the argv entry that names it
+    std::string option;      // that entry without the path: "--certificate=", "--token-secret=@"
+    bool written_back = false;  // an HOTP key file: espvpn writes the next counter back to the path
+};
+
 struct EspvpnCommand {
     std::vector<std::string> argv;  // never holds a secret
     Secret stdin_line;              // the cookie, or the password (then "\n" + the one-time code
                                     // of an otp=yes profile); without the final newline
     std::vector<std::string> ignored_keys;  // unknown vpn.data items (logged, not fatal)
     Secret token_secret;  // when not empty: the soft token's key, for espvpn's fd kTokenFd
+    std::vector<ProfileFile> files;  // the paths in argv (a pkcs11: URI is not a path)
 };
 
-// The descriptor espvpn reads a soft token's key from (--token-secret=@/dev/fd/3):
-// the service hands it a pipe holding EspvpnCommand::token_secret.
-inline constexpr int kTokenFd = 3;
+// Who a profile belongs to, from NetworkManager's connection.permissions (each entry a
+// type, "user", and a user name). None: a system profile, which only an administrator
+// may change (polkit), so the files it names are the administrator's choice and espvpn
+// opens them as it is (root). One user: that user's profile; the files it names are
+// opened as that user. Anything else (several users, another type) is "shared".
+struct ProfileOwner {
+    enum class Kind { system, user, shared } kind = Kind::system;
+    std::string user;  // Kind::user
+};
+struct Permission {
+    std::string type;  // "user"
+    std::string item;  // the user name
+};
+ProfileOwner profile_owner(const std::vector<Permission>& permissions);
+
+// The files the service must open as the profile's owner before espvpn starts: none for
+// a system profile; cmd.files for a user's. Refused: a shared profile naming a file (whose
+// rights would decide?), and an HOTP key file in a user's profile (espvpn, root, writes
+// its counter back by path: that write would be root's, not the owner's).
+Result<std::vector<ProfileFile>> files_to_open(const EspvpnCommand& cmd, const ProfileOwner& owner);
+
+// argv names the file by the descriptor `fd` espvpn inherits (/dev/fd/FD) instead of its path.
+void name_by_descriptor(EspvpnCommand& cmd, const ProfileFile& file, int fd);
+
+// The first descriptor the service gives espvpn for the owner's files (after kTokenFd).
+inline constexpr int kFirstFileFd = 4;
+
 
 // The secrets a connection needs: a "cookie" (as `espvpn --authenticate` prints
 // it) or a "password". Returns false when neither is present.

@@ -16,6 +16,7 @@
 
 #include "protocols/base/exec_array.h"
 #include "src/nm/espvpn_command.h"
+#include "src/nm/owner_files.h"
 #include "src/nm/write_all.h"
 
 namespace espvpn::nm {
@@ -208,6 +209,42 @@ NMSettingVpn* vpn_setting_of(NMConnection* connection, NMVpnPluginError code, GE
     return vpn;
 }
 
+// Who owns the profile: NetworkManager's connection.permissions, which it sends with
+// the rest of the connection.
+ProfileOwner owner_of(NMConnection* connection) {
+    std::vector<Permission> permissions;
+    if (NMSettingConnection* c = nm_connection_get_setting_connection(connection)) {
+        const guint32 n = nm_setting_connection_get_num_permissions(c);
+        for (guint32 i = 0; i < n; ++i) {
+            const char* type = nullptr;
+            const char* item = nullptr;
+            if (nm_setting_connection_get_permission(c, i, &type, &item, nullptr))
+                permissions.push_back({type ? type : "", item ? item : ""});
+        }
+    }
+    return profile_owner(permissions);
+}
+
+// The files a user's profile names, opened as that user; argv then names them
+// /dev/fd/N, so espvpn (root) never opens the user's paths itself. Their descriptors
+// in `fds` (espvpn's kFirstFileFd, kFirstFileFd + 1, ...).
+Status open_owner_files(NMConnection* connection, EspvpnCommand& command, std::vector<int>& fds) {
+    const ProfileOwner owner = owner_of(connection);
+    auto files = files_to_open(command, owner);
+    if (!files) return files.error();
+    if (files->empty()) return {};
+    auto opened = open_as_owner(owner.user, *files);
+    if (!opened) return opened.error();
+    fds = std::move(*opened);
+    std::string items;
+    for (std::size_t i = 0; i < files->size(); ++i) {
+        name_by_descriptor(command, (*files)[i], kFirstFileFd + static_cast<int>(i));
+        items += (items.empty() ? "" : ", ") + (*files)[i].item;
+    }
+    g_message("opened the profile's %s as %s (the profile's owner)", items.c_str(), owner.user.c_str());
+    return {};
+}
+
 gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
     PluginState& st = state_of(plugin);
     if (st.child > 0) {
@@ -225,6 +262,17 @@ gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GErr
         return FALSE;
     }
     for (const auto& key : command->ignored_keys) g_message("ignoring unknown vpn.data item '%s'", key.c_str());
+    std::vector<int> file_fds;
+    if (auto opened = open_owner_files(connection, *command, file_fds); !opened) {
+        g_warning("espvpn not started: %s", opened.error().message.c_str());
+        g_set_error(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_BAD_ARGUMENTS, "invalid connection: %s",
+                    opened.error().message.c_str());
+        return FALSE;
+    }
+    const auto close_files = [&file_fds] {
+        for (int fd : file_fds) close(fd);
+        file_fds.clear();
+    };
 
     std::string printable;
     for (const auto& a : command->argv) printable += (printable.empty() ? "" : " ") + a;
@@ -237,6 +285,7 @@ gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GErr
     int token_pipe[2] = {-1, -1};
     if (!command->token_secret.empty()) {
         if (!g_unix_open_pipe(token_pipe, FD_CLOEXEC, error)) {
+            close_files();
             g_strfreev(envp);
             return FALSE;
         }
@@ -245,19 +294,27 @@ gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GErr
         close(token_pipe[1]);
         if (!put) {
             close(token_pipe[0]);
+            close_files();
             g_strfreev(envp);
             g_set_error(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_LAUNCH_FAILED,
                         "could not pass the soft token's key to espvpn: %s", std::strerror(write_errno));
             return FALSE;
         }
     }
-    const gint source_fds[] = {token_pipe[0]};
-    const gint target_fds[] = {kTokenFd};
-    const gsize n_fds = token_pipe[0] >= 0 ? 1 : 0;
+    std::vector<gint> source_fds, target_fds;
+    if (token_pipe[0] >= 0) {
+        source_fds.push_back(token_pipe[0]);
+        target_fds.push_back(kTokenFd);
+    }
+    for (std::size_t i = 0; i < file_fds.size(); ++i) {
+        source_fds.push_back(file_fds[i]);
+        target_fds.push_back(kFirstFileFd + static_cast<gint>(i));
+    }
     const gboolean spawned = g_spawn_async_with_pipes_and_fds(
-        nullptr, argv.data(), envp, G_SPAWN_DO_NOT_REAP_CHILD, nullptr, nullptr, -1, -1, -1, source_fds, target_fds,
-        n_fds, &pid, &stdin_fd, nullptr, &stderr_fd, error);
+        nullptr, argv.data(), envp, G_SPAWN_DO_NOT_REAP_CHILD, nullptr, nullptr, -1, -1, -1, source_fds.data(),
+        target_fds.data(), source_fds.size(), &pid, &stdin_fd, nullptr, &stderr_fd, error);
     if (token_pipe[0] >= 0) close(token_pipe[0]);
+    close_files();
     g_strfreev(envp);
     if (!spawned) return FALSE;
     g_message("started espvpn (pid %d): %s", pid, printable.c_str());  // argv holds no secret

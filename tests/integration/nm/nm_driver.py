@@ -113,10 +113,14 @@ class Plugin:
         return open(self.log_path).read()
 
 
-def connection(data, secrets):
+def connection(data, secrets, permissions=()):
+    """permissions: connection.permissions as NetworkManager sends them ("user:NAME:")."""
+    settings = {"id": GLib.Variant("s", "espvpn-test"), "uuid": GLib.Variant("s", str(uuid.uuid4())),
+                "type": GLib.Variant("s", "vpn")}
+    if permissions:
+        settings["permissions"] = GLib.Variant("as", list(permissions))
     return GLib.Variant("(a{sa{sv}})", ({
-        "connection": {"id": GLib.Variant("s", "espvpn-test"), "uuid": GLib.Variant("s", str(uuid.uuid4())),
-                       "type": GLib.Variant("s", "vpn")},
+        "connection": settings,
         "vpn": {"service-type": GLib.Variant("s", BUS_NAME), "data": GLib.Variant("a{ss}", data),
                 "secrets": GLib.Variant("a{ss}", secrets)},
     },))
@@ -439,6 +443,101 @@ def scenario_ac_errors(bus):
     ok("SIGTERM -> the idle service exits 0")
 
 
+def scenario_ac_deputy(bus):
+    """Issue 41's confused deputy: a profile the user nobody owns names root's key -> Connect
+    refused naming the item, no espvpn, ocserv saw nothing; a missing file reads the same;
+    nobody's own key connects (espvpn given /dev/fd/N); a system profile keeps root's files."""
+    import pwd
+    import shutil
+    nobody = pwd.getpwnam("nobody")
+    certs = os.path.dirname(args.ca)
+    os.chmod(args.work, 0o755)
+    root_dir, user_dir = os.path.join(args.work, "root-files"), os.path.join(args.work, "nobody-files")
+    for d, uid in ((root_dir, 0), (user_dir, nobody.pw_uid)):
+        os.mkdir(d, 0o700)
+        os.chown(d, uid, -1)
+        for name in ("client.pem", "client-key.pem", "ca.pem"):
+            dst = os.path.join(d, name)
+            shutil.copyfile(os.path.join(certs, name), dst)
+            os.chmod(dst, 0o600)
+            os.chown(dst, uid, -1)
+
+    def data(where, cert="client.pem"):
+        return {"gateway": args.gateway, "protocol": "anyconnect", "cafile": os.path.join(user_dir, "ca.pem"),
+                "usercert": os.path.join(where, cert), "userkey": os.path.join(where, "client-key.pem")}
+
+    def oc_lines():
+        return len(re.findall(r"worker: |authenticate user", open(args.ocserv_log).read()))
+
+    secrets = {"password": "unused"}
+    owner = ("user:nobody:",)
+    p = Plugin(bus, persist=True)
+
+    def refused(d, item, what):
+        before = oc_lines()
+        try:
+            p.call("Connect", connection(d, secrets, owner))
+        except GLib.Error as e:
+            message = e.message
+        else:
+            fail("%s: Connect was accepted" % what)
+        if "the profile's '%s' is not a file nobody" % item not in message:
+            fail("%s: the error does not name '%s' as not readable by nobody: %s" % (what, item, message))
+        time.sleep(0.5)
+        if p.children():
+            fail("%s: espvpn was started" % what)
+        if oc_lines() != before:
+            fail("%s: ocserv saw a client" % what)
+        if "BEGIN" in message or "PRIVATE" in message:
+            fail("%s: a file's content in the error" % what)
+        return message.split("invalid connection: ", 1)[-1]
+
+    attack = refused(data(root_dir), "usercert", "root's key and certificate")
+    ok("a profile of nobody's naming root's key: refused (%s), no espvpn, ocserv saw nothing" % attack)
+    probe = refused(data(root_dir, "missing.pem"), "usercert", "a missing certificate")
+    if probe != attack:
+        fail("a missing file reads differently: %r vs %r" % (probe, attack))
+    key = refused(dict(data(user_dir), userkey=os.path.join(root_dir, "client-key.pem")), "userkey",
+                  "nobody's certificate with root's key")
+    ok("a missing file gives the same words; root's key beside nobody's certificate: %s" % key)
+
+    def up_and_down(d, permissions, what):
+        before = oc_lines()
+        p.signals.clear()
+        p.call("Connect", connection(d, secrets, permissions))
+        p.wait(lambda: STATE_STARTED in p.states() or p.signal("Failure") is not None, 40, what + " to start")
+        if STATE_STARTED not in p.states():
+            fail("%s: Failure(%s); signals %s" % (what, p.signal("Failure"), p.names()))
+        children = p.children()
+        if len(children) != 1:
+            fail("%s: expected one espvpn, found %s" % (what, children))
+        cmdline = open("/proc/%d/cmdline" % children[0], "rb").read().decode().split("\0")
+        if "testuser" not in ocserv_users():
+            fail("%s: ocserv has no session for the certificate's user" % what)
+        if oc_lines() <= before:
+            fail("ocserv's worker lines were not counted: the 'saw nothing' checks mean nothing")
+        p.call("Disconnect")
+        p.wait(lambda: STATE_STOPPED in p.states(), 10, what + " to stop")
+        p.wait(lambda: not pid_alive(children[0]), 10, "espvpn to exit after " + what)
+        return cmdline
+
+    argv = up_and_down(data(user_dir), owner, "nobody's own key")
+    for option in ("--certificate=", "--sslkey=", "--cafile="):
+        if not any(a.startswith(option + "/dev/fd/") for a in argv):
+            fail("espvpn's %s is not a descriptor: %s" % (option, argv))
+    if any(user_dir in a for a in argv):
+        fail("espvpn's argv names nobody's paths: %s" % argv)
+    if "opened the profile's usercert, userkey, cafile as nobody" not in p.log():
+        fail("the service did not log that it opened the files as nobody")
+    ok("nobody's own key: connected, espvpn given /dev/fd/N (%s), ocserv's session for testuser, disconnected"
+       % " ".join(a for a in argv if "/dev/fd/" in a))
+    argv = up_and_down(data(root_dir), (), "a system profile naming root's files")
+    if not any(a == "--certificate=" + os.path.join(root_dir, "client.pem") for a in argv):
+        fail("a system profile's certificate was not passed as a path: %s" % argv)
+    ok("a system profile (no permissions) naming root's files connects, as before")
+    stop_service(p, signal.SIGTERM)
+
+
 def apply_like_nm(cfg, ip4, ip6):
     """What NetworkManager does with the config signals (the test stands in for it)."""
     tundev = cfg["tundev"]
@@ -493,7 +592,7 @@ def main():
     for a in ("tun-ip", "tun-ip6",  # the fake GP gateway's tunnel addresses
               "server-netns", "occtl-socket", "ocserv-log", "oc-password", "pin"):  # ocserv
         ap.add_argument("--" + a)
-    ap.add_argument("scenario", choices=["errors", "tunnel", "ac_tunnel", "ac_errors"])
+    ap.add_argument("scenario", choices=["errors", "tunnel", "ac_tunnel", "ac_errors", "ac_deputy"])
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: terminated"))
     bus = Gio.DBusConnection.new_for_address_sync(
@@ -502,7 +601,7 @@ def main():
         None, None)
     try:
         {"errors": scenario_errors, "tunnel": scenario_tunnel, "ac_tunnel": scenario_ac_tunnel,
-         "ac_errors": scenario_ac_errors}[args.scenario](bus)
+         "ac_errors": scenario_ac_errors, "ac_deputy": scenario_ac_deputy}[args.scenario](bus)
     except SystemExit:
         for s in services:
             print("--- %s" % s.log_path)

@@ -3,7 +3,7 @@
 # NetworkManager drives a VPN plugin, in the shared three-namespace topology (the
 # service runs in the client namespace), against the fake GlobalProtect gateway or,
 # for the ac_* modes, against ocserv (tests/integration/anyconnect/ocserv_env.sh).
-#   nm_plugin.sh errors|tunnel|ac_tunnel|ac_errors SERVICE ESPVPN GATEWAY_BIN
+#   nm_plugin.sh errors|tunnel|ac_tunnel|ac_errors|ac_deputy SERVICE ESPVPN GATEWAY_BIN
 #   errors: bad settings -> D-Bus error; NeedSecrets; wrong password ->
 #           Failure(LOGIN_FAILED), espvpn gone; the helper alone: unusable env ->
 #           Failure(BAD_IP_CONFIG); SIGTERM -> the service exits 0
@@ -16,6 +16,11 @@
 #           data on DTLS (ocserv lists the DTLS cipher); ping v4+v6, a full-MTU ping;
 #           Disconnect -> logout: ocserv lists no session, tun gone, the service quits;
 #           the logged-out cookie again -> Failure(LOGIN_FAILED)
+#   ac_deputy: ocserv with certificate login; a profile the user nobody owns
+#           (connection.permissions) naming root-only (0600 root) key/certificate ->
+#           Connect refused with an error naming the item, no espvpn, ocserv saw nothing; a
+#           missing file -> the same words; nobody's own copies -> connects (espvpn given
+#           /dev/fd/N); a system profile naming root's files -> connects as before
 #   ac_errors: a cookie ocserv never issued -> Failure(LOGIN_FAILED); a good cookie with a
 #           wrong gwcert pin -> Failure(CONNECT_FAILED) and the cookie is not spent; each
 #           time espvpn gone, no tun left
@@ -44,8 +49,14 @@ esac
 trap 'exit 130' INT TERM
 topo_up
 if [[ $mode == ac_* ]]; then
+  oc_extra=()
+  if [[ $mode == ac_deputy ]]; then  # certificate login: the client certificate's UID names the user
+    # shellcheck disable=SC2034  # read by ocserv_conf
+    oc_auth=('auth = "certificate"')
+    oc_extra=("ca-cert = $repo/certs/ca.pem" "cert-user-oid = 0.9.2342.19200300.100.1.1")
+  fi
   # An IPv6 pool and route too, so Ip6Config has something to carry.
-  ocserv_up "ipv6-network = fd00:199::/64" "route = fd00:202::/64" || fail "ocserv did not start"
+  ocserv_up "ipv6-network = fd00:199::/64" "route = fd00:202::/64" "${oc_extra[@]}" || fail "ocserv did not start"
   target=(--gateway "https://$gw_ip:$oc_port/" --server-netns "$nsg" --occtl-socket "$work/oc/occtl.socket"
     --ocserv-log "$work/ocserv.log" --oc-password "$oc_password" --pin "$oc_pin")
 else
