@@ -9,6 +9,7 @@
 #include <string>
 
 #include "crypto/secret.h"
+#include "tests/unit/vm_flags.h"
 
 using espvpn::Secret;
 
@@ -73,28 +74,7 @@ TEST_CASE("Secret::from_hex parses GlobalProtect key strings") {
     CHECK(empty->empty());
 }
 
-namespace {
-
-// The VmFlags line of /proc/self/smaps for the mapping holding `p` ("" when none).
-std::string vm_flags_of(const void* p) {
-    const auto addr = reinterpret_cast<std::uintptr_t>(p);
-    std::ifstream smaps("/proc/self/smaps");
-    std::string line;
-    bool inside = false;
-    while (std::getline(smaps, line)) {
-        unsigned long lo = 0, hi = 0;
-        char dash = 0;
-        std::istringstream head(line);
-        if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
-            inside = addr >= lo && addr < hi;
-            continue;
-        }
-        if (inside && line.rfind("VmFlags:", 0) == 0) return line + " ";
-    }
-    return {};
-}
-
-}  // namespace
+using espvpn::test::vm_flags_of;
 
 // A core dump or swap must never hold a key or a password: the pages of a Secret
 // are marked "dd" (MADV_DONTDUMP) and, where RLIMIT_MEMLOCK allows (root always),

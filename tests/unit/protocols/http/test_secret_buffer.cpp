@@ -6,31 +6,11 @@
 #include <string>
 
 #include "protocols/http/secret_buffer.h"
+#include "tests/unit/vm_flags.h"
 
 using espvpn::http::SecretBuffer;
 
-namespace {
-
-// The VmFlags line of /proc/self/smaps for the mapping holding `p` ("" when none).
-std::string vm_flags_of(const void* p) {
-    const auto addr = reinterpret_cast<std::uintptr_t>(p);
-    std::ifstream smaps("/proc/self/smaps");
-    std::string line;
-    bool inside = false;
-    while (std::getline(smaps, line)) {
-        unsigned long lo = 0, hi = 0;
-        char dash = 0;
-        std::istringstream head(line);
-        if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
-            inside = addr >= lo && addr < hi;
-            continue;
-        }
-        if (inside && line.rfind("VmFlags:", 0) == 0) return line + " ";
-    }
-    return {};
-}
-
-}  // namespace
+using espvpn::test::vm_flags_of;
 
 // HTTP requests and replies carry cookies and passwords: the buffer they are built
 // in grows inside Secret pages (no core dump), and keeps its content across growth.
