@@ -83,7 +83,7 @@ Result<std::string> make_private_dir_for(std::string templ, uid_t uid, gid_t gid
 }
 
 Status replace_file(const std::string& path, std::span<const std::uint8_t> data, mode_t mode,
-                    const std::string& tmp_suffix) {
+                    const std::string& tmp_suffix, Sync sync) {
     auto at = open_parent(path);
     if (!at) return at.error();
     const std::string tmp = at->name + tmp_suffix;
@@ -101,7 +101,7 @@ Status replace_file(const std::string& path, std::span<const std::uint8_t> data,
         if (n <= 0) return fail("cannot write " + shown, n < 0 ? errno : EIO);
         off += static_cast<std::size_t>(n);
     }
-    if (::fsync(fd->get()) != 0) return fail("cannot write " + shown, errno);
+    if (sync == Sync::yes && ::fsync(fd->get()) != 0) return fail("cannot write " + shown, errno);
     fd->reset();
     if (::renameat(at->dir.get(), tmp.c_str(), at->dir.get(), at->name.c_str()) != 0)
         return fail("cannot replace " + path, errno);

@@ -56,9 +56,11 @@ Result<UniqueFd> create_new_at(int dir, const std::string& name, int flags, mode
 Result<std::string> make_private_dir_for(std::string templ, uid_t uid, gid_t gid);
 
 // Replaces the file `path` with `data`: a new file `path + tmp_suffix` (create_new_at, so a
-// planted name is refused), written, fsynced, renamed over `path` (rename replaces a
-// symlink at `path`, never follows it). `mode` is the new file's mode. Errors name the file.
+// planted name is refused), written, fsynced (Sync::no: not, for a file rewritten every second
+// that a crash may lose), renamed over `path` (rename replaces a symlink at `path`, never
+// follows it). `mode` is the new file's mode. Errors name the file.
+enum class Sync { yes, no };
 Status replace_file(const std::string& path, std::span<const std::uint8_t> data, mode_t mode,
-                    const std::string& tmp_suffix);
+                    const std::string& tmp_suffix, Sync sync = Sync::yes);
 
 }  // namespace espvpn::io
