@@ -146,19 +146,19 @@ TEST_CASE("datapath filter: --setuid's drop of root runs on a confined thread to
     const pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-        int ready[2];
-        if (pipe(ready) != 0) _exit(101);
+        int ready[2], dropped[2];
+        if (pipe(ready) != 0 || pipe(dropped) != 0) _exit(101);
         std::thread confined([&] {
             if (!confine_thread(ThreadRole::datapath)) _exit(100);
             char c = 1;
             (void)!write(ready[1], &c, 1);
-            struct timespec t{0, 200 * 1000 * 1000};
-            nanosleep(&t, nullptr);  // confined and alive while the main thread drops root
+            (void)!read(dropped[0], &c, 1);  // confined and alive until the main thread has dropped root
         });
-        char c;
+        char c = 1;
         if (read(ready[0], &c, 1) != 1) _exit(102);
         if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(103);
         if (setuid(0) == 0) _exit(104);  // no way back, and no SIGSYS for trying
+        (void)!write(dropped[1], &c, 1);
         confined.join();
         _exit(getuid() == 65534 ? 0 : 105);
     }
