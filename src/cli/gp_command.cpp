@@ -122,6 +122,7 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
         }
         settings.probe_credentials = std::move(*credentials);
     }
+    settings.internal_detection = !options.no_internal_detection;
     settings.client_certificate = !options.certificate.empty();
     settings.form_entries = inputs.form_entries;
     settings.token = inputs.token;
@@ -145,6 +146,12 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     if (cache && login.saved_cookie_refused() && (!done || done->portal_userauthcookie.empty()) &&
         (!done || done->portal_prelogonuserauthcookie.empty())) {
         if (auto gone = cache->forget(&target_.server); !gone) LOG_WARN << gone.error().message;
+    }
+    if (!done && login.no_tunnel_needed()) {
+        // As the official client: inside the corporate network with no internal gateway,
+        // there is nothing to connect; that is not a failure of the run.
+        LOG_INFO << done.error().message << " (--no-internal-detection: use the external gateways anyway)";
+        return kExitOk;
     }
     if (!done) {
         LOG_ERROR << done.error().message;
