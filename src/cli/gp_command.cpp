@@ -71,6 +71,7 @@ public:
     http::Url server() const override { return auth_.gateway; }
     http::Url login_server() const override { return target_.server; }
     Secret cookie_text() const override { return auth_.cookie.encode(); }
+    std::string no_tunnel_reason() const override { return no_tunnel_; }
     int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                 session::TunnelOptions& tunnel) override;
 
@@ -85,6 +86,7 @@ private:
     gp::GpClientInfo client_;
     std::optional<session::GpRequestSender> requests_;
     session::GpAuthenticated auth_;
+    std::string no_tunnel_;
 };
 
 std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view text) {
@@ -150,7 +152,8 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     if (!done && login.no_tunnel_needed()) {
         // As the official client: inside the corporate network with no internal gateway,
         // there is nothing to connect; that is not a failure of the run.
-        LOG_INFO << done.error().message << " (--no-internal-detection: use the external gateways anyway)";
+        no_tunnel_ = done.error().message;
+        LOG_INFO << no_tunnel_ << " (--no-internal-detection: use the external gateways anyway)";
         return kExitOk;
     }
     if (!done) {

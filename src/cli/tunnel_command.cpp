@@ -115,6 +115,9 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
         }
         if (auto rc = protocol.use_cookie(options, text.reveal_text())) return *rc;
     } else if (auto rc = protocol.log_in(options, *https, prompter, *inputs)) {
+        // No COOKIE then; a script (or the NetworkManager auth dialog) reads why.
+        if (*rc == kExitOk && options.action == Action::authenticate && !protocol.no_tunnel_reason().empty())
+            out << "NO_TUNNEL=" << shell_quote(protocol.no_tunnel_reason()) << "\n";
         return *rc;
     }
 

@@ -38,6 +38,9 @@ public:
     // Where a new login goes (GP: the portal given), for --kill-switch's rules.
     virtual http::Url login_server() const { return server(); }
     virtual Secret cookie_text() const = 0;
+    // After log_in() returned 0 with no session: why no tunnel is needed (GP: inside the
+    // corporate network, no internal gateway); --authenticate prints it as NO_TUNNEL=.
+    virtual std::string no_tunnel_reason() const { return {}; }
     // The tunnel (and whatever the protocol does around it); returns the exit code.
     // `process.background()` is called here, before any thread starts.
     virtual int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,

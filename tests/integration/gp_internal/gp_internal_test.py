@@ -32,7 +32,8 @@ CORP = "gw.corp.example"
 
 
 def espvpn(url, args=(), timeout=40):
-    cmd = [ESPVPN, "--protocol=gp", "--cafile", CA, "--dry-run", "--no-cookie-cache", "-u", "alice",
+    dry = [] if "--authenticate" in args else ["--dry-run"]
+    cmd = [ESPVPN, "--protocol=gp", "--cafile", CA, *dry, "--no-cookie-cache", "-u", "alice",
            "--passwd-on-stdin", *args, url]
     print("  $ " + " ".join(shlex.quote(c) for c in cmd))
     start = time.monotonic()
@@ -187,6 +188,11 @@ def case_inside_no_internal_gateway():
         check("no tunnel is needed: this host is inside the corporate network and the portal 127.0.0.1 lists no "
               "internal gateway" in r.stderr, "it says plainly that no tunnel is needed")
         check(getconfigs(f) == [0] and f.stats().get("login_ok", 0) == 0, "no gateway login, no tunnel")
+        # --authenticate (scripts, the NetworkManager auth dialog): no COOKIE, the reason instead.
+        r = espvpn(f.url, ["--authenticate"])
+        check(r.returncode == 0, "--authenticate exits 0")
+        check("COOKIE=" not in r.stdout and r.stdout.startswith("NO_TUNNEL='no tunnel is needed: this host is inside"),
+              f"--authenticate prints NO_TUNNEL= and no COOKIE: {r.stdout!r}")
 
 
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
