@@ -131,7 +131,8 @@ bool internal_host_matches(std::string_view expected, std::string_view resolved)
 }
 
 bool GpPortalConfig::has_gateways(bool internal) const {
-    return std::any_of(gateways.begin(), gateways.end(), [internal](const GpGateway& g) { return g.internal == internal; });
+    return std::any_of(gateways.begin(), gateways.end(),
+                       [internal](const GpGateway& g) { return g.internal == internal; });
 }
 
 std::optional<int> GpGateway::priority_for(std::string_view region) const {

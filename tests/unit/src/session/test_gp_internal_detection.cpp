@@ -54,8 +54,8 @@ TEST_CASE("internal detection: the expected reverse name means inside, anything 
                          "expected gw.corp.example");
 
     // Either family decides: the IPv4 name is another host's, the IPv6 one matches.
-    auto v6 = detect_internal_network({check("10.0.0.2", "gw.corp.example"), check("fd00::1", "gw6.corp.example", true)},
-                                      30s, r.lookup());
+    auto v6 = detect_internal_network(
+        {check("10.0.0.2", "gw.corp.example"), check("fd00::1", "gw6.corp.example", true)}, 30s, r.lookup());
     CHECK(v6.inside);
     CHECK(v6.reason == "inside the corporate network: fd00::1 resolves to gw6.corp.example");
     release.set_value();
