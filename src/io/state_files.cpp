@@ -9,12 +9,12 @@
 
 namespace espvpn::io {
 
-Result<std::optional<Secret>> LocalStateFiles::read(const std::string& path) {
+Result<std::optional<StateFile>> LocalStateFiles::read(const std::string& path) {
     // O_NONBLOCK: a FIFO planted at the name must not hang the session.
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!fd.valid()) {
         const int err = errno;
-        if (err == ENOENT) return std::optional<Secret>();
+        if (err == ENOENT) return std::optional<StateFile>();
         if (err == ELOOP)
             return make_error("refusing " + path + ": it is a symlink (not followed; name the file itself)");
         return make_error("cannot read " + path + ": " + std::strerror(err));
@@ -33,7 +33,8 @@ Result<std::optional<Secret>> LocalStateFiles::read(const std::string& path) {
         used += static_cast<std::size_t>(n);
     }
     if (used > kMaxStateFile) return make_error(path + " is larger than 64 KiB");
-    return std::optional<Secret>(Secret(buf.reveal().first(used)));
+    return std::optional<StateFile>(StateFile{Secret(buf.reveal().first(used)), st.st_uid, st.st_gid,
+                                              static_cast<mode_t>(st.st_mode & 07777)});
 }
 
 Status LocalStateFiles::write(const std::string& path, std::string_view bytes, Sync sync, mode_t new_mode) {

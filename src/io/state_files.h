@@ -11,6 +11,8 @@
 // - read: the file at `path`, opened with O_NOFOLLOW (a symlink at the name is refused, not
 //   followed), a regular file of at most kMaxStateFile bytes; nullopt when nothing is there.
 //   The bytes are a Secret (locked, no-dump pages): token files and cookies are secrets.
+//   With them, the owner and mode of the file read (its fstat), for callers that trust only
+//   a private file (the cookie cache).
 // - write: replaces the file by rename: a new file `path + kStateTmpSuffix` is created with
 //   O_CREAT|O_EXCL|O_NOFOLLOW (anything already at that name, a planted symlink included, is
 //   refused and left alone), written, fsynced unless Sync::no, and renamed over `path`.
@@ -40,10 +42,18 @@ inline constexpr std::size_t kMaxStateFile = 64 * 1024;
 // The temporary name beside the file: one fixed suffix, chosen here, never by the caller.
 inline constexpr std::string_view kStateTmpSuffix = ".espvpn-new";
 
+// What read() found.
+struct StateFile {
+    Secret bytes;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    mode_t mode = 0;  // the permission bits (07777)
+};
+
 class StateFiles {
 public:
     virtual ~StateFiles() = default;
-    virtual Result<std::optional<Secret>> read(const std::string& path) = 0;
+    virtual Result<std::optional<StateFile>> read(const std::string& path) = 0;
     virtual Status write(const std::string& path, std::string_view bytes, Sync sync, mode_t new_mode) = 0;
     virtual Result<bool> remove(const std::string& path) = 0;
 };
@@ -52,7 +62,7 @@ public:
 // the caller may set with FsIdentity).
 class LocalStateFiles final : public StateFiles {
 public:
-    Result<std::optional<Secret>> read(const std::string& path) override;
+    Result<std::optional<StateFile>> read(const std::string& path) override;
     Status write(const std::string& path, std::string_view bytes, Sync sync, mode_t new_mode) override;
     Result<bool> remove(const std::string& path) override;
 };

@@ -7,6 +7,7 @@
 
 namespace espvpn::session {
 
+using StateFile = io::StateFile;
 using StateFiles = io::StateFiles;
 using LocalStateFiles = io::LocalStateFiles;
 

@@ -226,8 +226,10 @@ TEST_CASE("StatsReporter with a StatsView writes the view's JSON, last at destru
     const std::string path = "/tmp/espvpn-stats-view-" + std::to_string(::getpid()) + ".json";
     std::atomic<int> calls{0};
     StatsView view{[&] { return "{\"n\": " + std::to_string(++calls) + "}"; }, [] { return std::string("text"); }};
+    io::LocalStateFiles files;
     StatsReporterOptions o;
     o.json_path = path;
+    o.files = &files;
     o.json_interval = std::chrono::milliseconds(3600 * 1000);  // only the explicit and the final write
     o.print_on_sigusr1 = false;
     {
@@ -246,15 +248,17 @@ TEST_CASE("StatsReporter with a StatsView writes the view's JSON, last at destru
 
 // Issue 41: --stats-json in a directory someone else can write; they plant a symlink at
 // the temporary name before espvpn writes.
-TEST_CASE("StatsReporter: a symlink planted at the .tmp name is refused, never written through") {
+TEST_CASE("StatsReporter: a symlink planted at the temporary name is refused, never written through") {
     char dir[] = "/tmp/espvpn-stats-plant-XXXXXX";
     REQUIRE(::mkdtemp(dir));
     const std::string path = std::string(dir) + "/stats.json";
     const std::string target = std::string(dir) + "/victim";
-    REQUIRE(::symlink(target.c_str(), (path + ".tmp").c_str()) == 0);
+    REQUIRE(::symlink(target.c_str(), (path + ".espvpn-new").c_str()) == 0);
     StatsView view{[] { return std::string("{\"n\": 1}"); }, [] { return std::string("text"); }};
+    io::LocalStateFiles files;
     StatsReporterOptions o;
     o.json_path = path;
+    o.files = &files;
     o.json_interval = std::chrono::milliseconds(3600 * 1000);
     o.print_on_sigusr1 = false;
     {
@@ -263,11 +267,11 @@ TEST_CASE("StatsReporter: a symlink planted at the .tmp name is refused, never w
         auto st = (*r)->write_json();
         REQUIRE_FALSE(st);
         CHECK(st.error().message.find("symlink is already there") != std::string::npos);
-        CHECK(st.error().message.find(path + ".tmp") != std::string::npos);
+        CHECK(st.error().message.find(path + ".espvpn-new") != std::string::npos);
     }
     CHECK(::access(target.c_str(), F_OK) != 0);  // nothing created through the link
     CHECK(::access(path.c_str(), F_OK) != 0);
-    ::unlink((path + ".tmp").c_str());
+    ::unlink((path + ".espvpn-new").c_str());
     ::rmdir(dir);
 }
 

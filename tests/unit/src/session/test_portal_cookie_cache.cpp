@@ -41,8 +41,11 @@ SavedPortalCookie cookie(std::int64_t expires) {
     return c;
 }
 
+io::LocalStateFiles local_files;
+
 PortalCookieCache cache_in(const std::string& dir) {
-    return PortalCookieCache(cookie_cache_location(::geteuid(), ::getegid(), "/home/x", false, dir.c_str()));
+    return PortalCookieCache(cookie_cache_location(::geteuid(), ::getegid(), "/home/x", false, dir.c_str()),
+                             local_files);
 }
 
 }  // namespace
@@ -121,10 +124,10 @@ TEST_CASE("portal cookie cache: a planted symlink or a file not private is refus
     CHECK(cache.load(portal(), 1000)->value().expires == 6000);
 
     // A temporary file left by a killed run does not block the next save.
-    { std::ofstream(file + ".new") << "half"; }
+    { std::ofstream(file + ".espvpn-new") << "half"; }
     REQUIRE(cache.save(portal(), cookie(7000)).ok());
     CHECK(cache.load(portal(), 1000)->value().expires == 7000);
-    CHECK_FALSE(std::filesystem::exists(file + ".new"));
+    CHECK_FALSE(std::filesystem::exists(file + ".espvpn-new"));
 
     REQUIRE(::chmod(file.c_str(), 0644) == 0);
     CHECK_FALSE(cache.load(portal(), 1000).ok());

@@ -3,70 +3,27 @@
 // never followed, and the new file is the token file's owner's, with its mode.
 #include <doctest/doctest.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "src/session/soft_token.h"
+#include "tests/unit/planted_dirs.h"
 
 using namespace espvpn;
 using namespace espvpn::session;
+using namespace espvpn::test;
 
 namespace {
 
 const char* kToken = "base32:GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ,0\n";
 
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-void spit(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-// A scratch directory owned by nobody (the user who plants), and a root-only one beside it.
-struct Dirs {
-    std::string base, shared, root_only;
-    uid_t nobody = 65534;
-    gid_t nogroup = 65534;
-    Dirs() {
-        char t[] = "/tmp/espvpn-soft-token-XXXXXX";
-        REQUIRE(::mkdtemp(t));
-        base = t;
-        REQUIRE(::chmod(base.c_str(), 0755) == 0);
-        if (const passwd* pw = ::getpwnam("nobody")) {
-            nobody = pw->pw_uid;
-            nogroup = pw->pw_gid;
-        }
-        shared = base + "/shared";
-        root_only = base + "/root-only";
-        REQUIRE(::mkdir(shared.c_str(), 0755) == 0);
-        REQUIRE(::chown(shared.c_str(), nobody, nogroup) == 0);
-        REQUIRE(::mkdir(root_only.c_str(), 0700) == 0);
-    }
-    ~Dirs() { (void)!std::system(("rm -rf '" + base + "'").c_str()); }
-    // A symlink made by nobody, as the attacker would.
-    void plant(const std::string& at, const std::string& to) {
-        REQUIRE(::symlink(to.c_str(), at.c_str()) == 0);
-        REQUIRE(::lchown(at.c_str(), nobody, nogroup) == 0);
-    }
-};
-
 Result<Secret> one_code(const std::string& file) {
-    auto token = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + file));
+    io::LocalStateFiles files;
+    auto token = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + file), files);
     REQUIRE(token);
     return (*token)->next_code();
-}
-
-bool exists(const std::string& path) {
-    struct stat st{};
-    return ::lstat(path.c_str(), &st) == 0;
 }
 
 }  // namespace
@@ -76,7 +33,7 @@ TEST_CASE("HOTP write-back: a symlink planted at the temporary name is not follo
         MESSAGE("skipped: needs root (the attack is on root's write)");
         return;
     }
-    Dirs d;
+    PlantedDirs d;
     // The token file root's or the user's: the planted name is refused either way.
     for (bool users : {false, true}) {
         CAPTURE(users);
@@ -103,7 +60,7 @@ TEST_CASE("HOTP write-back: a token file that is a symlink is not replaced or wr
         MESSAGE("skipped: needs root");
         return;
     }
-    Dirs d;
+    PlantedDirs d;
     const std::string real = d.root_only + "/token";
     spit(real, kToken);
     const std::string tok = d.shared + "/token";
@@ -123,7 +80,7 @@ TEST_CASE("HOTP write-back: the new file is the token file owner's, with its mod
         MESSAGE("skipped: needs root");
         return;
     }
-    Dirs d;
+    PlantedDirs d;
     const std::string tok = d.shared + "/token";
     spit(tok, kToken);
     REQUIRE(::chown(tok.c_str(), d.nobody, d.nogroup) == 0);
