@@ -20,6 +20,7 @@
 #include "src/datapath/handover_queue.h"
 #include "src/datapath/too_big.h"
 #include "src/io/packet_batch.h"
+#include "tests/unit/state_files_fake.h"
 #include "tools/esp-gateway/sa_env_file.h"
 
 using namespace espvpn;
@@ -284,4 +285,42 @@ TEST_CASE("a UDP pipeline's batch sizes are 1..UdpSocket::kMaxBatch each") {
     auto st = check_batch_sizes("DTLS datapath", max + 1, 1);
     REQUIRE_FALSE(st);
     CHECK(st.error().message == "DTLS datapath: batch sizes must be 1.." + std::to_string(max));
+}
+
+// The privilege split's session cannot write a stats file in a root-only directory: the JSON
+// must travel through StateFiles (the broker's write_state), not a file opened here.
+TEST_CASE("StatsReporter writes --stats-json through StateFiles (no fsync, mode 0644), and needs one") {
+    using Op = test::RecordingStateFiles::Call::Op;
+    const std::string path = "/tmp/espvpn-stats-fake-" + std::to_string(::getpid()) + ".json";
+    StatsView view{[] { return std::string("{\"n\": 1}"); }, [] { return std::string("text"); }};
+    test::RecordingStateFiles files;
+    StatsReporterOptions o;
+    o.json_path = path;
+    o.json_interval = std::chrono::milliseconds(3600 * 1000);
+    o.print_on_sigusr1 = false;
+    auto none = StatsReporter::start(view, o);
+    REQUIRE_FALSE(none);
+    CHECK(none.error().message.find("StateFiles") != std::string::npos);
+    o.files = &files;
+    {
+        auto r = StatsReporter::start(view, o);
+        REQUIRE(r);
+        REQUIRE((*r)->write_json());
+    }
+    auto writes = files.of(Op::write);
+    REQUIRE(writes.size() == 2);  // the explicit one and the last, at destruction
+    for (const auto& w : writes) {
+        CHECK(w.path == path);
+        CHECK(w.bytes == "{\"n\": 1}\n");
+        CHECK(w.sync == io::Sync::no);
+        CHECK(w.new_mode == 0644);
+    }
+    CHECK(::access(path.c_str(), F_OK) != 0);
+    // A refused write is the writer's error, named as the stats'.
+    files.fail_writes = "refused";
+    auto r = StatsReporter::start(view, o);
+    REQUIRE(r);
+    auto st = (*r)->write_json();
+    REQUIRE_FALSE(st);
+    CHECK(st.error().message == "stats: refused");
 }

@@ -10,6 +10,7 @@
 
 #include "src/session/soft_token.h"
 #include "tests/unit/planted_dirs.h"
+#include "tests/unit/state_files_fake.h"
 
 using namespace espvpn;
 using namespace espvpn::session;
@@ -96,4 +97,65 @@ TEST_CASE("HOTP write-back: the new file is the token file owner's, with its mod
     CHECK((st.st_mode & 07777) == 0640);
     CHECK(slurp(tok).find(",1") != std::string::npos);
     CHECK_FALSE(exists(tok + ".espvpn-new"));
+}
+
+// The privilege split's session cannot open a root-owned token file: the counter must travel
+// through StateFiles (the broker's read_state/write_state), not through a file opened here.
+TEST_CASE("HOTP: the counter is re-read and written back through StateFiles, nothing else") {
+    char dir[] = "/tmp/espvpn-hotp-fake-XXXXXX";
+    REQUIRE(::mkdtemp(dir));
+    const std::string tok = std::string(dir) + "/token";
+    spit(tok, kToken);  // the first read, where the option is taken
+    RecordingStateFiles files;
+    files.files[tok] = {kToken, 0600};
+    using Op = RecordingStateFiles::Call::Op;
+    {
+        auto token = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + tok), files);
+        REQUIRE(token);
+        CHECK(files.calls.empty());
+        auto first = (*token)->next_code();
+        REQUIRE(first);
+        CHECK(first->reveal_text() == "755224");  // RFC 4226, counter 0
+        REQUIRE(files.calls.size() == 2);
+        CHECK(files.calls[0].op == Op::read);
+        CHECK(files.calls[0].path == tok);
+        CHECK(files.calls[1].op == Op::write);
+        CHECK(files.calls[1].path == tok);
+        CHECK(files.calls[1].bytes == "base32:GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ,1");
+        CHECK(files.calls[1].sync == io::Sync::yes);
+        CHECK(slurp(tok) == kToken);  // the file itself was not touched here
+        // The second code takes the counter StateFiles holds now.
+        auto second = (*token)->next_code();
+        REQUIRE(second);
+        CHECK(second->reveal_text() == "287082");  // counter 1
+        CHECK(files.of(Op::write).back().bytes == "base32:GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ,2");
+    }
+    {
+        // A write the other side refuses: no code is given (it would be used twice next run).
+        RecordingStateFiles refusing;
+        refusing.files[tok] = {kToken, 0600};
+        refusing.fail_writes = "no";
+        auto token = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + tok), refusing);
+        REQUIRE(token);
+        auto code = (*token)->next_code();
+        REQUIRE_FALSE(code);
+        CHECK(code.error().message.find("not written back") != std::string::npos);
+        // The token file gone since the start: no code, no write.
+        RecordingStateFiles empty;
+        auto again = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + tok), empty);
+        REQUIRE(again);
+        CHECK_FALSE((*again)->next_code());
+        CHECK(empty.of(Op::write).empty());
+    }
+    {
+        // TOTP from a file writes nothing back.
+        spit(tok, "base32:GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ\n");
+        RecordingStateFiles none;
+        auto totp = make_soft_token(SoftTokenMode::totp, Secret::from_string("@" + tok), none);
+        REQUIRE(totp);
+        REQUIRE((*totp)->next_code());
+        CHECK(none.calls.empty());
+    }
+    ::unlink(tok.c_str());
+    ::rmdir(dir);
 }
