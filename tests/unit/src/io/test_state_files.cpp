@@ -19,6 +19,20 @@ namespace {
 const std::string kOld = "old content\n";
 const std::string kNew = "new content\n";
 
+// The scratch directories of planted_dirs.h, a LocalStateFiles and a file name in the
+// directory nobody can write.
+struct Scratch : PlantedDirs {
+    io::LocalStateFiles files;
+    std::string path = shared + "/state";
+};
+
+// Every case plants as nobody or writes nobody's files: root only.
+bool as_root() {
+    if (::geteuid() == 0) return true;
+    MESSAGE("skipped: needs root (another user's files and root's writes)");
+    return false;
+}
+
 struct stat lstat_of(const std::string& path) {
     struct stat st{};
     REQUIRE(::lstat(path.c_str(), &st) == 0);
@@ -28,13 +42,10 @@ struct stat lstat_of(const std::string& path) {
 }  // namespace
 
 TEST_CASE("LocalStateFiles::read: nothing there, a file with its owner and mode, a symlink or a FIFO refused") {
-    if (::geteuid() != 0) {
-        MESSAGE("skipped: needs root (another user's files)");
-        return;
-    }
-    PlantedDirs d;
-    io::LocalStateFiles files;
-    const std::string path = d.shared + "/state";
+    if (!as_root()) return;
+    Scratch d;
+    auto& files = d.files;
+    const std::string& path = d.path;
     auto none = files.read(path);
     REQUIRE(none);
     CHECK_FALSE(none->has_value());
@@ -73,15 +84,12 @@ TEST_CASE("LocalStateFiles::read: nothing there, a file with its owner and mode,
 }
 
 TEST_CASE("LocalStateFiles::write: a symlink at the file's name is refused, not replaced or written through") {
-    if (::geteuid() != 0) {
-        MESSAGE("skipped: needs root (the attack is on root's write)");
-        return;
-    }
-    PlantedDirs d;
-    io::LocalStateFiles files;
+    if (!as_root()) return;
+    Scratch d;
+    auto& files = d.files;
     const std::string victim = d.root_only + "/victim";
     spit(victim, kOld);
-    const std::string path = d.shared + "/state";
+    const std::string& path = d.path;
     d.plant(path, victim);
     auto st = files.write(path, kNew, io::Sync::yes, 0600);
     REQUIRE_FALSE(st);
@@ -98,13 +106,10 @@ TEST_CASE("LocalStateFiles::write: a symlink at the file's name is refused, not 
 }
 
 TEST_CASE("LocalStateFiles::write: a symlink planted at the temporary name is refused, never followed") {
-    if (::geteuid() != 0) {
-        MESSAGE("skipped: needs root (the attack is on root's write)");
-        return;
-    }
-    PlantedDirs d;
-    io::LocalStateFiles files;
-    const std::string path = d.shared + "/state";
+    if (!as_root()) return;
+    Scratch d;
+    auto& files = d.files;
+    const std::string& path = d.path;
     const std::string tmp = path + std::string(io::kStateTmpSuffix);
     const std::string target = d.root_only + "/cron-entry";
     for (bool there : {false, true}) {  // with and without a file at the name itself
@@ -124,13 +129,10 @@ TEST_CASE("LocalStateFiles::write: a symlink planted at the temporary name is re
 }
 
 TEST_CASE("LocalStateFiles::write: another user's file is rewritten as that user, with its mode") {
-    if (::geteuid() != 0) {
-        MESSAGE("skipped: needs root");
-        return;
-    }
-    PlantedDirs d;
-    io::LocalStateFiles files;
-    const std::string path = d.shared + "/state";
+    if (!as_root()) return;
+    Scratch d;
+    auto& files = d.files;
+    const std::string& path = d.path;
     spit(path, kOld);
     REQUIRE(::chown(path.c_str(), d.nobody, d.nogroup) == 0);
     REQUIRE(::chmod(path.c_str(), 0640) == 0);
@@ -167,13 +169,10 @@ TEST_CASE("LocalStateFiles::write: another user's file is rewritten as that user
 }
 
 TEST_CASE("LocalStateFiles::remove: a file, nothing, and a symlink (the link goes, not its target)") {
-    if (::geteuid() != 0) {
-        MESSAGE("skipped: needs root (another user's files)");
-        return;
-    }
-    PlantedDirs d;
-    io::LocalStateFiles files;
-    const std::string path = d.shared + "/state";
+    if (!as_root()) return;
+    Scratch d;
+    auto& files = d.files;
+    const std::string& path = d.path;
     spit(path, kOld);
     auto gone = files.remove(path);
     REQUIRE(gone);
