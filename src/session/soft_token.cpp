@@ -48,11 +48,12 @@ Status write_token_file(StateFiles& files, const std::string& path, const Secret
     return {};
 }
 
-// The file again, before a code: another process may have used the token since.
-Result<Secret> reread_token_file(StateFiles& files, const std::string& path) {
+// The HOTP file, at the start and again before each code (another process may have used
+// the token since).
+Result<Secret> read_hotp_file(StateFiles& files, const std::string& path) {
     auto text = files.read(path);
     if (!text) return make_error("--token-secret: " + text.error().message);
-    if (!*text) return make_error("--token-secret: " + path + " is gone");
+    if (!*text) return make_error("--token-secret: cannot read " + path + ": no such file");
     return std::move((*text)->bytes);
 }
 
@@ -77,7 +78,7 @@ public:
         }
         if (!file_.empty()) {
             // Another process may have used the token since we started: take the file's counter.
-            auto text = reread_token_file(files_, file_);
+            auto text = read_hotp_file(files_, file_);
             if (!text) return text.error();
             auto fresh = parse_otp_secret(text->reveal_text(), true);
             if (!fresh) return make_error("--token-secret @" + file_ + ": " + fresh.error().message);
@@ -112,7 +113,9 @@ Result<std::unique_ptr<SoftToken>> make_soft_token(SoftTokenMode mode, const Sec
     Secret from_file;
     if (!text.empty() && (text.front() == '@' || text.front() == '/')) {
         file = std::string(text.front() == '@' ? text.substr(1) : text);
-        auto content = read_token_file(file);
+        // An HOTP file is state (its counter is written back): read as it is rewritten. A TOTP
+        // file is only an input, read as given (NetworkManager passes it as /dev/fd/N).
+        auto content = mode == SoftTokenMode::hotp ? read_hotp_file(files, file) : read_token_file(file);
         if (!content) return content.error();
         from_file = std::move(*content);
         text = from_file.reveal_text();

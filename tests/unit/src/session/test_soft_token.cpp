@@ -20,10 +20,11 @@ namespace {
 
 const char* kToken = "base32:GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ,0\n";
 
+// The first code from the token file; the error of the token or of the code.
 Result<Secret> one_code(const std::string& file) {
     io::LocalStateFiles files;
     auto token = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + file), files);
-    REQUIRE(token);
+    if (!token) return token.error();
     return (*token)->next_code();
 }
 
@@ -99,31 +100,32 @@ TEST_CASE("HOTP write-back: the new file is the token file owner's, with its mod
     CHECK_FALSE(exists(tok + ".espvpn-new"));
 }
 
-// The privilege split's session cannot open a root-owned token file: the counter must travel
-// through StateFiles (the broker's read_state/write_state), not through a file opened here.
-TEST_CASE("HOTP: the counter is re-read and written back through StateFiles, nothing else") {
+// The privilege split's session cannot open a root-owned token file: the file must travel
+// through StateFiles (the broker's read_state/write_state), not be opened here.
+TEST_CASE("HOTP: the token file is read, re-read and written back through StateFiles, nothing else") {
     char dir[] = "/tmp/espvpn-hotp-fake-XXXXXX";
     REQUIRE(::mkdtemp(dir));
-    const std::string tok = std::string(dir) + "/token";
-    spit(tok, kToken);  // the first read, where the option is taken
-    RecordingStateFiles files;
-    files.files[tok] = {kToken, 0600};
+    const std::string tok = std::string(dir) + "/token";  // not on disk: only StateFiles has it
     using Op = RecordingStateFiles::Call::Op;
     {
+        RecordingStateFiles files;
+        files.files[tok] = {kToken, 0600};
         auto token = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + tok), files);
         REQUIRE(token);
-        CHECK(files.calls.empty());
+        REQUIRE(files.calls.size() == 1);
+        CHECK(files.calls[0].op == Op::read);
+        CHECK(files.calls[0].path == tok);
         auto first = (*token)->next_code();
         REQUIRE(first);
         CHECK(first->reveal_text() == "755224");  // RFC 4226, counter 0
-        REQUIRE(files.calls.size() == 2);
-        CHECK(files.calls[0].op == Op::read);
-        CHECK(files.calls[0].path == tok);
-        CHECK(files.calls[1].op == Op::write);
+        REQUIRE(files.calls.size() == 3);
+        CHECK(files.calls[1].op == Op::read);  // another process may have used the token since
         CHECK(files.calls[1].path == tok);
-        CHECK(files.calls[1].bytes == "base32:GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ,1");
-        CHECK(files.calls[1].sync == io::Sync::yes);
-        CHECK(slurp(tok) == kToken);  // the file itself was not touched here
+        CHECK(files.calls[2].op == Op::write);
+        CHECK(files.calls[2].path == tok);
+        CHECK(files.calls[2].bytes == "base32:GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ,1");
+        CHECK(files.calls[2].sync == io::Sync::yes);
+        CHECK_FALSE(exists(tok));
         // The second code takes the counter StateFiles holds now.
         auto second = (*token)->next_code();
         REQUIRE(second);
@@ -140,15 +142,21 @@ TEST_CASE("HOTP: the counter is re-read and written back through StateFiles, not
         auto code = (*token)->next_code();
         REQUIRE_FALSE(code);
         CHECK(code.error().message.find("not written back") != std::string::npos);
-        // The token file gone since the start: no code, no write.
+        // Nothing there: no token; gone since the start: no code, no write.
         RecordingStateFiles empty;
-        auto again = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + tok), empty);
+        auto none = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + tok), empty);
+        REQUIRE_FALSE(none);
+        CHECK(none.error().message.find(tok) != std::string::npos);
+        RecordingStateFiles vanishing;
+        vanishing.files[tok] = {kToken, 0600};
+        auto again = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + tok), vanishing);
         REQUIRE(again);
+        vanishing.files.clear();
         CHECK_FALSE((*again)->next_code());
-        CHECK(empty.of(Op::write).empty());
+        CHECK(vanishing.of(Op::write).empty());
     }
     {
-        // TOTP from a file writes nothing back.
+        // A TOTP file is an input (NetworkManager passes /dev/fd/N), read directly; nothing is written.
         spit(tok, "base32:GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ\n");
         RecordingStateFiles none;
         auto totp = make_soft_token(SoftTokenMode::totp, Secret::from_string("@" + tok), none);
