@@ -21,11 +21,12 @@ namespace espvpn::cli {
 namespace {
 
 // The invoking user's portal cookie store (docs/GP-LOGIN.md).
-Result<session::PortalCookieCache> cookie_cache() {
+Result<session::PortalCookieCache> cookie_cache(session::StateFiles& files) {
     auto user = sso::invoking_user();
     if (!user) return user.error();
     return session::PortalCookieCache(
-        session::cookie_cache_location(user->uid, user->gid, user->home, user->is_root_alone, std::getenv("XDG_STATE_HOME")));
+        session::cookie_cache_location(user->uid, user->gid, user->home, user->is_root_alone, std::getenv("XDG_STATE_HOME")),
+        files);
 }
 
 std::int64_t unix_now() { return static_cast<std::int64_t>(std::time(nullptr)); }
@@ -58,6 +59,7 @@ Result<gp::GpSessionCookie> cookie_from_text(std::string_view text) {
 // getconfig + HIP, the tunnel, and the logout request once it is down.
 class GpCommand final : public ProtocolCommand {
 public:
+    explicit GpCommand(session::StateFiles& files) : files_(files) {}
     Status parse_target(const ClientOptions& options) override {
         auto target = session::parse_gp_login_target(options.server, options.usergroup);
         if (!target) return target.error();
@@ -87,6 +89,7 @@ private:
     std::optional<session::GpRequestSender> requests_;
     session::GpAuthenticated auth_;
     std::string no_tunnel_;
+    session::StateFiles& files_;
 };
 
 std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view text) {
@@ -132,7 +135,7 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     // The portal cookie of an earlier run: only for a portal login without a SAML-cookie helper.
     std::optional<session::PortalCookieCache> cache;
     if (!options.no_cookie_cache && target_.entry != session::GpEntryPoint::gateway && target_.saml_field.empty()) {
-        auto opened = cookie_cache();
+        auto opened = cookie_cache(files_);
         if (!opened) LOG_WARN << "no saved portal cookies: " << opened.error().message;
         else cache.emplace(std::move(*opened));
     }
@@ -250,10 +253,12 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
 
 }  // namespace
 
-std::unique_ptr<ProtocolCommand> make_gp_command() { return std::make_unique<GpCommand>(); }
+std::unique_ptr<ProtocolCommand> make_gp_command(session::StateFiles& files) {
+    return std::make_unique<GpCommand>(files);
+}
 
-int forget_gp_cookies(const ClientOptions& options) {
-    auto cache = cookie_cache();
+int forget_gp_cookies(const ClientOptions& options, session::StateFiles& files) {
+    auto cache = cookie_cache(files);
     if (!cache) {
         LOG_ERROR << cache.error().message;
         return kExitError;
