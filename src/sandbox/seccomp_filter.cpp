@@ -62,9 +62,14 @@ constexpr int kSanitizerCalls[] = {SCMP_SYS(pipe2), SCMP_SYS(pipe)};
 // what the programs it runs make (a filter is inherited across execve). Taken from strace
 // -f of espvpn in gp_tunnel_{suites,script,hip,rekey,native_https}, ac_ocserv_{dtls_psk,
 // cert_token,reconnect_tls_drop}, gp_login_* (portal, SAML hand-off, client certificate,
-// tty prompt, soft token, HIP, cookie cache), pkcs11_gp_softhsm, ac_csd_{wrapper,invoker};
-// each group says who makes the calls. The packet threads' list (kDatapathCalls) is added
-// too: their own filter stacks on this one, and a call passes only when both allow it.
+// tty prompt, soft token, HIP, cookie cache), pkcs11_gp_{softhsm,tpm2}, ac_csd_{wrapper,
+// invoker}, gp_sso_{driven,tunnel};
+// each group says who makes the calls. Kept though not seen there: equivalents of calls
+// seen, with no more power (open/stat/lstat for older binaries, faccessat2, renameat2, dup3,
+// pipe, select, epoll_pwait, timerfd_*, fork, tgkill for abort and pthread_kill, ...),
+// accept/accept4 (the SSO callback and port-29786 listeners), landlock_* (restrict_files
+// after this filter). The packet threads' list (kDatapathCalls) is added too: their own
+// filter stacks on this one, and a call passes only when both allow it.
 constexpr int kSessionCalls[] = {
     // files: config, CA/cert/key files, the cookie cache and state files (flock, fsync,
     // rename over), p11-kit's module configs and dlopen, NSS's /etc files, /proc/self
@@ -126,6 +131,16 @@ constexpr int kSessionCalls[] = {
     SCMP_SYS(sysinfo), SCMP_SYS(getrandom), SCMP_SYS(seccomp), SCMP_SYS(landlock_create_ruleset),
     SCMP_SYS(landlock_add_rule), SCMP_SYS(landlock_restrict_self), SCMP_SYS(getrusage), SCMP_SYS(times),
     SCMP_SYS(membarrier),
+    // dropping what it does not hold before running a program as another user (capget,
+    // capset: nothing to gain without capabilities and with no_new_privs)
+    SCMP_SYS(capget), SCMP_SYS(capset),
+    // the driven SSO browser, Chromium with --no-sandbox (gp_sso_driven): its profile
+    // (creat, chmod, symlink: the singleton lock), file watches, shared memory between its
+    // processes, memory protection keys. Chromium's own sandbox needs unshare, chroot and
+    // ptrace (gp_sso_tunnel's browser): not allowed here, see confine_session's header.
+    SCMP_SYS(creat), SCMP_SYS(chmod), SCMP_SYS(fchmodat), SCMP_SYS(symlink), SCMP_SYS(symlinkat),
+    SCMP_SYS(inotify_init), SCMP_SYS(inotify_init1), SCMP_SYS(inotify_add_watch), SCMP_SYS(inotify_rm_watch),
+    SCMP_SYS(memfd_create), SCMP_SYS(pkey_alloc), SCMP_SYS(pkey_free), SCMP_SYS(pkey_mprotect), SCMP_SYS(pause),
 };
 
 // clone: threads, fork, posix_spawn; never a new namespace (that is unshare by another name).

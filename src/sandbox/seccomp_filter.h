@@ -41,6 +41,9 @@ Status confine_thread(ThreadRole role);
 // and the new mount API, unshare/setns, bpf, perf_event_open, kexec_load/kexec_file_load,
 // init_module/finit_module/delete_module, keyctl/add_key/request_key, userfaultfd,
 // io_uring_*, mknod, socket() of any other family (AF_PACKET, AF_ALG, AF_VSOCK, ...).
+// The SSO browser: Chromium run with --no-sandbox works under it (strace of gp_sso_driven);
+// Chromium's own sandbox (user namespaces, chroot, ptrace for crash reports) does not, so
+// a browser that keeps its sandbox must be started by a process outside this filter.
 // Call it before the packet threads start: they stack their own filter (confine_thread)
 // on this one, and TSYNC fails when a thread has a filter not descended from the caller's.
 // ESPVPN_SECCOMP=0/log apply as for the threads.
