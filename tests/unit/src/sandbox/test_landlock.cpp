@@ -13,6 +13,7 @@
 #include <string>
 
 #include "src/sandbox/landlock.h"
+#include "src/sandbox/seccomp_filter.h"
 #include "tests/unit/src/sandbox/child.h"
 
 using espvpn::sandbox::FileRules;
@@ -124,6 +125,26 @@ TEST_CASE("restrict_files: a missing given file is an error naming it; ESPVPN_LA
         if (landlock_description(0).find("none") == std::string::npos) return 12;
         if (!write_file("/tmp/espvpn-landlock-off." + std::to_string(getpid()))) return 13;
         unlink(("/tmp/espvpn-landlock-off." + std::to_string(getpid())).c_str());
+        return 0;
+    });
+    CHECK(e.exited);
+    CHECK(e.code == 0);
+}
+
+TEST_CASE("restrict_files: works under the session's seccomp filter (applied after confine_session)") {
+    unsetenv("ESPVPN_LANDLOCK");
+    unsetenv("ESPVPN_SECCOMP");
+    if (landlock_abi() == 0) {
+        MESSAGE("skipped: the kernel has no Landlock");
+        return;
+    }
+    TempDir runtime, outside;
+    const Ended e = in_child([&] {
+        if (!espvpn::sandbox::confine_session()) return 10;
+        auto abi = restrict_files({.read_only = {}, .read_write = {runtime.path}});
+        if (!abi || *abi == 0) return 11;
+        if (!write_file(runtime.path + "/state")) return 12;
+        if (write_file(outside.path + "/x") || errno != EACCES) return 13;
         return 0;
     });
     CHECK(e.exited);
