@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <type_traits>
+
 namespace espvpn::status {
 
 using nlohmann::json;
@@ -26,6 +28,8 @@ bool get(const json& j, const char* key, T& out) {
         if (!it->is_string()) return false;
     } else if constexpr (std::is_same_v<T, bool>) {
         if (!it->is_boolean()) return false;
+    } else if constexpr (std::is_unsigned_v<T>) {
+        if (!it->is_number_unsigned()) return false;
     } else {
         if (!it->is_number_integer()) return false;
     }

@@ -149,8 +149,11 @@ void StatusServer::run() {
             }
         }
         std::size_t k = 0;
-        for (std::size_t i = 0; i < clients_.size(); ++i)
-            if (!drop[i]) clients_[k++] = std::move(clients_[i]);
+        for (std::size_t i = 0; i < clients_.size(); ++i) {
+            if (drop[i]) continue;
+            if (k != i) clients_[k] = std::move(clients_[i]);  // never a self-move: it may empty the buffers
+            ++k;
+        }
         clients_.resize(k);
         if (p[1].revents & POLLIN) accept_clients();
     }

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The status socket and --always-on (issue 44; docs/SERVICE.md) on a GP tunnel, in three
+# namespaces of their own (tools/netns/gp-topology.sh: fake-gp-gateway + esp-gateway).
+#
+#   service.sh status|always_on ESPVPN_BIN GATEWAY_BIN
+#   status:    espvpn --status-socket in a root-only directory, --status-user daemon: `espvpn status`
+#              says connected over ESP (exit 0), --json matches docs/status.schema.json with bytes
+#              that grow with a ping; a client of another uid (nobody) is refused, daemon is let in;
+#              a client sending 1 MiB without a newline is answered "too long" and closed, one that
+#              never reads its replies is dropped, 20 silent ones are held or turned away: meanwhile
+#              pings through the tunnel and `espvpn status` are answered; `espvpn reconnect`: a new
+#              link with the same session; `espvpn disconnect`: logout, exit 0, tun and socket gone
+#   always_on: --always-on --reconnect-timeout 3: the gateway gone for 8 s (longer than the
+#              timeout): espvpn stays, the status says reconnecting; back (same sessions): connected
+#              again by itself, ping; then the gateway restarts without its sessions and portal
+#              cookies: the cookie is refused, the new login needs a password nobody types: the
+#              status says needs-login, espvpn waits (no exit); `espvpn reconnect` tries again (logged);
+#              SIGTERM ends it with exit 0, tun removed
+# shellcheck source=../gp_test_head.sh
+. "$(dirname "$0")/../gp_test_head.sh" service "$@"
+topo_up
+client=$here/status_client.py
+sock_dir=$work/run
+sock=$sock_dir/gp.sock
+chmod 0711 "$work"
+mkdir -m 0755 "$sock_dir"
+
+up() {
+  gateway_https_up
+  gateway_up aes-128-gcm --tun "$ht_dev" --state-file "$work/fake-state.json" "${fake_extra[@]}" || fail "fake gateway did not start"
+  espvpn_up --timestamp --status-socket "$sock" "$@"
+  wait_for "$work/espvpn.log" "ESP connected" 30 "$client_pid" || fail "espvpn did not bring ESP up"
+}
+ping_lan() { ip netns exec "$nsc" ping -c "${1:-3}" -i 0.2 -W 2 $lan_ip >/dev/null; }
+status_json() { "$espvpn" status --json --status-socket "$sock"; }
+state_is() { [[ $(status_json 2>/dev/null | json /dev/stdin 'd["state"]') == "$1" ]]; }
+fake_extra=()
+
+case $mode in
+status)
+  up --status-user daemon
+  [[ $(stat -c %a "$sock") == 666 ]] || fail "socket mode $(stat -c %a "$sock") (666 expected with --status-user)"
+  rc=0; out=$("$espvpn" status --status-socket "$sock") || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn status exited $rc while connected: $out"
+  grep -q "^state: *connected" <<<"$out" || fail "status does not say connected: $out"
+  grep -q "^transport: *ESP" <<<"$out" || fail "status names no ESP transport: $out"
+  status_json >"$work/status1.json" || fail "espvpn status --json failed"
+  $py - "$repo/docs/status.schema.json" "$work/status1.json" <<'PY' || fail "status --json does not match docs/status.schema.json"
+import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))
+PY
+  ping_lan 5 || fail "no ping through the tunnel"
+  status_json >"$work/status2.json"
+  [[ $(json "$work/status2.json" 'd["bytes_out"] > '"$(json "$work/status1.json" 'd["bytes_out"]')"' and d["bytes_in"] > 0') == True ]] \
+    || fail "bytes did not grow with a ping: $(cat "$work/status1.json" "$work/status2.json")"
+  # Access: nobody refused, daemon (a --status-user) let in.
+  out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$py" "$client" "$sock" ask status) || true
+  grep -q '"permission denied"' <<<"$out" || fail "a client of uid nobody was not refused: $out"
+  out=$(setpriv --reuid=daemon --regid=daemon --clear-groups "$py" "$client" "$sock" ask status)
+  grep -q '"state":"connected"' <<<"$out" || fail "the --status-user daemon was not answered: $out"
+  grep -q "status socket: refused a client (uid 65534" "$work/espvpn.log" || fail "the refusal is not logged"
+  # Hostile clients; the tunnel and the status answer meanwhile.
+  "$py" "$client" "$sock" noread 6 >"$work/noread.out" 2>&1 & noread=$!; pids+=($noread)
+  "$py" "$client" "$sock" longline "$work/longline.out" & long=$!; pids+=($long)
+  sleep 0.5  # both admitted before the silent ones take the other slots
+  for i in $(seq 20); do "$py" "$client" "$sock" hold 8 & pids+=($!); done
+  t0=$(date +%s%N)
+  ping_lan 10 || fail "no ping through the tunnel while the hostile clients ran"
+  for i in 1 2 3; do
+    # Busy (16 clients held) is an answer too: the server is not stalled.
+    out=$("$py" "$client" "$sock" ask status) || fail "no status answer while the hostile clients ran"
+    grep -q '"state":"connected"\|"busy' <<<"$out" || fail "status during the attack: $out"
+  done
+  wait "$long" || fail "the long-line client failed"
+  grep -q '^closed .*request line too long' "$work/longline.out" || fail "1 MiB without a newline: $(cat "$work/longline.out")"
+  wait "$noread" || true
+  grep -q "dropped by the server" "$work/noread.out" || fail "the client that never reads was not dropped: $(cat "$work/noread.out")"
+  echo "RESULT status: hostile clients: $(cat "$work/noread.out"); $(cut -c1-80 "$work/longline.out"); ping + status answered in $((($(date +%s%N) - t0) / 1000000)) ms"
+  # reconnect: a new link with the same session (no new login).
+  logins0=$(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)')
+  out=$("$espvpn" reconnect --status-socket "$sock") || fail "espvpn reconnect failed: $out"
+  wait_for "$work/espvpn.log" "reconnect requested on the status socket" 10 || fail "the reconnect request is not logged"
+  wait_until 20 state_is connected || fail "not connected after espvpn reconnect"
+  ping_lan || fail "no ping after espvpn reconnect"
+  [[ $(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)') == "$logins0" ]] || fail "reconnect logged in again"
+  # disconnect: logout, exit 0, the tun and the socket gone.
+  out=$("$espvpn" disconnect --status-socket "$sock") || fail "espvpn disconnect failed: $out"
+  rc=0; timeout 20 tail --pid="$client_pid" -f /dev/null || true
+  wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after espvpn disconnect"
+  [[ $(json "$work/fake-stats.json" 'd["logouts"]') -ge 1 ]] || fail "no logout sent on disconnect"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  [[ ! -e $sock ]] || fail "the status socket was left behind"
+  rc=0; "$espvpn" status --status-socket "$sock" >/dev/null 2>&1 || rc=$?
+  [[ $rc -eq 1 ]] || fail "espvpn status exited $rc with nothing running (1 expected)"
+  ;;
+always_on)
+  up --always-on --reconnect-timeout 3 --force-dpd 1
+  state_is connected || fail "not connected at the start: $(status_json)"
+  gateway_down
+  wait_until 15 state_is reconnecting || fail "the status did not say reconnecting: $(status_json)"
+  sleep 8
+  kill -0 "$client_pid" 2>/dev/null || fail "espvpn --always-on exited when the gateway stayed away"
+  state_is reconnecting || fail "not reconnecting after 8 s: $(status_json)"
+  grep -q "reconnecting until it is back (--always-on)" "$work/espvpn.log" || fail "the outage start is not logged as always-on"
+  gateway_up aes-128-gcm --tun "$ht_dev" --state-file "$work/fake-state.json" || fail "fake gateway did not restart"
+  t0=$SECONDS
+  wait_until 40 state_is connected || fail "not connected again after the gateway came back: $(status_json)"
+  ping_lan || fail "no ping after the gateway came back"
+  echo "RESULT always_on: reconnected $((SECONDS - t0)) s after the gateway came back (outage > --reconnect-timeout 3)"
+  # A gateway without its sessions: the cookie is refused, the new login needs a password.
+  gateway_down
+  rm -f "$work/fake-state.json"
+  gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not restart"
+  wait_until 60 state_is needs-login || fail "the status did not say needs-login: $(status_json)"
+  grep -q "needs-login" "$work/espvpn.log" || fail "needs-login is not in the log"
+  kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited instead of waiting for a login"
+  n0=$(grep -c "needs-login:" "$work/espvpn.log")
+  "$espvpn" reconnect --status-socket "$sock" >/dev/null || fail "espvpn reconnect failed"
+  wait_until 30 eval '[[ $(grep -c "needs-login:" "$work/espvpn.log") -gt $n0 ]]' || fail "espvpn reconnect did not try the login again"
+  kill -TERM "$client_pid"
+  rc=0; wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM while waiting for a login"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  ;;
+*) fail "unknown mode $mode" ;;
+esac
+gateway_down
+echo PASS
