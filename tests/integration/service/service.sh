@@ -63,7 +63,8 @@ PY
   "$py" "$client" "$sock" noread 6 >"$work/noread.out" 2>&1 & noread=$!; pids+=($noread)
   "$py" "$client" "$sock" longline "$work/longline.out" & long=$!; pids+=($long)
   sleep 0.5  # both admitted before the silent ones take the other slots
-  for i in $(seq 20); do "$py" "$client" "$sock" hold 8 & pids+=($!); done
+  holders=()
+  for i in $(seq 20); do "$py" "$client" "$sock" hold 30 & holders+=($!); pids+=($!); done
   t0=$(date +%s%N)
   ping_lan 10 || fail "no ping through the tunnel while the hostile clients ran"
   for i in 1 2 3; do
@@ -75,6 +76,8 @@ PY
   grep -q '^closed .*request line too long' "$work/longline.out" || fail "1 MiB without a newline: $(cat "$work/longline.out")"
   wait "$noread" || true
   grep -q "dropped by the server" "$work/noread.out" || fail "the client that never reads was not dropped: $(cat "$work/noread.out")"
+  kill "${holders[@]}" 2>/dev/null || true
+  wait "${holders[@]}" 2>/dev/null || true
   echo "RESULT status: hostile clients: $(cat "$work/noread.out"); $(cut -c1-80 "$work/longline.out"); ping + status answered in $((($(date +%s%N) - t0) / 1000000)) ms"
   # reconnect: a new link with the same session (no new login).
   logins0=$(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)')
