@@ -2,7 +2,7 @@
 # The status socket and --always-on (issue 44; docs/SERVICE.md) on a GP tunnel, in three
 # namespaces of their own (tools/netns/gp-topology.sh: fake-gp-gateway + esp-gateway).
 #
-#   service.sh status|always_on ESPVPN_BIN GATEWAY_BIN
+#   service.sh status|always_on|unit ESPVPN_BIN GATEWAY_BIN
 #   status:    espvpn --status-socket in a root-only directory, --status-user daemon: `espvpn status`
 #              says connected over ESP (exit 0), --json matches docs/status.schema.json with bytes
 #              that grow with a ping; a client of another uid (nobody) is refused, daemon is let in;
@@ -16,6 +16,11 @@
 #              cookies: the cookie is refused, the new login needs a password nobody types: the
 #              status says needs-login, espvpn waits (no exit); `espvpn reconnect` tries again (logged);
 #              SIGTERM ends it with exit 0, tun removed
+#   unit:      debian/espvpn@.service: `systemd-analyze verify` passes (the binary's path put in, the
+#              man page left out: neither is installed here; systemd is not started); its ExecStart
+#              run as systemd would, with the profile /etc/espvpn/gp.conf moved to the test's
+#              directory (server, CA, user, -F password): connected on the status socket, ping;
+#              `espvpn disconnect gp`-style: logout, exit 0
 # shellcheck source=../gp_test_head.sh
 . "$(dirname "$0")/../gp_test_head.sh" service "$@"
 topo_up
@@ -125,6 +130,45 @@ always_on)
   rc=0; wait "$client_pid" || rc=$?
   [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM while waiting for a login"
   no_tun_left "$nsc" || fail "tun device left behind"
+  ;;
+unit)
+  unit=$repo/debian/espvpn@.service
+  command -v systemd-analyze >/dev/null || { echo "SKIP: no systemd-analyze"; exit 77; }
+  sed -e "s#/usr/sbin/espvpn#$espvpn#" -e '/^Documentation=/d' "$unit" >"$work/espvpn@gp.service"
+  out=$(systemd-analyze verify "$work/espvpn@gp.service" 2>&1) || fail "systemd-analyze verify: $out"
+  [[ -z $out ]] || fail "systemd-analyze verify complains: $out"
+  mkdir -p "$work/etc"
+  cat >"$work/etc/gp.conf" <<CONF
+# a profile as /etc/espvpn/NAME.conf holds it
+protocol gp
+server https://$gw_outer:4443/
+cafile $repo/certs/ca.pem
+user alice
+form-entry _login:passwd=secret
+stats-json $work/cl-stats.json
+timestamp
+CONF
+  chmod 0600 "$work/etc/gp.conf"
+  exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+  [[ -n $exec_start ]] || fail "no ExecStart in $unit"
+  exec_start=${exec_start//\/usr\/sbin\/espvpn/$espvpn}
+  exec_start=${exec_start//\/etc\/espvpn\/%i/$work/etc/gp}
+  exec_start=${exec_start//\/run\/espvpn\/%i/$sock_dir/gp}
+  [[ $exec_start != *%* ]] || fail "a specifier left in ExecStart: $exec_start"
+  gateway_https_up
+  gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
+  # shellcheck disable=SC2086 # the unit's words, as systemd splits them (no quotes in it)
+  ip netns exec "$nsc" $exec_start </dev/null >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_until 30 state_is connected || fail "the unit's ExecStart did not connect: $(status_json 2>&1)"
+  ping_lan || fail "no ping through the unit's tunnel"
+  grep -q '"always_on":true' <(status_json) || fail "the unit's session is not always-on"
+  out=$("$espvpn" disconnect --status-socket "$sock") || fail "espvpn disconnect failed: $out"
+  rc=0; timeout 20 tail --pid="$client_pid" -f /dev/null || true
+  wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "the unit's espvpn exited $rc after disconnect (0: Restart=on-failure leaves it stopped)"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  echo "RESULT unit: verify clean; ExecStart connected, disconnected with exit 0"
   ;;
 *) fail "unknown mode $mode" ;;
 esac
