@@ -4,7 +4,7 @@
 #
 #   service.sh status|always_on|unit ESPVPN_BIN GATEWAY_BIN
 #   status:    espvpn --status-socket in a root-only directory, --status-user daemon: `espvpn status`
-#              says connected over ESP (exit 0), --json matches docs/status.schema.json with bytes
+#              says connected over ESP (exit 0), so does tools/status-bar (waybar's JSON), --json matches docs/status.schema.json with bytes
 #              that grow with a ping; a client of another uid (nobody) is refused, daemon is let in;
 #              a client sending 1 MiB without a newline is answered "too long" and closed, one that
 #              never reads its replies is dropped, 20 silent ones are held or turned away: meanwhile
@@ -54,10 +54,13 @@ status)
 import json, sys, jsonschema
 jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))
 PY
+  bar=$("$py" "$repo/tools/status-bar/espvpn-status-bar" --status-socket "$sock") || fail "the status bar example failed"
+  [[ $(json /dev/stdin 'd["class"]' <<<"$bar") == connected ]] || fail "the status bar example says: $bar"
   ping_lan 5 || fail "no ping through the tunnel"
   status_json >"$work/status2.json"
   [[ $(json "$work/status2.json" 'd["bytes_out"] > '"$(json "$work/status1.json" 'd["bytes_out"]')"' and d["bytes_in"] > 0') == True ]] \
     || fail "bytes did not grow with a ping: $(cat "$work/status1.json" "$work/status2.json")"
+  echo "RESULT status: $("$py" "$client" "$sock" many 1000)"
   # Access: nobody refused, daemon (a --status-user) let in.
   out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$py" "$client" "$sock" ask status) || true
   grep -q '"permission denied"' <<<"$out" || fail "a client of uid nobody was not refused: $out"

@@ -2,6 +2,7 @@
 """Hostile and ordinary clients of espvpn's status socket (tests/integration/service/service.sh).
 
   status_client.py SOCKET ask REQUEST          one request, print the reply line
+  status_client.py SOCKET many N               N status requests on one connection, timed
   status_client.py SOCKET longline OUT         1 MiB without a newline; OUT gets the reply and
                                                whether the server closed the connection
   status_client.py SOCKET noread SECONDS       requests as fast as the socket takes them, never
@@ -38,6 +39,18 @@ def main():
                 break
             data += chunk
         print(data.decode(errors="replace").strip())
+    elif what == "many":
+        # N status requests one after the other on one connection: the time per answer (printed, not judged).
+        s = connect(path)
+        n = int(sys.argv[3])
+        f = s.makefile("rb")
+        t0 = time.monotonic()
+        for _ in range(n):
+            s.sendall(b'{"request": "status"}\n')
+            if b'"ok":true' not in f.readline():
+                sys.exit("a status request failed")
+        print("%d status requests in %.0f ms (%.0f us each)" % (n, (time.monotonic() - t0) * 1000,
+                                                               (time.monotonic() - t0) * 1e6 / n))
     elif what == "longline":
         s = connect(path)
         sent = 0
