@@ -628,6 +628,9 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
     if (options.always_on && (options.cookie_on_stdin || options.background))
         return make_error("--always-on runs until it is told to stop: it cannot take its cookie from standard "
                           "input (--cookie-on-stdin) or detach (-b; run it as a service instead)");
+    if (!options.status_socket.empty() && options.background)
+        return make_error("--status-socket cannot be combined with -b: its server starts before the login, the "
+                          "fork comes after it (run espvpn in the foreground, e.g. as the service espvpn@NAME)");
     if ((!options.status_users.empty() || !options.status_groups.empty()) && options.status_socket.empty())
         return make_error("--status-user/--status-group need --status-socket");
     if (options.kill_switch && !options.setuid_user.empty())

@@ -338,11 +338,17 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     struct StatusLink {
         StatusBoard* board;
         ~StatusLink() {
-            if (board) board->set_link(0, {}, {});
+            if (!board) return;
+            board->set_link(0, {}, {});
+            board->set_expires(0);
         }
     } status_link{o.status_board};
-    if (o.status_board)
+    if (o.status_board) {
         o.status_board->set_link(host.tun().ifindex(), host.tun().name(), [&d] { return d.transport_name(); });
+        // Counted from now: the login was a moment ago.
+        if (const int lifetime = d.session_lifetime_s(); lifetime > 0)
+            o.status_board->set_expires(static_cast<std::int64_t>(::time(nullptr)) + lifetime);
+    }
     const TunnelEnd end = loop.run(signals, *started);
     if (end == TunnelEnd::user_logout) d.logout();
     // The reporter's last write (--stats-json) while the links still hold their counters.

@@ -106,6 +106,9 @@ public:
     virtual std::string attempt_text() const = 0;
     // What carries the traffic now, for the status socket: "ESP", "HTTPS", "DTLS", "CSTP"; "": no link.
     virtual std::string transport_name() const { return {}; }
+    // How long the session (its cookie) is valid from its login, when the server said (GP: the
+    // getconfig's lifetime; AnyConnect: X-CSTP-Session-Timeout); 0: not known.
+    virtual int session_lifetime_s() const { return 0; }
     virtual datapath::StatsView stats_view() = 0;
 
     // One control-loop step (no link during an outage: may do nothing).

@@ -113,6 +113,7 @@ public:
         if (link_ && link_->pump()->rehandshake_state() != TlsPump::Rehandshake::idle) return "a TLS rehandshake is running";
         return {};
     }
+    int session_lifetime_s() const override { return first_reply_.session_timeout_s; }
     std::string transport_name() const override {
         const AcStatsSnapshot s = snapshot();
         if (!s.connected) return {};

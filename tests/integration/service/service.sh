@@ -56,6 +56,8 @@ jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))
 PY
   bar=$("$py" "$repo/tools/status-bar/espvpn-status-bar" --status-socket "$sock") || fail "the status bar example failed"
   [[ $(json /dev/stdin 'd["class"]' <<<"$bar") == connected ]] || fail "the status bar example says: $bar"
+  [[ $(json "$work/status1.json" 'd["expires"] is not None and d["expires"] > d["since"]') == True ]] \
+    || fail "no session expiry from the gateway's lifetime: $(cat "$work/status1.json")"
   ping_lan 5 || fail "no ping through the tunnel"
   status_json >"$work/status2.json"
   [[ $(json "$work/status2.json" 'd["bytes_out"] > '"$(json "$work/status1.json" 'd["bytes_out"]')"' and d["bytes_in"] > 0') == True ]] \
