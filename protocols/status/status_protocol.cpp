@@ -115,6 +115,7 @@ Result<Reply> parse_reply(std::string_view line) {
         return make_error("the status reply has a member of the wrong type");
     if (auto e = j->find("expires"); e != j->end() && !e->is_null() && !get(*j, "expires", s.expires))
         return make_error("the status reply's expires is not a number");
+    if (s.expires < 0) s.expires = 0;  // not known
     auto st = state_from_name(state);
     if (!st) return make_error("the status reply names an unknown state");
     s.state = *st;
