@@ -2,7 +2,7 @@
 # The status socket and --always-on (issue 44; docs/SERVICE.md) on a GP tunnel, in three
 # namespaces of their own (tools/netns/gp-topology.sh: fake-gp-gateway + esp-gateway).
 #
-#   service.sh status|always_on|unit ESPVPN_BIN GATEWAY_BIN
+#   service.sh status|always_on|unit|anyconnect ESPVPN_BIN GATEWAY_BIN
 #   status:    espvpn --status-socket in a root-only directory, --status-user daemon: `espvpn status`
 #              says connected over ESP (exit 0), so does tools/status-bar (waybar's JSON), --json matches docs/status.schema.json with bytes
 #              that grow with a ping; a client of another uid (nobody) is refused, daemon is let in;
@@ -21,6 +21,9 @@
 #              run as systemd would, with the profile /etc/espvpn/gp.conf moved to the test's
 #              directory (server, CA, user, -F password): connected on the status socket, ping;
 #              `espvpn disconnect gp`-style: logout, exit 0
+#   anyconnect: the project's AnyConnect gateway (tools/https-tunnel-gateway, beside GATEWAY_BIN's
+#              folder): the status says connected, protocol anyconnect, transport DTLS once DTLS
+#              carries, bytes grow with a ping; `espvpn disconnect`: exit 0
 # shellcheck source=../gp_test_head.sh
 . "$(dirname "$0")/../gp_test_head.sh" service "$@"
 topo_up
@@ -174,6 +177,28 @@ CONF
   [[ $rc -eq 0 ]] || fail "the unit's espvpn exited $rc after disconnect (0: Restart=on-failure leaves it stopped)"
   no_tun_left "$nsc" || fail "tun device left behind"
   echo "RESULT unit: verify clean; ExecStart connected, disconnected with exit 0"
+  ;;
+anyconnect)
+  gateway_anyconnect_up || fail "anyconnect-gateway did not start"
+  echo test123 | ip netns exec "$nsc" "$espvpn" --protocol=anyconnect --cafile "$repo/certs/ca.pem" -u testuser \
+    --passwd-on-stdin --status-socket "$sock" "https://$gw_ip:4443/" >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_until 30 state_is connected || fail "AnyConnect: not connected: $(status_json 2>&1)"
+  wait_for "$work/espvpn.log" "data over DTLS" 20 "$client_pid" || fail "AnyConnect: no DTLS"
+  transport_is() { [[ $(status_json 2>/dev/null | json /dev/stdin 'd["transport"]') == "$1" ]]; }
+  wait_until 10 transport_is DTLS || fail "the status does not say DTLS: $(status_json)"
+  status_json >"$work/status1.json"
+  [[ $(json "$work/status1.json" 'd["protocol"]') == anyconnect ]] || fail "protocol: $(cat "$work/status1.json")"
+  ping_lan 5 || fail "no ping through the AnyConnect tunnel"
+  status_json >"$work/status2.json"
+  [[ $(json "$work/status2.json" 'd["bytes_in"] > '"$(json "$work/status1.json" 'd["bytes_in"]')") == True ]] \
+    || fail "bytes did not grow with a ping: $(cat "$work/status1.json" "$work/status2.json")"
+  out=$("$espvpn" disconnect --status-socket "$sock") || fail "espvpn disconnect failed: $out"
+  rc=0; timeout 20 tail --pid="$client_pid" -f /dev/null || true
+  wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after espvpn disconnect"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  echo "RESULT anyconnect: $(cut -c1-200 "$work/status2.json")"
   ;;
 *) fail "unknown mode $mode" ;;
 esac
