@@ -151,16 +151,20 @@ std::string shell_quote(std::string_view text) {
     return out + "'";
 }
 
-int exit_code(session::TunnelEnd end) {
+int exit_code(session::TunnelEnd end, bool always_on) {
     switch (end) {
         case session::TunnelEnd::user_logout: return kExitOk;
         case session::TunnelEnd::user_detach:
             LOG_INFO << "disconnected; the session stays valid (SIGHUP)";
             return kExitOk;
         case session::TunnelEnd::cookie_rejected:
-            LOG_ERROR << "the server rejected the cookie; exiting";
+            if (always_on) LOG_WARN << "the server rejected the cookie: the session is over";
+            else LOG_ERROR << "the server rejected the cookie; exiting";
             return kExitCookieRejected;
-        default: LOG_ERROR << session::describe(end) << "; exiting"; return kExitError;
+        default:
+            if (always_on) LOG_WARN << session::describe(end) << ": the session is over";
+            else LOG_ERROR << session::describe(end) << "; exiting";
+            return kExitError;
     }
 }
 
