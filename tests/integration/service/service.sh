@@ -39,7 +39,7 @@ up() {
   espvpn_up --timestamp --status-socket "$sock" "$@"
   wait_for "$work/espvpn.log" "ESP connected" 30 "$client_pid" || fail "espvpn did not bring ESP up"
 }
-ping_lan() { ip netns exec "$nsc" ping -c "${1:-3}" -i 0.2 -W 2 $lan_ip >/dev/null; }
+ping_lan() { ip netns exec "$nsc" ping -c "${1:-3}" -i 0.2 -W 2 "$lan_ip" >/dev/null; }
 status_json() { "$espvpn" status --json --status-socket "$sock"; }
 state_is() { [[ $(status_json 2>/dev/null | json /dev/stdin 'd["state"]') == "$1" ]]; }
 fake_extra=()
@@ -73,14 +73,14 @@ PY
   grep -q '"state":"connected"' <<<"$out" || fail "the --status-user daemon was not answered: $out"
   grep -q "status socket: refused a client (uid 65534" "$work/espvpn.log" || fail "the refusal is not logged"
   # Hostile clients; the tunnel and the status answer meanwhile.
-  "$py" "$client" "$sock" noread 6 >"$work/noread.out" 2>&1 & noread=$!; pids+=($noread)
-  "$py" "$client" "$sock" longline "$work/longline.out" & long=$!; pids+=($long)
+  "$py" "$client" "$sock" noread 6 >"$work/noread.out" 2>&1 & noread=$!; pids+=("$noread")
+  "$py" "$client" "$sock" longline "$work/longline.out" & long=$!; pids+=("$long")
   sleep 0.5  # both admitted before the silent ones take the other slots
   holders=()
-  for i in $(seq 20); do "$py" "$client" "$sock" hold 30 & holders+=($!); pids+=($!); done
+  for _ in $(seq 20); do "$py" "$client" "$sock" hold 30 & holders+=("$!"); pids+=("$!"); done
   t0=$(date +%s%N)
   ping_lan 10 || fail "no ping through the tunnel while the hostile clients ran"
-  for i in 1 2 3; do
+  for _ in 1 2 3; do
     # Busy (16 clients held) is an answer too: the server is not stalled.
     out=$("$py" "$client" "$sock" ask status) || fail "no status answer while the hostile clients ran"
     grep -q '"state":"connected"\|"busy' <<<"$out" || fail "status during the attack: $out"
@@ -132,8 +132,9 @@ always_on)
   grep -q "needs-login" "$work/espvpn.log" || fail "needs-login is not in the log"
   kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited instead of waiting for a login"
   n0=$(grep -c "needs-login:" "$work/espvpn.log")
+  asked_again() { [[ $(grep -c "needs-login:" "$work/espvpn.log") -gt $n0 ]]; }
   "$espvpn" reconnect --status-socket "$sock" >/dev/null || fail "espvpn reconnect failed"
-  wait_until 30 eval '[[ $(grep -c "needs-login:" "$work/espvpn.log") -gt $n0 ]]' || fail "espvpn reconnect did not try the login again"
+  wait_until 30 asked_again || fail "espvpn reconnect did not try the login again"
   kill -TERM "$client_pid"
   rc=0; wait "$client_pid" || rc=$?
   [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM while waiting for a login"
