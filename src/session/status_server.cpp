@@ -68,9 +68,14 @@ void StatusBoard::set_expires(std::int64_t unix_time) {
 }
 
 status::Snapshot StatusBoard::snapshot() const {
-    std::lock_guard lock(mu_);
-    status::Snapshot s = s_;
-    s.transport = transport_ && s.state == State::connected ? transport_() : std::string();
+    status::Snapshot s;
+    {
+        // The transport function is the session's while the lock is held (set_link clears it).
+        std::lock_guard lock(mu_);
+        s = s_;
+        s.transport = transport_ && s.state == State::connected ? transport_() : std::string();
+    }
+    // The tun's counters outside the lock: the control loop never waits for a file read.
     if (!s.interface_name.empty()) {
         const io::ByteCounts c = io::interface_byte_counts(s.interface_name);
         s.bytes_in = c.rx;   // what the tunnel wrote into the tun
