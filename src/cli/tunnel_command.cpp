@@ -234,8 +234,11 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
             }
             continue;
         }
+        const auto began = std::chrono::steady_clock::now();
         const int rc = run_session(options, out, protocol, *https, *process, service);
         if (!options.always_on || rc == kExitOk || options.action != Action::connect) return rc;
+        // A session that ran a while: the next one starts from the shortest wait again.
+        if (std::chrono::steady_clock::now() - began > std::chrono::seconds(60)) backoff = std::chrono::seconds(1);
         // The session ended on an error or a rejected cookie: a new login (the saved portal
         // cookie, where there is one, makes it without a person).
         if (board) board->set_state(status::State::reconnecting);

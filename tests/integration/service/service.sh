@@ -10,7 +10,10 @@
 #              never reads its replies is dropped, 20 silent ones are held or turned away: meanwhile
 #              pings through the tunnel and `espvpn status` are answered; `espvpn reconnect`: a new
 #              link with the same session; `espvpn disconnect`: logout, exit 0, tun and socket gone
-#   always_on: --always-on --reconnect-timeout 3: the gateway gone for 8 s (longer than the
+#   always_on: --always-on --reconnect-timeout 3: the gateway session expires (the fake's
+#              --cookie-max-age): after `espvpn reconnect` the cookie is refused and espvpn logs in
+#              again with the portal cookie it saved, no password (stdin is spent): connected, ping;
+#              the gateway gone for 8 s (longer than the
 #              timeout): espvpn stays, the status says reconnecting; back (same sessions): connected
 #              again by itself, ping; then the gateway restarts without its sessions and portal
 #              cookies: the cookie is refused, the new login needs a password nobody types: the
@@ -111,8 +114,20 @@ PY
   [[ $rc -eq 1 ]] || fail "espvpn status exited $rc with nothing running (1 expected)"
   ;;
 always_on)
+  # The portal hands out its authentication-override cookie (saved by espvpn); gateway
+  # sessions expire after 5 s.
+  fake_extra=(--portal-cookie --cookie-max-age 5)
   up --always-on --reconnect-timeout 3 --force-dpd 1
   state_is connected || fail "not connected at the start: $(status_json)"
+  # The session expires; a reconnect finds it refused: a new login with the saved portal
+  # cookie (the password was on stdin once: no one types it again).
+  sleep 5.5
+  "$espvpn" reconnect --status-socket "$sock" >/dev/null || fail "espvpn reconnect failed"
+  portal_cookie_login() { [[ $(json "$work/fake-stats.json" 'd.get("portal_cookie_logins", 0)') -ge 1 ]]; }
+  wait_until 30 portal_cookie_login || fail "no new login with the saved portal cookie: $(status_json)"
+  wait_until 30 state_is connected || fail "not connected after the new login: $(status_json)"
+  ping_lan || fail "no ping after the new login"
+  grep -q "the server rejected the cookie: the session is over" "$work/espvpn.log" || fail "the refused cookie is not logged"
   gateway_down
   wait_until 15 state_is reconnecting || fail "the status did not say reconnecting: $(status_json)"
   sleep 8
