@@ -237,7 +237,7 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
             LOG_ERROR << end.error().message;
             rc = kExitError;
         } else {
-            rc = exit_code(*end);
+            rc = exit_code(*end, t.always_on);
             // SIGINT/SIGTERM: the session loop sent the logout (or could not: no connection).
             logout = *end != session::TunnelEnd::user_detach && *end != session::TunnelEnd::user_logout;
         }

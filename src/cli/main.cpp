@@ -9,6 +9,7 @@
 #include "src/cli/https_settings.h"
 #include "src/cli/options.h"
 #include "src/cli/self_check.h"
+#include "src/cli/status_command.h"
 #include "src/cli/tunnel_command.h"
 #include "src/session/state_files.h"
 #include "src/log/logger.h"
@@ -25,6 +26,8 @@ void secret_lock_refused(int error) {
 
 int main(int argc, char** argv) {
     using namespace espvpn;
+    // `espvpn status|disconnect|reconnect`: a client of a running session's status socket.
+    if (cli::is_status_subcommand(argc, argv)) return cli::run_status_subcommand(argc, argv, std::cout, std::cerr);
     // The process holds passwords, cookies and keys: no core dump, and no other user
     // may ptrace it or read its /proc files (they become root's).
     (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

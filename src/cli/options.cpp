@@ -57,6 +57,19 @@ OptionSpec refused(const char* name, char short_name, Arg arg, const char* group
             [name, instead](ClientOptions&, const char*) -> Status { return unsupported(name, instead); }};
 }
 
+// A comma-separated list appended to `out` (empty items refused).
+Status add_list(std::vector<std::string>& out, std::string_view v, const char* option) {
+    std::size_t start = 0;
+    for (;;) {
+        const auto comma = v.find(',', start);
+        const std::string_view item = v.substr(start, comma == std::string_view::npos ? v.npos : comma - start);
+        if (item.empty()) return make_error(std::string("--") + option + ": an empty name in '" + std::string(v) + "'");
+        out.emplace_back(item);
+        if (comma == std::string_view::npos) return {};
+        start = comma + 1;
+    }
+}
+
 #define SET_STRING(field) [](ClientOptions& o, const char* v) -> Status { o.field = v; return {}; }
 #define SET_FLAG(field) [](ClientOptions& o, const char*) -> Status { o.field = true; return {}; }
 #define SET_ACTION(a) [](ClientOptions& o, const char*) -> Status { o.action = Action::a; return {}; }
@@ -87,6 +100,18 @@ const std::vector<OptionSpec>& option_table() {
         {"setuid", 'U', Arg::required, "Process control", "drop privileges to USER after setup", SET_STRING(setuid_user)},
         {"stats-json", 0, Arg::required, "Logging (two-phase)", "write traffic and drop counters to FILE periodically",
          SET_STRING(stats_json)},
+        {"status-socket", 0, Arg::required, "Process control",
+         "serve status/disconnect/reconnect on this AF_UNIX socket (espvpn status; docs/SERVICE.md)",
+         SET_STRING(status_socket)},
+        {"status-user", 0, Arg::required, "Process control",
+         "users (comma-separated) allowed on the status socket beside root and espvpn's own user",
+         [](ClientOptions& o, const char* v) -> Status { return add_list(o.status_users, v, "status-user"); }},
+        {"status-group", 0, Arg::required, "Process control", "groups (comma-separated) allowed on the status socket",
+         [](ClientOptions& o, const char* v) -> Status { return add_list(o.status_groups, v, "status-group"); }},
+        {"always-on", 0, Arg::none, "Process control",
+         "never give up: reconnect without --reconnect-timeout, log in again when the session ends, "
+         "wait (state needs-login) when a login needs a person",
+         SET_FLAG(always_on)},
         {"dry-run", 0, Arg::none, "Authentication (two-phase)",
          "log in, print the tunnel configuration, log out: no tun device, no traffic", SET_FLAG(dry_run)},
 
@@ -600,6 +625,17 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
         options.no_op_notes.emplace_back("--dtls-ciphers/--dtls12-ciphers have no effect: GlobalProtect uses ESP");
     if (!options.allow_lan.empty() && !options.kill_switch)
         return make_error("--allow-lan needs --kill-switch (without it nothing is blocked)");
+    if (options.always_on && !options.setuid_user.empty())
+        return make_error("--always-on cannot be combined with --setuid: a new session after a rejected cookie needs "
+                          "root to bring its tun up");
+    if (options.always_on && (options.cookie_on_stdin || options.background))
+        return make_error("--always-on runs until it is told to stop: it cannot take its cookie from standard "
+                          "input (--cookie-on-stdin) or detach (-b; run it as a service instead)");
+    if (!options.status_socket.empty() && options.background)
+        return make_error("--status-socket cannot be combined with -b: its server starts before the login, the "
+                          "fork comes after it (run espvpn in the foreground, e.g. as the service espvpn@NAME)");
+    if ((!options.status_users.empty() || !options.status_groups.empty()) && options.status_socket.empty())
+        return make_error("--status-user/--status-group need --status-socket");
     if (options.kill_switch && !options.setuid_user.empty())
         return make_error("--kill-switch cannot be combined with --setuid: removing its rules at exit needs root");
     if (options.cookie_on_stdin && options.passwd_on_stdin)
@@ -617,7 +653,8 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
 const char* metavar(std::string_view name) {
     static const std::pair<const char*, const char*> names[] = {
         {"config", "FILE"}, {"protocol", "PROTO"}, {"server", "URL"}, {"pid-file", "FILE"},
-        {"setuid", "USER"}, {"stats-json", "FILE"}, {"user", "NAME"}, {"authgroup", "GROUP"},
+        {"setuid", "USER"}, {"stats-json", "FILE"}, {"status-socket", "PATH"}, {"status-user", "USERS"},
+        {"status-group", "GROUPS"}, {"user", "NAME"}, {"authgroup", "GROUP"},
         {"usergroup", "GROUP"}, {"form-entry", "FORM:OPT=VALUE"}, {"cookie", "COOKIE"},
         {"os", "OS"}, {"token-mode", "MODE"}, {"token-secret", "SECRET"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"force-trojan", "SECONDS"}, {"gateway-select", "HOW"},
         {"sso-browser", "COMMAND"},

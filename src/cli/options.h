@@ -95,6 +95,11 @@ struct ClientOptions {
     std::string version_string;
     std::string local_hostname;
     std::string stats_json;  // --stats-json FILE (espvpn extension)
+    // The status socket and always-on mode (docs/SERVICE.md; espvpn extensions)
+    std::string status_socket;               // --status-socket PATH
+    std::vector<std::string> status_users;   // --status-user USER[,USER]
+    std::vector<std::string> status_groups;  // --status-group GROUP[,GROUP]
+    bool always_on = false;                  // --always-on
     bool dry_run = false;    // --dry-run: log in, show the tunnel configuration, log out; no tun
 
     // openconnect compatibility (issue 17)

@@ -63,8 +63,8 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
                        session::StateFiles& files);
 
 // The exit code for a session's end (openconnect's: 2 when the server rejected the
-// cookie); the end is logged.
-int exit_code(session::TunnelEnd end);
+// cookie); the end is logged ("exiting", or with `always_on` a warning: a new login follows).
+int exit_code(session::TunnelEnd end, bool always_on = false);
 
 // The host name to report: --local-hostname, else the machine's ("localhost" if it has none).
 std::string reported_hostname(const ClientOptions& options);

@@ -26,6 +26,9 @@
 
 namespace espvpn::session {
 
+class StatusBoard;
+class StatusServer;
+
 // The tunnel options of both protocols (src/cli fills them once).
 struct TunnelOptions {
     host::TunnelHostOptions host;
@@ -44,6 +47,11 @@ struct TunnelOptions {
     std::string dtls_ciphers;  // AnyConnect --dtls-ciphers: X-DTLS-CipherSuite instead of ours
     std::string dtls12_ciphers;  // AnyConnect --dtls12-ciphers: X-DTLS12-CipherSuite
     bool keeps_privileges = true;  // false with --setuid: nothing may need root after after_setup
+    bool always_on = false;        // --always-on: an outage never ends the session
+    // The status socket (status_server.h), when there is one: the loop reports its state on
+    // `status_board` and serves the disconnect/reconnect requests of `status_server`.
+    StatusBoard* status_board = nullptr;
+    StatusServer* status_server = nullptr;
     // Host-integration hooks (src/cli), called on the control thread.
     // after_setup: the tun, its configuration and the first link exist, nothing else needs
     // privileges (--setuid drops them here); an error ends the session.
@@ -98,6 +106,11 @@ public:
     // "peer" for messages, and what a reconnect attempt does.
     virtual std::string peer() const = 0;
     virtual std::string attempt_text() const = 0;
+    // What carries the traffic now, for the status socket: "ESP", "HTTPS", "DTLS", "CSTP"; "": no link.
+    virtual std::string transport_name() const { return {}; }
+    // How long the session (its cookie) is valid from its login, when the server said (GP: the
+    // getconfig's lifetime; AnyConnect: X-CSTP-Session-Timeout); 0: not known.
+    virtual int session_lifetime_s() const { return 0; }
     virtual datapath::StatsView stats_view() = 0;
 
     // One control-loop step (no link during an outage: may do nothing).
