@@ -157,6 +157,9 @@ const std::vector<OptionSpec>& option_table() {
         {"no-cookie-cache", 0, Arg::none, "Authentication",
          "GlobalProtect: neither use nor save the portal's authentication cookie across runs",
          SET_FLAG(no_cookie_cache)},
+        {"no-internal-detection", 0, Arg::none, "Authentication",
+         "GlobalProtect: skip the portal's internal host detection; use its external gateways",
+         SET_FLAG(no_internal_detection)},
         {"forget-cookies", 0, Arg::optional, "Authentication",
          "remove the saved GlobalProtect portal cookie of PORTAL (every portal when none is given), exit",
          [](ClientOptions& o, const char* v) -> Status {

@@ -56,6 +56,7 @@ struct ClientOptions {
     Secret sso_callback;              // --sso-callback URL (scrubbed from argv)
     // GlobalProtect portal cookies kept across runs (docs/GP-LOGIN.md)
     bool no_cookie_cache = false;     // --no-cookie-cache: neither use nor save one
+    bool no_internal_detection = false;  // --no-internal-detection: GP external gateways only
     std::string forget_portal;        // --forget-cookies [PORTAL]: "" = every portal
 
     // Server and client certificates

@@ -84,7 +84,8 @@ int exit_code(session::TunnelEnd end) {
     }
 }
 
-int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol) {
+int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol,
+                       session::StateFiles& files) {
     if (Status st = protocol.parse_target(options); !st) {
         LOG_ERROR << "server URL: " << st.error().message;
         return kExitError;
@@ -99,7 +100,7 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     }
     session::LoginPrompter& prompter = options.prompt_fd >= 0 ? static_cast<session::LoginPrompter&>(channel)
                                                                : terminal;
-    auto inputs = login_inputs(options);
+    auto inputs = login_inputs(options, files);
     if (!inputs) return failed(inputs.error());
     if (auto st = ask_key_password_if_needed(options, prompter); !st) return failed(st.error());
     auto https = io::HttpsClient::create(https_config(options));
@@ -115,6 +116,9 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
         }
         if (auto rc = protocol.use_cookie(options, text.reveal_text())) return *rc;
     } else if (auto rc = protocol.log_in(options, *https, prompter, *inputs)) {
+        // No COOKIE then; a script (or the NetworkManager auth dialog) reads why.
+        if (*rc == kExitOk && options.action == Action::authenticate && !protocol.no_tunnel_reason().empty())
+            out << "NO_TUNNEL=" << shell_quote(protocol.no_tunnel_reason()) << "\n";
         return *rc;
     }
 
@@ -138,6 +142,7 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     if (options.print_cookie) out << protocol.cookie_text().reveal_text() << std::endl;
 
     session::TunnelOptions t = tunnel_options(options);
+    t.state_files = &files;
     if (options.kill_switch) t.host.login_servers = login_servers(*https, protocol.login_server());
     t.after_setup = [&] { return process->drop_privileges(); };
     t.on_connected = [&] { process->tunnel_up(); };

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "protocols/base/ascii.h"
 #include "src/nm/libnm.h"
 
 namespace espvpn::nm {
@@ -83,7 +84,13 @@ Result<std::map<std::string, Secret>> secrets_from_authenticate(std::string_view
     }
     std::map<std::string, Secret> out;
     auto cookie = values.find("COOKIE");
-    if (cookie == values.end() || cookie->second.empty()) return make_error("espvpn --authenticate printed no COOKIE");
+    if (cookie == values.end() || cookie->second.empty()) {
+        // GlobalProtect inside the corporate network with no internal gateway: not a login
+        // failure, but nothing to connect; the reason is what NetworkManager's log shows.
+        if (auto why = values.find("NO_TUNNEL"); why != values.end() && !why->second.empty())
+            return make_error(printable(why->second));
+        return make_error("espvpn --authenticate printed no COOKIE");
+    }
     out["cookie"] = Secret::from_string(cookie->second);
     if (auto v = values.find("CONNECT_URL"); v != values.end() && !v->second.empty())
         out["gateway"] = Secret::from_string(v->second);

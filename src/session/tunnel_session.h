@@ -18,6 +18,7 @@
 
 #include "protocols/base/result.h"
 #include "src/datapath/stats_reporter.h"
+#include "src/io/state_files.h"
 #include "src/session/link_attempt.h"
 #include "src/session/session_control.h"
 #include "protocols/tunnel/tunnel_config.h"
@@ -31,6 +32,7 @@ struct TunnelOptions {
     int mtu = 0;               // --mtu; 0: the server's, else computed from base_mtu
     int base_mtu = 0;          // --base-mtu; 0: 1406, openconnect's default
     std::string stats_json;    // --stats-json FILE
+    io::StateFiles* state_files = nullptr;  // writes stats_json; needed when it is set (src/cli's)
     std::chrono::seconds reconnect_timeout{300};  // --reconnect-timeout: how long to try after losing the link
     int force_dpd_s = 0;       // --force-dpd
     bool no_dtls = false;      // --no-dtls: GP: the HTTPS tunnel only; AnyConnect: CSTP only

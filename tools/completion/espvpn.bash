@@ -21,7 +21,7 @@ _espvpn() {
     --proxy -P --proxy-auth --no-proxy --libproxy --pfs --dtls-ciphers --dtls12-ciphers --gnutls-debug
     --cert-expire-warning -e --key-password-from-fsid --no-xmlpost --no-deflate -D --compression --deflate -d
     --passtos --allow-insecure-crypto --http-auth --force-trojan --external-browser --sso-timeout --sso-callback --mca-certificate --mca-key
-    --mca-key-password --juniper --no-cookie-cache --forget-cookies
+    --mca-key-password --juniper --no-cookie-cache --no-internal-detection --forget-cookies
     --script-tun -S --token-mode --token-secret --xmlconfig -x --sso-browser"
   # options:end
 

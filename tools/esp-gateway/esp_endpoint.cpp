@@ -17,6 +17,7 @@
 
 #include "src/datapath/esp/esp_datapath.h"
 #include "src/datapath/stats_reporter.h"
+#include "src/io/state_files.h"
 #include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
@@ -154,6 +155,7 @@ private:
     std::optional<io::TunDevice> tun_;
     std::optional<io::UdpSocket> udp_;
     std::unique_ptr<datapath::EspDatapath> dp_;
+    io::LocalStateFiles files_;  // --stats-json
     std::uint64_t generation_ = 0;
     std::uint32_t c2s_spi_ = 0, s2c_spi_ = 0;  // a new SA pair even if a writer reuses a generation number
     bool connected_ = false;
@@ -337,6 +339,7 @@ int EspEndpoint::run() {
     }
     datapath::StatsReporterOptions r;
     r.json_path = o_.stats_json;
+    r.files = &files_;
     r.json_interval = std::chrono::milliseconds(o_.stats_interval_ms);
     auto reporter = datapath::StatsReporter::start([this] { return dp_->stats(); }, r);
     if (!reporter) {

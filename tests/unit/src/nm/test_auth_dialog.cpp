@@ -81,6 +81,10 @@ TEST_CASE("auth dialog: espvpn --authenticate output becomes the service's secre
     CHECK_FALSE(secrets_from_authenticate("COOKIE='unterminated\n"));
     CHECK_FALSE(secrets_from_authenticate("HOST='10.0.0.1'\n"));
     CHECK_FALSE(secrets_from_authenticate(""));
+    // GlobalProtect inside the corporate network, no internal gateway: the reason, not "no COOKIE".
+    auto inside = secrets_from_authenticate("NO_TUNNEL='no tunnel is needed: this host is inside'\n");
+    REQUIRE_FALSE(inside);
+    CHECK(inside.error().message == "no tunnel is needed: this host is inside");
 }
 
 TEST_CASE("auth dialog: the classic reply is key/value lines ending with an empty pair") {
