@@ -92,6 +92,7 @@ def case_gp():
     h.choose("Soft token", "TOTP (time-based)")
     h.type("Token secret", "base32:JBSWY3DPEHPK3PXP")
     h.choose("Token secret storage", "Saved for all users")
+    h.toggle("Sign in afresh at every connection (GlobalProtect: keep no portal cookie)")
     h.toggle("Kill switch (block traffic outside the tunnel)")
     h.choose("Reported OS", "Windows")
     h.type("User agent", "PAN GlobalProtect")
@@ -105,18 +106,19 @@ def case_gp():
     if not r["ok"]:
         fail(f"a valid GP profile was refused: {r['error']}")
     if r["changes"] < 10:
-        fail(f"the editor signalled 'changed' {r['changes']} times for 19 edits")
+        fail(f"the editor signalled 'changed' {r['changes']} times for 20 edits")
     expect_items(r["data"], {
         "protocol": "gp", "gateway": "https://portal.example.com/", "user": "alice", "authgroup": "Europe",
         "password-flags": "0", "cafile": "/etc/ssl/work-ca.pem",
         "servercert": "pin-sha256:9QvRbYqJ3n1p2nJ7Tk5LZb0Yq9x8F1Qm6mW0pL5o3sA=", "proxy": "socks5://10.0.0.1:1080/",
         "external-browser": "yes", "token_mode": "totp", "token_secret-flags": "0", "kill_switch": "yes",
+        "no_cookie_cache": "yes",
         "reported_os": "win", "useragent": "PAN GlobalProtect", "version_string": "6.1.0-33", "mtu": "1300",
         "reconnect_timeout": "60", "disable_ipv6": "yes"}, "gp")
     if r["secrets"] != {"password": "pw-not-logged", "token_secret": "base32:JBSWY3DPEHPK3PXP"}:
         fail(f"gp: secrets {sorted(r['secrets'])}")
     h.close()
-    print(f"ok gp (GTK {GTK}): 19 fields set through AT-SPI, {len(r['data'])} vpn.data items checked", flush=True)
+    print(f"ok gp (GTK {GTK}): 20 fields set through AT-SPI, {len(r['data'])} vpn.data items checked", flush=True)
 
 
 def case_invalid():
