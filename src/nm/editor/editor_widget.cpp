@@ -204,7 +204,9 @@ gboolean update_connection(NMVpnEditor* editor, NMConnection* connection, GError
 // (one file removed), so run to its end.
 void on_forget(GtkWidget*, gpointer data) {
     Impl& impl = *self_of(data)->impl;
-    const auto command = ed::forget_cookies_command(ESPVPN_NM_DEFAULT_BINARY, read_form(impl));
+    // ESPVPN_NM_ESPVPN: another espvpn than the installed one (a build tree's, for its tests).
+    const char* other = g_getenv("ESPVPN_NM_ESPVPN");
+    const auto command = ed::forget_cookies_command(other && *other ? other : ESPVPN_NM_DEFAULT_BINARY, read_form(impl));
     if (command.empty()) {
         gtk_label_set_text(GTK_LABEL(impl.message), "Forget saved sign-in: only a GlobalProtect profile with a "
                                                     "valid gateway has one");
