@@ -192,6 +192,7 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     auto inputs = login_inputs(options, files);
     if (!inputs) return failed(inputs.error());
     if (auto st = ask_key_password_if_needed(options, prompter); !st) return failed(st.error());
+    if (auto st = ask_mca_pin_if_needed(options, prompter); !st) return failed(st.error());
     auto https = io::HttpsClient::create(https_config(options));
     if (!https) return failed(https.error());
     // The status socket serves from here on (the login's state is "connecting").
