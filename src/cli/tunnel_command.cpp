@@ -61,6 +61,7 @@ public:
     bool unanswered() const { return unanswered_; }
     Result<std::string> ask_text(std::string_view prompt) override { return note(p_.ask_text(prompt)); }
     Result<Secret> ask_secret(std::string_view prompt) override { return note(p_.ask_secret(prompt)); }
+    Result<Secret> ask_pin(std::string_view prompt) override { return note(p_.ask_pin(prompt)); }
     Result<std::string> ask_choice(std::string_view label, const std::vector<std::string>& choices) override {
         return note(p_.ask_choice(label, choices));
     }
