@@ -168,14 +168,14 @@ def stays_off(c, f, why):
           f"espvpn status says so (exit 3: no tunnel): {out.stdout!r}")
 
 
-def comes_up(c, f, since, bound=5):
+def comes_up(c, f, since, bound=5, what="the change"):
     rc = c.exit_within(20)
     took = time.monotonic() - since
     if rc != 0:
         c.show()
     check(rc == 0 and logins(f) >= 1, f"the gateway login and the (dry-run) tunnel followed: exit {rc}, "
                                       f"{logins(f)} login(s)")
-    check(took < bound, f"within {bound} s of the change ({took:.2f} s)")
+    check(took < bound, f"within {bound} s of {what} ({took:.2f} s)")
 
 
 # ───────────────────────────── cases ─────────────────────────────
@@ -235,7 +235,7 @@ def case_wrong_cert():
         c = Client(f.url, ["--always-on", "--trusted-server", f"{LAN}:8443,{pin}"])
         try:
             t0 = time.monotonic()
-            comes_up(c, f, t0, bound=10)
+            comes_up(c, f, t0, bound=10, what="the start")
             check(srv.handshakes >= 1, "the wrong server was asked")
             check(f"untrusted network: {LAN}:8443 presented {rogue}, not {pin}: connecting" in c.text(),
                   "the log names the certificate it saw and the pin it wanted")
@@ -260,7 +260,7 @@ def case_silent_server():
         t0 = time.monotonic()
         c = Client(f.url, ["--always-on", "--trusted-server", f"{LAN}:8443,{pin}"])
         try:
-            comes_up(c, f, t0, bound=12)
+            comes_up(c, f, t0, bound=12, what="the start")
             check(f"untrusted network: {LAN}:8443 did not answer within 2000 ms: connecting" in c.text(),
                   "not trusted when the 2 s bound ends")
         finally:
