@@ -46,12 +46,14 @@ const char* state_name(State s) {
         case State::connected: return "connected";
         case State::reconnecting: return "reconnecting";
         case State::needs_login: return "needs-login";
+        case State::trusted_network: return "trusted-network";
     }
     return "off";
 }
 
 std::optional<State> state_from_name(std::string_view name) {
-    for (State s : {State::off, State::connecting, State::connected, State::reconnecting, State::needs_login})
+    for (State s : {State::off, State::connecting, State::connected, State::reconnecting, State::needs_login,
+                    State::trusted_network})
         if (name == state_name(s)) return s;
     return std::nullopt;
 }

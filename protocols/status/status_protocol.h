@@ -16,8 +16,11 @@ namespace espvpn::status {
 // The longest request line the server reads (a longer one is refused and the client closed).
 inline constexpr std::size_t kMaxRequestLine = 1024;
 
-enum class State { off, connecting, connected, reconnecting, needs_login };
-const char* state_name(State s);  // "off", "connecting", "connected", "reconnecting", "needs-login"
+// trusted_network: --always-on on a trusted network (--trusted-domain, --trusted-server, GP's
+// internal host detection): no tunnel until the host leaves it.
+enum class State { off, connecting, connected, reconnecting, needs_login, trusted_network };
+// "off", "connecting", "connected", "reconnecting", "needs-login", "trusted-network"
+const char* state_name(State s);
 std::optional<State> state_from_name(std::string_view name);
 
 // What `espvpn status` reports.

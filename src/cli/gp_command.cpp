@@ -109,6 +109,7 @@ std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view 
 
 std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& https, session::LoginPrompter& prompter,
                                     const LoginInputs& inputs) {
+    no_tunnel_.clear();  // --always-on logs in again: this attempt's verdict only
     session::GpLoginSettings settings;
     settings.target = target_;
     settings.user = options.user;

@@ -12,6 +12,7 @@
 #include "protocols/base/exec_array.h"
 #include "protocols/proxy/proxy.h"
 #include "protocols/tunnel/tunnel_config.h"
+#include "src/session/trusted_network.h"
 
 namespace espvpn::cli {
 namespace {
@@ -112,6 +113,28 @@ const std::vector<OptionSpec>& option_table() {
          "never give up: reconnect without --reconnect-timeout, log in again when the session ends, "
          "wait (state needs-login) when a login needs a person",
          SET_FLAG(always_on)},
+        {"trusted-domain", 0, Arg::required, "Process control",
+         "with --always-on: no tunnel while a DNS search domain (/etc/resolv.conf) is one of these "
+         "(comma-separated; *.example.com for any below it)",
+         [](ClientOptions& o, const char* v) -> Status {
+             std::string_view rest = v;
+             for (;;) {
+                 const auto comma = rest.find(',');
+                 auto d = session::parse_trusted_domain(rest.substr(0, comma));
+                 if (!d) return d.error();
+                 o.trusted_domains.push_back(*d);
+                 if (comma == std::string_view::npos) return {};
+                 rest.remove_prefix(comma + 1);
+             }
+         }},
+        {"trusted-server", 0, Arg::required, "Process control",
+         "with --always-on: no tunnel while this TLS server answers within 2 s with the pinned certificate "
+         "(HOST:PORT,pin-sha256:BASE64); repeatable",
+         [](ClientOptions& o, const char* v) -> Status {
+             if (auto s = session::parse_trusted_server(v); !s) return s.error();
+             o.trusted_servers.emplace_back(v);
+             return {};
+         }},
         {"dry-run", 0, Arg::none, "Authentication (two-phase)",
          "log in, print the tunnel configuration, log out: no tun device, no traffic", SET_FLAG(dry_run)},
 
@@ -659,7 +682,7 @@ const char* metavar(std::string_view name) {
         {"os", "OS"}, {"token-mode", "MODE"}, {"token-secret", "SECRET"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"force-trojan", "SECONDS"}, {"gateway-select", "HOW"},
         {"sso-browser", "COMMAND"},
         {"useragent", "STRING"}, {"version-string", "STRING"}, {"local-hostname", "NAME"}, {"http-timeout", "SECONDS"},
-        {"servercert", "PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
+        {"servercert", "PIN"}, {"trusted-domain", "DOMAIN"}, {"trusted-server", "HOST:PORT,PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
         {"sslkey", "KEY"}, {"key-password", "PASS"}, {"script", "CMD"}, {"interface", "IFNAME"},
         {"dtls-local-port", "PORT"}, {"reconnect-timeout", "SECONDS"}, {"force-dpd", "SECONDS"},
         {"esp-retry-interval", "SECONDS"}, {"mtu", "MTU"}, {"base-mtu", "MTU"}, {"queue-len", "N"}, {"allow-lan", "PREFIXES"},

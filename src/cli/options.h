@@ -100,6 +100,8 @@ struct ClientOptions {
     std::vector<std::string> status_users;   // --status-user USER[,USER]
     std::vector<std::string> status_groups;  // --status-group GROUP[,GROUP]
     bool always_on = false;                  // --always-on
+    std::vector<std::string> trusted_domains;  // --trusted-domain DOMAIN[,DOMAIN] (with --always-on)
+    std::vector<std::string> trusted_servers;  // --trusted-server HOST:PORT,PIN (with --always-on)
     bool dry_run = false;    // --dry-run: log in, show the tunnel configuration, log out; no tun
 
     // openconnect compatibility (issue 17)

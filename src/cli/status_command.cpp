@@ -215,6 +215,8 @@ void print_status(const status::Snapshot& s, std::ostream& out) {
     if (!s.last_error.empty()) out << "last error: " << one_line(s.last_error) << "\n";
     if (s.state == State::needs_login)
         out << "A new login is needed: see the log (journalctl -u espvpn@NAME), then run 'espvpn reconnect'.\n";
+    if (s.state == State::trusted_network)
+        out << "On a trusted network: no tunnel until the host leaves it (the log says why it is trusted).\n";
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "src/io/route_watch.h"
 #include "src/log/logger.h"
 #include "src/session/signal_watch.h"
+#include "src/session/trusted_network.h"
 
 namespace espvpn::cli {
 
@@ -83,12 +84,12 @@ private:
 };
 
 // --always-on between two sessions (or login attempts): waits `delay` (none: until told),
-// a route change (not when `delay` is none), a reconnect request or SIGUSR2 ends the wait
-// (true); a disconnect request, SIGINT, SIGTERM or SIGHUP end the program (false).
-bool wait_to_retry(StatusService* status, std::optional<std::chrono::seconds> delay) {
+// a route change (when `delay` is given or `watch_routes`), a reconnect request or SIGUSR2
+// ends the wait (true); a disconnect request, SIGINT, SIGTERM or SIGHUP end the program (false).
+bool wait_to_retry(StatusService* status, std::optional<std::chrono::seconds> delay, bool watch_routes = false) {
     session::SignalWatch signals;
     std::optional<io::RouteWatch> routes;
-    if (delay) {
+    if (delay || watch_routes) {
         if (auto w = io::RouteWatch::open()) routes.emplace(std::move(*w));
     }
     const auto end = std::chrono::steady_clock::now() + delay.value_or(std::chrono::seconds(0));
@@ -122,11 +123,24 @@ bool wait_to_retry(StatusService* status, std::optional<std::chrono::seconds> de
                 }
             }
         if (routes && (p[2].revents & POLLIN) && routes->drain() > 0) {
-            LOG_INFO << "the routes changed: trying now";
+            LOG_INFO << "the routes changed: " << (watch_routes ? "checking the network again" : "trying now");
             return true;
         }
     }
 }
+
+// --trusted-domain/--trusted-server: the rules (already checked by the option parser).
+session::TrustedRules trusted_rules(const ClientOptions& o) {
+    session::TrustedRules rules;
+    rules.domains = o.trusted_domains;
+    for (const auto& text : o.trusted_servers)
+        if (auto s = session::parse_trusted_server(text)) rules.servers.push_back(std::move(*s));
+    return rules;
+}
+
+// How often a trusted network is checked again without a route change (a DHCP client may
+// rewrite /etc/resolv.conf after the routes, or a --trusted-server go away on the same link).
+constexpr std::chrono::seconds kTrustedRecheck{30};
 
 // The error logged; the exit code for it.
 int failed(const Error& e) {
@@ -207,7 +221,24 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     // waits for `espvpn reconnect`. Without it, the first outcome is the exit code.
     Secret given_cookie = std::move(options.cookie);
     std::chrono::seconds backoff{1};
+    // --always-on on a trusted network: no tunnel; checked again on every route change.
+    const session::TrustedRules trusted = trusted_rules(options);
+    if (!trusted.empty() && !options.always_on)
+        LOG_INFO << "--trusted-domain/--trusted-server are used with --always-on only: connecting";
+    std::string trusted_said;  // the last verdict logged (one line when it changes)
     for (;;) {
+        if (options.always_on && !trusted.empty()) {
+            const auto verdict = session::detect_trusted_network(trusted);
+            if (verdict.reason != trusted_said) {
+                LOG_INFO << verdict.reason << (verdict.trusted ? ": no tunnel (--always-on)" : ": connecting");
+                trusted_said = verdict.reason;
+            }
+            if (verdict.trusted) {
+                if (board) board->set_state(status::State::trusted_network);
+                if (!wait_to_retry(service, kTrustedRecheck, true)) return kExitOk;
+                continue;
+            }
+        }
         if (board) board->set_state(status::State::connecting);
         RecordingPrompter recording(prompter);
         std::optional<int> login_rc;
@@ -225,6 +256,17 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
             !protocol.no_tunnel_reason().empty())
             out << "NO_TUNNEL=" << shell_quote(protocol.no_tunnel_reason()) << "\n";
         if (login_rc && !options.always_on) return *login_rc;
+        if (login_rc && *login_rc == kExitOk && !protocol.no_tunnel_reason().empty() &&
+            options.action == Action::connect) {
+            // GlobalProtect's internal host detection: inside, with no internal gateway.
+            https->close_all();
+            LOG_INFO << "trusted network (GlobalProtect internal host detection): no tunnel (--always-on) until "
+                        "the routes change";
+            if (board) board->set_state(status::State::trusted_network);
+            if (!wait_to_retry(service, std::chrono::seconds(300), true)) return kExitOk;
+            backoff = std::chrono::seconds(1);
+            continue;
+        }
         if (login_rc) {
             https->close_all();
             if (recording.unanswered()) {

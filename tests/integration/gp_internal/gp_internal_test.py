@@ -18,12 +18,11 @@ import shlex
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
-from harness import CA, Failure, Fake, check  # noqa: E402  (shared harness)
+from harness import CA, Failure, Fake, check, in_private_namespaces, resolver  # noqa: E402  (shared harness)
 
 ESPVPN = None
 INSIDE_ENV = "ESPVPN_GP_INTERNAL_NS"
@@ -45,25 +44,6 @@ def espvpn(url, args=(), timeout=40):
 
 def show(r):
     sys.stdout.write("  ---- stdout ----\n" + r.stdout + "  ---- stderr ----\n" + r.stderr)
-
-
-def resolver(hosts_lines, nsswitch="files", nameserver=None):
-    """This namespace's resolver: /etc/hosts with `hosts_lines`, NSS hosts from `nsswitch`."""
-    d = tempfile.mkdtemp(prefix="gpinternal-etc.")
-    files = {
-        "hosts": "127.0.0.1 localhost\n::1 localhost\n" + "".join(l + "\n" for l in hosts_lines),
-        "nsswitch.conf": f"passwd: files\ngroup: files\nhosts: {nsswitch}\n",
-        # One attempt with a long timeout: a resolver left to itself would wait 30 s.
-        "resolv.conf": (f"nameserver {nameserver}\noptions timeout:30 attempts:1\n" if nameserver else ""),
-    }
-    for name, text in files.items():
-        path = os.path.join(d, name)
-        with open(path, "w") as f:
-            f.write(text)
-        target = "/etc/" + name
-        if not os.path.exists(target):
-            open(target, "a").close()  # private mount namespace, but /etc is the host's: only if missing
-        subprocess.run(["mount", "--bind", path, target], check=True, timeout=10)
 
 
 def getconfigs(f):
@@ -209,12 +189,9 @@ def main():
     if os.geteuid() != 0:
         print("SKIP: needs root (mount and network namespaces)")
         return 77
-    if os.environ.get(INSIDE_ENV) != "1":
-        # Again in fresh namespaces: the bind mounts and the loopback DNS sink die with them.
-        env = dict(os.environ, **{INSIDE_ENV: "1"})
-        return subprocess.run(["unshare", "--mount", "--net", "--propagation", "private", "--", sys.executable,
-                               os.path.realpath(__file__), *sys.argv[1:]], env=env, timeout=170).returncode
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)
+    rc = in_private_namespaces(INSIDE_ENV, 170)  # the bind mounts and the loopback DNS sink die with them
+    if rc is not None:
+        return rc
     ESPVPN = os.path.abspath(sys.argv[1])
     name = sys.argv[2]
     print(f"== {name}")

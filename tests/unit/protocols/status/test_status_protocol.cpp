@@ -49,6 +49,9 @@ TEST_CASE("status reply: round trip, server text escaped, invalid UTF-8 replaced
     CHECK(r->status->always_on);
     s.expires = 1700003600;
     CHECK(parse_reply(status_reply(s))->status->expires == 1700003600);
+    s.state = State::trusted_network;
+    CHECK(status_reply(s).find("\"state\":\"trusted-network\"") != std::string::npos);
+    CHECK(parse_reply(status_reply(s))->status->state == State::trusted_network);
 }
 
 TEST_CASE("replies: ok and error lines; a hostile reply is an error, not a crash") {
