@@ -29,6 +29,11 @@ struct AskedSecret {
     std::string key;    // vpn.secrets item, e.g. "password"
     std::string label;  // what the user is shown
     bool should_ask = true;
+    // Handed to the client as the field's Value (ShouldAsk=false only): a secret the
+    // client does not have, i.e. one the dialog read from the user's Secret Service
+    // (nm-applet leaves that to the plugin's dialog). Empty: no Value, so a secret the
+    // client gave the dialog is never echoed back.
+    Secret value;
 };
 
 // NMSettingSecretFlags of vpn.secrets item `key`, from its "<key>-flags" data item.
