@@ -322,6 +322,11 @@ int main(int argc, char** argv) {
 #endif
     if (o.external_ui) {
         auto asked = espvpn::nm::secrets_to_ask(settings, o.reprompt);
+        // Without -i nothing may be asked: GNOME Settings' editor reads a profile's secrets
+        // so (NetworkManager asks the agents without interaction) and nm-applet draws a
+        // prompt for any ShouldAsk=true field even then.
+        if (!o.interactive)
+            for (auto& a : asked) a.should_ask = false;
         // Read from the keyring here: the client does not have it, so it goes in the reply.
         for (auto& a : asked)
             if (from_keyring && a.key == "password" && !a.should_ask)
