@@ -273,6 +273,14 @@ void build_form(EspvpnEditor* self, NMConnection* connection) {
                 gtk_entry_set_placeholder_text(GTK_ENTRY(row.input), f.hint);
                 if (f.kind == ed::Kind::number) gtk_entry_set_input_purpose(GTK_ENTRY(row.input), GTK_INPUT_PURPOSE_DIGITS);
                 if (f.kind == ed::Kind::secret) {
+                    // Beside its storage drop-down the entry got what that left over: a
+                    // few characters in GNOME Settings' dialog. A width in characters
+                    // follows the desktop's font and scale.
+#if GTK_MAJOR_VERSION >= 4
+                    gtk_editable_set_width_chars(GTK_EDITABLE(row.input), 20);
+#else
+                    gtk_entry_set_width_chars(GTK_ENTRY(row.input), 20);
+#endif
                     gtk_entry_set_visibility(GTK_ENTRY(row.input), FALSE);
                     gtk_entry_set_input_purpose(GTK_ENTRY(row.input), GTK_INPUT_PURPOSE_PASSWORD);
                 }

@@ -173,3 +173,27 @@ TEST_CASE("auth dialog: an otp=yes profile asks a one-time code beside the passw
     g_key_file_free(kf);
     CHECK(text.find("kept") == std::string::npos);
 }
+
+TEST_CASE("auth dialog: a password read from the keyring goes to the client as the field's Value") {
+    // nm-applet keeps a password-flags=1 password in the Secret Service but gives it to no
+    // one: the dialog reads it and hands it over (ShouldAsk=false, Value) so that nm-applet
+    // passes it to NetworkManager instead of asking; a value on an asked field is not written.
+    auto s = settings({{"gateway", "https://vpn/"}, {"password-flags", "1"}}, {{"password", "from-keyring"}});
+    auto asked = secrets_to_ask(s, false);
+    REQUIRE(asked.size() == 1);
+    REQUIRE_FALSE(asked[0].should_ask);
+    asked[0].value = Secret::from_string("from-keyring");
+    std::string text = external_ui_reply("work", s, asked);
+    GKeyFile* kf = g_key_file_new();
+    REQUIRE(g_key_file_load_from_data(kf, text.data(), text.size(), G_KEY_FILE_NONE, nullptr));
+    gchar* value = g_key_file_get_string(kf, "password", "Value", nullptr);
+    CHECK(std::string(value) == "from-keyring");
+    CHECK_FALSE(g_key_file_get_boolean(kf, "password", "ShouldAsk", nullptr));
+    g_free(value);
+    g_key_file_free(kf);
+
+    auto again = secrets_to_ask(s, true);  // -r: the kept one was refused, asked anew
+    REQUIRE(again[0].should_ask);
+    again[0].value = Secret::from_string("from-keyring");
+    CHECK(external_ui_reply("work", s, again).find("from-keyring") == std::string::npos);
+}
