@@ -122,7 +122,6 @@ TunDevice& TunDevice::operator=(TunDevice&& o) noexcept {
         counters_ = o.counters_;
         read_buf_ = std::move(o.read_buf_);
         pending_ = o.pending_;
-        drained_ = o.drained_;
         gro_ = std::move(o.gro_);
         netlink_ = std::move(o.netlink_);
         addresses_ = std::move(o.addresses_);
@@ -202,15 +201,11 @@ bool TunDevice::wait_readable(int timeout_ms) const {
 Result<std::size_t> TunDevice::read_packets(PacketBatch& out) {
     const std::size_t start = out.size();
     const std::size_t hdr_size = offloads_.vnet_hdr ? kVirtioNetHdrSize : 0;
-    drained_ = false;
     while (!out.full()) {
         if (!pending_) {
             ssize_t n = ::read(fd_, read_buf_.get(), hdr_size + kMaxSuperPacket);
             if (n < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                    drained_ = true;
-                    break;
-                }
+                if (errno == EAGAIN || errno == EWOULDBLOCK) break;
                 if (errno == EINTR) continue;
                 return make_error("tun " + name_ + " read: " + errno_text(errno));
             }

@@ -79,10 +79,6 @@ public:
     // pending for the next call). Returns packets appended. Malformed packets
     // are dropped and counted. out.capacity() must hold one MTU packet.
     Result<std::size_t> read_packets(PacketBatch& out);
-    // True when the last read_packets stopped because the tun was empty (a read said
-    // EAGAIN), not because `out` was full: the next call would find nothing, so a caller
-    // waits for readability instead of reading again.
-    bool drained() const { return drained_; }
 
     // Writes every packet of `batch` (coalescing first when offloads are on;
     // then each packet needs kVirtioNetHdrSize bytes of front room). Returns
@@ -100,7 +96,6 @@ private:
     TunCounters counters_;
     std::unique_ptr<std::uint8_t[]> read_buf_;  // one super-packet + its virtio header
     std::size_t pending_ = 0;                    // bytes of a read not yet split
-    bool drained_ = false;                       // the last read_packets ended on EAGAIN
     std::unique_ptr<GroCoalescer> gro_;
     std::unique_ptr<RtNetlink> netlink_;
     std::vector<InterfaceAddress> addresses_;

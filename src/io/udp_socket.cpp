@@ -363,15 +363,8 @@ std::size_t UdpSocket::drain_gro(PacketBatch& out, SocketAddress* sources) {
 Result<int> UdpSocket::receive_messages(mmsghdr* msgs, std::size_t count) {
     ++counters_.receive_calls;
     int r = ::recvmmsg(fd_.get(), msgs, static_cast<unsigned>(count), MSG_DONTWAIT, nullptr);
-    if (r >= 0) {
-        drained_ = static_cast<std::size_t>(r) < count;  // recvmmsg stops early only on an empty queue (or an error it reports next)
-        return r;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        drained_ = true;
-        return 0;
-    }
-    if (errno == EINTR) return 0;
+    if (r >= 0) return r;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
     if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH) {
         ++counters_.peer_errors;
         return 0;
@@ -379,10 +372,7 @@ Result<int> UdpSocket::receive_messages(mmsghdr* msgs, std::size_t count) {
     return make_error("udp recvmmsg: " + errno_text(errno));
 }
 
-bool UdpSocket::drained() const { return drained_ && !(buf_ && buf_->gro_index < buf_->gro_count); }
-
 Result<std::size_t> UdpSocket::recv_batch(PacketBatch& out, SocketAddress* sources) {
-    drained_ = false;
     Buffers& b = *buf_;
     MessageArrays& rx = b.rx;
     std::size_t appended = 0;

@@ -118,11 +118,6 @@ public:
     // With `sources` (out.slots() entries), sources[i] is set to the sender
     // of packet i for every packet appended.
     Result<std::size_t> recv_batch(PacketBatch& out, SocketAddress* sources = nullptr);
-    // True when the last recv_batch emptied the socket's queue (the kernel gave fewer
-    // datagrams than asked for) and left no GRO datagrams over: the next call would find
-    // nothing, so a caller waits for readability instead of asking again (one syscall less
-    // per wake-up when datagrams come one at a time).
-    bool drained() const;
 
     // send_batch and recv_batch use separate buffers: one thread may send while
     // another receives (the datapath's tx and rx threads share this socket).
@@ -137,7 +132,6 @@ private:
     bool gso_ = false;
     bool gro_ = false;
     bool connected_ = false;
-    bool drained_ = false;
     UdpCounters counters_;
     std::unique_ptr<Buffers> buf_;
 };

@@ -58,7 +58,6 @@ bool DtlsRxPipeline::drain_udp() {
         bump(counters.udp_bytes, bytes);
         if (!open_and_deliver()) return false;
         if (control.pending() && control.stop.load(std::memory_order_acquire)) return true;
-        if (udp_.drained()) return true;  // the socket was empty: poll waits for the next datagram
     }
 }
 

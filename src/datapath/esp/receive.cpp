@@ -99,8 +99,6 @@ bool EspRxPipeline::drain_udp() {
             handle_control();
             if (control.stop.load(std::memory_order_acquire)) return true;
         }
-        // The socket was empty: another recvmmsg would only say so again; poll waits for the next.
-        if (udp_.drained()) return true;
     }
 }
 

@@ -89,8 +89,6 @@ bool EspTxPipeline::drain_tun() {
             handle_control();
             if (control.stop.load(std::memory_order_acquire)) return true;
         }
-        // The tun was empty: another read would only say so again; poll waits for the next.
-        if (tun_.drained()) return true;
     }
 }
 

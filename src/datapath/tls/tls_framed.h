@@ -51,8 +51,6 @@ public:
 
     // Reads what the tun has into batch() (cleared first): packets appended.
     Result<std::size_t> read_tun();
-    // The last read_tun found the tun empty (io::TunDevice::drained): read again only after poll.
-    bool tun_drained() const { return tun_.drained(); }
     io::PacketBatch& batch() { return batch_; }
 
     // Sends batch(): each packet that may go gets header_size bytes in front,

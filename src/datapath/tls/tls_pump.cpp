@@ -291,10 +291,9 @@ void TlsPump::tx_run() {
                 if (channel && channel->carrying()) {
                     // A failure stops the channel carrying (it logs why); this batch is lost.
                     (void)channel->send(tx_.batch());
-                } else if (!sent(tx_.send_batch(write_header)) || !handle_requests()) {
-                    return;
+                    continue;
                 }
-                if (tx_.tun_drained()) break;  // the tun was empty: poll waits for the next packet
+                if (!sent(tx_.send_batch(write_header)) || !handle_requests()) return;
             }
         }
         if (batcher_.gathered() && !sent(tx_.flush())) return;
