@@ -36,6 +36,7 @@ struct EndpointOptions {
     unsigned mtu = 1400;
     unsigned max_inner = 0;  // 0: = mtu
     bool offload = true;
+    bool udp_offload = true;  // UDP GSO on send, GRO on receive; off: one datagram per skb, as ASAs and ocserv send
     std::string udp_local;
     std::string udp_remote;
     std::string stats_json;
@@ -51,7 +52,7 @@ const char* program(EndpointRole role) { return role == EndpointRole::gateway ? 
 void usage(EndpointRole role) {
     std::fprintf(stderr,
                  "usage: %s --sa-file FILE --tun-address ADDR/LEN [--tun-address ...] [--route PREFIX ...]\n"
-                 "  [--tun-name NAME] [--mtu N] [--max-inner N] [--no-offload]\n"
+                 "  [--tun-name NAME] [--mtu N] [--max-inner N] [--no-offload] [--no-udp-offload]\n"
                  "  %s\n"
                  "  [--stats-json FILE] [--stats-interval-ms N] [--status-file FILE] [--seconds N]\n"
                  "  [--log-level error|warn|info|debug|trace]\n"
@@ -100,6 +101,7 @@ std::optional<EndpointOptions> parse(EndpointRole role, int argc, char** argv) {
         else if (a == "--stats-interval-ms") ok = number(o.stats_interval_ms);
         else if (a == "--seconds") ok = number(o.seconds);
         else if (a == "--no-offload") o.offload = false;
+        else if (a == "--no-udp-offload") o.udp_offload = false;
         else if (a == "--no-probe" && role == EndpointRole::client) o.probe = false;
         else if (a == "--help" || a == "-h") { usage(role); std::exit(0); }
         else {
@@ -308,6 +310,7 @@ int EspEndpoint::run() {
     io::UdpOptions u;
     u.local = o_.udp_local;
     u.remote = o_.udp_remote;
+    u.gso = u.gro = o_.udp_offload;
     auto udp = io::UdpSocket::open(u);
     if (!udp) {
         std::fprintf(stderr, "%s: udp: %s\n", program(role_), udp.error().message.c_str());
