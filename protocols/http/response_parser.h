@@ -25,7 +25,7 @@ struct ParserLimits {
 
 class ResponseParser {
 public:
-    explicit ResponseParser(ParserLimits limits = {}) : limits_(limits) {}
+    explicit ResponseParser(ParserLimits limits = {}) : limits_(limits) { body_.limit_growth(limits.max_body_bytes); }
 
     // Expect a new response to a request with this method (HEAD and CONNECT
     // change how the body is framed).

@@ -7,12 +7,13 @@
 namespace espvpn::http {
 
 SecretBuffer::SecretBuffer(SecretBuffer&& other) noexcept
-    : storage_(std::move(other.storage_)), size_(std::exchange(other.size_, 0)) {}
+    : storage_(std::move(other.storage_)), size_(std::exchange(other.size_, 0)), growth_limit_(other.growth_limit_) {}
 
 SecretBuffer& SecretBuffer::operator=(SecretBuffer&& other) noexcept {
     if (this != &other) {
         storage_ = std::move(other.storage_);  // the old storage is wiped
         size_ = std::exchange(other.size_, 0);
+        growth_limit_ = other.growth_limit_;
     }
     return *this;
 }
@@ -28,8 +29,10 @@ void SecretBuffer::reserve(std::size_t capacity) {
 
 void SecretBuffer::append(std::span<const std::uint8_t> bytes) {
     if (bytes.empty()) return;
-    if (size_ + bytes.size() > storage_.size())
-        reserve(std::max<std::size_t>({2 * storage_.size(), size_ + bytes.size(), 256}));
+    if (size_ + bytes.size() > storage_.size()) {
+        const std::size_t grown = std::min(std::max<std::size_t>(2 * storage_.size(), 256), growth_limit_);
+        reserve(std::max(grown, size_ + bytes.size()));
+    }
     std::memcpy(storage_.reveal_mutable().data() + size_, bytes.data(), bytes.size());
     size_ += bytes.size();
 }

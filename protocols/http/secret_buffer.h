@@ -25,8 +25,12 @@ public:
     void append(std::string_view text);
     void append(const Secret& secret) { append(secret.reveal()); }
     void clear();
+    // Growth (which doubles) stops at `bytes` of capacity: a buffer its owner never fills
+    // beyond a limit is never given twice that limit (a 16 MiB body limit meant 32 MiB).
+    void limit_growth(std::size_t bytes) { growth_limit_ = bytes; }
 
     std::size_t size() const { return size_; }
+    std::size_t capacity() const { return storage_.size(); }
     bool empty() const { return size_ == 0; }
     std::span<const std::uint8_t> bytes() const { return storage_.reveal().first(size_); }
     std::string_view text() const { return storage_.reveal_text().substr(0, size_); }
@@ -38,6 +42,7 @@ private:
     void reserve(std::size_t capacity);
     Secret storage_;  // its size is the capacity
     std::size_t size_ = 0;
+    std::size_t growth_limit_ = SIZE_MAX;
 };
 
 }  // namespace espvpn::http

@@ -37,3 +37,17 @@ TEST_CASE("SecretBuffer: grows in no-dump pages, keeps its bytes, empties on mov
     moved.clear();
     CHECK(moved.text().empty());
 }
+
+// A response body limited to N bytes never gets a buffer of 2N: the doubling stops at
+// the limit (an endless chunked body up to 16 MiB had grown it to 32 MiB).
+TEST_CASE("SecretBuffer: growth stops at its limit, and still takes what it is given") {
+    SecretBuffer b;
+    b.limit_growth(1000);
+    b.append(std::string(600, 'a'));
+    b.append(std::string(400, 'b'));
+    CHECK(b.size() == 1000);
+    CHECK(b.capacity() == 1000);
+    b.append("c");  // past the limit: the owner decides; the buffer still holds it
+    CHECK(b.size() == 1001);
+    CHECK(b.text().substr(998) == "bbc");
+}
