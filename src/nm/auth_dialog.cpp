@@ -62,6 +62,19 @@ std::string external_ui_reply(const std::string& connection_name, const VpnSetti
     return out;
 }
 
+std::vector<AskedSecret> handed_secrets(const std::map<std::string, Secret>& secrets) {
+    std::vector<AskedSecret> out;
+    for (const auto& [key, value] : secrets) {
+        AskedSecret a;
+        a.key = key;
+        a.label = key;
+        a.should_ask = false;
+        a.value = Secret::from_string(value.reveal_text());
+        out.push_back(std::move(a));
+    }
+    return out;
+}
+
 Result<std::map<std::string, Secret>> secrets_from_authenticate(std::string_view output) {
     // NAME='value' lines, shell-quoted (a ' inside a value is written '\''): g_shell_unquote
     // is the inverse.

@@ -51,6 +51,11 @@ std::vector<AskedSecret> secrets_to_ask(const VpnSettings& settings, bool reprom
 std::string external_ui_reply(const std::string& connection_name, const VpnSettings& settings,
                               const std::vector<AskedSecret>& asked);
 
+// The secrets a login produced (cookie, gateway, ...) as external-UI fields not to ask,
+// each with its value: nm-applet and GNOME Shell hand such fields to NetworkManager as
+// they are (nmcli ignores them). Labels are the keys.
+std::vector<AskedSecret> handed_secrets(const std::map<std::string, Secret>& secrets);
+
 // `espvpn --authenticate` output (COOKIE='...' lines) -> the secrets the service
 // takes: cookie, gateway (CONNECT_URL), gwcert (FINGERPRINT), resolve (RESOLVE;
 // left out when empty or when the host is already the address).

@@ -15,9 +15,12 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -177,12 +180,13 @@ void wait_for_quit() {
 }
 
 #ifdef ESPVPN_NM_LOGIN_WINDOW
-// The GTK window does the whole login through espvpn's prompt channel (login_window.h).
-int classic_window(const Options& o, const VpnSettings& settings) {
+// The GTK window does the whole login through espvpn's prompt channel (login_window.h):
+// the secrets for NetworkManager, or nothing (cancelled, failed; said on stderr).
+std::optional<std::map<std::string, Secret>> window_login(const Options& o, const VpnSettings& settings) {
     auto args = espvpn::nm::espvpn_authenticate_command(o.espvpn, settings, false, true);
     if (!args) {
         std::fprintf(stderr, "nm-espvpn-auth-dialog: %s\n", args.error().message.c_str());
-        return 1;
+        return std::nullopt;
     }
     espvpn::nm::LoginWindowOptions w;
     w.connection_name = o.name;
@@ -194,14 +198,41 @@ int classic_window(const Options& o, const VpnSettings& settings) {
     if (!secrets) {
         std::fprintf(stderr, "nm-espvpn-auth-dialog: login to %s: %s\n", o.name.c_str(),
                      secrets.error().message.c_str());
-        return 1;
+        return std::nullopt;
     }
+    return std::move(*secrets);
+}
+
+int classic_window(const Options& o, const VpnSettings& settings) {
+    auto secrets = window_login(o, settings);
+    if (!secrets) return 1;
     auto reply = espvpn::nm::classic_reply(*secrets);
     if (!reply || !write_all(1, reply->reveal_text())) return 1;
     wait_for_quit();
     return 0;
 }
+
+// External UI from a desktop agent (nm-applet, GNOME Shell: no terminal, a display): the
+// window logs in instead of the agent's one-round prompt, and the key file hands the
+// secrets over as fields not to ask (both agents pass such a field's value to NetworkManager).
+int external_ui_window(const Options& o, const VpnSettings& settings) {
+    auto secrets = window_login(o, settings);
+    if (!secrets) return 1;
+    std::string reply = espvpn::nm::external_ui_reply(o.name, settings, espvpn::nm::handed_secrets(*secrets));
+    const bool ok = write_all(1, reply);
+    explicit_bzero(reply.data(), reply.size());
+    return ok ? 0 : 1;
+}
 #endif
+
+// A controlling terminal: nmcli and nmtui run from one (they ask on it); nm-applet and
+// GNOME Shell started by the desktop session have none.
+bool has_controlling_terminal() {
+    const int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return false;
+    close(fd);
+    return true;
+}
 
 int classic(const Options& o, const VpnSettings& settings) {
 #ifdef ESPVPN_NM_LOGIN_WINDOW
@@ -322,6 +353,13 @@ int main(int argc, char** argv) {
 #endif
     if (o.external_ui) {
         auto asked = espvpn::nm::secrets_to_ask(settings, o.reprompt);
+#ifdef ESPVPN_NM_LOGIN_WINDOW
+        // Something to ask, interaction allowed, no terminal and a display: the login window
+        // (password, OTP rounds, group choice, banner) instead of the agent's one-round prompt.
+        const bool asks = std::any_of(asked.begin(), asked.end(), [](const auto& a) { return a.should_ask; });
+        if (o.interactive && asks && !has_controlling_terminal() && espvpn::nm::login_window_available())
+            return external_ui_window(o, settings);
+#endif
         // Without -i nothing may be asked: GNOME Settings' editor reads a profile's secrets
         // so (NetworkManager asks the agents without interaction) and nm-applet draws a
         // prompt for any ShouldAsk=true field even then.
