@@ -13,9 +13,9 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <sys/prctl.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -225,13 +225,23 @@ int external_ui_window(const Options& o, const VpnSettings& settings) {
 }
 #endif
 
-// A controlling terminal: nmcli and nmtui run from one (they ask on it); nm-applet and
-// GNOME Shell started by the desktop session have none.
-bool has_controlling_terminal() {
-    const int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) return false;
-    close(fd);
-    return true;
+// A terminal to ask on: a controlling terminal other than a virtual console. nmcli and nmtui
+// run from a terminal emulator or ssh (a pseudo-terminal) and ask there; nm-applet and GNOME
+// Shell started by the desktop session have none, or the session's virtual console, which gdm
+// makes the session's controlling terminal (TIOCSCTTY) and the display server holds.
+bool has_terminal_to_ask_on() {
+    FILE* f = std::fopen("/proc/self/stat", "re");
+    if (!f) return false;
+    char buf[1024];
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    const char* after_comm = std::strrchr(buf, ')');  // comm may hold spaces and parentheses
+    long long tty_nr = 0;
+    if (!after_comm || std::sscanf(after_comm + 1, " %*c %*d %*d %*d %lld", &tty_nr) != 1 || tty_nr == 0)
+        return false;
+    const auto dev = static_cast<dev_t>(tty_nr);
+    return !(major(dev) == 4 && minor(dev) < 64);  // tty0..tty63: the virtual consoles
 }
 
 int classic(const Options& o, const VpnSettings& settings) {
@@ -354,10 +364,12 @@ int main(int argc, char** argv) {
     if (o.external_ui) {
         auto asked = espvpn::nm::secrets_to_ask(settings, o.reprompt);
 #ifdef ESPVPN_NM_LOGIN_WINDOW
-        // Something to ask, interaction allowed, no terminal and a display: the login window
-        // (password, OTP rounds, group choice, banner) instead of the agent's one-round prompt.
-        const bool asks = std::any_of(asked.begin(), asked.end(), [](const auto& a) { return a.should_ask; });
-        if (o.interactive && asks && !has_controlling_terminal() && espvpn::nm::login_window_available())
+        // A login to do, interaction allowed, no terminal and a display (nm-applet, GNOME
+        // Shell): the login window (password, OTP rounds, group choice, banner) instead of the
+        // agent's one-round prompt.
+        // A password the keyring kept answers the window's first prompt; the window still
+        // runs, for what a server asks beyond it (an OTP round, a group).
+        if (o.interactive && !asked.empty() && !has_terminal_to_ask_on() && espvpn::nm::login_window_available())
             return external_ui_window(o, settings);
 #endif
         // Without -i nothing may be asked: GNOME Settings' editor reads a profile's secrets
