@@ -8,14 +8,18 @@ gnome_settings.py WORK [SHOT_DIR]   (env: LIVE_GP_URL, LIVE_CA, LIVE_PING, GW_ST
             editor inside Settings: a GlobalProtect profile filled field by field, the
             password "Saved for this user (keyring)"; Add: nmcli shows exactly those items
   edit:     the profile's gear, Identity: MTU changed, Apply: only that item changed
-  connect:  the panel's switch: nm-applet's agent runs nm-espvpn-auth-dialog, whose
-            password prompt nm-applet draws; the password typed there: activated, the tun
-            carries a ping to LIVE_PING as ESP (the ESP gateway's stats), the password in
-            the user's keyring (gnome-keyring), not in NetworkManager's profile
-  again:    switched off and on: connected with nothing asked (the dialog reads the
-            keyring's password, nm-applet does not)
+  connect:  the panel's switch: nm-applet's agent runs nm-espvpn-auth-dialog (external UI,
+            no terminal: nm-applet is started in a session of its own, as a desktop starts
+            it), which logs in in its own window: the portal's password prompt, then its OTP
+            round (the fake GP gateway's --portal-otp), each typed through AT-SPI; nm-applet's
+            own one-round prompt never shows; activated, the tun carries a ping to LIVE_PING
+            as ESP (the ESP gateway's stats), the password in the user's keyring
+            (gnome-keyring), not in NetworkManager's profile
+  again:    switched off and on: the window asks only the OTP round (the keyring's password,
+            which the dialog reads, answers the password prompt)
   ask:      "Ask every time" set in the panel: the keyring's password is gone; the switch
-            asks, the typed password connects and is not saved; off and on: asked again
+            brings up the window, password and OTP typed, connected, the password not saved;
+            off and on: asked again
 """
 import os
 import re
@@ -26,12 +30,15 @@ import time
 import pyatspi
 
 from atspi_form import Form, FormError, find_app
+from login_window_test import Failure, Screen  # the login window's own driver
 
 WORK = sys.argv[1]
 SHOTS = sys.argv[2] if len(sys.argv) > 2 else None
 URL, CA, TARGET = os.environ["LIVE_GP_URL"], os.environ["LIVE_CA"], os.environ["LIVE_PING"]
 GW_STATS = os.environ["GW_STATS"]
 PASSWORD = "secret"  # the fake GP gateway's alice
+OTP = "111111"  # its portal's OTP round (gnome_settings.sh: --portal-otp xml:111111)
+OTP_LABEL = "Enter response 1 of 1 from your token"  # the portal's own wording of it
 SERVICE = "org.freedesktop.NetworkManager.espvpn"
 t0 = time.monotonic()
 procs = []
@@ -166,22 +173,43 @@ def applet_prompt(applet, name):
     return None
 
 
-def answer_prompt(applet, name, password):
-    wait("nm-applet's password prompt", lambda: applet_prompt(applet, name) is not None, 30)
-    w = applet_prompt(applet, name)
-    text = [a.name for a in pyatspi.findAllDescendants(w, lambda a: a.getRoleName() == "label")]
-    want = f"Password needed for the VPN connection '{name}' to {URL} as alice"
-    if want not in text:
-        fail(f"nm-applet's prompt does not say '{want}': {text}")
-    entry = pyatspi.findDescendant(w, lambda a: a.getRoleName() == "password text"
-                                   and a.getState().contains(pyatspi.STATE_SHOWING))
-    if entry is None:
-        fail("no password field in nm-applet's prompt")
-    if not os.path.exists(os.path.join(SHOTS or WORK, "nm-applet-prompt.png")):
-        shot("nm-applet-prompt.png", (0, 0, 420, 210))
-    applet.type("password", password, entry)
-    applet.press(applet.find_in(w, "OK", ("push button",)))
-    wait("nm-applet's prompt to close", lambda: applet_prompt(applet, name) is None, 10)
+class _Shots:
+    def screenshot(self, path):
+        subprocess.run(["import", "-window", "root", "+dither", "-colors", "64", "PNG8:" + path], check=False)
+
+
+def window_login(applet, name, password):
+    """nm-espvpn-auth-dialog's login window, which nm-applet's request brought up: the portal's
+    password prompt (password None: it must not be asked, the keyring's answers it), then the
+    OTP round, typed as a person types (keys to the focused field, Enter); nm-applet's own
+    prompt never shown. Returns when the window is gone."""
+    screen = Screen(pyatspi, _Shots(), SHOTS)
+    try:
+        wait("the login window (nm-espvpn-auth-dialog)", lambda: screen.app() is not None
+             or applet_prompt(applet, name) is not None, 30)
+        if applet_prompt(applet, name) is not None:
+            fail("nm-applet drew its own password prompt instead of the login window")
+        if password is not None:
+            pw = screen.field("password text", "Password:")
+            if not screen.focused(pw):
+                fail("the login window's password field does not have the focus")
+            screen.type(password)
+            screen.key("Return")
+        otp = screen.field("password text", OTP_LABEL)
+        if password is None and any(n.name == "Password:" for n in screen.find_all(
+                lambda n: n.getRoleName() == "password text") if screen.showing(n)):
+            fail("the login window asked the password although the keyring has it")
+        if not screen.focused(otp):
+            fail("the OTP field does not have the focus")
+        if SHOTS and not os.path.exists(os.path.join(SHOTS, "nm-applet-login-window.png")):
+            shot("nm-applet-login-window.png", (0, 0, 640, 360))
+        screen.type(OTP)
+        screen.key("Return")
+    except Failure as e:
+        fail(f"the login window: {e}")
+    wait("the login window to close", lambda: screen.app() is None, 30)
+    if applet_prompt(applet, name) is not None:
+        fail("nm-applet drew its own password prompt after the login window")
 
 
 def switch_on(switch):
@@ -222,7 +250,10 @@ def main():
         ["secret-tool", "search", "x", "y"], capture_output=True, timeout=10).returncode in (0, 1)
         and os.path.isdir(os.path.join(home, ".local/share/keyrings")), 15)
     log = open(os.path.join(WORK, "applet.log"), "a")
-    procs.append(subprocess.Popen(["nm-applet"], stdout=log, stderr=log))
+    # A session of its own, no controlling terminal, as a desktop session starts it (a
+    # terminal would make the dialog leave the asking to nm-applet, as it does for nmcli).
+    procs.append(subprocess.Popen(["nm-applet"], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                  start_new_session=True))
     log = open(os.path.join(WORK, "gcc.log"), "a")
     gcc = subprocess.Popen(["gnome-control-center", "network"], stdout=log, stderr=log)
     procs.append(gcc)
@@ -281,10 +312,10 @@ def main():
         fail("opening the profile in Settings made nm-applet ask for the password")
     say("edit: MTU changed in Settings, the other items as they were; nothing asked")
 
-    # connect: the panel's switch; nm-applet asks the password the espvpn dialog names
+    # connect: the panel's switch; nm-applet runs the espvpn dialog, whose window logs in
     switch = ui.find("Turn VPN connection off office", ("check box",))
     switch_on(switch)
-    answer_prompt(applet, "office", PASSWORD)
+    window_login(applet, "office", PASSWORD)
     check_tunnel("office")
     shot("gnome-settings-connected.png", (0, 0, 980, 640))
     # NetworkManager has the agent save it once the connection is up: awaited.
@@ -293,20 +324,17 @@ def main():
     with open(keyfile.splitlines()[0]) as f:
         if PASSWORD in f.read():
             fail("password-flags 1: the password is in NetworkManager's keyfile")
-    say("connect: switched on in Settings, nm-applet asked, activated, a ping crossed as ESP; "
-        "the password in the keyring, not in NetworkManager's profile")
+    say("connect: switched on in Settings, nm-applet ran the espvpn dialog: its login window asked the "
+        "password and the portal's OTP round (nm-applet's own prompt never shown), activated, a ping "
+        "crossed as ESP; the password in the keyring, not in NetworkManager's profile")
 
-    # again: off, on: nothing asked
+    # again: off, on: the keyring's password answers, the window asks the OTP round only
     click(switch)
     wait("office down", lambda: state("office") == "", 20)
     switch_on(switch)
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline and state("office") != "activated":
-        if applet_prompt(applet, "office") is not None:
-            fail("password-flags 1: asked again although the keyring has the password")
-        time.sleep(0.2)
+    window_login(applet, "office", None)
     check_tunnel("office")
-    say("again: off and on in Settings, connected with the keyring's password, nothing asked")
+    say("again: off and on in Settings: the keyring's password answered, the window asked only the OTP round")
     click(switch)
     wait("office down", lambda: state("office") == "", 20)
 
@@ -326,13 +354,13 @@ def main():
     wait("the keyring's password removed", lambda: keyring_password(uuid) is None, 10)
     for attempt in (1, 2):
         switch_on(switch)
-        answer_prompt(applet, "office", PASSWORD)
+        window_login(applet, "office", PASSWORD)
         check_tunnel("office")
         if keyring_password(uuid) is not None:
             fail("password-flags 2: the typed password was saved in the keyring")
         click(switch)
         wait("office down", lambda: state("office") == "", 20)
-    say("ask: 'Ask every time' set in Settings: the keyring's copy removed, asked at both connects, never saved")
+    say("ask: 'Ask every time' set in Settings: the keyring's copy removed, the window asked password and OTP at both connects, the password never saved")
     stop()
     print("PASS gnome_settings", flush=True)
 
