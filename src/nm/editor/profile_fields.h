@@ -75,7 +75,8 @@ std::vector<Invalid> validate_form(const FormValues& form);
 
 // Writes the form into `items`: each field's item set or removed, secrets with their
 // "-flags" item (a secret that is not saved is removed from `secrets`); items the
-// table does not know (e.g. resolve, otp, local_hostname) are kept as they were.
+// table does not know (e.g. resolve, otp, local_hostname) are kept as they were. The
+// login's session secrets get "-flags" 2 (not saved) unless the profile has flags for them.
 void form_to_items(const FormValues& form, VpnItems& items);
 
 // Validators, exposed for the tests and the import.

@@ -287,11 +287,17 @@ def main():
     wait("the Add VPN dialog to close", lambda: ui.gone("Add VPN"), 10)
     if run("nmcli", "-g", "vpn.service-type", "connection", "show", "office") != SERVICE:
         fail("office is not an espvpn VPN")
-    want = {"protocol": "gp", "gateway": URL, "user": "alice", "password-flags": "1", "cafile": CA}
+    want = {"protocol": "gp", "gateway": URL, "user": "alice", "password-flags": "1", "cafile": CA,
+            # the login's session secrets, never saved
+            "cookie-flags": "2", "gateway-flags": "2", "gwcert-flags": "2", "resolve-flags": "2"}
     if vpn_data("office") != want:
         fail(f"add: vpn.data is {vpn_data('office')}, expected {want}")
     uuid = run("nmcli", "-g", "connection.uuid", "connection", "show", "office")
     say(f"add: espvpn offered under VPN +, a GP profile made in Settings' editor: vpn.data {want}")
+    # Each connect logs in afresh (the window's espvpn keeps no portal cookie, which would
+    # answer the next login with nothing asked): the login window is exercised every time.
+    run("nmcli", "connection", "modify", "office", "+vpn.data", "no_cookie_cache=yes")
+    want["no_cookie_cache"] = "yes"
 
     # edit: the gear > Identity > MTU > Apply
     row = ui.find("office", ("list item",))
@@ -322,8 +328,14 @@ def main():
     wait("password-flags 1: the password in the user's keyring", lambda: keyring_password(uuid) == PASSWORD, 15)
     keyfile = run("grep", "-rl", uuid, "/etc/NetworkManager/system-connections")
     with open(keyfile.splitlines()[0]) as f:
-        if PASSWORD in f.read():
-            fail("password-flags 1: the password is in NetworkManager's keyfile")
+        saved = f.read()
+    if re.search(r"^password=", saved, re.M):
+        fail("password-flags 1: the password is in NetworkManager's keyfile")
+    # The login's session secrets (cookie-flags=2 etc., which the editor writes) are not kept:
+    # a saved cookie, logged out at disconnect, would answer the next connect and fail it.
+    if "[vpn-secrets]" in saved:
+        fail("NetworkManager's keyfile keeps the login's session secrets: "
+             + str(re.findall(r"^(\w+)=", saved.split("[vpn-secrets]")[1].split("\n[")[0], re.M)))
     say("connect: switched on in Settings, nm-applet ran the espvpn dialog: its login window asked the "
         "password and the portal's OTP round (nm-applet's own prompt never shown), activated, a ping "
         "crossed as ESP; the password in the keyring, not in NetworkManager's profile")

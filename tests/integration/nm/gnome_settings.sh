@@ -51,7 +51,7 @@ topo_up
 nm_build_tree_name "$service" "$espvpn" "$plugin"
 nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" || fail "NetworkManager did not start"
 nm_base_up || fail "the base connection did not come up"
-gateway_up aes-128-gcm --portal-otp xml:111111 || fail "the fake gateway did not start"
+gateway_up aes-128-gcm --portal-otp xml:111111 --portal-cookie || fail "the fake gateway did not start"
 
 # The X server's socket is a file in /tmp (shared with NM's mount namespace).
 exec 3>"$work/display"
