@@ -309,11 +309,10 @@ void form_to_items(const FormValues& form, VpnItems& items) {
             set(key, v);
         }
     }
-    // The secrets a login hands NetworkManager (the auth dialog's cookie, gateway, gwcert,
-    // resolve) are for one session: not saved (NetworkManager would write them into the
-    // profile, and the cookie, logged out at disconnect, would answer the next connection and
-    // fail it). NetworkManager-openconnect's editor writes the same flags. Flags a profile
-    // already has are kept.
+    add_session_secret_flags(items);
+}
+
+void add_session_secret_flags(VpnItems& items) {
     for (const char* session : {"cookie", "gateway", "gwcert", "resolve"})
         if (!item(items.data, std::string(session) + "-flags"))
             items.data[std::string(session) + "-flags"] = std::to_string(kFlagsNotSaved);
