@@ -20,9 +20,14 @@ gnome_settings.py WORK [SHOT_DIR]   (env: LIVE_GP_URL, LIVE_CA, LIVE_PING, GW_ST
   ask:      "Ask every time" set in the panel: the keyring's password is gone; the switch
             brings up the window, password and OTP typed, connected, the password not saved;
             off and on: asked again
+  terminal: `nmcli --ask connection up` in a pseudo-terminal on the same display: nmcli's own
+            prompt, no window (the dialog leaves the asking to a client with a terminal)
 """
 import os
+import pty
 import re
+import select
+import signal
 import subprocess
 import sys
 import time
@@ -212,6 +217,39 @@ def window_login(applet, name, password):
         fail("nm-applet drew its own password prompt after the login window")
 
 
+def nmcli_in_terminal(name):
+    """`nmcli --ask connection up NAME` in a terminal (a pseudo-terminal, its controlling one),
+    on the same display: nmcli's agent runs the dialog, which leaves the asking to nmcli there
+    (no window). Returns (nmcli's output up to its prompt, whether a login window showed);
+    nmcli is stopped at its prompt."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvp("nmcli", ["nmcli", "--ask", "connection", "up", name])
+    out, window = b"", False
+    deadline = time.monotonic() + 30
+    screen = Screen(pyatspi, _Shots(), None)
+    while b"(vpn.secrets.password):" not in out and time.monotonic() < deadline:
+        window = window or screen.app() is not None
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    time.sleep(1)  # a window would be up by now
+    window = window or screen.app() is not None
+    # Down while nmcli waits: NetworkManager cancels its request (stopping nmcli alone would
+    # hand the request on to the next agent, nm-applet, whose dialog would open the window).
+    run("nmcli", "connection", "down", name, check=False)
+    wait(f"'{name}' down", lambda: state(name) == "", 20)
+    os.kill(pid, signal.SIGTERM)
+    os.waitpid(pid, 0)
+    os.close(fd)
+    return out.decode(errors="replace"), window
+
+
 def switch_on(switch):
     """The panel's switch: Settings asks NetworkManager to activate the profile."""
     click(switch)
@@ -373,6 +411,15 @@ def main():
         click(switch)
         wait("office down", lambda: state("office") == "", 20)
     say("ask: 'Ask every time' set in Settings: the keyring's copy removed, the window asked password and OTP at both connects, the password never saved")
+
+    # nmcli in a terminal on the same desktop: its own prompt, no window (the dialog has a
+    # terminal to ask on).
+    out, window = nmcli_in_terminal("office")
+    if "Password (vpn.secrets.password):" not in out:
+        fail(f"nmcli --ask in a terminal did not ask the password: {out!r}")
+    if window:
+        fail("nmcli --ask in a terminal brought up the login window")
+    say("nmcli --ask in a terminal on the same display: nmcli's own password prompt, no window")
     stop()
     print("PASS gnome_settings", flush=True)
 
