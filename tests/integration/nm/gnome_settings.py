@@ -279,6 +279,12 @@ def main():
     pyatspi.Registry.getDesktop(0).childCount  # the AT-SPI bus and registry up first
     home = os.environ["HOME"]
     # The user's keyring, unlocked as a login would (PAM) unlock it; the Secret Service.
+    # Its login keyring is the default one, as a desktop login leaves it: else a store to the
+    # default collection (nm-applet's) may find no default yet and wait on a "new keyring"
+    # prompt no one answers (the password never saved: failed 2 runs in 4 on a loaded machine).
+    os.makedirs(os.path.join(home, ".local/share/keyrings"), mode=0o700, exist_ok=True)
+    with open(os.path.join(home, ".local/share/keyrings/default"), "w") as f:
+        f.write("login\n")
     keyring = subprocess.Popen(["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     procs.append(keyring)
