@@ -29,6 +29,11 @@ std::vector<AskedSecret> secrets_to_ask(const VpnSettings& settings, bool reprom
     return asked;
 }
 
+bool needs_login(const VpnSettings& settings, bool reprompt) {
+    if (secret_flags(settings, "password") & NM_SETTING_SECRET_FLAG_NOT_REQUIRED) return false;
+    return reprompt || !has_secret(settings, "cookie");
+}
+
 std::string external_ui_reply(const std::string& connection_name, const VpnSettings& settings,
                               const std::vector<AskedSecret>& asked) {
     GKeyFile* kf = g_key_file_new();

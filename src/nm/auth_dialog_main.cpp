@@ -7,7 +7,10 @@
 // with `espvpn --authenticate` (the password from the secrets it was given, or, when
 // it has none and may interact, espvpn asks on the controlling terminal: password, OTP
 // rounds, group), and returns cookie, gateway, gwcert and resolve: the service then
-// connects with the cookie and never sees the password.
+// connects with the cookie and never sees the password. In the external UI, a desktop
+// agent's request (nm-applet, GNOME Shell: interaction, a display, no terminal) is logged in
+// the same way in the login window, the secrets going back as fields not to ask; nmcli in a
+// terminal gets the fields to ask.
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -368,8 +371,10 @@ int main(int argc, char** argv) {
         // Shell): the login window (password, OTP rounds, group choice, banner) instead of the
         // agent's one-round prompt.
         // A password the keyring kept answers the window's first prompt; the window still
-        // runs, for what a server asks beyond it (an OTP round, a group).
-        if (o.interactive && !asked.empty() && !has_terminal_to_ask_on() && espvpn::nm::login_window_available())
+        // runs, for what a server asks beyond it (an OTP round, a group); a single sign-on
+        // profile gets the window's "continue in your browser" page.
+        if (o.interactive && espvpn::nm::needs_login(settings, o.reprompt) && !has_terminal_to_ask_on() &&
+            espvpn::nm::login_window_available())
             return external_ui_window(o, settings);
 #endif
         // Without -i nothing may be asked: GNOME Settings' editor reads a profile's secrets

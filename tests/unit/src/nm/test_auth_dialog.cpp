@@ -226,3 +226,15 @@ TEST_CASE("auth dialog: the login window's secrets go to a desktop agent as fiel
     }
     g_key_file_free(kf);
 }
+
+TEST_CASE("auth dialog: a desktop agent's request needs a login unless a cookie answers or none is required") {
+    CHECK(needs_login(settings({{"gateway", "https://vpn/"}}, {}), false));
+    CHECK(needs_login(settings({{"gateway", "https://vpn/"}}, {{"password", "kept"}}), false));
+    // Single sign-on: nothing for a client to ask (secrets_to_ask is empty), but a login to do.
+    const auto sso = settings({{"gateway", "https://vpn/"}, {"external-browser", "yes"}}, {});
+    CHECK(secrets_to_ask(sso, false).empty());
+    CHECK(needs_login(sso, false));
+    CHECK_FALSE(needs_login(settings({{"gateway", "https://vpn/"}}, {{"cookie", "c"}}), false));
+    CHECK(needs_login(settings({{"gateway", "https://vpn/"}}, {{"cookie", "c"}}), true));  // -r: refused
+    CHECK_FALSE(needs_login(settings({{"password-flags", "4"}}, {}), false));
+}
