@@ -29,6 +29,11 @@ std::vector<AskedSecret> secrets_to_ask(const VpnSettings& settings, bool reprom
     return asked;
 }
 
+bool needs_login(const VpnSettings& settings, bool reprompt) {
+    if (secret_flags(settings, "password") & NM_SETTING_SECRET_FLAG_NOT_REQUIRED) return false;
+    return reprompt || !has_secret(settings, "cookie");
+}
+
 std::string external_ui_reply(const std::string& connection_name, const VpnSettings& settings,
                               const std::vector<AskedSecret>& asked) {
     GKeyFile* kf = g_key_file_new();
@@ -59,6 +64,19 @@ std::string external_ui_reply(const std::string& connection_name, const VpnSetti
     explicit_bzero(text, length);
     g_free(text);
     g_key_file_free(kf);
+    return out;
+}
+
+std::vector<AskedSecret> handed_secrets(const std::map<std::string, Secret>& secrets) {
+    std::vector<AskedSecret> out;
+    for (const auto& [key, value] : secrets) {
+        AskedSecret a;
+        a.key = key;
+        a.label = key;
+        a.should_ask = false;
+        a.value = Secret::from_string(value.reveal_text());
+        out.push_back(std::move(a));
+    }
     return out;
 }
 

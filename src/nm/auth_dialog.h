@@ -9,7 +9,9 @@
 //   external UI (nmcli, GNOME Shell, nm-applet >= 1.8): the dialog prints a key file saying
 //     which secrets to ask ([VPN Plugin UI] + one group per secret); the client asks the
 //     user (nmcli --ask, passwd-file, its password dialog) and hands the values to
-//     NetworkManager itself;
+//     NetworkManager itself. From a desktop agent (a display, no terminal) the dialog logs
+//     in in its window instead and the key file hands the results over as fields not to
+//     ask (handed_secrets);
 //   classic (agents without the external UI): the dialog gets the secrets itself and prints
 //     them as "key\nvalue\n" pairs ending with an empty line, then waits for QUIT.
 #pragma once
@@ -47,9 +49,20 @@ unsigned secret_flags(const VpnSettings& settings, const std::string& key);
 // otp=yes profile also gets a one-time code (secret `otp`), always asked.
 std::vector<AskedSecret> secrets_to_ask(const VpnSettings& settings, bool reprompt);
 
+// A login is to be done (external UI from a desktop agent: the login window does it):
+// the password is not marked "not required" and there is no cookie, or new secrets were
+// requested (reprompt = -r). Unlike secrets_to_ask, also for a single sign-on profile,
+// whose login the window runs in the browser.
+bool needs_login(const VpnSettings& settings, bool reprompt);
+
 // The external-UI key file (GLib key-file syntax, values escaped).
 std::string external_ui_reply(const std::string& connection_name, const VpnSettings& settings,
                               const std::vector<AskedSecret>& asked);
+
+// The secrets a login produced (cookie, gateway, ...) as external-UI fields not to ask,
+// each with its value: nm-applet and GNOME Shell hand such fields to NetworkManager as
+// they are (nmcli ignores them). Labels are the keys.
+std::vector<AskedSecret> handed_secrets(const std::map<std::string, Secret>& secrets);
 
 // `espvpn --authenticate` output (COOKIE='...' lines) -> the secrets the service
 // takes: cookie, gateway (CONNECT_URL), gwcert (FINGERPRINT), resolve (RESOLVE;

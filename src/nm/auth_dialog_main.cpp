@@ -7,17 +7,23 @@
 // with `espvpn --authenticate` (the password from the secrets it was given, or, when
 // it has none and may interact, espvpn asks on the controlling terminal: password, OTP
 // rounds, group), and returns cookie, gateway, gwcert and resolve: the service then
-// connects with the cookie and never sees the password.
+// connects with the cookie and never sees the password. In the external UI, a desktop
+// agent's request (nm-applet, GNOME Shell: interaction, a display, no terminal) is logged in
+// the same way in the login window, the secrets going back as fields not to ask; nmcli in a
+// terminal gets the fields to ask.
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <sys/prctl.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -177,12 +183,13 @@ void wait_for_quit() {
 }
 
 #ifdef ESPVPN_NM_LOGIN_WINDOW
-// The GTK window does the whole login through espvpn's prompt channel (login_window.h).
-int classic_window(const Options& o, const VpnSettings& settings) {
+// The GTK window does the whole login through espvpn's prompt channel (login_window.h):
+// the secrets for NetworkManager, or nothing (cancelled, failed; said on stderr).
+std::optional<std::map<std::string, Secret>> window_login(const Options& o, const VpnSettings& settings) {
     auto args = espvpn::nm::espvpn_authenticate_command(o.espvpn, settings, false, true);
     if (!args) {
         std::fprintf(stderr, "nm-espvpn-auth-dialog: %s\n", args.error().message.c_str());
-        return 1;
+        return std::nullopt;
     }
     espvpn::nm::LoginWindowOptions w;
     w.connection_name = o.name;
@@ -194,14 +201,51 @@ int classic_window(const Options& o, const VpnSettings& settings) {
     if (!secrets) {
         std::fprintf(stderr, "nm-espvpn-auth-dialog: login to %s: %s\n", o.name.c_str(),
                      secrets.error().message.c_str());
-        return 1;
+        return std::nullopt;
     }
+    return std::move(*secrets);
+}
+
+int classic_window(const Options& o, const VpnSettings& settings) {
+    auto secrets = window_login(o, settings);
+    if (!secrets) return 1;
     auto reply = espvpn::nm::classic_reply(*secrets);
     if (!reply || !write_all(1, reply->reveal_text())) return 1;
     wait_for_quit();
     return 0;
 }
+
+// External UI from a desktop agent (nm-applet, GNOME Shell: no terminal, a display): the
+// window logs in instead of the agent's one-round prompt, and the key file hands the
+// secrets over as fields not to ask (both agents pass such a field's value to NetworkManager).
+int external_ui_window(const Options& o, const VpnSettings& settings) {
+    auto secrets = window_login(o, settings);
+    if (!secrets) return 1;
+    std::string reply = espvpn::nm::external_ui_reply(o.name, settings, espvpn::nm::handed_secrets(*secrets));
+    const bool ok = write_all(1, reply);
+    explicit_bzero(reply.data(), reply.size());
+    return ok ? 0 : 1;
+}
 #endif
+
+// A terminal to ask on: a controlling terminal other than a virtual console. nmcli and nmtui
+// run from a terminal emulator or ssh (a pseudo-terminal) and ask there; nm-applet and GNOME
+// Shell started by the desktop session have none, or the session's virtual console, which gdm
+// makes the session's controlling terminal (TIOCSCTTY) and the display server holds.
+bool has_terminal_to_ask_on() {
+    FILE* f = std::fopen("/proc/self/stat", "re");
+    if (!f) return false;
+    char buf[1024];
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    const char* after_comm = std::strrchr(buf, ')');  // comm may hold spaces and parentheses
+    long long tty_nr = 0;
+    if (!after_comm || std::sscanf(after_comm + 1, " %*c %*d %*d %*d %lld", &tty_nr) != 1 || tty_nr == 0)
+        return false;
+    const auto dev = static_cast<dev_t>(tty_nr);
+    return !(major(dev) == 4 && minor(dev) < 64);  // tty0..tty63: the virtual consoles
+}
 
 int classic(const Options& o, const VpnSettings& settings) {
 #ifdef ESPVPN_NM_LOGIN_WINDOW
@@ -322,6 +366,17 @@ int main(int argc, char** argv) {
 #endif
     if (o.external_ui) {
         auto asked = espvpn::nm::secrets_to_ask(settings, o.reprompt);
+#ifdef ESPVPN_NM_LOGIN_WINDOW
+        // A login to do, interaction allowed, no terminal and a display (nm-applet, GNOME
+        // Shell): the login window (password, OTP rounds, group choice, banner) instead of the
+        // agent's one-round prompt.
+        // A password the keyring kept answers the window's first prompt; the window still
+        // runs, for what a server asks beyond it (an OTP round, a group); a single sign-on
+        // profile gets the window's "continue in your browser" page.
+        if (o.interactive && espvpn::nm::needs_login(settings, o.reprompt) && !has_terminal_to_ask_on() &&
+            espvpn::nm::login_window_available())
+            return external_ui_window(o, settings);
+#endif
         // Without -i nothing may be asked: GNOME Settings' editor reads a profile's secrets
         // so (NetworkManager asks the agents without interaction) and nm-applet draws a
         // prompt for any ShouldAsk=true field even then.

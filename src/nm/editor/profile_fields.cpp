@@ -309,6 +309,13 @@ void form_to_items(const FormValues& form, VpnItems& items) {
             set(key, v);
         }
     }
+    add_session_secret_flags(items);
+}
+
+void add_session_secret_flags(VpnItems& items) {
+    for (const char* session : {"cookie", "gateway", "gwcert", "resolve"})
+        if (!item(items.data, std::string(session) + "-flags"))
+            items.data[std::string(session) + "-flags"] = std::to_string(kFlagsNotSaved);
 }
 
 std::vector<std::string> forget_cookies_command(const std::string& espvpn, const FormValues& form) {

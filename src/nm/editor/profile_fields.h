@@ -75,8 +75,16 @@ std::vector<Invalid> validate_form(const FormValues& form);
 
 // Writes the form into `items`: each field's item set or removed, secrets with their
 // "-flags" item (a secret that is not saved is removed from `secrets`); items the
-// table does not know (e.g. resolve, otp, local_hostname) are kept as they were.
+// table does not know (e.g. resolve, otp, local_hostname) are kept as they were; then
+// add_session_secret_flags.
 void form_to_items(const FormValues& form, VpnItems& items);
+
+// The secrets a login hands NetworkManager (the auth dialog's cookie, gateway, gwcert,
+// resolve) are for one session: "-flags" 2 (not saved), where the profile has no flags for
+// them. Else NetworkManager writes them into the profile, and the cookie, logged out at
+// disconnect, answers the next connection and fails it. NetworkManager-openconnect's editor
+// writes the same flags. The editor's save and the import add them.
+void add_session_secret_flags(VpnItems& items);
 
 // Validators, exposed for the tests and the import.
 std::string check_gateway(std::string_view url);

@@ -217,13 +217,13 @@ bool import_profile(std::string_view text, Profile& out, std::string& error) {
     GError* parse_error = nullptr;
     const bool ini = g_key_file_load_from_data(kf.get(), text.data(), text.size(), G_KEY_FILE_NONE, &parse_error);
     if (parse_error) g_error_free(parse_error);
-    if (ini && g_key_file_has_group(kf.get(), "openconnect")) return import_openconnect_export(kf.get(), out, error);
-    if (ini && g_key_file_has_group(kf.get(), "vpn")) return import_keyfile(kf.get(), out, error);
-    if (ini) {
-        error = "the file has neither a [vpn] nor an [openconnect] group";
-        return false;
-    }
-    return import_config(text, out, error);
+    bool ok = false;
+    if (ini && g_key_file_has_group(kf.get(), "openconnect")) ok = import_openconnect_export(kf.get(), out, error);
+    else if (ini && g_key_file_has_group(kf.get(), "vpn")) ok = import_keyfile(kf.get(), out, error);
+    else if (ini) error = "the file has neither a [vpn] nor an [openconnect] group";
+    else ok = import_config(text, out, error);
+    if (ok) add_session_secret_flags(out.items);
+    return ok;
 }
 
 std::string export_profile(const Profile& profile) {

@@ -138,6 +138,10 @@ class Editor(Form):
             fail("nm-connection-editor did not close after Save/Cancel")
 
 
+# The login's session secrets: never saved (the editor's save and the import add these flags).
+SESSION_FLAGS = {"cookie-flags": "2", "gateway-flags": "2", "gwcert-flags": "2", "resolve-flags": "2"}
+
+
 def expect(got, want, what):
     for k, v in want.items():
         if got.get(k) != v:
@@ -178,7 +182,7 @@ def case_gp():
             "servercert": "pin-sha256:9QvRbYqJ3n1p2nJ7Tk5LZb0Yq9x8F1Qm6mW0pL5o3sA=", "proxy": "http://10.0.0.1:3128/",
             "external-browser": "yes", "token_mode": "totp", "token_secret-flags": "0", "kill_switch": "yes",
             "reported_os": "win", "useragent": "PAN GlobalProtect", "version_string": "6.1.0-33", "mtu": "1300",
-            "reconnect_timeout": "60", "disable_ipv6": "yes"}
+            "reconnect_timeout": "60", "disable_ipv6": "yes", **SESSION_FLAGS}
     expect(data, want, "gp")
     if set(data) != set(want):
         fail(f"gp: unexpected items {sorted(set(data) - set(want))}")
@@ -208,7 +212,7 @@ def case_ac():
     want = {"protocol": "anyconnect", "gateway": "https://ocserv.example.com:8443/", "user": "bob",
             "authgroup": "staff", "password-flags": "2", "usercert": "/home/bob/cert.pem",
             "userkey": "pkcs11:token=bob;object=vpn-key", "servercert": "sha256:4e9a0c11", "sso-browser": "chromium",
-            "reported_os": "linux", "mtu": "1400"}
+            "reported_os": "linux", "mtu": "1400", **SESSION_FLAGS}
     expect(data, want, "ac")
     if set(data) != set(want):
         fail(f"ac: unexpected items {sorted(set(data) - set(want))}")
@@ -329,7 +333,8 @@ stoken_string=base32:JBSWY3DPEHPK3PXP
         f.write("protocol=gp\nserver=https://portal.example.com/\nuser alice\nkill-switch\n")
     nmcli("connection", "import", "type", "espvpn", "file", conf)
     got = vpn_data("portal")
-    want = {"protocol": "gp", "gateway": "https://portal.example.com/", "user": "alice", "kill_switch": "yes"}
+    want = {"protocol": "gp", "gateway": "https://portal.example.com/", "user": "alice", "kill_switch": "yes",
+            **SESSION_FLAGS}
     if got != want:
         fail(f"nmcli import of an openconnect config file: {got} != {want}")
     say(f"import: NM-openconnect profile imported by nmcli ({len(before)} items), edited in "
@@ -368,7 +373,7 @@ form:_login:user=dave
         fail("the profile imported in the editor is not an espvpn VPN")
     data = vpn_data("oc-gp")
     want = {"protocol": "gp", "gateway": "portal.example.com", "proxy": "http://10.0.0.1:3128/", "reported_os": "win",
-            "user": "dave", "password-flags": "2"}
+            "user": "dave", "password-flags": "2", **SESSION_FLAGS}
     if data != want:
         fail(f"editor import: {data} != {want}")
     say("import in the editor: nm-connection-editor --import of an NM-openconnect GP profile, saved as espvpn")
@@ -413,7 +418,7 @@ def case_import_connect():
     uuid = uuids[0]
     if nmcli("-g", "vpn.service-type", "connection", "show", uuid) != "org.freedesktop.NetworkManager.espvpn":
         fail("the profile imported in the editor is not an espvpn VPN")
-    want = {"protocol": "gp", "gateway": url, "cafile": ca, "user": "alice", "password-flags": "0"}
+    want = {"protocol": "gp", "gateway": url, "cafile": ca, "user": "alice", "password-flags": "0", **SESSION_FLAGS}
     if vpn_data(uuid) != want:
         fail(f"import and connect: {vpn_data(uuid)} != {want}")
     if vpn_secrets(uuid, {"password": "secret"}) != {"password": "secret"}:

@@ -8,17 +8,26 @@ gnome_settings.py WORK [SHOT_DIR]   (env: LIVE_GP_URL, LIVE_CA, LIVE_PING, GW_ST
             editor inside Settings: a GlobalProtect profile filled field by field, the
             password "Saved for this user (keyring)"; Add: nmcli shows exactly those items
   edit:     the profile's gear, Identity: MTU changed, Apply: only that item changed
-  connect:  the panel's switch: nm-applet's agent runs nm-espvpn-auth-dialog, whose
-            password prompt nm-applet draws; the password typed there: activated, the tun
-            carries a ping to LIVE_PING as ESP (the ESP gateway's stats), the password in
-            the user's keyring (gnome-keyring), not in NetworkManager's profile
-  again:    switched off and on: connected with nothing asked (the dialog reads the
-            keyring's password, nm-applet does not)
+  connect:  the panel's switch: nm-applet's agent runs nm-espvpn-auth-dialog (external UI,
+            no terminal: nm-applet is started in a session of its own, as a desktop starts
+            it), which logs in in its own window: the portal's password prompt, then its OTP
+            round (the fake GP gateway's --portal-otp), each typed through AT-SPI; nm-applet's
+            own one-round prompt never shows; activated, the tun carries a ping to LIVE_PING
+            as ESP (the ESP gateway's stats), the password in the user's keyring
+            (gnome-keyring), not in NetworkManager's profile
+  again:    switched off and on: the window asks only the OTP round (the keyring's password,
+            which the dialog reads, answers the password prompt)
   ask:      "Ask every time" set in the panel: the keyring's password is gone; the switch
-            asks, the typed password connects and is not saved; off and on: asked again
+            brings up the window, password and OTP typed, connected, the password not saved;
+            off and on: asked again
+  terminal: `nmcli --ask connection up` in a pseudo-terminal on the same display: nmcli's own
+            prompt, no window (the dialog leaves the asking to a client with a terminal)
 """
 import os
+import pty
 import re
+import select
+import signal
 import subprocess
 import sys
 import time
@@ -26,12 +35,15 @@ import time
 import pyatspi
 
 from atspi_form import Form, FormError, find_app
+from login_window_test import Failure, Screen  # the login window's own driver
 
 WORK = sys.argv[1]
 SHOTS = sys.argv[2] if len(sys.argv) > 2 else None
 URL, CA, TARGET = os.environ["LIVE_GP_URL"], os.environ["LIVE_CA"], os.environ["LIVE_PING"]
 GW_STATS = os.environ["GW_STATS"]
 PASSWORD = "secret"  # the fake GP gateway's alice
+OTP = "111111"  # its portal's OTP round (gnome_settings.sh: --portal-otp xml:111111)
+OTP_LABEL = "Enter response 1 of 1 from your token"  # the portal's own wording of it
 SERVICE = "org.freedesktop.NetworkManager.espvpn"
 t0 = time.monotonic()
 procs = []
@@ -166,22 +178,76 @@ def applet_prompt(applet, name):
     return None
 
 
-def answer_prompt(applet, name, password):
-    wait("nm-applet's password prompt", lambda: applet_prompt(applet, name) is not None, 30)
-    w = applet_prompt(applet, name)
-    text = [a.name for a in pyatspi.findAllDescendants(w, lambda a: a.getRoleName() == "label")]
-    want = f"Password needed for the VPN connection '{name}' to {URL} as alice"
-    if want not in text:
-        fail(f"nm-applet's prompt does not say '{want}': {text}")
-    entry = pyatspi.findDescendant(w, lambda a: a.getRoleName() == "password text"
-                                   and a.getState().contains(pyatspi.STATE_SHOWING))
-    if entry is None:
-        fail("no password field in nm-applet's prompt")
-    if not os.path.exists(os.path.join(SHOTS or WORK, "nm-applet-prompt.png")):
-        shot("nm-applet-prompt.png", (0, 0, 420, 210))
-    applet.type("password", password, entry)
-    applet.press(applet.find_in(w, "OK", ("push button",)))
-    wait("nm-applet's prompt to close", lambda: applet_prompt(applet, name) is None, 10)
+class _Shots:
+    def screenshot(self, path):
+        subprocess.run(["import", "-window", "root", "+dither", "-colors", "64", "PNG8:" + path], check=False)
+
+
+def window_login(applet, name, password):
+    """nm-espvpn-auth-dialog's login window, which nm-applet's request brought up: the portal's
+    password prompt (password None: it must not be asked, the keyring's answers it), then the
+    OTP round, typed as a person types (keys to the focused field, Enter); nm-applet's own
+    prompt never shown. Returns when the window is gone."""
+    screen = Screen(pyatspi, _Shots(), SHOTS)
+    try:
+        wait("the login window (nm-espvpn-auth-dialog)", lambda: screen.app() is not None
+             or applet_prompt(applet, name) is not None, 30)
+        if applet_prompt(applet, name) is not None:
+            fail("nm-applet drew its own password prompt instead of the login window")
+        if password is not None:
+            pw = screen.field("password text", "Password:")
+            if not screen.focused(pw):
+                fail("the login window's password field does not have the focus")
+            screen.type(password)
+            screen.key("Return")
+        otp = screen.field("password text", OTP_LABEL)
+        if password is None and any(n.name == "Password:" for n in screen.find_all(
+                lambda n: n.getRoleName() == "password text") if screen.showing(n)):
+            fail("the login window asked the password although the keyring has it")
+        if not screen.focused(otp):
+            fail("the OTP field does not have the focus")
+        if SHOTS and not os.path.exists(os.path.join(SHOTS, "nm-applet-login-window.png")):
+            shot("nm-applet-login-window.png", (0, 0, 640, 360))
+        screen.type(OTP)
+        screen.key("Return")
+    except Failure as e:
+        fail(f"the login window: {e}")
+    wait("the login window to close", lambda: screen.app() is None, 30)
+    if applet_prompt(applet, name) is not None:
+        fail("nm-applet drew its own password prompt after the login window")
+
+
+def nmcli_in_terminal(name):
+    """`nmcli --ask connection up NAME` in a terminal (a pseudo-terminal, its controlling one),
+    on the same display: nmcli's agent runs the dialog, which leaves the asking to nmcli there
+    (no window). Returns (nmcli's output up to its prompt, whether a login window showed);
+    nmcli is stopped at its prompt."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvp("nmcli", ["nmcli", "--ask", "connection", "up", name])
+    out, window = b"", False
+    deadline = time.monotonic() + 30
+    screen = Screen(pyatspi, _Shots(), None)
+    while b"(vpn.secrets.password):" not in out and time.monotonic() < deadline:
+        window = window or screen.app() is not None
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    time.sleep(1)  # a window would be up by now
+    window = window or screen.app() is not None
+    # Down while nmcli waits: NetworkManager cancels its request (stopping nmcli alone would
+    # hand the request on to the next agent, nm-applet, whose dialog would open the window).
+    run("nmcli", "connection", "down", name, check=False)
+    wait(f"'{name}' down", lambda: state(name) == "", 20)
+    os.kill(pid, signal.SIGTERM)
+    os.waitpid(pid, 0)
+    os.close(fd)
+    return out.decode(errors="replace"), window
 
 
 def switch_on(switch):
@@ -213,6 +279,12 @@ def main():
     pyatspi.Registry.getDesktop(0).childCount  # the AT-SPI bus and registry up first
     home = os.environ["HOME"]
     # The user's keyring, unlocked as a login would (PAM) unlock it; the Secret Service.
+    # Its login keyring is the default one, as a desktop login leaves it: else a store to the
+    # default collection (nm-applet's) may find no default yet and wait on a "new keyring"
+    # prompt no one answers (the password never saved: failed 2 runs in 4 on a loaded machine).
+    os.makedirs(os.path.join(home, ".local/share/keyrings"), mode=0o700, exist_ok=True)
+    with open(os.path.join(home, ".local/share/keyrings/default"), "w") as f:
+        f.write("login\n")
     keyring = subprocess.Popen(["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     procs.append(keyring)
@@ -222,7 +294,10 @@ def main():
         ["secret-tool", "search", "x", "y"], capture_output=True, timeout=10).returncode in (0, 1)
         and os.path.isdir(os.path.join(home, ".local/share/keyrings")), 15)
     log = open(os.path.join(WORK, "applet.log"), "a")
-    procs.append(subprocess.Popen(["nm-applet"], stdout=log, stderr=log))
+    # A session of its own, no controlling terminal, as a desktop session starts it (a
+    # terminal would make the dialog leave the asking to nm-applet, as it does for nmcli).
+    procs.append(subprocess.Popen(["nm-applet"], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                  start_new_session=True))
     log = open(os.path.join(WORK, "gcc.log"), "a")
     gcc = subprocess.Popen(["gnome-control-center", "network"], stdout=log, stderr=log)
     procs.append(gcc)
@@ -256,11 +331,17 @@ def main():
     wait("the Add VPN dialog to close", lambda: ui.gone("Add VPN"), 10)
     if run("nmcli", "-g", "vpn.service-type", "connection", "show", "office") != SERVICE:
         fail("office is not an espvpn VPN")
-    want = {"protocol": "gp", "gateway": URL, "user": "alice", "password-flags": "1", "cafile": CA}
+    want = {"protocol": "gp", "gateway": URL, "user": "alice", "password-flags": "1", "cafile": CA,
+            # the login's session secrets, never saved
+            "cookie-flags": "2", "gateway-flags": "2", "gwcert-flags": "2", "resolve-flags": "2"}
     if vpn_data("office") != want:
         fail(f"add: vpn.data is {vpn_data('office')}, expected {want}")
     uuid = run("nmcli", "-g", "connection.uuid", "connection", "show", "office")
     say(f"add: espvpn offered under VPN +, a GP profile made in Settings' editor: vpn.data {want}")
+    # Each connect logs in afresh (the window's espvpn keeps no portal cookie, which would
+    # answer the next login with nothing asked): the login window is exercised every time.
+    run("nmcli", "connection", "modify", "office", "+vpn.data", "no_cookie_cache=yes")
+    want["no_cookie_cache"] = "yes"
 
     # edit: the gear > Identity > MTU > Apply
     row = ui.find("office", ("list item",))
@@ -281,32 +362,35 @@ def main():
         fail("opening the profile in Settings made nm-applet ask for the password")
     say("edit: MTU changed in Settings, the other items as they were; nothing asked")
 
-    # connect: the panel's switch; nm-applet asks the password the espvpn dialog names
+    # connect: the panel's switch; nm-applet runs the espvpn dialog, whose window logs in
     switch = ui.find("Turn VPN connection off office", ("check box",))
     switch_on(switch)
-    answer_prompt(applet, "office", PASSWORD)
+    window_login(applet, "office", PASSWORD)
     check_tunnel("office")
     shot("gnome-settings-connected.png", (0, 0, 980, 640))
     # NetworkManager has the agent save it once the connection is up: awaited.
     wait("password-flags 1: the password in the user's keyring", lambda: keyring_password(uuid) == PASSWORD, 15)
     keyfile = run("grep", "-rl", uuid, "/etc/NetworkManager/system-connections")
     with open(keyfile.splitlines()[0]) as f:
-        if PASSWORD in f.read():
-            fail("password-flags 1: the password is in NetworkManager's keyfile")
-    say("connect: switched on in Settings, nm-applet asked, activated, a ping crossed as ESP; "
-        "the password in the keyring, not in NetworkManager's profile")
+        saved = f.read()
+    if re.search(r"^password=", saved, re.M):
+        fail("password-flags 1: the password is in NetworkManager's keyfile")
+    # The login's session secrets (cookie-flags=2 etc., which the editor writes) are not kept:
+    # a saved cookie, logged out at disconnect, would answer the next connect and fail it.
+    if "[vpn-secrets]" in saved:
+        fail("NetworkManager's keyfile keeps the login's session secrets: "
+             + str(re.findall(r"^(\w+)=", saved.split("[vpn-secrets]")[1].split("\n[")[0], re.M)))
+    say("connect: switched on in Settings, nm-applet ran the espvpn dialog: its login window asked the "
+        "password and the portal's OTP round (nm-applet's own prompt never shown), activated, a ping "
+        "crossed as ESP; the password in the keyring, not in NetworkManager's profile")
 
-    # again: off, on: nothing asked
+    # again: off, on: the keyring's password answers, the window asks the OTP round only
     click(switch)
     wait("office down", lambda: state("office") == "", 20)
     switch_on(switch)
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline and state("office") != "activated":
-        if applet_prompt(applet, "office") is not None:
-            fail("password-flags 1: asked again although the keyring has the password")
-        time.sleep(0.2)
+    window_login(applet, "office", None)
     check_tunnel("office")
-    say("again: off and on in Settings, connected with the keyring's password, nothing asked")
+    say("again: off and on in Settings: the keyring's password answered, the window asked only the OTP round")
     click(switch)
     wait("office down", lambda: state("office") == "", 20)
 
@@ -326,13 +410,22 @@ def main():
     wait("the keyring's password removed", lambda: keyring_password(uuid) is None, 10)
     for attempt in (1, 2):
         switch_on(switch)
-        answer_prompt(applet, "office", PASSWORD)
+        window_login(applet, "office", PASSWORD)
         check_tunnel("office")
         if keyring_password(uuid) is not None:
             fail("password-flags 2: the typed password was saved in the keyring")
         click(switch)
         wait("office down", lambda: state("office") == "", 20)
-    say("ask: 'Ask every time' set in Settings: the keyring's copy removed, asked at both connects, never saved")
+    say("ask: 'Ask every time' set in Settings: the keyring's copy removed, the window asked password and OTP at both connects, the password never saved")
+
+    # nmcli in a terminal on the same desktop: its own prompt, no window (the dialog has a
+    # terminal to ask on).
+    out, window = nmcli_in_terminal("office")
+    if "Password (vpn.secrets.password):" not in out:
+        fail(f"nmcli --ask in a terminal did not ask the password: {out!r}")
+    if window:
+        fail("nmcli --ask in a terminal brought up the login window")
+    say("nmcli --ask in a terminal on the same display: nmcli's own password prompt, no window")
     stop()
     print("PASS gnome_settings", flush=True)
 

@@ -6,9 +6,10 @@
 # gnome_settings.py (label "gui"; root; ~30 s):
 #   gnome_settings.sh SERVICE ESPVPN PLUGIN_SO GATEWAY_BIN [SHOT_DIR]
 # A GP profile added in Settings (VPN + > espvpn > the GTK4 editor), edited there, switched
-# on in the panel: nm-applet asks the password, the tunnel carries a ping as ESP to the
-# fake GP gateway + tools/esp-gateway (GATEWAY_BIN); the password kept as password-flags
-# say (1: the keyring, used at the next connect; 2: asked each time, never saved).
+# on in the panel: nm-applet runs nm-espvpn-auth-dialog, whose login window asks the password
+# and the portal's OTP round (--portal-otp), the tunnel carries a ping as ESP to the fake GP
+# gateway + tools/esp-gateway (GATEWAY_BIN); the password kept as password-flags say (1: the
+# keyring, answering the next connect's password prompt; 2: asked each time, never saved).
 # What Settings needs here: a session bus (dbus-run-session: the AT-SPI bus is activated
 # on it), NetworkManager's system bus, XDG_CURRENT_DESKTOP=GNOME; no gnome-session, no
 # gnome-shell, no accounts-daemon, no window manager.
@@ -50,7 +51,7 @@ topo_up
 nm_build_tree_name "$service" "$espvpn" "$plugin"
 nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" || fail "NetworkManager did not start"
 nm_base_up || fail "the base connection did not come up"
-gateway_up aes-128-gcm || fail "the fake gateway did not start"
+gateway_up aes-128-gcm --portal-otp xml:111111 --portal-cookie || fail "the fake gateway did not start"
 
 # The X server's socket is a file in /tmp (shared with NM's mount namespace).
 exec 3>"$work/display"

@@ -13,6 +13,7 @@ src/nm/README.md), and checks what it would show:
   shell_agent.py DIALOG CASE   (CASE: otp | otp_stored | plain | cookie)
 Exit 0 when the dialog's answer is what CASE wants; the dialog must finish in 10 s."""
 import configparser
+import os
 import subprocess
 import sys
 import time
@@ -40,7 +41,10 @@ def main():
     data, secrets, flags, want = CASES[case]
     argv = [dialog, "-u", "8a1e4c52-0000-4000-8000-000000000001", "-n", "work", "-s", SERVICE,
             "--external-ui-mode", *flags]
-    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # No display: the key file for the Shell's own prompt (with a display and no terminal the
+    # dialog would log in in its window instead: nm_gnome_settings).
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     req = "".join(f"DATA_KEY={k}\nDATA_VAL={v}\n\n" for k, v in data.items())
     req += "".join(f"SECRET_KEY={k}\nSECRET_VAL={v}\n\n" for k, v in secrets.items())
     p.stdin.write((req + "DONE\n\n").encode())

@@ -197,3 +197,44 @@ TEST_CASE("auth dialog: a password read from the keyring goes to the client as t
     again[0].value = Secret::from_string("from-keyring");
     CHECK(external_ui_reply("work", s, again).find("from-keyring") == std::string::npos);
 }
+
+TEST_CASE("auth dialog: the login window's secrets go to a desktop agent as fields not to ask, with values") {
+    // nm-applet 1.30 (external_ui_add_secrets) and GNOME Shell (add_vpn_secret) pass every
+    // IsSecret field's non-empty Value with ShouldAsk=false to NetworkManager: the cookie
+    // the window's login got reaches the service so, and nothing is asked again.
+    auto s = settings({{"gateway", "https://vpn/"}}, {});
+    std::map<std::string, Secret> got;
+    got["cookie"] = Secret::from_string("authcookie=abc&portal=p");
+    got["gateway"] = Secret::from_string("https://gw2.example/");
+    const auto handed = handed_secrets(got);
+    REQUIRE(handed.size() == 2);
+    const std::string text = external_ui_reply("work", s, handed);
+    GKeyFile* kf = g_key_file_new();
+    REQUIRE(g_key_file_load_from_data(kf, text.data(), text.size(), G_KEY_FILE_NONE, nullptr));
+    gsize n = 0;
+    gchar** groups = g_key_file_get_groups(kf, &n);
+    REQUIRE(n == 3);
+    CHECK(std::string(groups[0]) == "VPN Plugin UI");  // nmcli requires it first
+    g_strfreev(groups);
+    for (const char* key : {"cookie", "gateway"}) {
+        CAPTURE(key);
+        CHECK(g_key_file_get_boolean(kf, key, "IsSecret", nullptr));
+        CHECK_FALSE(g_key_file_get_boolean(kf, key, "ShouldAsk", nullptr));
+        gchar* value = g_key_file_get_string(kf, key, "Value", nullptr);
+        CHECK(std::string(value) == got[key].reveal_text());
+        g_free(value);
+    }
+    g_key_file_free(kf);
+}
+
+TEST_CASE("auth dialog: a desktop agent's request needs a login unless a cookie answers or none is required") {
+    CHECK(needs_login(settings({{"gateway", "https://vpn/"}}, {}), false));
+    CHECK(needs_login(settings({{"gateway", "https://vpn/"}}, {{"password", "kept"}}), false));
+    // Single sign-on: nothing for a client to ask (secrets_to_ask is empty), but a login to do.
+    const auto sso = settings({{"gateway", "https://vpn/"}, {"external-browser", "yes"}}, {});
+    CHECK(secrets_to_ask(sso, false).empty());
+    CHECK(needs_login(sso, false));
+    CHECK_FALSE(needs_login(settings({{"gateway", "https://vpn/"}}, {{"cookie", "c"}}), false));
+    CHECK(needs_login(settings({{"gateway", "https://vpn/"}}, {{"cookie", "c"}}), true));  // -r: refused
+    CHECK_FALSE(needs_login(settings({{"password-flags", "4"}}, {}), false));
+}

@@ -165,6 +165,19 @@ TEST_CASE("editor fields: a password asked every time is not stored, only its fl
     CHECK(form_from_items({{}, {{"password", "x"}}}).secret_flags.at("password") == kFlagsSystem);
 }
 
+TEST_CASE("editor fields: the login's session secrets are not saved; flags a profile has are kept") {
+    // The auth dialog hands NetworkManager cookie, gateway, gwcert and resolve; with no flags
+    // (0: system-owned) NetworkManager writes them into the profile (nm_gnome_settings saw the
+    // cookie in the keyfile's [vpn-secrets]).
+    VpnItems items;
+    items.data["resolve-flags"] = "0";  // the user's own choice
+    form_to_items(base_form(), items);
+    CHECK(items.data.at("cookie-flags") == "2");
+    CHECK(items.data.at("gateway-flags") == "2");
+    CHECK(items.data.at("gwcert-flags") == "2");
+    CHECK(items.data.at("resolve-flags") == "0");
+}
+
 TEST_CASE("editor fields: bad values are refused with the reason") {
     auto reasons = [](const char* key, const char* value) {
         FormValues form = base_form();
