@@ -21,6 +21,7 @@
 #include "src/session/link_attempt.h"
 #include "src/session/session_control.h"
 #include "protocols/tunnel/tunnel_config.h"
+#include "src/host/host.h"
 #include "src/host/tunnel_host.h"
 
 namespace espvpn::session {
@@ -42,6 +43,11 @@ struct TunnelOptions {
     std::string dtls_ciphers;  // AnyConnect --dtls-ciphers: X-DTLS-CipherSuite instead of ours
     std::string dtls12_ciphers;  // AnyConnect --dtls12-ciphers: X-DTLS12-CipherSuite
     bool keeps_privileges = true;  // false with --setuid: nothing may need root after after_setup
+    // The host side (host.h): unset, a TunnelHost in this process; set (the session process of
+    // the privilege split), the broker's client. udp_socket: how the ESP/DTLS sockets are made
+    // (io::UdpOptions::make_socket; unset: here).
+    std::function<std::unique_ptr<host::Host>(const host::TunnelHostOptions&)> make_host;
+    std::function<Result<io::UniqueFd>(int family, int send_buffer, int receive_buffer)> udp_socket;
     // Host-integration hooks (src/cli), called on the control thread.
     // after_setup: the tun, its configuration and the first link exist, nothing else needs
     // privileges (--setuid drops them here); an error ends the session.
@@ -92,7 +98,7 @@ public:
     // The host is up: the first link starts. It returns the link's `up` when it carries data
     // at once (else a later step reports it), or an `ended` (a refused cookie); nullopt:
     // not up yet. An error ends the session.
-    virtual Result<std::optional<LinkEvent>> start(host::TunnelHost& host) = 0;
+    virtual Result<std::optional<LinkEvent>> start(host::Host& host) = 0;
     // "peer" for messages, and what a reconnect attempt does.
     virtual std::string peer() const = 0;
     virtual std::string attempt_text() const = 0;
