@@ -329,6 +329,8 @@ std::vector<std::uint8_t> encode(const Message& m) {
             } else if constexpr (std::is_same_v<T, WriteState>) {
                 w.str(v.path);
                 w.blob(v.bytes);
+                w.u8(v.sync);
+                w.i32(v.mode);
             } else if constexpr (std::is_same_v<T, Reply>) {
                 w.u16(static_cast<unsigned>(v.to));
                 w.u8(v.ok);
@@ -416,6 +418,8 @@ Result<Message> decode(std::span<const std::uint8_t> bytes) {
             WriteState s;
             s.path = path(r, "state path");
             s.bytes = r.blob("state bytes", kMaxStateBytes);
+            s.sync = r.boolean("sync");
+            s.mode = r.integer("file mode", 0, 0777);
             m = std::move(s);
             break;
         }

@@ -75,7 +75,14 @@ struct SetMtu { int mtu = 0; };
 struct OpenUdp { int family = 0; int send_buffer = 0; int receive_buffer = 0; };  // AF_INET/AF_INET6
 struct OpenDnsListener { std::string address; int port = 53; std::string device; };  // device "" = none
 struct ReadState { std::string path; };
-struct WriteState { std::string path; std::vector<std::uint8_t> bytes; };
+// Replaces the file (a new file beside it, renamed over it); `mode` (<= 0777) for a new file;
+// sync: fsync before the rename (not for --stats-json, rewritten every second).
+struct WriteState {
+    std::string path;
+    std::vector<std::uint8_t> bytes;
+    bool sync = true;
+    int mode = 0600;
+};
 struct RemoveState { std::string path; };
 
 // The answer to every request but bring_up. `text`: the error when !ok, else what was done

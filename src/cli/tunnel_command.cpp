@@ -8,6 +8,7 @@
 #include "src/cli/exit_codes.h"
 #include "src/cli/channel_prompter.h"
 #include "src/cli/https_settings.h"
+#include "src/cli/privilege_split.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/log/logger.h"
 
@@ -91,6 +92,14 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     }
     auto process = ProcessControl::prepare(options);  // early: a bad user or pid file fails before the login
     if (!process) return failed(process.error());
+    // Root: the broker stays here; the session process (unprivileged) goes on below.
+    host::BrokerOptions broker_options;
+    broker_options.host = tunnel_options(options).host;
+    if (!options.stats_json.empty()) broker_options.state_files.push_back(options.stats_json);
+    auto split = split_privileges(options, *process, std::move(broker_options));
+    if (!split) return failed(split.error());
+    if (const int* broker_exit = std::get_if<int>(&*split)) return *broker_exit;
+    const std::shared_ptr<host::BrokerChannel> broker = std::get<SessionSide>(*split).broker;
     options.csd_user = csd_run_as(options);
     TerminalPrompter terminal(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
     ChannelPrompter channel(options.prompt_fd, options.no_passwd);
@@ -139,6 +148,17 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
 
     session::TunnelOptions t = tunnel_options(options);
     if (options.kill_switch) t.host.login_servers = login_servers(*https, protocol.login_server());
+    if (broker) {
+        t.make_host = [broker](const host::TunnelHostOptions& h) -> std::unique_ptr<host::Host> {
+            return std::make_unique<host::BrokerHost>(broker, h.login_servers);
+        };
+        t.udp_socket = [broker](int family, int send_buffer, int receive_buffer) {
+            return broker->open_udp(family, send_buffer, receive_buffer);
+        };
+        t.write_stats = [broker](const std::string& path, std::span<const std::uint8_t> bytes) {
+            return broker->write_state(path, {bytes.begin(), bytes.end()}, false, 0644);
+        };
+    }
     t.after_setup = [&] { return process->drop_privileges(); };
     t.on_connected = [&] { process->tunnel_up(); };
     const int rc = protocol.connect(options, *https, *process, t);

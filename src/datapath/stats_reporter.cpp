@@ -78,7 +78,9 @@ Status StatsReporter::write_json() const {
     // A new file beside it (a name planted there is refused, never followed), renamed over it.
     const std::string text = view_.json() + "\n";
     auto bytes = std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
-    if (auto st = io::replace_file(options_.json_path, bytes, 0644, ".tmp", io::Sync::no); !st)
+    if (auto st = options_.write_file ? options_.write_file(options_.json_path, bytes)
+                                      : io::replace_file(options_.json_path, bytes, 0644, ".tmp", io::Sync::no);
+        !st)
         return make_error("stats: " + st.error().message);
     return {};
 }

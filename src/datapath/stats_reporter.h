@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -20,6 +21,9 @@ namespace espvpn::datapath {
 
 struct StatsReporterOptions {
     std::string json_path;                            // empty: no file
+    // Writes the file when set (the session process of the privilege split asks the broker,
+    // which may write where the session user may not); unset: io::replace_file here.
+    std::function<Status(const std::string& path, std::span<const std::uint8_t> bytes)> write_file;
     std::chrono::milliseconds json_interval{1000};
     bool print_on_sigusr1 = true;                     // installs the SIGUSR1 handler
 };

@@ -116,6 +116,9 @@ TunDevice TunDevice::adopt(int fd, std::string name, int ifindex, const TunOfflo
     dev.name_ = std::move(name);
     dev.ifindex_ = ifindex;
     dev.offloads_ = offloads;
+    dev.offloads_.csum = offloads.flags & TUN_F_CSUM;
+    dev.offloads_.tso = offloads.flags & TUN_F_TSO4;
+    dev.offloads_.uso = offloads.flags & TUN_F_USO4;
     if (dev.offloads_.vnet_hdr) dev.gro_ = std::make_unique<GroCoalescer>(kMaxWriteBatch);
     dev.read_buf_.reset(new std::uint8_t[kVirtioNetHdrSize + kMaxSuperPacket]);
     dev.set_mtu_ = std::move(set_mtu);

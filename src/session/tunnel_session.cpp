@@ -288,6 +288,7 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     }
     datapath::StatsReporterOptions report;
     report.json_path = o.stats_json;
+    report.write_file = o.write_stats;
     datapath::StatsView view = d.stats_view();
     // The driver's object, with the roaming counters as "path" (read on the reporter's thread:
     // small integers, a torn read shows an old count at worst).

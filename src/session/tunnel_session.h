@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <span>
 #include <optional>
 #include <string>
 #include <variant>
@@ -48,6 +49,8 @@ struct TunnelOptions {
     // (io::UdpOptions::make_socket; unset: here).
     std::function<std::unique_ptr<host::Host>(const host::TunnelHostOptions&)> make_host;
     std::function<Result<io::UniqueFd>(int family, int send_buffer, int receive_buffer)> udp_socket;
+    // How --stats-json is written (datapath::StatsReporterOptions::write_file; unset: here).
+    std::function<Status(const std::string& path, std::span<const std::uint8_t> bytes)> write_stats;
     // Host-integration hooks (src/cli), called on the control thread.
     // after_setup: the tun, its configuration and the first link exist, nothing else needs
     // privileges (--setuid drops them here); an error ends the session.

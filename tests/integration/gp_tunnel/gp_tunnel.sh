@@ -170,6 +170,7 @@ suites)
     grep -q "over 1 TLS handshake" "$work/espvpn.log" || fail "$suite: login took more than one TLS handshake"
     # The ESP threads run under their seccomp filter (src/sandbox), the control thread does not.
     why=$(pipelines_confined "$client_pid" 2) || fail "$suite: $why"
+    why=$(privsep_checked "$client_pid") || fail "$suite: $why"
     grep -q $'^Seccomp:\t0$' "/proc/$client_pid/status" || fail "$suite: the main thread is under a filter"
     # The SAs reach the datapath before its first tun read: nothing dropped for want of one.
     [[ $(client_stat 'd["tx"]["drop_no_sa"]') -eq 0 ]] || fail "$suite: packets dropped before the SA was installed"

@@ -87,7 +87,14 @@ TEST_CASE("broker messages: every type encodes, decodes and re-encodes to the sa
     CHECK(udp.receive_buffer == 8 << 20);
     roundtrip(OpenDnsListener{"10.201.0.5", 53, "tun0"});
     roundtrip(ReadState{"/var/lib/espvpn/token"});
-    roundtrip(WriteState{"/var/lib/espvpn/token", {1, 2, 0, 255}});
+    roundtrip(WriteState{"/var/lib/espvpn/token", {1, 2, 0, 255}, true, 0600});
+    auto ws = std::get<WriteState>(*decode(roundtrip(WriteState{"/tmp/stats.json", {'{', '}'}, false, 0644})));
+    CHECK_FALSE(ws.sync);
+    CHECK(ws.mode == 0644);
+    // A setuid bit is no mode for a state file.
+    Bytes setuid = encode(WriteState{"/tmp/s", {}, true, 0600});
+    setuid[setuid.size() - 2] = 0x08;  // 04000 | 0600 in the last four bytes
+    CHECK(error_of(setuid).find("file mode") != std::string::npos);
     roundtrip(RemoveState{"/var/cache/espvpn/cookie"});
     roundtrip(Reply{Type::add_domain_route, true, "dev tun0", 3, {}});
     roundtrip(Reply{Type::read_state, true, "", 0, {'x', 'y'}});

@@ -1,0 +1,117 @@
+#include "src/cli/privilege_split.h"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+#include "protocols/broker/broker_message.h"
+#include "src/cli/exit_codes.h"
+#include "src/io/seqpacket.h"
+#include "src/log/logger.h"
+#include "src/sso/invoking_user.h"
+
+namespace espvpn::cli {
+
+namespace {
+
+// The broker's signal events, turned into the same signal for this process, so that the
+// session's SignalWatch sees what a signal sent to it directly would have been. The thread
+// blocks every signal itself (kill() to the process is then taken by another thread).
+void start_event_thread(io::UniqueFd events) {
+    std::thread([fd = std::move(events)] {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, nullptr);
+        for (;;) {
+            auto p = io::receive_packet(fd.get(), 64);
+            if (!p || p->eof) {
+                // The broker has gone: the tun is useless now.
+                LOG_ERROR << "the privileged espvpn process has gone; ending";
+                ::kill(getpid(), SIGTERM);
+                return;
+            }
+            auto m = broker::decode(p->bytes);
+            const auto* e = m ? std::get_if<broker::SignalEvent>(&*m) : nullptr;
+            if (!e) continue;
+            ::kill(getpid(), e->signo);
+        }
+    }).detach();
+}
+
+}  // namespace
+
+Result<RunAsUser> session_user(const ClientOptions& options) {
+    if (!options.setuid_user.empty()) return RunAsUser::lookup(options.setuid_user);
+    if (auto invoker = sso::invoking_user(); invoker && !invoker->is_root_alone && invoker->uid != 0)
+        return RunAsUser{invoker->name, invoker->uid, invoker->gid};
+    if (auto system = RunAsUser::lookup("espvpn"); system && system->uid != 0) return system;
+    auto nobody = RunAsUser::lookup("nobody");
+    if (!nobody) return make_error("no user to run the session as (no -U, no sudo/pkexec invoker, no user espvpn or nobody)");
+    LOG_INFO << "the session process runs as nobody (no -U USER, no sudo/pkexec invoker, no system user espvpn)";
+    return nobody;
+}
+
+Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, ProcessControl& process,
+                                                        host::BrokerOptions broker_options) {
+    if (geteuid() != 0) return std::variant<int, SessionSide>(SessionSide{});
+    auto user = session_user(options);
+    if (!user) return user.error();
+    if (user->uid == 0) return make_error("the session process may not run as root (-U " + user->name + ")");
+    // -b: the waiting command forks first; the broker below is its child (the pid file's PID).
+    if (options.action == Action::connect && !options.dry_run) process.background();
+    broker_options.detach_when_up = options.background && options.action == Action::connect && !options.dry_run;
+
+    io::UniqueFd requests_broker, requests_session, events_broker, events_session;
+    if (Status s = io::seqpacket_pair(requests_broker, requests_session); !s) return s.error();
+    if (Status s = io::seqpacket_pair(events_broker, events_session); !s) return s.error();
+    sigset_t old;
+    host::block_broker_signals(&old);
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    const pid_t child = fork();
+    if (child < 0) {
+        sigprocmask(SIG_SETMASK, &old, nullptr);
+        return make_error(std::string("fork: ") + std::strerror(errno));
+    }
+    if (child > 0) {
+        // The broker.
+        requests_session.reset();
+        events_session.reset();
+        process.leave_up_to_session();
+        if (Status s = host::keep_broker_capabilities(true); !s) {
+            LOG_ERROR << s.error().message;
+            ::kill(child, SIGKILL);
+            waitpid(child, nullptr, 0);
+            return std::variant<int, SessionSide>(kExitError);
+        }
+        const host::SessionEnd end = host::run_broker(std::move(requests_broker), std::move(events_broker), child,
+                                                      broker_options);
+        return std::variant<int, SessionSide>(end.exited ? end.code : kExitError);
+    }
+    // The session.
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    requests_broker.reset();
+    events_broker.reset();
+    process.forget_pid_file();
+    if (Status s = user->drop(); !s) {
+        LOG_ERROR << "session process: " << s.error().message;
+        _exit(kExitError);
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+        LOG_ERROR << "session process: prctl: " << std::strerror(errno);
+        _exit(kExitError);
+    }
+    start_event_thread(std::move(events_session));
+    options.setuid_user.clear();  // done: nothing left to drop after the setup
+    return std::variant<int, SessionSide>(SessionSide{std::make_shared<host::BrokerChannel>(std::move(requests_session))});
+}
+
+}  // namespace espvpn::cli

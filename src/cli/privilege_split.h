@@ -1,0 +1,34 @@
+// The privilege split (issue 41, docs/SECURITY.md "Who holds what"): espvpn started as root
+// forks once, before the login. The parent stays the broker (src/host/broker.h: uid 0 with
+// CAP_NET_ADMIN only, it parses no network input); the child becomes the session process: it
+// switches to the session user (-U USER; else the sudo/pkexec invoker; else the system user
+// `espvpn`; else nobody) with no capability and no_new_privs, and does everything that
+// touches the server (login, tunnel, datapath), asking the broker for the host side.
+#pragma once
+
+#include <memory>
+#include <variant>
+
+#include "protocols/base/result.h"
+#include "src/cli/options.h"
+#include "src/cli/process_control.h"
+#include "src/host/broker.h"
+#include "src/host/broker_client.h"
+
+namespace espvpn::cli {
+
+// The session process's link to its broker (null: no split, this process does it all).
+struct SessionSide {
+    std::shared_ptr<host::BrokerChannel> broker;
+};
+
+// Not root: no split (SessionSide with no broker). Root: forks; returns in the session
+// process (SessionSide with the broker channel), or in the broker once the session has
+// ended, with the exit code to leave with.
+Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, ProcessControl& process,
+                                                        host::BrokerOptions broker_options);
+
+// Who the session process runs as (see above); a line in the log when it is nobody.
+Result<RunAsUser> session_user(const ClientOptions& options);
+
+}  // namespace espvpn::cli

@@ -1,0 +1,131 @@
+#include "src/host/broker_client.h"
+
+#include "src/io/seqpacket.h"
+#include "src/log/logger.h"
+
+namespace espvpn::host {
+
+BrokerHost::BrokerHost(std::shared_ptr<BrokerChannel> channel, std::vector<KillSwitchService> login_servers)
+    : channel_(std::move(channel)), login_servers_(std::move(login_servers)) {}
+
+BrokerHost::~BrokerHost() { tear_down(); }
+
+Result<BrokerChannel::Answer> BrokerChannel::call(const broker::Message& request) {
+    std::lock_guard lock(mutex_);
+    const auto wire = broker::encode(request);
+    if (wire.size() > broker::kMaxMessage)
+        return make_error("broker request " + std::string(broker::type_name(broker::type_of(request))) + ": too large");
+    if (Status s = io::send_packet(socket_.get(), wire); !s) return make_error("broker: " + s.error().message);
+    auto got = io::receive_packet(socket_.get(), broker::kMaxMessage);
+    if (!got) return make_error("broker: " + got.error().message);
+    if (got->eof) return make_error("broker: the privileged process has gone");
+    auto m = broker::decode(got->bytes);
+    if (!m) return m.error();
+    return Answer{std::move(*m), std::move(got->fd)};
+}
+
+Result<broker::Reply> BrokerChannel::ask(const broker::Message& request, io::UniqueFd* fd) {
+    auto a = call(request);
+    if (!a) return a.error();
+    auto* reply = std::get_if<broker::Reply>(&a->message);
+    if (!reply) return make_error("broker: an answer of the wrong type");
+    if (!reply->ok) return make_error(reply->text);
+    if (fd) {
+        if (!a->fd.valid()) return make_error("broker: no descriptor came with the answer");
+        *fd = std::move(a->fd);
+    }
+    return std::move(*reply);
+}
+
+Status BrokerHost::bring_up(const TunnelConfig& config, int mtu) {
+    broker::BringUp b{config, mtu, {}};
+    for (const auto& s : login_servers_) b.login_servers.push_back({s.address, s.port});
+    auto a = channel_->call(b);
+    if (!a) return a.error();
+    auto* t = std::get_if<broker::TunReply>(&a->message);
+    if (!t) return make_error("broker: an answer of the wrong type");
+    if (!t->ok) return make_error(t->error);
+    if (!a->fd.valid()) return make_error("broker: the tun's descriptor did not come");
+    io::TunOffloads off;
+    off.vnet_hdr = t->vnet_hdr;
+    off.flags = t->offload_flags;
+    tun_.emplace(io::TunDevice::adopt(a->fd.release(), t->name, t->ifindex, off, [this](unsigned m) -> Status {
+        auto r = ask(broker::SetMtu{static_cast<int>(m)});
+        if (!r) return r.error();
+        return {};
+    }));
+    mtu_ = t->mtu;
+    domain_routes_possible_ = t->domain_routes_possible;
+    return {};
+}
+
+void BrokerHost::run_script(ScriptReason reason) {
+    if (auto r = ask(broker::RunScript{static_cast<broker::ScriptReason>(reason)}); !r)
+        LOG_WARN << "script: " << r.error().message;
+}
+
+void BrokerHost::queue_script(ScriptReason reason) {
+    if (auto r = ask(broker::QueueScript{static_cast<broker::ScriptReason>(reason)}); !r)
+        LOG_WARN << "script: " << r.error().message;
+}
+
+void BrokerHost::tear_down() {
+    if (torn_down_ || !tun_) return;
+    torn_down_ = true;
+    tun_.reset();  // our descriptor first: the device goes with the broker's
+    if (auto r = ask(broker::TearDown{}); !r) LOG_WARN << "tear-down: " << r.error().message;
+}
+
+Result<std::string> BrokerHost::add_domain_route(const IpPrefix& address, bool include) {
+    auto r = ask(broker::AddDomainRoute{address, include});
+    if (!r) return r.error();
+    domain_routes_ = r->count;
+    return r->text;
+}
+
+void BrokerHost::remove_domain_route(const IpPrefix& address, bool include) {
+    auto r = ask(broker::RemoveDomainRoute{address, include});
+    if (!r) {
+        LOG_WARN << "domain route " << address.to_string() << ": " << r.error().message;
+        return;
+    }
+    domain_routes_ = r->count;
+}
+
+Status BrokerHost::point_dns_at(const std::string& forwarder) {
+    auto r = ask(broker::PointDnsAt{forwarder});
+    if (!r) return r.error();
+    return {};
+}
+
+Result<io::UniqueFd> BrokerHost::open_dns_listener(const std::string& address, int port, const std::string& device) {
+    io::UniqueFd fd;
+    if (auto r = ask(broker::OpenDnsListener{address, port, device}, &fd); !r) return r.error();
+    return fd;
+}
+
+Result<io::UniqueFd> BrokerChannel::open_udp(int family, int send_buffer, int receive_buffer) {
+    io::UniqueFd fd;
+    if (auto r = ask(broker::OpenUdp{family, send_buffer, receive_buffer}, &fd); !r) return r.error();
+    return fd;
+}
+
+Result<std::vector<std::uint8_t>> BrokerChannel::read_state(const std::string& path) {
+    auto r = ask(broker::ReadState{path});
+    if (!r) return r.error();
+    return std::move(r->data);
+}
+
+Status BrokerChannel::write_state(const std::string& path, std::vector<std::uint8_t> bytes, bool sync, int mode) {
+    auto r = ask(broker::WriteState{path, std::move(bytes), sync, mode});
+    if (!r) return r.error();
+    return {};
+}
+
+Status BrokerChannel::remove_state(const std::string& path) {
+    auto r = ask(broker::RemoveState{path});
+    if (!r) return r.error();
+    return {};
+}
+
+}  // namespace espvpn::host

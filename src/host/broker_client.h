@@ -1,0 +1,78 @@
+// BrokerHost: the host side of the session process: each Host call is a request to the
+// privileged broker (broker.h) over the request socket, answered before it returns. The
+// tun, the ESP/DTLS UDP sockets and the DNS forwarder's socket come back as descriptors;
+// the session then uses them directly (the packets never pass the broker).
+// Thread-safe: one request at a time (the control thread; the DTLS thread's set_mtu).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocols/broker/broker_message.h"
+#include "src/host/host.h"
+#include "src/host/kill_switch.h"
+
+namespace espvpn::host {
+
+// The session's end of the request socket: one request and its answer at a time.
+class BrokerChannel {
+public:
+    explicit BrokerChannel(io::UniqueFd socket) : socket_(std::move(socket)) {}
+    struct Answer {
+        broker::Message message;
+        io::UniqueFd fd;
+    };
+    Result<Answer> call(const broker::Message& request);
+    // A request answered by a Reply; its error as an Error; `fd`: the descriptor that must come with it.
+    Result<broker::Reply> ask(const broker::Message& request, io::UniqueFd* fd = nullptr);
+
+    // A UDP socket with forced buffers (io::UdpOptions::make_socket).
+    Result<io::UniqueFd> open_udp(int family, int send_buffer, int receive_buffer);
+    // The files root named before the split (the broker honours only those).
+    Result<std::vector<std::uint8_t>> read_state(const std::string& path);
+    Status write_state(const std::string& path, std::vector<std::uint8_t> bytes, bool sync, int mode);
+    Status remove_state(const std::string& path);
+
+private:
+    io::UniqueFd socket_;
+    std::mutex mutex_;
+};
+
+class BrokerHost final : public Host {
+public:
+    // `login_servers`: --kill-switch's portal addresses.
+    BrokerHost(std::shared_ptr<BrokerChannel> channel, std::vector<KillSwitchService> login_servers);
+    ~BrokerHost() override;
+
+    Status bring_up(const TunnelConfig& config, int mtu) override;
+    void run_script(ScriptReason reason) override;
+    void queue_script(ScriptReason reason) override;
+    void tear_down() override;
+    Result<std::string> add_domain_route(const IpPrefix& address, bool include) override;
+    void remove_domain_route(const IpPrefix& address, bool include) override;
+    Status point_dns_at(const std::string& forwarder) override;
+    bool domain_routes_possible() const override { return domain_routes_possible_; }
+    std::size_t domain_route_count() const override { return domain_routes_; }
+    Result<io::UniqueFd> open_dns_listener(const std::string& address, int port, const std::string& device) override;
+    io::TunDevice& tun() override { return *tun_; }
+    int mtu() const override { return mtu_; }
+
+private:
+    Result<broker::Reply> ask(const broker::Message& request, io::UniqueFd* fd = nullptr) {
+        return channel_->ask(request, fd);
+    }
+
+    std::shared_ptr<BrokerChannel> channel_;
+    std::vector<KillSwitchService> login_servers_;
+    std::optional<io::TunDevice> tun_;
+    int mtu_ = 0;
+    bool domain_routes_possible_ = false;
+    std::size_t domain_routes_ = 0;
+    bool torn_down_ = false;
+};
+
+}  // namespace espvpn::host
