@@ -84,7 +84,7 @@ const std::vector<OptionSpec>& option_table() {
          SET_STRING(server)},
         {"background", 'b', Arg::none, "Process control", "continue in background after startup", SET_FLAG(background)},
         {"pid-file", 0, Arg::required, "Process control", "write the daemon's PID to this file", SET_STRING(pid_file)},
-        {"setuid", 'U', Arg::required, "Process control", "drop privileges to USER after setup", SET_STRING(setuid_user)},
+        {"setuid", 'U', Arg::required, "Process control", "run the session process (login, tunnel) as USER", SET_STRING(setuid_user)},
         {"stats-json", 0, Arg::required, "Logging (two-phase)", "write traffic and drop counters to FILE periodically",
          SET_STRING(stats_json)},
         {"dry-run", 0, Arg::none, "Authentication (two-phase)",
@@ -597,8 +597,6 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
         options.no_op_notes.emplace_back("--dtls-ciphers/--dtls12-ciphers have no effect: GlobalProtect uses ESP");
     if (!options.allow_lan.empty() && !options.kill_switch)
         return make_error("--allow-lan needs --kill-switch (without it nothing is blocked)");
-    if (options.kill_switch && !options.setuid_user.empty())
-        return make_error("--kill-switch cannot be combined with --setuid: removing its rules at exit needs root");
     if (options.cookie_on_stdin && options.passwd_on_stdin)
         return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
     // As openconnect: without a second certificate its key and pass phrase are never read.

@@ -1,5 +1,6 @@
 #include "src/cli/privilege_split.h"
 
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,8 +12,10 @@
 #include <iostream>
 #include <thread>
 
+#include "protocols/base/pkcs11_uri.h"
 #include "protocols/broker/broker_message.h"
 #include "src/cli/exit_codes.h"
+#include "src/io/input_file.h"
 #include "src/io/seqpacket.h"
 #include "src/log/logger.h"
 #include "src/sso/invoking_user.h"
@@ -45,6 +48,26 @@ void start_event_thread(io::UniqueFd events) {
     }).detach();
 }
 
+// The input files root named, opened here (as root, before the fork) and named /dev/fd/N for the
+// session process, which reads the descriptor itself (io::read_input_file). A file that does
+// not open keeps its path: the session reports it as before. A pkcs11: URI is no file.
+void open_input_files(ClientOptions& o) {
+    auto open_one = [](std::string& path) {
+        if (path.empty() || is_pkcs11_uri(path) || io::descriptor_of(path) >= 0) return;
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0) path = "/dev/fd/" + std::to_string(fd);
+    };
+    for (std::string* p : {&o.certificate, &o.sslkey, &o.cafile, &o.mca_certificate, &o.mca_key}) open_one(*p);
+    const std::string_view secret = o.token_secret.reveal_text();
+    // An HOTP file is written back by its path (its counter): not by descriptor.
+    if (o.token_mode != "hotp" && secret.size() > 1 && secret[0] == '@') {
+        std::string path(secret.substr(1));
+        open_one(path);
+        if (io::descriptor_of(path) >= 0) o.token_secret = Secret::from_string("@" + path);
+        secure_zero(path.data(), path.size());
+    }
+}
+
 }  // namespace
 
 Result<RunAsUser> session_user(const ClientOptions& options) {
@@ -67,6 +90,7 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
     // -b: the waiting command forks first; the broker below is its child (the pid file's PID).
     if (options.action == Action::connect && !options.dry_run) process.background();
     broker_options.detach_when_up = options.background && options.action == Action::connect && !options.dry_run;
+    open_input_files(options);
 
     io::UniqueFd requests_broker, requests_session, events_broker, events_session;
     if (Status s = io::seqpacket_pair(requests_broker, requests_session); !s) return s.error();

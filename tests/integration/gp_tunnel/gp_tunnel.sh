@@ -8,6 +8,8 @@
 #   suites: GP_TUNNEL_SUITES (default aes-128-gcm aes-128-cbc:sha1 aes-256-cbc:sha256):
 #           login, probe answered, ping v4+v6, iperf3 TCP both ways, SIGINT: logout
 #           sent, tun removed, exit 0
+#   session_killed: the session process killed by SIGSYS with the tunnel up (--kill-switch, built-in
+#           DNS): the broker restores tun, routes, DNS and kill switch, exits non-zero, says why
 #   script: the same with --script (a minimal vpnc-script) instead of the built-in setup
 #   blocked: UDP to the gateway's ESP port dropped (nftables, gateway namespace): espvpn
 #           falls back to the HTTPS tunnel within the probe timeout (5 s), ping + iperf3
@@ -178,6 +180,30 @@ suites)
     [[ $(cat "/etc/netns/$nsc/resolv.conf") == $'nameserver 192.0.2.53\nsearch home.test' ]] || fail "$suite: DNS not restored"
     echo "RESULT $suite: login, probe answered, ping v4+v6, iperf3 up $up Gbit/s down $down Gbit/s, SIGINT -> logout, tun removed"
   done
+  ;;
+session_killed)
+  # The privilege split (docs/SECURITY.md): the session process dies by SIGSYS (what a seccomp
+  # filter does to a forbidden call) while the tunnel is up with --kill-switch and the built-in
+  # DNS: the broker takes the host down (tun, routes, DNS, kill switch) and exits non-zero, saying why.
+  routes_before=$(ip -n "$nsc" route show; ip -n "$nsc" -6 route show)
+  client_args=(--kill-switch)
+  start aes-128-gcm
+  why=$(privsep_checked "$client_pid") || fail "$why"
+  ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null || fail "--kill-switch: no table"
+  grep -q "^# written by espvpn" "/etc/netns/$nsc/resolv.conf" || fail "the VPN's DNS servers were not applied"
+  session=$(session_of "$client_pid")
+  kill -SYS "$session"
+  wait_until 20 eval '! kill -0 "$client_pid" 2>/dev/null' || fail "the broker is still running 20 s after its session died"
+  rc=0; wait "$client_pid" || rc=$?
+  ((rc != 0)) || fail "the broker exited 0 after its session was killed"
+  grep -q "the session process was killed by SIGSYS (a forbidden system call); the tunnel is down" "$work/espvpn.log" \
+    || fail "the broker did not say why the tunnel went down"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  ! ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null 2>&1 || fail "the kill switch table was left behind"
+  [[ $(cat "/etc/netns/$nsc/resolv.conf") == $'nameserver 192.0.2.53\nsearch home.test' ]] || fail "DNS not restored"
+  [[ $(ip -n "$nsc" route show; ip -n "$nsc" -6 route show) == "$routes_before" ]] || fail "routes not restored"
+  gateway_down
+  echo "RESULT session_killed: session killed by SIGSYS -> broker exit $rc, tun, routes, DNS and kill switch restored"
   ;;
 script)
   # The host setup done by a vpnc-script instead of the built-in netlink setup.
