@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iostream>
 #include <thread>
+#include <vector>
 
 #include "protocols/base/pkcs11_uri.h"
 #include "protocols/broker/broker_message.h"
@@ -48,30 +49,56 @@ void start_event_thread(io::UniqueFd events) {
     }).detach();
 }
 
-// The input files root named, opened here (as root, before the fork) and named /dev/fd/N for the
-// session process, which reads the descriptor itself (io::read_input_file). A file that does
-// not open keeps its path: the session reports it as before. A pkcs11: URI is no file.
-void open_input_files(ClientOptions& o) {
-    auto open_one = [](std::string& path) {
+// The input files root named, opened here (as root, before the fork): the session process
+// reads a file its user cannot open by the descriptor, named /dev/fd/N
+// (io::read_input_file); one it can open keeps its path (and its name in messages). A file
+// that does not open keeps its path: the session reports it as before. A pkcs11: URI is no file.
+struct InputFile {
+    std::string* option;  // where the path is
+    std::string path;
+    int fd = -1;
+};
+
+std::vector<InputFile> open_input_files(ClientOptions& o, std::string& token_path) {
+    std::vector<InputFile> files;
+    auto open_one = [&files](std::string& path) {
         if (path.empty() || is_pkcs11_uri(path) || io::descriptor_of(path) >= 0) return;
         const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-        if (fd >= 0) path = "/dev/fd/" + std::to_string(fd);
+        if (fd >= 0) files.push_back({&path, path, fd});
     };
     for (std::string* p : {&o.certificate, &o.sslkey, &o.cafile, &o.mca_certificate, &o.mca_key}) open_one(*p);
-    const std::string_view secret = o.token_secret.reveal_text();
     // An HOTP file is written back by its path (its counter): not by descriptor.
+    const std::string_view secret = o.token_secret.reveal_text();
     if (o.token_mode != "hotp" && secret.size() > 1 && secret[0] == '@') {
-        std::string path(secret.substr(1));
-        open_one(path);
-        if (io::descriptor_of(path) >= 0) o.token_secret = Secret::from_string("@" + path);
-        secure_zero(path.data(), path.size());
+        token_path = std::string(secret.substr(1));
+        open_one(token_path);
     }
+    return files;
+}
+
+// In the session, after the switch of user: the descriptor for the files its user cannot read.
+void name_unreadable_by_descriptor(std::vector<InputFile>& files, ClientOptions& o, std::string& token_path) {
+    for (InputFile& f : files) {
+        if (::access(f.path.c_str(), R_OK) == 0) {
+            ::close(f.fd);
+            continue;
+        }
+        *f.option = "/dev/fd/" + std::to_string(f.fd);
+        if (f.option == &token_path) o.token_secret = Secret::from_string("@" + token_path);
+    }
+    secure_zero(token_path.data(), token_path.size());
 }
 
 }  // namespace
 
 Result<RunAsUser> session_user(const ClientOptions& options) {
     if (!options.setuid_user.empty()) return RunAsUser::lookup(options.setuid_user);
+    // The CSD/HIP wrapper handles the server's data and runs in the session process: its user.
+    if (!options.csd_user.empty()) {
+        auto csd = RunAsUser::lookup(options.csd_user);
+        if (!csd) return make_error("--csd-user: " + csd.error().message);
+        if (csd->uid != 0) return csd;
+    }
     if (auto invoker = sso::invoking_user(); invoker && !invoker->is_root_alone && invoker->uid != 0)
         return RunAsUser{invoker->name, invoker->uid, invoker->gid};
     if (auto system = RunAsUser::lookup("espvpn"); system && system->uid != 0) return system;
@@ -90,7 +117,8 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
     // -b: the waiting command forks first; the broker below is its child (the pid file's PID).
     if (options.action == Action::connect && !options.dry_run) process.background();
     broker_options.detach_when_up = options.background && options.action == Action::connect && !options.dry_run;
-    open_input_files(options);
+    std::string token_path;
+    std::vector<InputFile> inputs = open_input_files(options, token_path);
 
     io::UniqueFd requests_broker, requests_session, events_broker, events_session;
     if (Status s = io::seqpacket_pair(requests_broker, requests_session); !s) return s.error();
@@ -109,6 +137,7 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
         // The broker.
         requests_session.reset();
         events_session.reset();
+        for (const InputFile& f : inputs) ::close(f.fd);
         process.leave_up_to_session();
         if (Status s = host::keep_broker_capabilities(true); !s) {
             LOG_ERROR << s.error().message;
@@ -132,6 +161,13 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
         LOG_ERROR << "session process: prctl: " << std::strerror(errno);
         _exit(kExitError);
+    }
+    name_unreadable_by_descriptor(inputs, options, token_path);
+    for (const std::string* p : {&options.certificate, &options.sslkey, &options.mca_certificate, &options.mca_key}) {
+        if (!is_pkcs11_uri(*p)) continue;
+        LOG_INFO << "PKCS#11 tokens are opened by the session process as " << user->name
+                 << ": the token's files (e.g. SoftHSM's token directory) must be readable by that user";
+        break;
     }
     start_event_thread(std::move(events_session));
     options.setuid_user.clear();  // done: nothing left to drop after the setup

@@ -1,8 +1,8 @@
 // The privilege split (issue 41, docs/SECURITY.md "Who holds what"): espvpn started as root
 // forks once, before the login. The parent stays the broker (src/host/broker.h: uid 0 with
 // CAP_NET_ADMIN only, it parses no network input); the child becomes the session process: it
-// switches to the session user (-U USER; else the sudo/pkexec invoker; else the system user
-// `espvpn`; else nobody) with no capability and no_new_privs, and does everything that
+// switches to the session user (-U USER; else the CSD/HIP wrapper's user (csd_run_as); else
+// the sudo/pkexec invoker; else the system user `espvpn`; else nobody) with no capability and no_new_privs, and does everything that
 // touches the server (login, tunnel, datapath), asking the broker for the host side.
 #pragma once
 

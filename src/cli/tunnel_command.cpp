@@ -92,6 +92,8 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     }
     auto process = ProcessControl::prepare(options);  // early: a bad user or pid file fails before the login
     if (!process) return failed(process.error());
+    // The CSD/HIP wrapper's user, decided as root (the session process then runs as that user).
+    options.csd_user = csd_run_as(options);
     // Root: the broker stays here; the session process (unprivileged) goes on below.
     host::BrokerOptions broker_options;
     broker_options.host = tunnel_options(options).host;
@@ -100,7 +102,6 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     if (!split) return failed(split.error());
     if (const int* broker_exit = std::get_if<int>(&*split)) return *broker_exit;
     const std::shared_ptr<host::BrokerChannel> broker = std::get<SessionSide>(*split).broker;
-    options.csd_user = csd_run_as(options);
     TerminalPrompter terminal(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
     ChannelPrompter channel(options.prompt_fd, options.no_passwd);
     if (options.prompt_fd >= 0) {
