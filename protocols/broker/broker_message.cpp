@@ -276,6 +276,7 @@ std::string_view type_name(Type t) {
         case Type::remove_state: return "remove_state";
         case Type::reply: return "reply";
         case Type::tun_reply: return "tun_reply";
+        case Type::state_reply: return "state_reply";
         case Type::signal_event: return "signal_event";
     }
     return "unknown";
@@ -287,7 +288,7 @@ Type type_of(const Message& m) {
                                       Type::point_dns_at,     Type::set_mtu,           Type::open_udp,
                                       Type::open_dns_listener, Type::read_state,       Type::write_state,
                                       Type::remove_state,     Type::reply,             Type::tun_reply,
-                                      Type::signal_event};
+                                      Type::state_reply,      Type::signal_event};
     static_assert(std::size(kTypes) == std::variant_size_v<Message>);
     return kTypes[m.index()];
 }
@@ -346,6 +347,15 @@ std::vector<std::uint8_t> encode(const Message& m) {
                 w.u32(v.offload_flags);
                 w.u8(v.domain_routes_possible);
                 w.i32(v.mtu);
+            } else if constexpr (std::is_same_v<T, StateReply>) {
+                w.u16(static_cast<unsigned>(v.to));
+                w.u8(v.ok);
+                w.str(v.error);
+                w.u8(v.found);
+                w.u32(v.uid);
+                w.u32(v.gid);
+                w.u32(v.mode);
+                w.blob(v.data);
             } else if constexpr (std::is_same_v<T, SignalEvent>) {
                 w.i32(v.signo);
             }
@@ -450,6 +460,23 @@ Result<Message> decode(std::span<const std::uint8_t> bytes) {
             m = std::move(t);
             break;
         }
+        case Type::state_reply: {
+            StateReply p;
+            const auto to = r.u16("reply to");
+            if (!r.failed() && to != static_cast<unsigned>(Type::read_state) && to != static_cast<unsigned>(Type::remove_state))
+                r.fail("reply to: not read_state or remove_state");
+            p.to = static_cast<Type>(to);
+            p.ok = r.boolean("ok");
+            p.error = r.str("error", kMaxText);
+            p.found = r.boolean("found");
+            p.uid = static_cast<std::uint32_t>(r.u32("uid"));
+            p.gid = static_cast<std::uint32_t>(r.u32("gid"));
+            p.mode = static_cast<std::uint32_t>(r.u32("mode"));
+            if (p.mode > 07777) r.fail("mode: not permission bits");
+            p.data = r.blob("state bytes", kMaxStateBytes);
+            m = std::move(p);
+            break;
+        }
         case Type::signal_event: {
             const int s = r.integer("signal", 1, 64);
             if (!r.failed() && !allowed_signal(s)) r.fail("signal: " + std::to_string(s) + " is not forwarded");
@@ -470,6 +497,7 @@ Status BrokerState::admit(Type t) const {
     switch (t) {
         case Type::reply:
         case Type::tun_reply:
+        case Type::state_reply:
         case Type::signal_event: return refuse("(not a request)");
         case Type::open_udp:
         case Type::open_dns_listener:

@@ -47,6 +47,7 @@ enum class Type : std::uint16_t {
     // broker → session
     reply = 64,
     tun_reply = 65,
+    state_reply = 66,
     signal_event = 128,
 };
 std::string_view type_name(Type t);
@@ -105,12 +106,24 @@ struct TunReply {
     bool domain_routes_possible = false;
     int mtu = 0;
 };
+// The answer to read_state and remove_state: whether a file was there; read: its bytes and
+// its owner and mode (a caller may trust only a private file: the cookie cache).
+struct StateReply {
+    Type to = Type::read_state;
+    bool ok = true;
+    std::string error;
+    bool found = false;
+    std::uint32_t uid = 0;
+    std::uint32_t gid = 0;
+    std::uint32_t mode = 0;  // permission bits (07777)
+    std::vector<std::uint8_t> data;
+};
 // A signal the broker received (SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2 only).
 struct SignalEvent { int signo = 0; };
 
 using Message = std::variant<BringUp, RunScript, QueueScript, TearDown, AddDomainRoute, RemoveDomainRoute,
                              PointDnsAt, SetMtu, OpenUdp, OpenDnsListener, ReadState, WriteState, RemoveState,
-                             Reply, TunReply, SignalEvent>;
+                             Reply, TunReply, StateReply, SignalEvent>;
 
 Type type_of(const Message& m);
 std::vector<std::uint8_t> encode(const Message& m);

@@ -19,6 +19,7 @@
 #include "src/io/input_file.h"
 #include "src/io/seqpacket.h"
 #include "src/log/logger.h"
+#include "src/sso/callback_socket.h"
 #include "src/sso/invoking_user.h"
 
 namespace espvpn::cli {
@@ -119,6 +120,9 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
     broker_options.detach_when_up = options.background && options.action == Action::connect && !options.dry_run;
     std::string token_path;
     std::vector<InputFile> inputs = open_input_files(options, token_path);
+    // A SAML login's callback socket, where the session user has no /run/user/UID.
+    if (Status s = sso::prepare_callback_dir(user->uid, user->gid); !s)
+        LOG_DEBUG << "SSO callback directory: " << s.error().message;
 
     io::UniqueFd requests_broker, requests_session, events_broker, events_session;
     if (Status s = io::seqpacket_pair(requests_broker, requests_session); !s) return s.error();

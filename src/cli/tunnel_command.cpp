@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ostream>
 
 #include "src/cli/exit_codes.h"
@@ -11,6 +12,8 @@
 #include "src/cli/privilege_split.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/log/logger.h"
+#include "src/session/gp/portal_cookie_cache.h"
+#include "src/sso/invoking_user.h"
 
 namespace espvpn::cli {
 
@@ -97,7 +100,16 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     // Root: the broker stays here; the session process (unprivileged) goes on below.
     host::BrokerOptions broker_options;
     broker_options.host = tunnel_options(options).host;
+    // The state files the session may ask the broker for (root's, when it cannot write them
+    // itself): --stats-json, an HOTP token file, the invoking user's portal cookie cache.
     if (!options.stats_json.empty()) broker_options.state_files.push_back(options.stats_json);
+    if (const std::string_view secret = options.token_secret.reveal_text();
+        options.token_mode == "hotp" && secret.size() > 1 && secret[0] == '@')
+        broker_options.state_files.emplace_back(secret.substr(1));
+    if (auto user = sso::invoking_user(); user && !options.no_cookie_cache && geteuid() == 0)
+        broker_options.state_dir = session::cookie_cache_location(user->uid, user->gid, user->home, user->is_root_alone,
+                                                                  std::getenv("XDG_STATE_HOME"))
+                                       .path();
     auto split = split_privileges(options, *process, std::move(broker_options));
     if (!split) return failed(split.error());
     if (const int* broker_exit = std::get_if<int>(&*split)) return *broker_exit;

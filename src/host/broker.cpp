@@ -61,24 +61,36 @@ bool state_name_ok(std::string_view name) {
     return true;
 }
 
-Result<std::vector<std::uint8_t>> read_state_file(const std::string& path) {
+// A state file for the session: opened O_NOFOLLOW (a symlink at the name is refused), a
+// regular file of at most kMaxStateBytes; found=false when nothing is there.
+broker::StateReply read_state_file(const std::string& path) {
+    broker::StateReply r{broker::Type::read_state, true, "", false, 0, 0, 0, {}};
+    auto fail = [&](std::string why) {
+        r.ok = false;
+        r.error = std::move(why);
+        return r;
+    };
     auto at = io::open_parent(path);
-    if (!at) return at.error();
+    if (!at) return fail(at.error().message);
     io::UniqueFd fd(::openat(at->dir.get(), at->name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-    if (!fd.valid()) return make_error(os_error(path));
+    if (!fd.valid()) return errno == ENOENT ? r : fail(os_error(path));
     struct stat st{};
-    if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return make_error(path + ": not a regular file");
-    if (static_cast<std::size_t>(st.st_size) > broker::kMaxStateBytes) return make_error(path + ": too large");
-    std::vector<std::uint8_t> out(static_cast<std::size_t>(st.st_size));
+    if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return fail(path + ": not a regular file");
+    if (static_cast<std::size_t>(st.st_size) > broker::kMaxStateBytes) return fail(path + ": too large");
+    r.data.resize(static_cast<std::size_t>(st.st_size));
     std::size_t got = 0;
-    while (got < out.size()) {
-        const ssize_t n = ::pread(fd.get(), out.data() + got, out.size() - got, static_cast<off_t>(got));
+    while (got < r.data.size()) {
+        const ssize_t n = ::pread(fd.get(), r.data.data() + got, r.data.size() - got, static_cast<off_t>(got));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         got += static_cast<std::size_t>(n);
     }
-    out.resize(got);
-    return out;
+    r.data.resize(got);
+    r.found = true;
+    r.uid = st.st_uid;
+    r.gid = st.st_gid;
+    r.mode = st.st_mode & 07777;
+    return r;
 }
 
 class Broker {
@@ -140,7 +152,8 @@ void Broker::serve(const io::Packet& packet) {
     if (Status admitted = state_.admit(type); !admitted) {
         LOG_WARN << "broker: " << admitted.error().message;
         if (type == broker::Type::bring_up) answer(broker::TunReply{false, admitted.error().message, "", 0, false, 0, false, 0});
-        else reply(type == broker::Type::reply || type == broker::Type::tun_reply || type == broker::Type::signal_event
+        else reply(type == broker::Type::reply || type == broker::Type::tun_reply || type == broker::Type::state_reply ||
+                           type == broker::Type::signal_event
                        ? broker::Type::tear_down : type,
                    admitted.error());
         return;
@@ -200,19 +213,27 @@ void Broker::serve(const io::Packet& packet) {
         done_binding();
         reply(type, fd ? Status{} : Status(fd.error()), {}, {}, fd ? fd->get() : -1);
     } else if (const auto* rs = std::get_if<broker::ReadState>(&m)) {
-        if (!state_path_allowed(o_, rs->path)) return reply(type, make_error(rs->path + ": not a state file of this run"));
-        auto bytes = read_state_file(rs->path);
-        reply(type, bytes ? Status{} : Status(bytes.error()), {}, bytes ? std::move(*bytes) : std::vector<std::uint8_t>{});
+        if (!state_path_allowed(o_, rs->path))
+            return answer(broker::StateReply{type, false, rs->path + ": not a state file of this run", false, 0, 0, 0, {}});
+        answer(read_state_file(rs->path));
     } else if (const auto* ws = std::get_if<broker::WriteState>(&m)) {
         if (!state_path_allowed(o_, ws->path)) return reply(type, make_error(ws->path + ": not a state file of this run"));
         reply(type, io::replace_file(ws->path, ws->bytes, static_cast<mode_t>(ws->mode), ".espvpn-new",
                                      ws->sync ? io::Sync::yes : io::Sync::no));
     } else if (const auto* rm = std::get_if<broker::RemoveState>(&m)) {
-        if (!state_path_allowed(o_, rm->path)) return reply(type, make_error(rm->path + ": not a state file of this run"));
-        auto at = io::open_parent(rm->path);
-        Status s = at ? Status{} : Status(at.error());
-        if (at && unlinkat(at->dir.get(), at->name.c_str(), 0) != 0 && errno != ENOENT) s = make_error(os_error(rm->path));
-        reply(type, s);
+        broker::StateReply r{type, true, "", false, 0, 0, 0, {}};
+        auto at = state_path_allowed(o_, rm->path) ? io::open_parent(rm->path)
+                                                  : Result<io::PathAt>(make_error(rm->path + ": not a state file of this run"));
+        if (!at) {
+            r.ok = false;
+            r.error = at.error().message;
+        } else if (unlinkat(at->dir.get(), at->name.c_str(), 0) == 0) {
+            r.found = true;
+        } else if (errno != ENOENT) {
+            r.ok = false;
+            r.error = os_error(rm->path);
+        }
+        answer(r);
     }
 }
 

@@ -110,10 +110,14 @@ Result<io::UniqueFd> BrokerChannel::open_udp(int family, int send_buffer, int re
     return fd;
 }
 
-Result<std::vector<std::uint8_t>> BrokerChannel::read_state(const std::string& path) {
-    auto r = ask(broker::ReadState{path});
-    if (!r) return r.error();
-    return std::move(r->data);
+Result<std::optional<BrokerChannel::StateFile>> BrokerChannel::read_state(const std::string& path) {
+    auto a = call(broker::ReadState{path});
+    if (!a) return a.error();
+    auto* r = std::get_if<broker::StateReply>(&a->message);
+    if (!r) return make_error("broker: an answer of the wrong type");
+    if (!r->ok) return make_error(r->error);
+    if (!r->found) return std::optional<StateFile>{};
+    return std::optional<StateFile>(StateFile{std::move(r->data), r->uid, r->gid, r->mode});
 }
 
 Status BrokerChannel::write_state(const std::string& path, std::vector<std::uint8_t> bytes, bool sync, int mode) {
@@ -122,10 +126,13 @@ Status BrokerChannel::write_state(const std::string& path, std::vector<std::uint
     return {};
 }
 
-Status BrokerChannel::remove_state(const std::string& path) {
-    auto r = ask(broker::RemoveState{path});
-    if (!r) return r.error();
-    return {};
+Result<bool> BrokerChannel::remove_state(const std::string& path) {
+    auto a = call(broker::RemoveState{path});
+    if (!a) return a.error();
+    auto* r = std::get_if<broker::StateReply>(&a->message);
+    if (!r) return make_error("broker: an answer of the wrong type");
+    if (!r->ok) return make_error(r->error);
+    return r->found;
 }
 
 }  // namespace espvpn::host

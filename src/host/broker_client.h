@@ -32,10 +32,16 @@ public:
 
     // A UDP socket with forced buffers (io::UdpOptions::make_socket).
     Result<io::UniqueFd> open_udp(int family, int send_buffer, int receive_buffer);
-    // The files root named before the split (the broker honours only those).
-    Result<std::vector<std::uint8_t>> read_state(const std::string& path);
+    // The files root named before the split (the broker honours only those: BrokerOptions).
+    // read: nullopt when nothing is there, else the bytes, owner and mode; remove: whether
+    // something was removed. The broker opens them O_NOFOLLOW and replaces by rename.
+    struct StateFile {
+        std::vector<std::uint8_t> bytes;
+        std::uint32_t uid = 0, gid = 0, mode = 0;
+    };
+    Result<std::optional<StateFile>> read_state(const std::string& path);
     Status write_state(const std::string& path, std::vector<std::uint8_t> bytes, bool sync, int mode);
-    Status remove_state(const std::string& path);
+    Result<bool> remove_state(const std::string& path);
 
 private:
     io::UniqueFd socket_;

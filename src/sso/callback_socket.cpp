@@ -82,6 +82,12 @@ std::string callback_socket_path(uid_t uid) {
     return "/run/espvpn-sso/" + std::to_string(uid) + "/sso-callback";
 }
 
+Status prepare_callback_dir(uid_t uid, gid_t gid) {
+    const std::string path = callback_socket_path(uid);
+    if (path.rfind("/run/espvpn-sso/", 0) != 0) return {};
+    return make_private_dir(path.substr(0, path.rfind('/')), uid, gid);
+}
+
 Result<CallbackListener> CallbackListener::open(const InvokingUser& user) {
     const std::string path = callback_socket_path(user.uid);
     const std::string dir = path.substr(0, path.rfind('/'));

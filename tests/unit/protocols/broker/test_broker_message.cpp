@@ -101,6 +101,15 @@ TEST_CASE("broker messages: every type encodes, decodes and re-encodes to the sa
     roundtrip(TunReply{true, "", "tun0", 7, true, 0x1f, true, 1400});
     roundtrip(TunReply{false, "TUNSETIFF: Operation not permitted", "", 0, false, 0, false, 0});
     roundtrip(SignalEvent{SIGTERM});
+    auto st = std::get<StateReply>(*decode(roundtrip(StateReply{Type::read_state, true, "", true, 1000, 1000, 0600, {'k'}})));
+    CHECK(st.found);
+    CHECK(st.uid == 1000);
+    CHECK(st.mode == 0600);
+    roundtrip(StateReply{Type::remove_state, true, "", false, 0, 0, 0, {}});
+    // Only read_state and remove_state get one; a mode is permission bits.
+    CHECK_FALSE(decode(patched(StateReply{Type::read_state, true, "", true, 0, 0, 0600, {}}, 4, 2, {0, 12})).ok());
+    CHECK(error_of(patched(StateReply{Type::read_state, true, "", true, 0, 0, 0600, {}}, 20, 4, {0, 0, 0x10, 0}))
+              .find("mode") != std::string::npos);
 }
 
 TEST_CASE("broker messages: truncation at any byte and trailing bytes are errors") {
@@ -177,6 +186,7 @@ TEST_CASE("broker state: requests out of order are refused") {
     CHECK(s.admit(Type::read_state).ok());
     CHECK_FALSE(s.admit(Type::reply).ok());
     CHECK_FALSE(s.admit(Type::signal_event).ok());
+    CHECK_FALSE(s.admit(Type::state_reply).ok());
     REQUIRE(s.admit(Type::bring_up).ok());
     s.after(Type::bring_up, true);
     CHECK(s.up());
