@@ -12,14 +12,17 @@ BrokerHost::~BrokerHost() { tear_down(); }
 
 Result<BrokerChannel::Answer> BrokerChannel::call(const broker::Message& request) {
     std::lock_guard lock(mutex_);
-    const auto wire = broker::encode(request);
+    auto wire = broker::encode(request);
     if (wire.size() > broker::kMaxMessage)
         return make_error("broker request " + std::string(broker::type_name(broker::type_of(request))) + ": too large");
-    if (Status s = io::send_packet(socket_.get(), wire); !s) return make_error("broker: " + s.error().message);
+    Status sent = io::send_packet(socket_.get(), wire);
+    secure_zero(wire.data(), wire.size());  // state requests carry secrets
+    if (!sent) return make_error("broker: " + sent.error().message);
     auto got = io::receive_packet(socket_.get(), broker::kMaxMessage);
     if (!got) return make_error("broker: " + got.error().message);
     if (got->eof) return make_error("broker: the privileged process has gone");
     auto m = broker::decode(got->bytes);
+    secure_zero(got->bytes.data(), got->bytes.size());
     if (!m) return m.error();
     return Answer{std::move(*m), std::move(got->fd)};
 }
@@ -121,7 +124,9 @@ Result<std::optional<BrokerChannel::StateFile>> BrokerChannel::read_state(const 
 }
 
 Status BrokerChannel::write_state(const std::string& path, std::vector<std::uint8_t> bytes, bool sync, int mode) {
-    auto r = ask(broker::WriteState{path, std::move(bytes), sync, mode});
+    broker::WriteState w{path, std::move(bytes), sync, mode};
+    auto r = ask(w);
+    secure_zero(w.bytes.data(), w.bytes.size());  // a token or a cookie
     if (!r) return r.error();
     return {};
 }
@@ -134,5 +139,22 @@ Result<bool> BrokerChannel::remove_state(const std::string& path) {
     if (!r->ok) return make_error(r->error);
     return r->found;
 }
+
+Result<std::optional<BrokerStateFiles::File>> BrokerStateFiles::read(const std::string& path) {
+    auto r = channel_->read_state(path);
+    if (!r) return r.error();
+    if (!*r) return std::optional<File>{};
+    auto& got = **r;
+    File f{Secret(got.bytes), static_cast<uid_t>(got.uid), static_cast<gid_t>(got.gid), static_cast<mode_t>(got.mode)};
+    secure_zero(got.bytes.data(), got.bytes.size());
+    return std::optional<File>(std::move(f));
+}
+
+Status BrokerStateFiles::write(const std::string& path, std::string_view bytes, io::Sync sync, mode_t new_mode) {
+    return channel_->write_state(path, std::vector<std::uint8_t>(bytes.begin(), bytes.end()), sync == io::Sync::yes,
+                                 static_cast<int>(new_mode & 0777));
+}
+
+Result<bool> BrokerStateFiles::remove(const std::string& path) { return channel_->remove_state(path); }
 
 }  // namespace espvpn::host

@@ -10,11 +10,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "crypto/secret.h"
 #include "protocols/broker/broker_message.h"
 #include "src/host/host.h"
 #include "src/host/kill_switch.h"
+#include "src/io/owned_file.h"
 
 namespace espvpn::host {
 
@@ -46,6 +49,27 @@ public:
 private:
     io::UniqueFd socket_;
     std::mutex mutex_;
+};
+
+// The session's state files (the HOTP token, the portal cookie cache, --stats-json) through the
+// broker, for the files root named that the session user may not open (see BrokerOptions'
+// registration). It has io::StateFiles' methods and rules (branch state-io: src/io/state_files.h);
+// once that interface is merged it derives from it (File becomes io::StateFile).
+class BrokerStateFiles {
+public:
+    explicit BrokerStateFiles(std::shared_ptr<BrokerChannel> channel) : channel_(std::move(channel)) {}
+    struct File {
+        Secret bytes;
+        uid_t uid = 0;
+        gid_t gid = 0;
+        mode_t mode = 0;
+    };
+    Result<std::optional<File>> read(const std::string& path);
+    Status write(const std::string& path, std::string_view bytes, io::Sync sync, mode_t new_mode);
+    Result<bool> remove(const std::string& path);
+
+private:
+    std::shared_ptr<BrokerChannel> channel_;
 };
 
 class BrokerHost final : public Host {

@@ -89,6 +89,7 @@ TEST_CASE("broker: garbage and requests out of order get an error answer, the st
         if (!got || got->eof) return 11;
         auto m = broker::decode(got->bytes);
         if (!m || !std::holds_alternative<broker::Reply>(*m) || std::get<broker::Reply>(*m).ok) return 12;
+        const int ch_fd = fd.get();
         BrokerChannel ch(std::move(fd));
         // Before the tun is up: no route, no script, no DNS.
         if (ch.ask(broker::AddDomainRoute{*IpPrefix::parse("10.0.0.1"), true}).ok()) return 20;
@@ -109,6 +110,14 @@ TEST_CASE("broker: garbage and requests out of order get an error answer, the st
         if (!removed || !*removed) return 37;
         auto again = ch.remove_state(dir + "/cache/c1");
         if (!again || *again) return 38;
+        // The same through the io::StateFiles-shaped adapter.
+        BrokerStateFiles files(std::make_shared<BrokerChannel>(io::UniqueFd(dup(ch_fd))));
+        if (!files.write(dir + "/cache/c2", "cookie", io::Sync::no, 0600).ok()) return 50;
+        auto f = files.read(dir + "/cache/c2");
+        if (!f || !*f || (*f)->bytes.reveal_text() != "cookie" || (*f)->uid != geteuid()) return 51;
+        auto gone = files.remove(dir + "/cache/c2");
+        if (!gone || !*gone) return 52;
+        if (files.write("/etc/espvpn-test-not-registered", "x", io::Sync::no, 0600).ok()) return 53;
         // A UDP socket comes back as a descriptor.
         auto udp = ch.open_udp(AF_INET, 1 << 20, 1 << 20);
         if (!udp || !udp->valid()) return 40;
