@@ -142,6 +142,10 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
         requests_session.reset();
         events_session.reset();
         for (const InputFile& f : inputs) ::close(f.fd);
+        // The broker never holds the session's secrets (Secret wipes them as it goes).
+        for (Secret* secret : {&options.cookie, &options.token_secret, &options.sso_callback, &options.key_password,
+                               &options.mca_key_password, &options.proxy})
+            *secret = Secret();
         process.leave_up_to_session();
         if (Status s = host::keep_broker_capabilities(true); !s) {
             LOG_ERROR << s.error().message;

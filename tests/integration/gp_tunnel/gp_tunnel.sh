@@ -390,13 +390,14 @@ rekey)
   ;;
 outer_v6_esp)
   outer_v6
-  # Debian's vpnc-script as a user runs it, in a private mount namespace per call: a stand-in
-  # resolv.conf and /run (its state files), so the host's are never touched.
+  # Debian's vpnc-script as a user runs it. espvpn runs in a private mount namespace with a
+  # stand-in resolv.conf and /run (the script's state files), so the host's are never touched
+  # (the script runs in espvpn's broker, which keeps CAP_NET_ADMIN only: it cannot mount).
   mkdir -p "$work/run"; echo "nameserver 192.0.2.53" >"$work/resolv.conf"
   cat >"$work/vpnc-script" <<SCRIPT
 #!/bin/sh
 env | grep -E '^(reason|VPNGATEWAY|INTERNAL_IP4_MTU)=' | sort >>"$work/script-env"
-exec unshare -m sh -c 'mount --bind "\$1" /etc/resolv.conf && mount --bind "\$2" /run && exec /usr/share/vpnc-scripts/vpnc-script' sh "$work/resolv.conf" "$work/run"
+exec /usr/share/vpnc-scripts/vpnc-script
 SCRIPT
   chmod +x "$work/vpnc-script"
   client_args=(--script "$work/vpnc-script")
@@ -405,7 +406,7 @@ SCRIPT
   printf '%s vpn.test\n' "$gw_ip6" >"$work/hosts"
   cat >"$work/with-hosts" <<SCRIPT
 #!/bin/sh
-exec unshare -m sh -c 'mount --bind "\$0" /etc/hosts && exec "\$@"' "$work/hosts" "\$@"
+exec unshare -m sh -c 'mount --bind "\$0" /etc/hosts && mount --bind "$work/resolv.conf" /etc/resolv.conf && mount --bind "$work/run" /run && exec "\$@"' "$work/hosts" "\$@"
 SCRIPT
   chmod +x "$work/with-hosts"
   chrt=$work/with-hosts client_url=https://vpn.test:4443/
