@@ -119,6 +119,7 @@ private_bus_up() {
 <policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/><allow eavesdrop="false"/></policy>
 </busconfig>
 CONF
+  chmod o+x "$work"  # espvpn's session process (not root) connects to it too, as to the real system bus
   ip netns exec "$1" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
   bus_pid=$!; pids+=("$bus_pid")
   wait_until 5 test -S "$work/bus" || fail "the private bus did not start"
