@@ -505,7 +505,8 @@ Status BrokerState::admit(Type t) const {
         case Type::write_state:
         case Type::remove_state: return {};
         case Type::bring_up:
-            if (phase_ != Phase::before_up) return refuse("once the host has been brought up");
+            // Again after a tear-down: --always-on's next session brings up a new tun.
+            if (phase_ == Phase::up) return refuse("while the host is up");
             return {};
         case Type::tear_down:
             if (phase_ == Phase::down) return refuse("after the tear-down");
@@ -518,7 +519,7 @@ Status BrokerState::admit(Type t) const {
 
 void BrokerState::after(Type t, bool ok) {
     if (t == Type::bring_up && ok) phase_ = Phase::up;
-    if (t == Type::bring_up && !ok) phase_ = Phase::down;  // a failed bring-up has been undone: no second try
+    if (t == Type::bring_up && !ok) phase_ = Phase::down;  // a failed bring-up has been undone
     if (t == Type::tear_down) phase_ = Phase::down;
 }
 

@@ -1,7 +1,11 @@
 #include "protocols/gp/portal_config.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <charconv>
+
+#include "protocols/base/ascii.h"
 
 namespace espvpn::gp {
 
@@ -66,7 +70,70 @@ std::optional<std::chrono::seconds> parse_cookie_lifetime(xml::Node policy) {
     return std::nullopt;
 }
 
+std::string_view without_trailing_dot(std::string_view s) {
+    if (!s.empty() && s.back() == '.') s.remove_suffix(1);
+    return s;
+}
+
+// A DNS name as a reverse lookup can return it: letters, digits, '-', '_' and dots.
+bool plausible_host_name(std::string_view s) {
+    if (s.empty() || s.size() > 253) return false;
+    return std::all_of(s.begin(), s.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_ascii_digit(c) || c == '-' || c == '_' ||
+               c == '.';
+    });
+}
+
+// One address/name pair of internal-host-detection(-v6); nothing when neither is given.
+void parse_internal_check(std::optional<std::string> address, std::optional<std::string> host, std::string_view where,
+                          GpPortalConfig& c) {
+    std::string a(trim_blanks(address.value_or(""))), h(without_trailing_dot(trim_blanks(host.value_or(""))));
+    if (a.empty() && h.empty()) return;
+    auto problem = [&](const std::string& why) {
+        c.internal_host_check_problems.push_back(std::string(where) + ": " + why);
+    };
+    if (a.empty()) return problem("no address (for the host name \"" + printable(h) + "\")");
+    if (h.empty()) return problem("no host name for the address \"" + printable(a) + "\"");
+    unsigned char buf[16];
+    GpInternalHostCheck check;
+    if (inet_pton(AF_INET, a.c_str(), buf) == 1) check.ipv6 = false;
+    else if (inet_pton(AF_INET6, a.c_str(), buf) == 1) check.ipv6 = true;
+    else return problem("\"" + printable(a) + "\" is not an IP address");
+    if (!plausible_host_name(h)) return problem("\"" + printable(h) + "\" is not a host name");
+    check.address = std::move(a);
+    check.host = std::move(h);
+    c.internal_host_checks.push_back(std::move(check));
+}
+
+// PAN-OS names vary between releases and tools: the address as ip-address (or ipv6-address),
+// the name as host (or hostname, ipv6-host); IPv6 in its own internal-host-detection-v6 or
+// as ipv6-address/ipv6-host inside internal-host-detection.
+void parse_internal_host_detection(xml::Node policy, GpPortalConfig& c) {
+    auto first = [](xml::Node n, std::initializer_list<const char*> names) -> std::optional<std::string> {
+        for (const char* name : names)
+            if (auto t = n.child_text(name)) return t;
+        return std::nullopt;
+    };
+    xml::Node v4 = policy.child("internal-host-detection");
+    parse_internal_check(v4.child_text("ip-address"), first(v4, {"host", "hostname"}), "internal-host-detection", c);
+    parse_internal_check(v4.child_text("ipv6-address"), v4.child_text("ipv6-host"), "internal-host-detection", c);
+    xml::Node v6 = policy.child("internal-host-detection-v6");
+    parse_internal_check(first(v6, {"ip-address", "ipv6-address"}), first(v6, {"host", "hostname", "ipv6-host"}),
+                         "internal-host-detection-v6", c);
+}
+
 }  // namespace
+
+bool internal_host_matches(std::string_view expected, std::string_view resolved) {
+    expected = without_trailing_dot(expected);
+    resolved = without_trailing_dot(resolved);
+    return !expected.empty() && iequals(expected, resolved);
+}
+
+bool GpPortalConfig::has_gateways(bool internal) const {
+    return std::any_of(gateways.begin(), gateways.end(),
+                       [internal](const GpGateway& g) { return g.internal == internal; });
+}
 
 std::optional<int> GpGateway::priority_for(std::string_view region) const {
     std::optional<int> best = priority;
@@ -76,10 +143,10 @@ std::optional<int> GpGateway::priority_for(std::string_view region) const {
     return best;
 }
 
-std::vector<GpGateway> GpPortalConfig::preferred_gateways(std::string_view region) const {
+std::vector<GpGateway> GpPortalConfig::preferred_gateways(std::string_view region, bool internal) const {
     std::vector<std::pair<std::optional<int>, const GpGateway*>> ranked;
     for (const auto& g : gateways)
-        if (!g.internal) ranked.emplace_back(g.priority_for(region), &g);
+        if (g.internal == internal) ranked.emplace_back(g.priority_for(region), &g);
     std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
         if (a.first && b.first) return *a.first < *b.first;
         return a.first.has_value() && !b.first.has_value();
@@ -111,9 +178,7 @@ Result<GpPortalConfig> parse_portal_config(const xml::Document& doc) {
             if (c.gateways.size() > 1024) return make_error("portal config: more than 1024 gateways");
         }
     }
-    if (std::none_of(c.gateways.begin(), c.gateways.end(),
-                     [](const GpGateway& g) { return !g.internal; }))
-        return make_error("portal config lists no external gateway (policy/gateways/external/list)");
+    parse_internal_host_detection(p, c);
     if (auto v = p.child_text("hip-collection/hip-report-interval"); v && !v->empty()) {
         auto n = parse_int(*v);
         // Any number of seconds up to a week (0: none set); a short one only makes the checks

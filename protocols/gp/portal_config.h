@@ -29,10 +29,27 @@ struct GpGateway {
     std::optional<int> priority_for(std::string_view region) const;
 };
 
+// internal-host-detection / internal-host-detection-v6: the portal's test for "this host is
+// inside the corporate network": the reverse lookup of `address` (through the host's own
+// resolver) returns `host`. Compared in ASCII case, without a trailing dot.
+struct GpInternalHostCheck {
+    std::string address;  // an IPv4 or IPv6 literal (validated)
+    std::string host;     // the expected name, without a trailing dot
+    bool ipv6 = false;
+};
+
+// Whether the name a reverse lookup returned is the one the portal expects.
+bool internal_host_matches(std::string_view expected, std::string_view resolved);
+
 struct GpPortalConfig {
     std::string version;  // trimmed; sent back as app-version
     std::string portal_name;
     std::vector<GpGateway> gateways;  // external first, then internal, in document order
+    // Complete, valid internal-host-detection entries (IPv4 first); empty: no detection.
+    std::vector<GpInternalHostCheck> internal_host_checks;
+    // Why a detection entry the portal sent was not used (missing name, not an address...),
+    // server text made printable; for a warning.
+    std::vector<std::string> internal_host_check_problems;
     Secret portal_userauthcookie;     // empty when absent or "empty"
     Secret portal_prelogonuserauthcookie;
     // How long the portal accepts the cookies above back (authentication override:
@@ -42,9 +59,10 @@ struct GpPortalConfig {
     std::vector<std::string> hip_categories;
     bool has_config = true;  // false when the portal refused this client
 
-    // External gateways sorted by priority_for(region) (stable; unprioritised
-    // last). `region` is the prelogin reply's <region>; the first is the default.
-    std::vector<GpGateway> preferred_gateways(std::string_view region) const;
+    // External (or, `internal`, internal) gateways sorted by priority_for(region) (stable;
+    // unprioritised last). `region` is the prelogin reply's <region>; the first is the default.
+    std::vector<GpGateway> preferred_gateways(std::string_view region, bool internal = false) const;
+    bool has_gateways(bool internal) const;
 };
 
 Result<GpPortalConfig> parse_portal_config(const xml::Document& doc);

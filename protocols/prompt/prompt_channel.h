@@ -11,6 +11,8 @@
 //   message TEXT                               information (a form's message, SAML steps)
 //   error   TEXT                               the server refused the last answers (e.g. "Login
 //                                              failed"); the next ask is the form again
+// A key's PIN on a token is asked as form "token", name "pin", kind password
+// (kTokenPinForm): a wrong one is followed by an error record and the same ask.
 // The program answers each ask and banner with one line: "=" and the value as typed
 // (not escaped; it cannot hold a newline; a select's answer is the label chosen, a
 // banner's any value = accepted), or "cancel".
@@ -24,6 +26,9 @@
 #include "crypto/secret.h"
 
 namespace espvpn::prompt {
+
+// The form of the PIN prompt of a key on a token (never answered by a stored password).
+inline constexpr std::string_view kTokenPinForm = "token";
 
 enum class RecordType { ask, banner, message, error };
 enum class FieldKind { text, password, select };

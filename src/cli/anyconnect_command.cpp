@@ -105,7 +105,7 @@ int AcCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
         return kExitError;
     }
     if (*end == session::TunnelEnd::user_logout) LOG_INFO << session::describe(*end);
-    return exit_code(*end);
+    return exit_code(*end, t.always_on);
 }
 
 }  // namespace

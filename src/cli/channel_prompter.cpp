@@ -81,6 +81,10 @@ Result<Secret> ChannelPrompter::ask_secret(std::string_view prompt) {
     return ask(ask_record("", "", FieldKind::password, prompt));
 }
 
+Result<Secret> ChannelPrompter::ask_pin(std::string_view prompt) {
+    return ask(ask_record(std::string(prompt::kTokenPinForm), "pin", FieldKind::password, prompt));
+}
+
 Result<std::string> ChannelPrompter::ask_choice(std::string_view label, const std::vector<std::string>& choices) {
     Record r = ask_record("", "", FieldKind::select, label);
     r.choices = choices;

@@ -18,6 +18,9 @@ public:
     ChannelPrompter(int fd, bool no_password) : fd_(fd), no_password_(no_password) {}
     Result<std::string> ask_text(std::string_view prompt) override;
     Result<Secret> ask_secret(std::string_view prompt) override;
+    // Form "token", field "pin" (prompt::kTokenPinForm): a password field the program
+    // answers only with what the user types.
+    Result<Secret> ask_pin(std::string_view prompt) override;
     Result<std::string> ask_choice(std::string_view label, const std::vector<std::string>& choices) override;
     void show(std::string_view message) override;
     Result<Secret> ask_field(const session::LoginField& field) override;

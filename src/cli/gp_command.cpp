@@ -21,11 +21,12 @@ namespace espvpn::cli {
 namespace {
 
 // The invoking user's portal cookie store (docs/GP-LOGIN.md).
-Result<session::PortalCookieCache> cookie_cache() {
+Result<session::PortalCookieCache> cookie_cache(session::StateFiles& files) {
     auto user = sso::invoking_user();
     if (!user) return user.error();
     return session::PortalCookieCache(
-        session::cookie_cache_location(user->uid, user->gid, user->home, user->is_root_alone, std::getenv("XDG_STATE_HOME")));
+        session::cookie_cache_location(user->uid, user->gid, user->home, user->is_root_alone, std::getenv("XDG_STATE_HOME")),
+        files);
 }
 
 std::int64_t unix_now() { return static_cast<std::int64_t>(std::time(nullptr)); }
@@ -58,6 +59,8 @@ Result<gp::GpSessionCookie> cookie_from_text(std::string_view text) {
 // getconfig + HIP, the tunnel, and the logout request once it is down.
 class GpCommand final : public ProtocolCommand {
 public:
+    explicit GpCommand(session::StateFiles& files) : files_(&files) {}
+    void use_state_files(session::StateFiles& files) override { files_ = &files; }
     Status parse_target(const ClientOptions& options) override {
         auto target = session::parse_gp_login_target(options.server, options.usergroup);
         if (!target) return target.error();
@@ -71,6 +74,7 @@ public:
     http::Url server() const override { return auth_.gateway; }
     http::Url login_server() const override { return target_.server; }
     Secret cookie_text() const override { return auth_.cookie.encode(); }
+    std::string no_tunnel_reason() const override { return no_tunnel_; }
     int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                 session::TunnelOptions& tunnel) override;
 
@@ -85,6 +89,8 @@ private:
     gp::GpClientInfo client_;
     std::optional<session::GpRequestSender> requests_;
     session::GpAuthenticated auth_;
+    std::string no_tunnel_;
+    session::StateFiles* files_;
 };
 
 std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view text) {
@@ -104,6 +110,7 @@ std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view 
 
 std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& https, session::LoginPrompter& prompter,
                                     const LoginInputs& inputs) {
+    no_tunnel_.clear();  // --always-on logs in again: this attempt's verdict only
     session::GpLoginSettings settings;
     settings.target = target_;
     settings.user = options.user;
@@ -122,6 +129,7 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
         }
         settings.probe_credentials = std::move(*credentials);
     }
+    settings.internal_detection = !options.no_internal_detection;
     settings.client_certificate = !options.certificate.empty();
     settings.form_entries = inputs.form_entries;
     settings.token = inputs.token;
@@ -129,7 +137,7 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     // The portal cookie of an earlier run: only for a portal login without a SAML-cookie helper.
     std::optional<session::PortalCookieCache> cache;
     if (!options.no_cookie_cache && target_.entry != session::GpEntryPoint::gateway && target_.saml_field.empty()) {
-        auto opened = cookie_cache();
+        auto opened = cookie_cache(*files_);
         if (!opened) LOG_WARN << "no saved portal cookies: " << opened.error().message;
         else cache.emplace(std::move(*opened));
     }
@@ -145,6 +153,13 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     if (cache && login.saved_cookie_refused() && (!done || done->portal_userauthcookie.empty()) &&
         (!done || done->portal_prelogonuserauthcookie.empty())) {
         if (auto gone = cache->forget(&target_.server); !gone) LOG_WARN << gone.error().message;
+    }
+    if (!done && login.no_tunnel_needed()) {
+        // As the official client: inside the corporate network with no internal gateway,
+        // there is nothing to connect; that is not a failure of the run.
+        no_tunnel_ = done.error().message;
+        LOG_INFO << no_tunnel_ << " (--no-internal-detection: use the external gateways anyway)";
+        return kExitOk;
     }
     if (!done) {
         LOG_ERROR << done.error().message;
@@ -224,7 +239,7 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
             LOG_ERROR << end.error().message;
             rc = kExitError;
         } else {
-            rc = exit_code(*end);
+            rc = exit_code(*end, t.always_on);
             // SIGINT/SIGTERM: the session loop sent the logout (or could not: no connection).
             logout = *end != session::TunnelEnd::user_detach && *end != session::TunnelEnd::user_logout;
         }
@@ -240,10 +255,12 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
 
 }  // namespace
 
-std::unique_ptr<ProtocolCommand> make_gp_command() { return std::make_unique<GpCommand>(); }
+std::unique_ptr<ProtocolCommand> make_gp_command(session::StateFiles& files) {
+    return std::make_unique<GpCommand>(files);
+}
 
-int forget_gp_cookies(const ClientOptions& options) {
-    auto cache = cookie_cache();
+int forget_gp_cookies(const ClientOptions& options, session::StateFiles& files) {
+    auto cache = cookie_cache(files);
     if (!cache) {
         LOG_ERROR << cache.error().message;
         return kExitError;

@@ -13,6 +13,7 @@
 #include "src/io/proxy_tunnel.h"
 #include "src/io/server_pin.h"
 #include "src/log/logger.h"
+#include "src/session/anyconnect/mca_identity.h"
 
 namespace espvpn::cli {
 
@@ -124,17 +125,67 @@ io::HttpsClientConfig https_config(const ClientOptions& o) {
     return h;
 }
 
+namespace {
+
+// The token as the user knows it (its label, control characters shown as '?': it is
+// the device's text) and the key's URI without its PIN.
+std::string pin_prompt(const std::string& what, const io::KeyPasswordNeed& need, const std::string& key) {
+    std::string label = need.token_label;
+    for (char& c : label)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    if (label.empty()) return "Enter PIN for " + what + printable_key_name(key) + ":";
+    return "Enter PIN for token '" + label + "' (" + what + printable_key_name(key) + "):";
+}
+
+// The PIN of a key on a token, asked as openconnect asks (echo off; standard input;
+// an error with --non-inter). A window (--prompt-fd) shows a refused PIN as an error
+// and asks again: each answer is one login to the token (one try of its counter),
+// and the user decides whether to try again or cancel. A terminal gets one try: the
+// load reports a refusal and espvpn exits 1.
+Result<Secret> ask_token_pin(session::LoginPrompter& prompter, bool ask_again, const std::string& what,
+                             const io::KeyPasswordNeed& need, const std::string& key_uri) {
+    const std::string prompt = pin_prompt(what, need, key_uri);
+    while (true) {
+        auto pin = prompter.ask_pin(prompt);
+        if (!pin || !ask_again) return pin;
+        auto taken = io::token_accepts_pin(key_uri, *pin);
+        if (!taken) return taken.error();
+        if (*taken) return pin;
+        const std::string token = need.token_label.empty() ? "the token" : "token '" + need.token_label + "'";
+        prompter.form_message("Wrong PIN: " + token + " refused it (each try counts towards locking the token)",
+                              true);
+    }
+}
+
+}  // namespace
+
 Status ask_key_password_if_needed(ClientOptions& o, session::LoginPrompter& prompter) {
-    if (!io::client_key_needs_password(https_config(o).tls)) return {};
+    const auto tls = https_config(o).tls;
+    const auto need = io::client_key_password_need(tls);
+    if (!need.needed) return {};
     // As openconnect: a key on a token wants its PIN, a file its pass phrase; the answer is
     // read with echo off, from standard input with --passwd-on-stdin, refused with --non-inter.
-    const bool token = is_pkcs11_uri(o.certificate) || is_pkcs11_uri(o.sslkey);
     const std::string name = printable_key_name(o.certificate);
-    auto pass = prompter.ask_secret((token ? "Enter PIN for " : "Enter the pass phrase of ") + name + ":");
+    auto pass = need.token ? ask_token_pin(prompter, o.prompt_fd >= 0, "", need, io::client_key_name(tls))
+                           : prompter.ask_secret("Enter the pass phrase of " + name + ":");
     if (!pass)
-        return make_error("client certificate " + name + " needs its " + (token ? "PIN" : "password") +
+        return make_error("client certificate " + name + " needs its " + (need.token ? "PIN" : "password") +
                           " (-p/--key-password): " + pass.error().message);
     o.key_password = std::move(*pass);
+    return {};
+}
+
+Status ask_mca_pin_if_needed(ClientOptions& o, session::LoginPrompter& prompter) {
+    if (o.protocol != Protocol::anyconnect || o.mca_certificate.empty() || !o.mca_key_password.empty()) return {};
+    const std::string key_uri = session::McaIdentity::token_key_uri(o.mca_certificate, o.mca_key);
+    if (key_uri.empty() || pkcs11_uri_has_pin(o.mca_certificate)) return {};
+    const auto need = io::token_key_pin_need(key_uri);
+    if (!need.needed) return {};
+    auto pin = ask_token_pin(prompter, o.prompt_fd >= 0, "the MCA key ", need, key_uri);
+    if (!pin)
+        return make_error("the MCA key " + printable_key_name(key_uri) +
+                          " needs its PIN (--mca-key-password): " + pin.error().message);
+    o.mca_key_password = std::move(*pin);
     return {};
 }
 

@@ -18,6 +18,13 @@ Status prepare_compat_options(ClientOptions& options);
 // Without -p, a PKCS#12 file or encrypted key that needs a pass phrase has it
 // asked for (a line of standard input when that is not a terminal; an error with
 // --non-inter), as openconnect asks before its first request.
+// A key on a token: "Enter PIN for token 'LABEL' (URI):"; through --prompt-fd a
+// refused PIN is shown as an error and asked again (one token login per answer).
+// A TPM key file GnuTLS cannot open (TSS2 PEM, tpmkey:) is a clear error here.
 Status ask_key_password_if_needed(ClientOptions& options, session::LoginPrompter& prompter);
+
+// AnyConnect --mca-certificate whose key is on a token that wants its PIN and none is
+// given (--mca-key-password, pin-value): asked as the client key's PIN is.
+Status ask_mca_pin_if_needed(ClientOptions& options, session::LoginPrompter& prompter);
 
 }  // namespace espvpn::cli

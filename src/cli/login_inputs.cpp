@@ -2,7 +2,7 @@
 
 namespace espvpn::cli {
 
-Result<LoginInputs> login_inputs(const ClientOptions& options) {
+Result<LoginInputs> login_inputs(const ClientOptions& options, session::StateFiles& files) {
     LoginInputs in;
     for (const auto& text : options.form_entries) {
         auto e = session::parse_form_entry(text);
@@ -11,7 +11,7 @@ Result<LoginInputs> login_inputs(const ClientOptions& options) {
     }
     if (!options.token_mode.empty()) {
         auto mode = options.token_mode == "hotp" ? session::SoftTokenMode::hotp : session::SoftTokenMode::totp;
-        auto token = session::make_soft_token(mode, options.token_secret);
+        auto token = session::make_soft_token(mode, options.token_secret, files);
         if (!token) return token.error();
         in.token = std::move(*token);
     }

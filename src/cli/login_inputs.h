@@ -16,6 +16,7 @@ struct LoginInputs {
     std::vector<session::FormEntry> form_entries;
     std::shared_ptr<session::SoftToken> token;  // null without --token-mode
 };
-Result<LoginInputs> login_inputs(const ClientOptions& options);
+// `files`: where the HOTP token's counter is re-read and written back (outlives the inputs).
+Result<LoginInputs> login_inputs(const ClientOptions& options, session::StateFiles& files);
 
 }  // namespace espvpn::cli

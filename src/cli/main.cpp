@@ -9,7 +9,9 @@
 #include "src/cli/https_settings.h"
 #include "src/cli/options.h"
 #include "src/cli/self_check.h"
+#include "src/cli/status_command.h"
 #include "src/cli/tunnel_command.h"
+#include "src/session/state_files.h"
 #include "src/log/logger.h"
 #include "src/sso/callback_socket.h"
 
@@ -24,6 +26,8 @@ void secret_lock_refused(int error) {
 
 int main(int argc, char** argv) {
     using namespace espvpn;
+    // `espvpn status|disconnect|reconnect`: a client of a running session's status socket.
+    if (cli::is_status_subcommand(argc, argv)) return cli::run_status_subcommand(argc, argv, std::cout, std::cerr);
     // The process holds passwords, cookies and keys: no core dump, and no other user
     // may ptrace it or read its /proc files (they become root's).
     (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -45,6 +49,9 @@ int main(int argc, char** argv) {
     log_config.syslog = options.syslog;
     log::configure(log_config);
 
+    // The files a session keeps (the saved portal cookies, the HOTP counter, --stats-json),
+    // opened by this process.
+    session::LocalStateFiles state_files;
     switch (options.action) {
         case cli::Action::help: std::cout << cli::usage_text(); return cli::kExitOk;
         case cli::Action::version: cli::print_version(std::cout); return cli::kExitOk;
@@ -57,13 +64,14 @@ int main(int argc, char** argv) {
                 return cli::kExitError;
             }
             return cli::kExitOk;
-        case cli::Action::forget_cookies: return cli::forget_gp_cookies(options);
+        case cli::Action::forget_cookies: return cli::forget_gp_cookies(options, state_files);
         default: break;
     }
     if (auto st = cli::prepare_compat_options(options); !st) {
         LOG_ERROR << st.error().message;
         return cli::kExitError;
     }
-    auto command = options.protocol == cli::Protocol::gp ? cli::make_gp_command() : cli::make_anyconnect_command();
-    return cli::run_tunnel_command(options, std::cout, *command);
+    auto command =
+        options.protocol == cli::Protocol::gp ? cli::make_gp_command(state_files) : cli::make_anyconnect_command();
+    return cli::run_tunnel_command(options, std::cout, *command, state_files);
 }

@@ -12,6 +12,7 @@
 #include "protocols/base/exec_array.h"
 #include "protocols/proxy/proxy.h"
 #include "protocols/tunnel/tunnel_config.h"
+#include "src/session/trusted_network.h"
 
 namespace espvpn::cli {
 namespace {
@@ -57,6 +58,19 @@ OptionSpec refused(const char* name, char short_name, Arg arg, const char* group
             [name, instead](ClientOptions&, const char*) -> Status { return unsupported(name, instead); }};
 }
 
+// A comma-separated list appended to `out` (empty items refused).
+Status add_list(std::vector<std::string>& out, std::string_view v, const char* option) {
+    std::size_t start = 0;
+    for (;;) {
+        const auto comma = v.find(',', start);
+        const std::string_view item = v.substr(start, comma == std::string_view::npos ? v.npos : comma - start);
+        if (item.empty()) return make_error(std::string("--") + option + ": an empty name in '" + std::string(v) + "'");
+        out.emplace_back(item);
+        if (comma == std::string_view::npos) return {};
+        start = comma + 1;
+    }
+}
+
 #define SET_STRING(field) [](ClientOptions& o, const char* v) -> Status { o.field = v; return {}; }
 #define SET_FLAG(field) [](ClientOptions& o, const char*) -> Status { o.field = true; return {}; }
 #define SET_ACTION(a) [](ClientOptions& o, const char*) -> Status { o.action = Action::a; return {}; }
@@ -87,6 +101,40 @@ const std::vector<OptionSpec>& option_table() {
         {"setuid", 'U', Arg::required, "Process control", "run the session process (login, tunnel) as USER", SET_STRING(setuid_user)},
         {"stats-json", 0, Arg::required, "Logging (two-phase)", "write traffic and drop counters to FILE periodically",
          SET_STRING(stats_json)},
+        {"status-socket", 0, Arg::required, "Process control",
+         "serve status/disconnect/reconnect on this AF_UNIX socket (espvpn status; docs/SERVICE.md)",
+         SET_STRING(status_socket)},
+        {"status-user", 0, Arg::required, "Process control",
+         "users (comma-separated) allowed on the status socket beside root and espvpn's own user",
+         [](ClientOptions& o, const char* v) -> Status { return add_list(o.status_users, v, "status-user"); }},
+        {"status-group", 0, Arg::required, "Process control", "groups (comma-separated) allowed on the status socket",
+         [](ClientOptions& o, const char* v) -> Status { return add_list(o.status_groups, v, "status-group"); }},
+        {"always-on", 0, Arg::none, "Process control",
+         "never give up: reconnect without --reconnect-timeout, log in again when the session ends, "
+         "wait (state needs-login) when a login needs a person",
+         SET_FLAG(always_on)},
+        {"trusted-domain", 0, Arg::required, "Process control",
+         "with --always-on: no tunnel while a DNS search domain (/etc/resolv.conf) is one of these "
+         "(comma-separated; *.example.com for any below it)",
+         [](ClientOptions& o, const char* v) -> Status {
+             std::string_view rest = v;
+             for (;;) {
+                 const auto comma = rest.find(',');
+                 auto d = session::parse_trusted_domain(rest.substr(0, comma));
+                 if (!d) return d.error();
+                 o.trusted_domains.push_back(*d);
+                 if (comma == std::string_view::npos) return {};
+                 rest.remove_prefix(comma + 1);
+             }
+         }},
+        {"trusted-server", 0, Arg::required, "Process control",
+         "with --always-on: no tunnel while this TLS server answers within 2 s with the pinned certificate "
+         "(HOST:PORT,pin-sha256:BASE64); repeatable",
+         [](ClientOptions& o, const char* v) -> Status {
+             if (auto s = session::parse_trusted_server(v); !s) return s.error();
+             o.trusted_servers.emplace_back(v);
+             return {};
+         }},
         {"dry-run", 0, Arg::none, "Authentication (two-phase)",
          "log in, print the tunnel configuration, log out: no tun device, no traffic", SET_FLAG(dry_run)},
 
@@ -157,6 +205,9 @@ const std::vector<OptionSpec>& option_table() {
         {"no-cookie-cache", 0, Arg::none, "Authentication",
          "GlobalProtect: neither use nor save the portal's authentication cookie across runs",
          SET_FLAG(no_cookie_cache)},
+        {"no-internal-detection", 0, Arg::none, "Authentication",
+         "GlobalProtect: skip the portal's internal host detection; use its external gateways",
+         SET_FLAG(no_internal_detection)},
         {"forget-cookies", 0, Arg::optional, "Authentication",
          "remove the saved GlobalProtect portal cookie of PORTAL (every portal when none is given), exit",
          [](ClientOptions& o, const char* v) -> Status {
@@ -597,6 +648,14 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
         options.no_op_notes.emplace_back("--dtls-ciphers/--dtls12-ciphers have no effect: GlobalProtect uses ESP");
     if (!options.allow_lan.empty() && !options.kill_switch)
         return make_error("--allow-lan needs --kill-switch (without it nothing is blocked)");
+    if (options.always_on && (options.cookie_on_stdin || options.background))
+        return make_error("--always-on runs until it is told to stop: it cannot take its cookie from standard "
+                          "input (--cookie-on-stdin) or detach (-b; run it as a service instead)");
+    if (!options.status_socket.empty() && options.background)
+        return make_error("--status-socket cannot be combined with -b: its server starts before the login, the "
+                          "fork comes after it (run espvpn in the foreground, e.g. as the service espvpn@NAME)");
+    if ((!options.status_users.empty() || !options.status_groups.empty()) && options.status_socket.empty())
+        return make_error("--status-user/--status-group need --status-socket");
     if (options.cookie_on_stdin && options.passwd_on_stdin)
         return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
     // As openconnect: without a second certificate its key and pass phrase are never read.
@@ -612,12 +671,13 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
 const char* metavar(std::string_view name) {
     static const std::pair<const char*, const char*> names[] = {
         {"config", "FILE"}, {"protocol", "PROTO"}, {"server", "URL"}, {"pid-file", "FILE"},
-        {"setuid", "USER"}, {"stats-json", "FILE"}, {"user", "NAME"}, {"authgroup", "GROUP"},
+        {"setuid", "USER"}, {"stats-json", "FILE"}, {"status-socket", "PATH"}, {"status-user", "USERS"},
+        {"status-group", "GROUPS"}, {"user", "NAME"}, {"authgroup", "GROUP"},
         {"usergroup", "GROUP"}, {"form-entry", "FORM:OPT=VALUE"}, {"cookie", "COOKIE"},
         {"os", "OS"}, {"token-mode", "MODE"}, {"token-secret", "SECRET"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"force-trojan", "SECONDS"}, {"gateway-select", "HOW"},
         {"sso-browser", "COMMAND"},
         {"useragent", "STRING"}, {"version-string", "STRING"}, {"local-hostname", "NAME"}, {"http-timeout", "SECONDS"},
-        {"servercert", "PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
+        {"servercert", "PIN"}, {"trusted-domain", "DOMAIN"}, {"trusted-server", "HOST:PORT,PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
         {"sslkey", "KEY"}, {"key-password", "PASS"}, {"script", "CMD"}, {"interface", "IFNAME"},
         {"dtls-local-port", "PORT"}, {"reconnect-timeout", "SECONDS"}, {"force-dpd", "SECONDS"},
         {"esp-retry-interval", "SECONDS"}, {"mtu", "MTU"}, {"base-mtu", "MTU"}, {"queue-len", "N"}, {"allow-lan", "PREFIXES"},

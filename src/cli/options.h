@@ -56,6 +56,7 @@ struct ClientOptions {
     Secret sso_callback;              // --sso-callback URL (scrubbed from argv)
     // GlobalProtect portal cookies kept across runs (docs/GP-LOGIN.md)
     bool no_cookie_cache = false;     // --no-cookie-cache: neither use nor save one
+    bool no_internal_detection = false;  // --no-internal-detection: GP external gateways only
     std::string forget_portal;        // --forget-cookies [PORTAL]: "" = every portal
 
     // Server and client certificates
@@ -94,6 +95,13 @@ struct ClientOptions {
     std::string version_string;
     std::string local_hostname;
     std::string stats_json;  // --stats-json FILE (espvpn extension)
+    // The status socket and always-on mode (docs/SERVICE.md; espvpn extensions)
+    std::string status_socket;               // --status-socket PATH
+    std::vector<std::string> status_users;   // --status-user USER[,USER]
+    std::vector<std::string> status_groups;  // --status-group GROUP[,GROUP]
+    bool always_on = false;                  // --always-on
+    std::vector<std::string> trusted_domains;  // --trusted-domain DOMAIN[,DOMAIN] (with --always-on)
+    std::vector<std::string> trusted_servers;  // --trusted-server HOST:PORT,PIN (with --always-on)
     bool dry_run = false;    // --dry-run: log in, show the tunnel configuration, log out; no tun
 
     // openconnect compatibility (issue 17)

@@ -1,5 +1,7 @@
 #include "src/cli/tunnel_command.h"
 
+#include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,9 +12,13 @@
 #include "src/cli/channel_prompter.h"
 #include "src/cli/https_settings.h"
 #include "src/cli/privilege_split.h"
+#include "src/cli/status_command.h"
 #include "src/cli/terminal_prompter.h"
+#include "src/io/route_watch.h"
 #include "src/log/logger.h"
 #include "src/session/gp/portal_cookie_cache.h"
+#include "src/session/signal_watch.h"
+#include "src/session/trusted_network.h"
 #include "src/sso/invoking_user.h"
 
 namespace espvpn::cli {
@@ -33,6 +39,7 @@ session::TunnelOptions tunnel_options(const ClientOptions& o) {
     t.dry_run = o.dry_run;
     t.hostname = reported_hostname(o);
     t.keeps_privileges = o.setuid_user.empty();
+    t.always_on = o.always_on;
     return t;
 }
 
@@ -50,6 +57,94 @@ std::vector<host::KillSwitchService> login_servers(const io::HttpsClient& https,
     for (std::string& a : addresses) out.push_back({std::move(a), url.port});
     return out;
 }
+
+// --always-on: whether a login failed because it needed a person who was not there (a
+// prompt that got no answer), which makes the state needs-login instead of reconnecting.
+class RecordingPrompter final : public session::LoginPrompter {
+public:
+    explicit RecordingPrompter(session::LoginPrompter& inner) : p_(inner) {}
+    bool unanswered() const { return unanswered_; }
+    Result<std::string> ask_text(std::string_view prompt) override { return note(p_.ask_text(prompt)); }
+    Result<Secret> ask_secret(std::string_view prompt) override { return note(p_.ask_secret(prompt)); }
+    Result<Secret> ask_pin(std::string_view prompt) override { return note(p_.ask_pin(prompt)); }
+    Result<std::string> ask_choice(std::string_view label, const std::vector<std::string>& choices) override {
+        return note(p_.ask_choice(label, choices));
+    }
+    void show(std::string_view message) override { p_.show(message); }
+    Result<Secret> ask_field(const session::LoginField& field) override { return note(p_.ask_field(field)); }
+    Result<std::string> ask_select(const session::LoginField& field) override { return note(p_.ask_select(field)); }
+    Status accept_banner(std::string_view text) override { return note(p_.accept_banner(text)); }
+    void form_message(std::string_view text, bool error) override { p_.form_message(text, error); }
+    bool offers_defaults() const override { return p_.offers_defaults(); }
+
+private:
+    template <class R>
+    R note(R r) {
+        if (!r) unanswered_ = true;
+        return r;
+    }
+    session::LoginPrompter& p_;
+    bool unanswered_ = false;
+};
+
+// --always-on between two sessions (or login attempts): waits `delay` (none: until told),
+// a route change (when `delay` is given or `watch_routes`), a reconnect request or SIGUSR2
+// ends the wait (true); a disconnect request, SIGINT, SIGTERM or SIGHUP end the program (false).
+bool wait_to_retry(StatusService* status, std::optional<std::chrono::seconds> delay, bool watch_routes = false) {
+    session::SignalWatch signals;
+    std::optional<io::RouteWatch> routes;
+    if (delay || watch_routes) {
+        if (auto w = io::RouteWatch::open()) routes.emplace(std::move(*w));
+    }
+    const auto end = std::chrono::steady_clock::now() + delay.value_or(std::chrono::seconds(0));
+    for (;;) {
+        pollfd p[3] = {{signals.fd(), POLLIN, 0},
+                       {status ? status->server->commands_fd() : -1, POLLIN, 0},
+                       {routes ? routes->fd() : -1, POLLIN, 0}};
+        int timeout = -1;
+        if (delay) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+            if (left.count() <= 0) return true;
+            timeout = static_cast<int>(left.count()) + 1;
+        }
+        ::poll(p, 3, timeout);
+        for (int sig; (sig = signals.next()) != 0;) {
+            if (sig == SIGUSR2) return true;
+            if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+                LOG_INFO << "signal " << sig << " while waiting to connect: exiting";
+                return false;
+            }
+        }
+        if (status && (p[1].revents & POLLIN))
+            for (status::Request r : status->server->take_commands()) {
+                if (r == status::Request::disconnect) {
+                    LOG_INFO << "disconnect requested on the status socket: exiting";
+                    return false;
+                }
+                if (r == status::Request::reconnect) {
+                    LOG_INFO << "reconnect requested on the status socket: trying now";
+                    return true;
+                }
+            }
+        if (routes && (p[2].revents & POLLIN) && routes->drain() > 0) {
+            LOG_INFO << "the routes changed: " << (watch_routes ? "checking the network again" : "trying now");
+            return true;
+        }
+    }
+}
+
+// --trusted-domain/--trusted-server: the rules (already checked by the option parser).
+session::TrustedRules trusted_rules(const ClientOptions& o) {
+    session::TrustedRules rules;
+    rules.domains = o.trusted_domains;
+    for (const auto& text : o.trusted_servers)
+        if (auto s = session::parse_trusted_server(text)) rules.servers.push_back(std::move(*s));
+    return rules;
+}
+
+// How often a trusted network is checked again without a route change (a DHCP client may
+// rewrite /etc/resolv.conf after the routes, or a --trusted-server go away on the same link).
+constexpr std::chrono::seconds kTrustedRecheck{30};
 
 // The error logged; the exit code for it.
 int failed(const Error& e) {
@@ -75,20 +170,31 @@ std::string shell_quote(std::string_view text) {
     return out + "'";
 }
 
-int exit_code(session::TunnelEnd end) {
+int exit_code(session::TunnelEnd end, bool always_on) {
     switch (end) {
         case session::TunnelEnd::user_logout: return kExitOk;
         case session::TunnelEnd::user_detach:
             LOG_INFO << "disconnected; the session stays valid (SIGHUP)";
             return kExitOk;
         case session::TunnelEnd::cookie_rejected:
-            LOG_ERROR << "the server rejected the cookie; exiting";
+            if (always_on) LOG_WARN << "the server rejected the cookie: the session is over";
+            else LOG_ERROR << "the server rejected the cookie; exiting";
             return kExitCookieRejected;
-        default: LOG_ERROR << session::describe(end) << "; exiting"; return kExitError;
+        default:
+            if (always_on) LOG_WARN << session::describe(end) << ": the session is over";
+            else LOG_ERROR << session::describe(end) << "; exiting";
+            return kExitError;
     }
 }
 
-int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol) {
+namespace {
+int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https,
+                ProcessControl& process, StatusService* service, session::StateFiles& files,
+                const std::shared_ptr<host::BrokerChannel>& broker);
+}  // namespace
+
+int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol,
+                       session::StateFiles& files) {
     if (Status st = protocol.parse_target(options); !st) {
         LOG_ERROR << "server URL: " << st.error().message;
         return kExitError;
@@ -110,10 +216,24 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
         broker_options.state_dir = session::cookie_cache_location(user->uid, user->gid, user->home, user->is_root_alone,
                                                                   std::getenv("XDG_STATE_HOME"))
                                        .path();
+    // The status socket is bound here (as root: /run/espvpn is root's); its server runs in
+    // the session process (below), which serves its own user and root.
+    auto status = open_status_service(options);
+    if (!status) return failed(status.error());
     auto split = split_privileges(options, *process, std::move(broker_options));
     if (!split) return failed(split.error());
-    if (const int* broker_exit = std::get_if<int>(&*split)) return *broker_exit;
+    if (const int* broker_exit = std::get_if<int>(&*split)) {
+        // The broker: the listener is the session's; the socket file is removed here, as root.
+        if (*status) (*status)->listener.reset();
+        return *broker_exit;
+    }
     const std::shared_ptr<host::BrokerChannel> broker = std::get<SessionSide>(*split).broker;
+    // The session's state files: through the broker when there is one (it writes root's and
+    // the invoker's files as their owner; the session user may not), else in this process.
+    std::optional<host::BrokerStateFiles> broker_files;
+    if (broker) broker_files.emplace(broker);
+    session::StateFiles& state_files = broker_files ? static_cast<session::StateFiles&>(*broker_files) : files;
+    protocol.use_state_files(state_files);
     TerminalPrompter terminal(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
     ChannelPrompter channel(options.prompt_fd, options.no_passwd);
     if (options.prompt_fd >= 0) {
@@ -121,24 +241,109 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     }
     session::LoginPrompter& prompter = options.prompt_fd >= 0 ? static_cast<session::LoginPrompter&>(channel)
                                                                : terminal;
-    auto inputs = login_inputs(options);
+    auto inputs = login_inputs(options, state_files);
     if (!inputs) return failed(inputs.error());
     if (auto st = ask_key_password_if_needed(options, prompter); !st) return failed(st.error());
+    if (auto st = ask_mca_pin_if_needed(options, prompter); !st) return failed(st.error());
     auto https = io::HttpsClient::create(https_config(options));
     if (!https) return failed(https.error());
+    // The status socket serves from here on (the login's state is "connecting").
+    StatusService* const service = status->get();
+    if (service) {
+        if (auto st = service->start(); !st) return failed(st.error());
+    }
+    session::StatusBoard* const board = service ? &service->board : nullptr;
 
-    // 1. A session: from a cookie, or by logging in.
-    if (options.cookie_on_stdin || !options.cookie.empty()) {
-        Secret text = options.cookie_on_stdin ? Secret() : std::move(options.cookie);
+    // --always-on: a failed login or an ended session is tried again (1, 2, 4 ... 60 s
+    // apart; at once on a route change or `espvpn reconnect`), a login that needs a person
+    // waits for `espvpn reconnect`. Without it, the first outcome is the exit code.
+    Secret given_cookie = std::move(options.cookie);
+    std::chrono::seconds backoff{1};
+    // --always-on on a trusted network: no tunnel; checked again on every route change.
+    const session::TrustedRules trusted = trusted_rules(options);
+    if (!trusted.empty() && !options.always_on)
+        LOG_INFO << "--trusted-domain/--trusted-server are used with --always-on only: connecting";
+    std::string trusted_said;  // the last verdict logged (one line when it changes)
+    for (;;) {
+        if (options.always_on && !trusted.empty()) {
+            const auto verdict = session::detect_trusted_network(trusted);
+            if (verdict.reason != trusted_said) {
+                LOG_INFO << verdict.reason << (verdict.trusted ? ": no tunnel (--always-on)" : ": connecting");
+                trusted_said = verdict.reason;
+            }
+            if (verdict.trusted) {
+                if (board) board->set_state(status::State::trusted_network);
+                if (!wait_to_retry(service, kTrustedRecheck, true)) return kExitOk;
+                continue;
+            }
+        }
+        if (board) board->set_state(status::State::connecting);
+        RecordingPrompter recording(prompter);
+        std::optional<int> login_rc;
         if (options.cookie_on_stdin) {
             auto line = read_stdin_line("the cookie on standard input");
             if (!line) return failed(line.error());
-            text = std::move(*line);
+            login_rc = protocol.use_cookie(options, line->reveal_text());
+        } else if (!given_cookie.empty()) {
+            login_rc = protocol.use_cookie(options, given_cookie.reveal_text());
+        } else {
+            login_rc = protocol.log_in(options, *https, recording, *inputs);
         }
-        if (auto rc = protocol.use_cookie(options, text.reveal_text())) return *rc;
-    } else if (auto rc = protocol.log_in(options, *https, prompter, *inputs)) {
-        return *rc;
+        // No COOKIE then; a script (or the NetworkManager auth dialog) reads why.
+        if (login_rc && *login_rc == kExitOk && options.action == Action::authenticate &&
+            !protocol.no_tunnel_reason().empty())
+            out << "NO_TUNNEL=" << shell_quote(protocol.no_tunnel_reason()) << "\n";
+        if (login_rc && !options.always_on) return *login_rc;
+        if (login_rc && *login_rc == kExitOk && !protocol.no_tunnel_reason().empty() &&
+            options.action == Action::connect) {
+            // GlobalProtect's internal host detection: inside, with no internal gateway.
+            https->close_all();
+            LOG_INFO << "trusted network (GlobalProtect internal host detection): no tunnel (--always-on) until "
+                        "the routes change";
+            if (board) board->set_state(status::State::trusted_network);
+            if (!wait_to_retry(service, std::chrono::seconds(300), true)) return kExitOk;
+            backoff = std::chrono::seconds(1);
+            continue;
+        }
+        if (login_rc) {
+            https->close_all();
+            if (recording.unanswered()) {
+                LOG_WARN << "needs-login: the login asked for something nobody answered (no terminal); waiting: "
+                            "'espvpn reconnect' tries again";
+                if (board) board->set_state(status::State::needs_login, "a new login is needed");
+                if (!wait_to_retry(service, std::nullopt)) return kExitOk;
+                backoff = std::chrono::seconds(1);
+            } else {
+                LOG_WARN << "the login failed; trying again in " << backoff.count() << " s (--always-on)";
+                if (board) board->set_state(status::State::reconnecting, "the login failed (see the log)");
+                if (!wait_to_retry(service, backoff)) return kExitOk;
+                backoff = std::min(backoff * 2, std::chrono::seconds(60));
+            }
+            continue;
+        }
+        const auto began = std::chrono::steady_clock::now();
+        const int rc = run_session(options, out, protocol, *https, *process, service, state_files, broker);
+        if (!options.always_on || rc == kExitOk || options.action != Action::connect) return rc;
+        // A session that ran a while: the next one starts from the shortest wait again.
+        if (std::chrono::steady_clock::now() - began > std::chrono::seconds(60)) backoff = std::chrono::seconds(1);
+        // The session ended on an error or a rejected cookie: a new login (the saved portal
+        // cookie, where there is one, makes it without a person).
+        if (board) board->set_state(status::State::reconnecting);
+        LOG_WARN << "the session ended (exit code " << rc << "); logging in again in " << backoff.count()
+                 << " s (--always-on)";
+        if (!wait_to_retry(service, backoff)) return kExitOk;
+        backoff = std::min(backoff * 2, std::chrono::seconds(60));
     }
+}
+
+namespace {
+
+// One session: print it (--authenticate, --cookieonly), or run the tunnel; the exit code.
+int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https_client,
+                ProcessControl& process_control, StatusService* service, session::StateFiles& files,
+                const std::shared_ptr<host::BrokerChannel>& broker) {
+    io::HttpsClient* const https = &https_client;
+    ProcessControl* const process = &process_control;
 
     // 2. Print it, or connect.
     const http::Url server = protocol.server();
@@ -160,6 +365,12 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     if (options.print_cookie) out << protocol.cookie_text().reveal_text() << std::endl;
 
     session::TunnelOptions t = tunnel_options(options);
+    t.state_files = &files;
+    if (service) {
+        service->board.set_gateway(server.host + (server.port == 443 ? std::string() : ":" + std::to_string(server.port)));
+        t.status_board = &service->board;
+        t.status_server = service->server.get();
+    }
     if (options.kill_switch) t.host.login_servers = login_servers(*https, protocol.login_server());
     if (broker) {
         t.make_host = [broker](const host::TunnelHostOptions& h) -> std::unique_ptr<host::Host> {
@@ -168,9 +379,6 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
         t.udp_socket = [broker](int family, int send_buffer, int receive_buffer) {
             return broker->open_udp(family, send_buffer, receive_buffer);
         };
-        t.write_stats = [broker](const std::string& path, std::span<const std::uint8_t> bytes) {
-            return broker->write_state(path, {bytes.begin(), bytes.end()}, false, 0644);
-        };
     }
     t.after_setup = [&] { return process->drop_privileges(); };
     t.on_connected = [&] { process->tunnel_up(); };
@@ -178,5 +386,7 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     https->close_all();
     return rc;
 }
+
+}  // namespace
 
 }  // namespace espvpn::cli

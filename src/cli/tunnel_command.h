@@ -18,6 +18,7 @@
 #include "src/cli/process_control.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/io/https_client.h"
+#include "src/session/state_files.h"
 #include "src/session/tunnel_session.h"
 
 namespace espvpn::cli {
@@ -38,26 +39,35 @@ public:
     // Where a new login goes (GP: the portal given), for --kill-switch's rules.
     virtual http::Url login_server() const { return server(); }
     virtual Secret cookie_text() const = 0;
+    // After log_in() returned 0 with no session: why no tunnel is needed (GP: inside the
+    // corporate network, no internal gateway); --authenticate prints it as NO_TUNNEL=.
+    virtual std::string no_tunnel_reason() const { return {}; }
     // The tunnel (and whatever the protocol does around it); returns the exit code.
     // `process.background()` is called here, before any thread starts.
     virtual int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                         session::TunnelOptions& tunnel) = 0;
+    // The privilege split's session process: its state files go through the broker from now
+    // on (`files` outlives the command).
+    virtual void use_state_files(session::StateFiles& files) { (void)files; }
 };
 
 // The two protocols' commands: `--protocol=gp` (gp_command.cpp: the portal/gateway login,
 // getconfig + HIP, ESP or the HTTPS fallback, logout) and `--protocol=anyconnect`, the
 // default (anyconnect_command.cpp: the XML login, CONNECT, DTLS or CSTP until a signal).
-std::unique_ptr<ProtocolCommand> make_gp_command();
+// `files`: the state files a session reads and writes (the saved portal cookies, the HOTP
+// counter, --stats-json); it outlives the command.
+std::unique_ptr<ProtocolCommand> make_gp_command(session::StateFiles& files);
 // --forget-cookies [PORTAL]: removes the invoking user's saved GP portal cookies (exit code).
-int forget_gp_cookies(const ClientOptions& options);
+int forget_gp_cookies(const ClientOptions& options, session::StateFiles& files);
 std::unique_ptr<ProtocolCommand> make_anyconnect_command();
 
 // Returns the process exit code (exit_codes.h).
-int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol);
+int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol,
+                       session::StateFiles& files);
 
 // The exit code for a session's end (openconnect's: 2 when the server rejected the
-// cookie); the end is logged.
-int exit_code(session::TunnelEnd end);
+// cookie); the end is logged ("exiting", or with `always_on` a warning: a new login follows).
+int exit_code(session::TunnelEnd end, bool always_on = false);
 
 // The host name to report: --local-hostname, else the machine's ("localhost" if it has none).
 std::string reported_hostname(const ClientOptions& options);

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/io/owned_file.h"
 #include "src/log/logger.h"
 
 namespace espvpn::datapath {
@@ -35,6 +34,8 @@ Result<std::unique_ptr<StatsReporter>> StatsReporter::start(Source source, const
 }
 
 Result<std::unique_ptr<StatsReporter>> StatsReporter::start(StatsView view, const StatsReporterOptions& options) {
+    if (!options.json_path.empty() && !options.files)
+        return make_error("stats: no StateFiles to write " + options.json_path + " through");
     std::unique_ptr<StatsReporter> r;
     try {
         r.reset(new StatsReporter(std::move(view), options));
@@ -75,12 +76,10 @@ StatsReporter::~StatsReporter() {
 }
 
 Status StatsReporter::write_json() const {
-    // A new file beside it (a name planted there is refused, never followed), renamed over it.
+    // A new file beside it (a name planted there is refused, never followed), renamed over it;
+    // no fsync: it is rewritten every second and a crash may lose it.
     const std::string text = view_.json() + "\n";
-    auto bytes = std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
-    if (auto st = options_.write_file ? options_.write_file(options_.json_path, bytes)
-                                      : io::replace_file(options_.json_path, bytes, 0644, ".tmp", io::Sync::no);
-        !st)
+    if (auto st = options_.files->write(options_.json_path, text, io::Sync::no, 0644); !st)
         return make_error("stats: " + st.error().message);
     return {};
 }

@@ -1,5 +1,5 @@
 // StatsReporter: prints the datapath counters on SIGUSR1 and rewrites a JSON
-// file periodically (--stats-json FILE), from its own thread.
+// file periodically (--stats-json FILE) through io::StateFiles, from its own thread.
 //
 // The SIGUSR1 handler only writes to an eventfd (async-signal-safe); the
 // reporter thread polls that eventfd and the JSON period. Stats come from a
@@ -16,14 +16,13 @@
 #include "protocols/base/result.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/pipeline_threads.h"
+#include "src/io/state_files.h"
 
 namespace espvpn::datapath {
 
 struct StatsReporterOptions {
     std::string json_path;                            // empty: no file
-    // Writes the file when set (the session process of the privilege split asks the broker,
-    // which may write where the session user may not); unset: io::replace_file here.
-    std::function<Status(const std::string& path, std::span<const std::uint8_t> bytes)> write_file;
+    io::StateFiles* files = nullptr;                  // writes json_path (needed with it; outlives the reporter)
     std::chrono::milliseconds json_interval{1000};
     bool print_on_sigusr1 = true;                     // installs the SIGUSR1 handler
 };
@@ -44,7 +43,7 @@ public:
     StatsReporter(const StatsReporter&) = delete;
     StatsReporter& operator=(const StatsReporter&) = delete;
 
-    // Writes the JSON file now (atomically: temp file + rename).
+    // Writes the JSON file now (atomically: StateFiles' temp file + rename).
     Status write_json() const;
     // What SIGUSR1 prints (to the log at info level).
     void print() const;

@@ -19,6 +19,7 @@
 #include "src/io/dns_socket.h"
 #include "src/io/owned_file.h"
 #include "src/io/seqpacket.h"
+#include "src/io/state_files.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
 
@@ -218,8 +219,12 @@ void Broker::serve(const io::Packet& packet) {
         answer(read_state_file(rs->path));
     } else if (const auto* ws = std::get_if<broker::WriteState>(&m)) {
         if (!state_path_allowed(o_, ws->path)) return reply(type, make_error(ws->path + ": not a state file of this run"));
-        reply(type, io::replace_file(ws->path, ws->bytes, static_cast<mode_t>(ws->mode), ".espvpn-new",
-                                     ws->sync ? io::Sync::yes : io::Sync::no));
+        // io::LocalStateFiles' rules: O_NOFOLLOW, a new file by rename, as the file's owner
+        // (the broker has no CAP_SETUID: a file not root's is refused, never written as root).
+        io::LocalStateFiles local;
+        const std::string_view bytes(reinterpret_cast<const char*>(ws->bytes.data()), ws->bytes.size());
+        reply(type, local.write(ws->path, bytes, ws->sync ? io::Sync::yes : io::Sync::no,
+                                static_cast<mode_t>(ws->mode)));
     } else if (const auto* rm = std::get_if<broker::RemoveState>(&m)) {
         broker::StateReply r{type, true, "", false, 0, 0, 0, {}};
         auto at = state_path_allowed(o_, rm->path) ? io::open_parent(rm->path)

@@ -140,21 +140,41 @@ Result<bool> BrokerChannel::remove_state(const std::string& path) {
     return r->found;
 }
 
-Result<std::optional<BrokerStateFiles::File>> BrokerStateFiles::read(const std::string& path) {
+namespace {
+// The session's own attempt failed and the broker's too: both reasons.
+Error both_failed(const Error& local, const Error& broker) {
+    return make_error(local.message + " (and through the privileged process: " + broker.message + ")");
+}
+}  // namespace
+
+Result<std::optional<io::StateFile>> BrokerStateFiles::read(const std::string& path) {
+    auto own = local_.read(path);
+    if (own) return own;
     auto r = channel_->read_state(path);
-    if (!r) return r.error();
-    if (!*r) return std::optional<File>{};
+    if (!r) return both_failed(own.error(), r.error());
+    if (!*r) return std::optional<io::StateFile>{};
     auto& got = **r;
-    File f{Secret(got.bytes), static_cast<uid_t>(got.uid), static_cast<gid_t>(got.gid), static_cast<mode_t>(got.mode)};
+    io::StateFile f{Secret(got.bytes), static_cast<uid_t>(got.uid), static_cast<gid_t>(got.gid),
+                    static_cast<mode_t>(got.mode)};
     secure_zero(got.bytes.data(), got.bytes.size());
-    return std::optional<File>(std::move(f));
+    return std::optional<io::StateFile>(std::move(f));
 }
 
 Status BrokerStateFiles::write(const std::string& path, std::string_view bytes, io::Sync sync, mode_t new_mode) {
-    return channel_->write_state(path, std::vector<std::uint8_t>(bytes.begin(), bytes.end()), sync == io::Sync::yes,
-                                 static_cast<int>(new_mode & 0777));
+    auto own = local_.write(path, bytes, sync, new_mode);
+    if (own) return own;
+    std::vector<std::uint8_t> copy(bytes.begin(), bytes.end());
+    Status done = channel_->write_state(path, std::move(copy), sync == io::Sync::yes, static_cast<int>(new_mode & 0777));
+    if (!done) return both_failed(own.error(), done.error());
+    return {};
 }
 
-Result<bool> BrokerStateFiles::remove(const std::string& path) { return channel_->remove_state(path); }
+Result<bool> BrokerStateFiles::remove(const std::string& path) {
+    auto own = local_.remove(path);
+    if (own) return own;
+    auto r = channel_->remove_state(path);
+    if (!r) return both_failed(own.error(), r.error());
+    return r;
+}
 
 }  // namespace espvpn::host

@@ -18,6 +18,7 @@
 #include "src/host/host.h"
 #include "src/host/kill_switch.h"
 #include "src/io/owned_file.h"
+#include "src/io/state_files.h"
 
 namespace espvpn::host {
 
@@ -51,25 +52,21 @@ private:
     std::mutex mutex_;
 };
 
-// The session's state files (the HOTP token, the portal cookie cache, --stats-json) through the
-// broker, for the files root named that the session user may not open (see BrokerOptions'
-// registration). It has io::StateFiles' methods and rules (branch state-io: src/io/state_files.h);
-// once that interface is merged it derives from it (File becomes io::StateFile).
-class BrokerStateFiles {
+// The session process's state files (the HOTP token, the portal cookie cache, --stats-json):
+// each is read, written or removed by the session itself first (io::LocalStateFiles: its
+// own files, e.g. a sudo invoker's cookie cache); when that fails (root's files, a root-only
+// directory), by the broker, which honours only the files root named before the split
+// (BrokerOptions) and does it with io::LocalStateFiles' rules.
+class BrokerStateFiles final : public io::StateFiles {
 public:
     explicit BrokerStateFiles(std::shared_ptr<BrokerChannel> channel) : channel_(std::move(channel)) {}
-    struct File {
-        Secret bytes;
-        uid_t uid = 0;
-        gid_t gid = 0;
-        mode_t mode = 0;
-    };
-    Result<std::optional<File>> read(const std::string& path);
-    Status write(const std::string& path, std::string_view bytes, io::Sync sync, mode_t new_mode);
-    Result<bool> remove(const std::string& path);
+    Result<std::optional<io::StateFile>> read(const std::string& path) override;
+    Status write(const std::string& path, std::string_view bytes, io::Sync sync, mode_t new_mode) override;
+    Result<bool> remove(const std::string& path) override;
 
 private:
     std::shared_ptr<BrokerChannel> channel_;
+    io::LocalStateFiles local_;
 };
 
 class BrokerHost final : public Host {

@@ -86,12 +86,17 @@ Status replace_file(const std::string& path, std::span<const std::uint8_t> data,
                     const std::string& tmp_suffix, Sync sync) {
     auto at = open_parent(path);
     if (!at) return at.error();
-    const std::string tmp = at->name + tmp_suffix;
+    return replace_file_at(at->dir.get(), at->name, path, data, mode, tmp_suffix, sync);
+}
+
+Status replace_file_at(int dir, const std::string& name, const std::string& path, std::span<const std::uint8_t> data,
+                       mode_t mode, const std::string& tmp_suffix, Sync sync) {
+    const std::string tmp = name + tmp_suffix;
     const std::string shown = path + tmp_suffix;
-    auto fd = create_new_at(at->dir.get(), tmp, O_WRONLY, mode, shown);
+    auto fd = create_new_at(dir, tmp, O_WRONLY, mode, shown);
     if (!fd) return fd.error();
     auto fail = [&](const std::string& what, int err) -> Status {
-        ::unlinkat(at->dir.get(), tmp.c_str(), 0);
+        ::unlinkat(dir, tmp.c_str(), 0);
         return make_error(what + ": " + std::strerror(err));
     };
     std::size_t off = 0;
@@ -103,7 +108,7 @@ Status replace_file(const std::string& path, std::span<const std::uint8_t> data,
     }
     if (sync == Sync::yes && ::fsync(fd->get()) != 0) return fail("cannot write " + shown, errno);
     fd->reset();
-    if (::renameat(at->dir.get(), tmp.c_str(), at->dir.get(), at->name.c_str()) != 0)
+    if (::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0)
         return fail("cannot replace " + path, errno);
     return {};
 }

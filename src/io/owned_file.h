@@ -62,5 +62,8 @@ Result<std::string> make_private_dir_for(std::string templ, uid_t uid, gid_t gid
 enum class Sync { yes, no };
 Status replace_file(const std::string& path, std::span<const std::uint8_t> data, mode_t mode,
                     const std::string& tmp_suffix, Sync sync = Sync::yes);
+// The same in the directory `dir` (open_parent's), for the file `name`; `path` is what errors show.
+Status replace_file_at(int dir, const std::string& name, const std::string& path, std::span<const std::uint8_t> data,
+                       mode_t mode, const std::string& tmp_suffix, Sync sync);
 
 }  // namespace espvpn::io

@@ -55,8 +55,10 @@ gnutls_datum_t datum_of(const Secret& s) {
     return {const_cast<unsigned char*>(s.reveal().data()), static_cast<unsigned>(s.reveal().size())};
 }
 
-// The key: --sslkey, else the certificate's file or URI. A token URI that names the
-// certificate object (type=cert) names its key with type=private, as openconnect does.
+}  // namespace
+
+// A token URI that names the certificate object (type=cert) names its key with
+// type=private, as openconnect does.
 std::string client_key_name(const TlsClientConfig& config) {
     if (!config.client_key_file.empty()) return config.client_key_file;
     std::string key = config.client_cert_file;
@@ -66,16 +68,15 @@ std::string client_key_name(const TlsClientConfig& config) {
     return key;
 }
 
-}  // namespace
-
 // It gives the PIN it holds (--key-password, or what the user typed at the prompt) on
 // a first attempt only: GnuTLS calls again with GNUTLS_PIN_WRONG after the token
 // refused it, and answering again would burn the token's retry counter (a PIV card
 // locks after 3, a TPM counts dictionary-attack tries), so each load makes one
 // C_Login at most. Without a PIN it answers nothing and notes that one was asked.
-int token_pin_callback(void* userdata, int attempt, const char* /*token_url*/, const char* /*token_label*/,
+int token_pin_callback(void* userdata, int attempt, const char* /*token_url*/, const char* token_label,
                        unsigned int flags, char* pin, std::size_t pin_max) {
     auto* state = static_cast<TokenPin*>(userdata);
+    if (token_label) state->token_label = token_label;
     if (attempt > 0 || (flags & GNUTLS_PIN_WRONG)) {
         state->refused = true;
         return GNUTLS_E_PKCS11_PIN_ERROR;
@@ -127,6 +128,7 @@ Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsC
     const auto& cert = config.client_cert_file;
     const std::string key = client_key_name(config);
     const bool token = is_pkcs11_uri(cert) || is_pkcs11_uri(key);
+    if (auto st = check_key_not_tpm_file(key); !st) return make_error("client certificate: " + st.error().message);
     if (token) {
         token_pin.pin = config.key_password.clone();
         gnutls_certificate_set_pin_function(cred, &token_pin_callback, &token_pin);
@@ -182,21 +184,81 @@ std::string inspect_client_certificate(gnutls_certificate_credentials_t cred, co
 
 }  // namespace
 
-bool client_key_needs_password(const TlsClientConfig& config) {
-    if (config.client_cert_file.empty() || !config.key_password.empty()) return false;
+bool client_key_needs_password(const TlsClientConfig& config) { return client_key_password_need(config).needed; }
+
+KeyPasswordNeed client_key_password_need(const TlsClientConfig& config) {
+    KeyPasswordNeed need;
+    if (config.client_cert_file.empty() || !config.key_password.empty()) return need;
     const std::string key = client_key_name(config);
-    const bool token = is_pkcs11_uri(config.client_cert_file) || is_pkcs11_uri(key);
+    need.token = is_pkcs11_uri(config.client_cert_file) || is_pkcs11_uri(key);
     // A URI with its PIN (pin-value, pin-source) is not tried here: a wrong one would cost a try.
-    if (token && (pkcs11_uri_has_pin(config.client_cert_file) || pkcs11_uri_has_pin(key))) return false;
+    if (need.token && (pkcs11_uri_has_pin(config.client_cert_file) || pkcs11_uri_has_pin(key))) return need;
     gnutls_certificate_credentials_t trial = nullptr;
-    if (gnutls_certificate_allocate_credentials(&trial) < 0) return false;
+    if (gnutls_certificate_allocate_credentials(&trial) < 0) return need;
     // For a token, the callback answers no PIN: no login is tried, only noted as needed.
     TokenPin no_pin;
-    if (token) gnutls_certificate_set_pin_function(trial, &token_pin_callback, &no_pin);
+    if (need.token) gnutls_certificate_set_pin_function(trial, &token_pin_callback, &no_pin);
     int rc = load_client_certificate_file(trial, config, nullptr);
     gnutls_certificate_free_credentials(trial);
-    if (token) return no_pin.asked;
-    return rc == GNUTLS_E_DECRYPTION_FAILED || rc == GNUTLS_E_MAC_VERIFY_FAILED;
+    need.needed = need.token ? no_pin.asked : (rc == GNUTLS_E_DECRYPTION_FAILED || rc == GNUTLS_E_MAC_VERIFY_FAILED);
+    need.token_label = std::move(no_pin.token_label);
+    return need;
+}
+
+namespace {
+
+// The key of `key_uri` imported with `state` answering the token's PIN request; GnuTLS's code.
+int import_token_key(const std::string& key_uri, TokenPin& state) {
+    gnutls_privkey_t key = nullptr;
+    if (int rc = gnutls_privkey_init(&key); rc < 0) return rc;
+    gnutls_privkey_set_pin_function(key, &token_pin_callback, &state);
+    const int rc = gnutls_privkey_import_url(key, key_uri.c_str(), 0);
+    gnutls_privkey_deinit(key);
+    return rc;
+}
+
+}  // namespace
+
+Status check_key_not_tpm_file(const std::string& key) {
+    std::string what;
+    if (key.starts_with("tpmkey:")) {
+        what = "TPM 1.2 keys (tpmkey:) are not supported";
+    } else if (!is_pkcs11_uri(key)) {
+        std::FILE* f = std::fopen(key.c_str(), "rb");
+        if (!f) return {};  // the loader reports a missing file
+        char head[8192];
+        const std::size_t n = std::fread(head, 1, sizeof head, f);
+        std::fclose(f);
+        const std::string_view text(head, n);
+        if (text.find("-----BEGIN TSS2 PRIVATE KEY-----") != std::string_view::npos)
+            what = "TSS2 key files are not supported";
+        else if (text.find("-----BEGIN TSS KEY BLOB-----") != std::string_view::npos)
+            what = "TPM 1.2 key blobs are not supported";
+    }
+    if (what.empty()) return {};
+    return make_error("the key " + printable_key_name(key) + ": " + what +
+                      " (GnuTLS here has no TPM support); use a tpm2-pkcs11 URI (pkcs11:token=...;object=...) "
+                      "for a key in the TPM");
+}
+
+KeyPasswordNeed token_key_pin_need(const std::string& key_uri) {
+    KeyPasswordNeed need;
+    need.token = is_pkcs11_uri(key_uri);
+    if (!need.token || pkcs11_uri_has_pin(key_uri)) return need;
+    TokenPin no_pin;
+    (void)import_token_key(key_uri, no_pin);
+    need.needed = no_pin.asked;
+    need.token_label = std::move(no_pin.token_label);
+    return need;
+}
+
+Result<bool> token_accepts_pin(const std::string& key_uri, const Secret& pin) {
+    TokenPin state;
+    state.pin = pin.clone();
+    const int rc = import_token_key(key_uri, state);
+    if (rc >= 0) return true;
+    if (state.refused || rc == GNUTLS_E_PKCS11_PIN_ERROR) return false;
+    return make_error("the key " + printable_key_name(key_uri) + ": " + gnutls_message(rc));
 }
 
 TlsCredentials::~TlsCredentials() {

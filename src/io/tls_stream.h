@@ -53,6 +53,7 @@ struct TokenPin {
     Secret pin;
     bool asked = false;    // the token wanted a PIN and none was held
     bool refused = false;  // the token refused the PIN given
+    std::string token_label;  // the label of the token that asked (GnuTLS gives it to the callback)
 };
 
 // GnuTLS's PIN callback (gnutls_pin_callback_t) over a TokenPin: the PIN on a first
@@ -92,6 +93,35 @@ private:
 // password or PIN and none is given: the caller may ask for one, as openconnect does.
 // For a token no login is tried (no PIN try is spent).
 bool client_key_needs_password(const TlsClientConfig& config);
+
+// What opening the client key wants: nothing, a pass phrase (a file) or a token's PIN,
+// with the token's label (what the user knows the token by). As client_key_needs_password.
+struct KeyPasswordNeed {
+    bool needed = false;
+    bool token = false;
+    std::string token_label;
+};
+KeyPasswordNeed client_key_password_need(const TlsClientConfig& config);
+
+// The key of the client certificate: --sslkey, else the certificate's file or URI (a
+// token URI's type=cert read as type=private).
+std::string client_key_name(const TlsClientConfig& config);
+
+// A private key on a token named by a pkcs11: URI without its PIN: whether the token
+// asks for the PIN to reach it, and the token's label. No login is tried.
+KeyPasswordNeed token_key_pin_need(const std::string& key_uri);
+
+// A key GnuTLS as built here cannot open, told apart before the load so that the user
+// reads what to give instead: a TPM2 key file (-----BEGIN TSS2 PRIVATE KEY-----, what
+// openconnect loads through its own tpm2 code), a TPM 1.2 key blob or tpmkey: URL
+// (Debian 12's GnuTLS 3.7.9 is built without TPM support: `gnutls-cli --list-config`
+// lists no tpm/tpm2 hardware feature). An error naming the key; ok for anything else.
+Status check_key_not_tpm_file(const std::string& key);
+
+// One login to the token of `key_uri` with `pin` (one PIN try, as each load makes):
+// true when the token took it, false when it refused it, an error when the key
+// cannot be reached at all.
+Result<bool> token_accepts_pin(const std::string& key_uri, const Secret& pin);
 
 // GnuTLS's one-line description of a (D)TLS session: "(TLS1.3)-(ECDHE-X25519)-...".
 std::string tls_session_description(gnutls_session_t session);

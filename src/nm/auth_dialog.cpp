@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "protocols/base/ascii.h"
 #include "src/nm/libnm.h"
 
 namespace espvpn::nm {
@@ -22,9 +23,9 @@ std::vector<AskedSecret> secrets_to_ask(const VpnSettings& settings, bool reprom
     if (secret_flags(settings, "password") & NM_SETTING_SECRET_FLAG_NOT_REQUIRED) return asked;
     if (!reprompt && has_secret(settings, "cookie")) return asked;
     if (is_sso_profile(settings) && !has_secret(settings, "password")) return asked;  // the browser logs in
-    asked.push_back({"password", "Password", reprompt || !has_secret(settings, "password")});
+    asked.push_back({"password", "Password", reprompt || !has_secret(settings, "password"), {}});
     // A code is good once: always asked, even beside a stored password.
-    if (wants_otp(settings)) asked.push_back({"otp", "One-time code", true});
+    if (wants_otp(settings)) asked.push_back({"otp", "One-time code", true, {}});
     return asked;
 }
 
@@ -45,7 +46,9 @@ std::string external_ui_reply(const std::string& connection_name, const VpnSetti
     g_key_file_set_string(kf, ui, "Description", description.c_str());
     g_key_file_set_string(kf, ui, "Title", ("Authenticate VPN " + connection_name).c_str());
     for (const auto& a : asked) {
-        g_key_file_set_string(kf, a.key.c_str(), "Value", "");
+        std::string value = a.should_ask ? std::string() : std::string(a.value.reveal_text());
+        g_key_file_set_string(kf, a.key.c_str(), "Value", value.c_str());
+        explicit_bzero(value.data(), value.size());
         g_key_file_set_string(kf, a.key.c_str(), "Label", a.label.c_str());
         g_key_file_set_boolean(kf, a.key.c_str(), "IsSecret", TRUE);
         g_key_file_set_boolean(kf, a.key.c_str(), "ShouldAsk", a.should_ask ? TRUE : FALSE);
@@ -53,6 +56,7 @@ std::string external_ui_reply(const std::string& connection_name, const VpnSetti
     gsize length = 0;
     gchar* text = g_key_file_to_data(kf, &length, nullptr);
     std::string out(text, length);
+    explicit_bzero(text, length);
     g_free(text);
     g_key_file_free(kf);
     return out;
@@ -83,7 +87,13 @@ Result<std::map<std::string, Secret>> secrets_from_authenticate(std::string_view
     }
     std::map<std::string, Secret> out;
     auto cookie = values.find("COOKIE");
-    if (cookie == values.end() || cookie->second.empty()) return make_error("espvpn --authenticate printed no COOKIE");
+    if (cookie == values.end() || cookie->second.empty()) {
+        // GlobalProtect inside the corporate network with no internal gateway: not a login
+        // failure, but nothing to connect; the reason is what NetworkManager's log shows.
+        if (auto why = values.find("NO_TUNNEL"); why != values.end() && !why->second.empty())
+            return make_error(printable(why->second));
+        return make_error("espvpn --authenticate printed no COOKIE");
+    }
     out["cookie"] = Secret::from_string(cookie->second);
     if (auto v = values.find("CONNECT_URL"); v != values.end() && !v->second.empty())
         out["gateway"] = Secret::from_string(v->second);

@@ -6,10 +6,11 @@
 //   nm-espvpn-auth-dialog -u UUID -n NAME -s SERVICE [-i] [-r] [--external-ui-mode] [-t HINT]...
 // and write the profile's data items and secrets to its stdin (DATA_KEY=/DATA_VAL=/
 // SECRET_KEY=/SECRET_VAL= lines, DONE). Two protocols:
-//   external UI (nmcli, GNOME Shell): the dialog prints a key file saying which
-//     secrets to ask ([VPN Plugin UI] + one group per secret); the client asks the user
-//     (nmcli --ask, passwd-file) and hands the values to NetworkManager itself;
-//   classic (nm-applet and other agents): the dialog gets the secrets itself and prints
+//   external UI (nmcli, GNOME Shell, nm-applet >= 1.8): the dialog prints a key file saying
+//     which secrets to ask ([VPN Plugin UI] + one group per secret); the client asks the
+//     user (nmcli --ask, passwd-file, its password dialog) and hands the values to
+//     NetworkManager itself;
+//   classic (agents without the external UI): the dialog gets the secrets itself and prints
 //     them as "key\nvalue\n" pairs ending with an empty line, then waits for QUIT.
 #pragma once
 
@@ -29,6 +30,11 @@ struct AskedSecret {
     std::string key;    // vpn.secrets item, e.g. "password"
     std::string label;  // what the user is shown
     bool should_ask = true;
+    // Handed to the client as the field's Value (ShouldAsk=false only): a secret the
+    // client does not have, i.e. one the dialog read from the user's Secret Service
+    // (nm-applet leaves that to the plugin's dialog). Empty: no Value, so a secret the
+    // client gave the dialog is never echoed back.
+    Secret value;
 };
 
 // NMSettingSecretFlags of vpn.secrets item `key`, from its "<key>-flags" data item.

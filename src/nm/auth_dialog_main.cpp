@@ -29,6 +29,9 @@
 #include "src/nm/login_window.h"
 #endif
 #include "src/nm/write_all.h"
+#ifdef ESPVPN_NM_LIBSECRET
+#include <libsecret/secret.h>
+#endif
 
 extern char** environ;
 
@@ -63,6 +66,39 @@ VpnSettings settings_from(GHashTable* data, GHashTable* secrets) {
         s.secrets[static_cast<char*>(k)] = Secret::from_string(v ? static_cast<char*>(v) : "");
     return s;
 }
+
+#ifdef ESPVPN_NM_LIBSECRET
+// The password the user's agent keeps (password-flags 1) when the agent did not give it:
+// nm-applet (1.30) saves an agent-owned VPN secret in the user's Secret Service under
+// NetworkManager's schema but hands VPN requests to the plugin's dialog without reading
+// it back, so the dialog reads it (as NetworkManager-openvpn's dialog does). Only with a
+// session bus there (no D-Bus autolaunch); no Secret Service or no item: nothing, and the
+// password is asked as before.
+Secret agent_owned_password(const VpnSettings& s, const std::string& uuid) {
+    if (!(espvpn::nm::secret_flags(s, "password") & NM_SETTING_SECRET_FLAG_AGENT_OWNED) ||
+        espvpn::nm::has_secret(s, "password"))
+        return {};
+    const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+    if (!std::getenv("DBUS_SESSION_BUS_ADDRESS") &&
+        !(runtime && access((std::string(runtime) + "/bus").c_str(), F_OK) == 0))
+        return {};
+    static const SecretSchema schema = {"org.freedesktop.NetworkManager.Connection",
+                                        SECRET_SCHEMA_DONT_MATCH_NAME,
+                                        {{"connection-uuid", SECRET_SCHEMA_ATTRIBUTE_STRING},
+                                         {"setting-name", SECRET_SCHEMA_ATTRIBUTE_STRING},
+                                         {"setting-key", SECRET_SCHEMA_ATTRIBUTE_STRING},
+                                         {nullptr, SECRET_SCHEMA_ATTRIBUTE_STRING}},
+                                        0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    GError* error = nullptr;
+    gchar* found = secret_password_lookup_sync(&schema, nullptr, &error, "connection-uuid", uuid.c_str(),
+                                               "setting-name", "vpn", "setting-key", "password", nullptr);
+    g_clear_error(&error);  // its text may name the service, never a secret; not needed
+    if (!found) return {};
+    Secret out = Secret::from_string(found);
+    secret_password_free(found);  // wipes it
+    return out;
+}
+#endif
 
 // Runs espvpn --authenticate: stdin = the password line, or the terminal, or (a
 // single sign-on with no terminal) /dev/null; stderr (espvpn's prompts and
@@ -274,9 +310,31 @@ int main(int argc, char** argv) {
     g_hash_table_unref(data);
     g_hash_table_unref(secrets);
 
+    bool from_keyring = false;
+#ifdef ESPVPN_NM_LIBSECRET
+    if (!o.reprompt) {
+        Secret kept = agent_owned_password(settings, o.uuid);
+        if (!kept.empty()) {
+            settings.secrets["password"] = std::move(kept);
+            from_keyring = true;
+        }
+    }
+#endif
     if (o.external_ui) {
-        const auto asked = espvpn::nm::secrets_to_ask(settings, o.reprompt);
-        return write_all(1, espvpn::nm::external_ui_reply(o.name, settings, asked)) ? 0 : 1;
+        auto asked = espvpn::nm::secrets_to_ask(settings, o.reprompt);
+        // Without -i nothing may be asked: GNOME Settings' editor reads a profile's secrets
+        // so (NetworkManager asks the agents without interaction) and nm-applet draws a
+        // prompt for any ShouldAsk=true field even then.
+        if (!o.interactive)
+            for (auto& a : asked) a.should_ask = false;
+        // Read from the keyring here: the client does not have it, so it goes in the reply.
+        for (auto& a : asked)
+            if (from_keyring && a.key == "password" && !a.should_ask)
+                a.value = Secret::from_string(settings.secrets["password"].reveal_text());
+        std::string reply = espvpn::nm::external_ui_reply(o.name, settings, asked);
+        const bool ok = write_all(1, reply);
+        explicit_bzero(reply.data(), reply.size());
+        return ok ? 0 : 1;
     }
     return classic(o, settings);
 }

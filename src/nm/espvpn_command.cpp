@@ -44,7 +44,7 @@ constexpr ValueOption kValueOptions[] = {
 // Keys handled specially below, or bookkeeping NM itself keeps in vpn.data.
 constexpr const char* kOtherKeys[] = {"gateway", "protocol", "servercert", "cafile",     "cacert",
                                       "resolve", "disable_ipv6", "no_dtls",    "otp",        "kill_switch",
-                                      "token_mode"};
+                                      "token_mode", "no_cookie_cache"};
 // Items of a NetworkManager-openconnect profile that only its auth dialog reads (the
 // login happened there; the service gets the cookie): not passed on, not "unknown".
 constexpr const char* kAuthDialogKeys[] = {"authtype",          "key_pass",           "pem_passphrase_fsid",
@@ -128,6 +128,10 @@ Result<std::string> add_profile_options(const VpnSettings& s, std::vector<std::s
     if (!resolve.empty()) argv.push_back("--resolve=" + resolve);
     if (const std::string* v = data_value(s, "disable_ipv6"); v && is_yes(*v)) argv.push_back("--disable-ipv6");
     if (const std::string* v = data_value(s, "no_dtls"); v && is_yes(*v)) argv.push_back("--no-dtls");
+    // GlobalProtect's portal cookie across runs (the login window's espvpn saves and uses it
+    // as the desktop user; a service login with a password as root): off when asked.
+    if (const std::string* v = data_value(s, "no_cookie_cache"); v && is_yes(*v))
+        argv.push_back("--no-cookie-cache");
     return gateway;
 }
 

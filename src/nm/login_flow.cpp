@@ -17,15 +17,25 @@ void LoginFlow::start_run() {
     typed_password_ = Secret();
 }
 
+namespace {
+
+// A token's PIN is the user's to type: never the profile's password, never kept as it.
+bool is_token_pin(const prompt::Record& record) { return record.form == prompt::kTokenPinForm; }
+
+}  // namespace
+
 const Secret* LoginFlow::automatic_answer(const prompt::Record& record) {
     if (record.type != prompt::RecordType::ask || record.kind != prompt::FieldKind::password) return nullptr;
+    if (is_token_pin(record)) return nullptr;
     if (password_seen_ || runs_ > 1 || !stored_) return nullptr;
     password_seen_ = true;
     return stored_;
 }
 
 void LoginFlow::answered(const prompt::Record& record, const Secret& value) {
-    if (record.type != prompt::RecordType::ask || record.kind != prompt::FieldKind::password || password_seen_) return;
+    if (record.type != prompt::RecordType::ask || record.kind != prompt::FieldKind::password || password_seen_ ||
+        is_token_pin(record))
+        return;
     password_seen_ = true;
     typed_password_ = value.clone();
 }

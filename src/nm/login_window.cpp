@@ -82,9 +82,19 @@ private:
             gtk_widget_add_css_class(server, "dim-label");
             gtk_box_append(GTK_BOX(box), server);
         }
+        // The server's messages; an error gets the theme's error icon beside text in the
+        // normal colour: the theme's error red on Adwaita's dark background is hard to read
+        // (#cc0000 on #353535), and colour alone would be the only cue.
+        message_box_ = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 8);
+        message_icon_ = gtk_image_new_from_icon_name("dialog-error-symbolic");
+        gtk_widget_add_css_class(message_icon_, "error");
+        gtk_widget_set_valign(message_icon_, GTK_ALIGN_START);
+        gtk_box_append(GTK_BOX(message_box_), message_icon_);
         message_ = plain_label("");
-        gtk_widget_set_visible(message_, FALSE);
-        gtk_box_append(GTK_BOX(box), message_);
+        gtk_widget_set_hexpand(message_, TRUE);
+        gtk_box_append(GTK_BOX(message_box_), message_);
+        gtk_widget_set_visible(message_box_, FALSE);
+        gtk_box_append(GTK_BOX(box), message_box_);
 
         status_box_ = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 12);
         spinner_ = gtk_spinner_new();
@@ -160,9 +170,8 @@ private:
 
     void set_message(const std::string& text, bool error) {
         gtk_label_set_text(GTK_LABEL(message_), text.c_str());
-        if (error) gtk_widget_add_css_class(message_, "error");
-        else gtk_widget_remove_css_class(message_, "error");
-        gtk_widget_set_visible(message_, !text.empty());
+        gtk_widget_set_visible(message_icon_, error);
+        gtk_widget_set_visible(message_box_, !text.empty());
     }
 
     void show_working() {
@@ -484,6 +493,7 @@ private:
 
     const LoginWindowOptions& o_;
     LoginFlow& flow_;
+    GtkWidget *message_box_ = nullptr, *message_icon_ = nullptr;
     GtkWidget *window_ = nullptr, *heading_ = nullptr, *message_ = nullptr, *status_box_ = nullptr,
               *spinner_ = nullptr, *status_ = nullptr, *form_ = nullptr, *ok_ = nullptr, *cancel_ = nullptr;
     GtkWidget* input_ = nullptr;

@@ -46,6 +46,10 @@ public:
         prompt += "]:";
         return ask_text(prompt);
     }
+    // The PIN of a key on a token (the token checks it; the server never sees it). By
+    // default a hidden field; a program's prompter marks it so that no stored
+    // password answers it.
+    virtual Result<Secret> ask_pin(std::string_view prompt) { return ask_secret(prompt); }
     // A message the user must see (e.g. the SAML URL to open).
     virtual void show(std::string_view message) = 0;
 

@@ -34,6 +34,11 @@ std::string ReconnectPolicy::seconds_text(Clock::duration d) {
 Outage::Loss Outage::lose(Clock::time_point now, const std::string& why) {
     last_error_ = why;
     const std::string timeout = std::to_string(timeout_.count());
+    if (!policy_ && always_on_) {
+        // No deadline (a century), 1, 2, 4 ... 60 s between attempts; a route change brings one forward.
+        policy_.emplace(now, std::chrono::hours(24 * 365 * 100), std::chrono::seconds(1), kAlwaysOnMaxBackoff);
+        return {true, "connection to " + peer_ + " lost: " + why + "; reconnecting until it is back (--always-on)"};
+    }
     if (!policy_) {
         policy_.emplace(now, timeout_);
         return {true, "connection to " + peer_ + " lost: " + why + "; reconnecting for up to " + timeout +

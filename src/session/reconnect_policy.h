@@ -63,7 +63,10 @@ public:
     using Clock = ReconnectPolicy::Clock;
 
     // `peer`: what the connection went to, for messages ("the server", "the gateway").
-    Outage(std::string peer, std::chrono::seconds timeout) : peer_(std::move(peer)), timeout_(timeout) {}
+    // `always_on` (--always-on): no deadline, the wait between attempts grows to kAlwaysOnMaxBackoff.
+    Outage(std::string peer, std::chrono::seconds timeout, bool always_on = false)
+        : peer_(std::move(peer)), timeout_(timeout), always_on_(always_on) {}
+    static constexpr std::chrono::seconds kAlwaysOnMaxBackoff{60};
 
     struct Loss {
         bool started = false;  // the outage began now (else an attempt in it failed)
@@ -86,6 +89,7 @@ public:
 private:
     std::string peer_;
     std::chrono::seconds timeout_;
+    bool always_on_ = false;
     std::optional<ReconnectPolicy> policy_;
     std::string last_error_;
 };

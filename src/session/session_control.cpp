@@ -22,8 +22,9 @@ const char* describe(TunnelEnd end) {
     return "?";
 }
 
-SessionControl::SessionControl(std::string peer, std::chrono::seconds reconnect_timeout, std::string attempt_text)
-    : outage_(std::move(peer), reconnect_timeout), attempt_text_(std::move(attempt_text)) {}
+SessionControl::SessionControl(std::string peer, std::chrono::seconds reconnect_timeout, std::string attempt_text,
+                               bool always_on)
+    : outage_(std::move(peer), reconnect_timeout, always_on), attempt_text_(std::move(attempt_text)) {}
 
 void SessionControl::begin(SessionActions& a, AttemptPurpose purpose, std::string why, Clock::time_point now) {
     attempt_ = Attempt{purpose, now};

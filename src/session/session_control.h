@@ -102,7 +102,9 @@ public:
     using Clock = std::chrono::steady_clock;
 
     // `peer`: "the server" / "the gateway"; `attempt_text`: what an attempt does, for its log line.
-    SessionControl(std::string peer, std::chrono::seconds reconnect_timeout, std::string attempt_text);
+    // `always_on`: the outage never ends the session (--always-on).
+    SessionControl(std::string peer, std::chrono::seconds reconnect_timeout, std::string attempt_text,
+                   bool always_on = false);
 
     // SIGINT/SIGTERM end with a logout, SIGHUP detaches; SIGUSR2 renews the link (when
     // `renew_blocked` is empty; else it says why not), or brings the next attempt forward.
@@ -127,6 +129,8 @@ public:
     AttemptPurpose attempt_purpose() const { return attempt_ ? attempt_->purpose : AttemptPurpose::reconnect; }
     const std::string& attempt_why() const { return attempt_why_; }
     bool in_outage() const { return outage_.active(); }
+    // The outage's last error ("" when there is no outage).
+    const std::string& last_error() const { return outage_.last_error(); }
 
 private:
     struct Attempt {

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "src/io/input_file.h"
-#include "src/io/owned_file.h"
 #include "src/log/logger.h"
 
 namespace espvpn::session {
@@ -26,36 +25,29 @@ Result<Secret> read_token_file(const std::string& path) {
     return text;
 }
 
-// Replaces the file's content with `text` through a new file in the same directory, so
-// a crash never leaves a half-written secret. The directory may be writable by someone
-// else (the file is the user's, espvpn may be root): the token file itself is opened
-// without following a symlink, the new file is created (never opened: a name planted
-// there is refused) as the token file's owner with its mode, then renamed over it.
-Status write_token_file(const std::string& path, const Secret& text) {
-    io::UniqueFd cur(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (!cur.valid()) {
-        if (errno == ELOOP)
-            return make_error("the HOTP token file " + path + " is a symlink: the next counter is not written "
-                              "through it (give --token-secret @ the file itself)");
-        return make_error("cannot write the HOTP token file " + path + ": " + std::strerror(errno));
-    }
-    struct stat st{};
-    if (::fstat(cur.get(), &st) != 0 || !S_ISREG(st.st_mode))
-        return make_error("the HOTP token file " + path + " is not a regular file; the counter is not written back");
-    cur.reset();
-    io::FsIdentity owner(st.st_uid, st.st_gid);
-    if (owner.failed())
-        return make_error("cannot write the HOTP token file " + path + " as its owner (uid " +
-                          std::to_string(st.st_uid) + ")");
-    if (auto done = io::replace_file(path, text.reveal(), st.st_mode & 0777, ".espvpn-new"); !done)
+// The counter written back: StateFiles replaces the file by rename, never through a symlink
+// at its name or at the temporary name beside it, as the token file's owner with its mode
+// (the directory may be writable by someone else, espvpn may be root).
+Status write_token_file(StateFiles& files, const std::string& path, const Secret& text) {
+    if (auto done = files.write(path, text.reveal_text(), io::Sync::yes, 0600); !done)
         return make_error("the HOTP counter was not written back: " + done.error().message);
     return {};
 }
 
+// The HOTP file, at the start and again before each code (another process may have used
+// the token since).
+Result<Secret> read_hotp_file(StateFiles& files, const std::string& path) {
+    auto text = files.read(path);
+    if (!text) return make_error("--token-secret: " + text.error().message);
+    if (!*text) return make_error("--token-secret: cannot read " + path + ": no such file");
+    return std::move((*text)->bytes);
+}
+
 class OathToken : public SoftToken {
 public:
-    OathToken(SoftTokenMode mode, OtpSecret secret, std::string file, std::function<std::int64_t()> now)
-        : mode_(mode), secret_(std::move(secret)), file_(std::move(file)), now_(std::move(now)) {}
+    OathToken(SoftTokenMode mode, OtpSecret secret, std::string file, StateFiles& files,
+              std::function<std::int64_t()> now)
+        : mode_(mode), secret_(std::move(secret)), file_(std::move(file)), files_(files), now_(std::move(now)) {}
 
     const char* kind() const { return mode_ == SoftTokenMode::totp ? "TOTP" : "HOTP"; }
 
@@ -72,7 +64,7 @@ public:
         }
         if (!file_.empty()) {
             // Another process may have used the token since we started: take the file's counter.
-            auto text = read_token_file(file_);
+            auto text = read_hotp_file(files_, file_);
             if (!text) return text.error();
             auto fresh = parse_otp_secret(text->reveal_text(), true);
             if (!fresh) return make_error("--token-secret @" + file_ + ": " + fresh.error().message);
@@ -82,7 +74,7 @@ public:
         ++secret_.counter;
         ++tries_;
         if (!file_.empty()) {
-            if (auto st = write_token_file(file_, format_otp_secret(secret_)); !st) return st.error();
+            if (auto st = write_token_file(files_, file_, format_otp_secret(secret_)); !st) return st.error();
         }
         LOG_INFO << "answering with an HOTP code from the soft token (next counter " << secret_.counter << ")";
         return code;
@@ -92,13 +84,14 @@ private:
     SoftTokenMode mode_;
     OtpSecret secret_;
     std::string file_;
+    StateFiles& files_;
     std::function<std::int64_t()> now_;
     int tries_ = 0;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<SoftToken>> make_soft_token(SoftTokenMode mode, const Secret& secret_text,
+Result<std::unique_ptr<SoftToken>> make_soft_token(SoftTokenMode mode, const Secret& secret_text, StateFiles& files,
                                                    std::function<std::int64_t()> now) {
     if (!now) now = [] { return static_cast<std::int64_t>(std::time(nullptr)); };
     std::string_view text = secret_text.reveal_text();
@@ -106,7 +99,9 @@ Result<std::unique_ptr<SoftToken>> make_soft_token(SoftTokenMode mode, const Sec
     Secret from_file;
     if (!text.empty() && (text.front() == '@' || text.front() == '/')) {
         file = std::string(text.front() == '@' ? text.substr(1) : text);
-        auto content = read_token_file(file);
+        // An HOTP file is state (its counter is written back): read as it is rewritten. A TOTP
+        // file is only an input, read as given (NetworkManager passes it as /dev/fd/N).
+        auto content = mode == SoftTokenMode::hotp ? read_hotp_file(files, file) : read_token_file(file);
         if (!content) return content.error();
         from_file = std::move(*content);
         text = from_file.reveal_text();
@@ -115,7 +110,7 @@ Result<std::unique_ptr<SoftToken>> make_soft_token(SoftTokenMode mode, const Sec
     auto secret = parse_otp_secret(text, mode == SoftTokenMode::hotp);
     if (!secret) return make_error("--token-secret: " + secret.error().message);
     std::unique_ptr<SoftToken> token = std::make_unique<OathToken>(
-        mode, std::move(*secret), mode == SoftTokenMode::hotp ? file : std::string(), std::move(now));
+        mode, std::move(*secret), mode == SoftTokenMode::hotp ? file : std::string(), files, std::move(now));
     return token;
 }
 

@@ -1,6 +1,7 @@
 #include "src/session/tunnel_session.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "src/session/domain_split.h"
 #include "src/session/path_rule.h"
 #include "src/session/signal_watch.h"
+#include "src/session/status_server.h"
 
 namespace espvpn::session {
 
@@ -25,7 +27,8 @@ using Clock = std::chrono::steady_clock;
 class SessionLoop {
 public:
     SessionLoop(SessionDriver& driver, const TunnelOptions& options, host::Host& host)
-        : d_(driver), o_(options), host_(host), control_(driver.peer(), options.reconnect_timeout, driver.attempt_text()) {}
+        : d_(driver), o_(options), host_(host),
+          control_(driver.peer(), options.reconnect_timeout, driver.attempt_text(), options.always_on) {}
 
     void apply(SessionActions a) {
         for (const LogLine& line : a.log)
@@ -49,7 +52,10 @@ public:
                 apply(control_.link_up(now, e.text, e.suffix));
                 path_.set_local(io::local_address_for(d_.path_peer()));
                 break;
-            case LinkEvent::Kind::lost: apply(control_.link_lost(now, e.text)); break;
+            case LinkEvent::Kind::lost:
+                if (o_.status_board) o_.status_board->set_error(e.text);
+                apply(control_.link_lost(now, e.text));
+                break;
             case LinkEvent::Kind::ended: apply(control_.link_ended(e.end, e.text)); break;
             case LinkEvent::Kind::renew: apply(control_.renew(e.purpose, e.text, e.scripts)); break;
         }
@@ -187,17 +193,41 @@ public:
         publish_path_json();
     }
 
+    // The status socket's state: reconnecting during an outage, connected once a link carried.
+    void publish_state() {
+        if (!o_.status_board) return;
+        o_.status_board->set_state(control_.in_outage() ? status::State::reconnecting
+                                   : carried_           ? status::State::connected
+                                                        : status::State::connecting);
+    }
+    // disconnect: logs out as SIGTERM does; reconnect: as SIGUSR2 (a new link with the same
+    // session, or the outage's next attempt now).
+    void serve_commands() {
+        for (status::Request r : o_.status_server->take_commands()) {
+            if (end_) return;
+            if (r == status::Request::disconnect) {
+                LOG_INFO << "disconnect requested on the status socket: logging out";
+                apply(control_.link_ended(TunnelEnd::user_logout, "disconnected on request"));
+            } else if (r == status::Request::reconnect) {
+                LOG_INFO << "reconnect requested on the status socket";
+                apply(control_.signal(SIGUSR2, Clock::now(), d_.renew_blocked()));
+            }
+        }
+    }
+
     // `first`: the first link's `up`, when start() had it at once.
     TunnelEnd run(SignalWatch& signals, const std::optional<LinkEvent>& first) {
         if (first) apply(*first);
+        publish_state();
         while (!end_) {
             // A new link is made on its own thread: signals are served meanwhile, and its end wakes us.
-            pollfd p[4 + DomainSplit::kMaxFds] = {
+            pollfd p[5 + DomainSplit::kMaxFds] = {
                 {signals.fd(), POLLIN, 0},
                 {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0},
                 {watch_ ? watch_->fd() : -1, POLLIN, 0},
-                {sleep_ ? sleep_->fd() : -1, sleep_ ? sleep_->events() : short(0), 0}};
-            nfds_t n = 4;
+                {sleep_ ? sleep_->fd() : -1, sleep_ ? sleep_->events() : short(0), 0},
+                {o_.status_server ? o_.status_server->commands_fd() : -1, POLLIN, 0}};
+            nfds_t n = 5;
             if (domains_ && carried_)  // stepped only then: a query waiting before would spin the loop
                 for (int fd : domains_->fds()) p[n++] = {fd, POLLIN, 0};  // at most kMaxFds
             const int timeout = poll_timeout();
@@ -207,6 +237,7 @@ public:
             note_sleep(timeout, boot0, mono0);
             for (int sig; !end_ && (sig = signals.next()) != 0;)
                 apply(control_.signal(sig, Clock::now(), d_.renew_blocked()));
+            if (!end_ && (p[4].revents & POLLIN)) serve_commands();
             if (!end_) step_path((p[2].revents & POLLIN) != 0);
             // Resolved once the tunnel carries traffic (the queries take it).
             if (!end_ && domains_ && carried_) domains_->step(Clock::now());
@@ -214,6 +245,8 @@ public:
                 attempt_->wait();
                 AttemptResult r = d_.finish_attempt(control_.attempt_purpose(), control_.in_outage(), control_.attempt_why());
                 attempt_.reset();
+                if (o_.status_board && r.kind != AttemptResult::Kind::opened && !r.why.empty())
+                    o_.status_board->set_error(r.why);
                 apply(control_.attempt_finished(Clock::now(), r));
                 if (auto fresh = d_.take_new_config(); fresh && !end_) refresh_domains(*fresh);
             }
@@ -223,6 +256,7 @@ public:
                 apply(e);
                 if (end_) break;
             }
+            publish_state();
         }
         if (attempt_) {
             // Cancelled, not awaited: its waits end at once, whatever the server does.
@@ -288,7 +322,7 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     }
     datapath::StatsReporterOptions report;
     report.json_path = o.stats_json;
-    report.write_file = o.write_stats;
+    report.files = o.state_files;
     datapath::StatsView view = d.stats_view();
     // The driver's object, with the roaming counters as "path" (read on the reporter's thread:
     // small integers, a torn read shows an old count at worst).
@@ -303,6 +337,21 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     auto reporter = datapath::StatsReporter::start(view, report);
     if (!reporter) return reporter.error();
 
+    // The status socket sees the tun and the transport while the loop runs.
+    struct StatusLink {
+        StatusBoard* board;
+        ~StatusLink() {
+            if (!board) return;
+            board->set_link(0, {}, {});
+            board->set_expires(0);
+        }
+    } status_link{o.status_board};
+    if (o.status_board) {
+        o.status_board->set_link(host.tun().ifindex(), host.tun().name(), [&d] { return d.transport_name(); });
+        // Counted from now: the login was a moment ago.
+        if (const int lifetime = d.session_lifetime_s(); lifetime > 0)
+            o.status_board->set_expires(static_cast<std::int64_t>(::time(nullptr)) + lifetime);
+    }
     const TunnelEnd end = loop.run(signals, *started);
     if (end == TunnelEnd::user_logout) d.logout();
     // The reporter's last write (--stats-json) while the links still hold their counters.

@@ -19,6 +19,7 @@
 
 #include "protocols/base/result.h"
 #include "src/datapath/stats_reporter.h"
+#include "src/io/state_files.h"
 #include "src/session/link_attempt.h"
 #include "src/session/session_control.h"
 #include "protocols/tunnel/tunnel_config.h"
@@ -27,12 +28,16 @@
 
 namespace espvpn::session {
 
+class StatusBoard;
+class StatusServer;
+
 // The tunnel options of both protocols (src/cli fills them once).
 struct TunnelOptions {
     host::TunnelHostOptions host;
     int mtu = 0;               // --mtu; 0: the server's, else computed from base_mtu
     int base_mtu = 0;          // --base-mtu; 0: 1406, openconnect's default
     std::string stats_json;    // --stats-json FILE
+    io::StateFiles* state_files = nullptr;  // writes stats_json; needed when it is set (src/cli's)
     std::chrono::seconds reconnect_timeout{300};  // --reconnect-timeout: how long to try after losing the link
     int force_dpd_s = 0;       // --force-dpd
     bool no_dtls = false;      // --no-dtls: GP: the HTTPS tunnel only; AnyConnect: CSTP only
@@ -49,8 +54,11 @@ struct TunnelOptions {
     // (io::UdpOptions::make_socket; unset: here).
     std::function<std::unique_ptr<host::Host>(const host::TunnelHostOptions&)> make_host;
     std::function<Result<io::UniqueFd>(int family, int send_buffer, int receive_buffer)> udp_socket;
-    // How --stats-json is written (datapath::StatsReporterOptions::write_file; unset: here).
-    std::function<Status(const std::string& path, std::span<const std::uint8_t> bytes)> write_stats;
+    bool always_on = false;        // --always-on: an outage never ends the session
+    // The status socket (status_server.h), when there is one: the loop reports its state on
+    // `status_board` and serves the disconnect/reconnect requests of `status_server`.
+    StatusBoard* status_board = nullptr;
+    StatusServer* status_server = nullptr;
     // Host-integration hooks (src/cli), called on the control thread.
     // after_setup: the tun, its configuration and the first link exist, nothing else needs
     // privileges (--setuid drops them here); an error ends the session.
@@ -105,6 +113,11 @@ public:
     // "peer" for messages, and what a reconnect attempt does.
     virtual std::string peer() const = 0;
     virtual std::string attempt_text() const = 0;
+    // What carries the traffic now, for the status socket: "ESP", "HTTPS", "DTLS", "CSTP"; "": no link.
+    virtual std::string transport_name() const { return {}; }
+    // How long the session (its cookie) is valid from its login, when the server said (GP: the
+    // getconfig's lifetime; AnyConnect: X-CSTP-Session-Timeout); 0: not known.
+    virtual int session_lifetime_s() const { return 0; }
     virtual datapath::StatsView stats_view() = 0;
 
     // One control-loop step (no link during an outage: may do nothing).

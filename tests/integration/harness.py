@@ -2,7 +2,8 @@
 importing each other): paths, the check/Failure pair, the fake GP gateway as a context manager,
 openconnect --protocol=gp, and espvpn runs measured for exit code, time and peak RSS.
 
-  from harness import REPO, CA, CERTS, Failure, check, Fake, openconnect, run_measured, error_line
+  from harness import REPO, CA, CERTS, Failure, check, Fake, openconnect, run_measured, error_line, resolver,
+    in_private_namespaces
 (a test puts tests/integration on sys.path first: sys.path.insert(0, <its dir>/..)).
 """
 
@@ -101,6 +102,43 @@ class Fake:
             if self.proc.poll() is None:
                 self.proc.kill()
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def resolver(hosts_lines, nsswitch="files", nameserver=None, search=()):
+    """This namespace's resolver (the caller is in a private mount namespace of its own): /etc/hosts
+    with `hosts_lines`, NSS hosts from `nsswitch`, /etc/resolv.conf naming `nameserver` and the
+    search domains `search`. Returns the directory of the bound files: a test rewrites one in place
+    (same inode) to change what the host sees."""
+    d = tempfile.mkdtemp(prefix="gpinternal-etc.")
+    files = {
+        "hosts": "127.0.0.1 localhost\n::1 localhost\n" + "".join(l + "\n" for l in hosts_lines),
+        "nsswitch.conf": f"passwd: files\ngroup: files\nhosts: {nsswitch}\n",
+        # One attempt with a long timeout: a resolver left to itself would wait 30 s.
+        "resolv.conf": (f"nameserver {nameserver}\noptions timeout:30 attempts:1\n" if nameserver else "") +
+                       (f"search {' '.join(search)}\n" if search else ""),
+    }
+    for name, text in files.items():
+        path = os.path.join(d, name)
+        with open(path, "w") as f:
+            f.write(text)
+        target = "/etc/" + name
+        if not os.path.exists(target):
+            open(target, "a").close()  # private mount namespace, but /etc is the host's: only if missing
+        subprocess.run(["mount", "--bind", path, target], check=True, timeout=10)
+    return d
+
+
+
+def in_private_namespaces(marker_env, timeout):
+    """For a test that needs resolver(): None when this process already runs in fresh mount and
+    network namespaces (loopback up); otherwise runs this script again in them and returns its
+    exit code (the bind mounts, the namespace's listeners and routes die with them)."""
+    if os.environ.get(marker_env) == "1":
+        subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)
+        return None
+    env = dict(os.environ, **{marker_env: "1"})
+    return subprocess.run(["unshare", "--mount", "--net", "--propagation", "private", "--", sys.executable,
+                           os.path.realpath(sys.argv[0]), *sys.argv[1:]], env=env, timeout=timeout).returncode
 
 
 def openconnect(url, args, stdin="", timeout=OC_TIMEOUT):

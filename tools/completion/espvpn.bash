@@ -21,8 +21,9 @@ _espvpn() {
     --proxy -P --proxy-auth --no-proxy --libproxy --pfs --dtls-ciphers --dtls12-ciphers --gnutls-debug
     --cert-expire-warning -e --key-password-from-fsid --no-xmlpost --no-deflate -D --compression --deflate -d
     --passtos --allow-insecure-crypto --http-auth --force-trojan --external-browser --sso-timeout --sso-callback --mca-certificate --mca-key
-    --mca-key-password --juniper --no-cookie-cache --forget-cookies
-    --script-tun -S --token-mode --token-secret --xmlconfig -x --sso-browser"
+    --mca-key-password --juniper --no-cookie-cache --no-internal-detection --forget-cookies
+    --script-tun -S --token-mode --token-secret --xmlconfig -x --sso-browser
+    --status-socket --status-user --status-group --always-on --trusted-domain --trusted-server"
   # options:end
 
   # --name=value: bash splits at '=' when it is in COMP_WORDBREAKS (the default).
@@ -45,12 +46,14 @@ _espvpn() {
     --usergroup|-g) mapfile -t COMPREPLY < <(compgen -W "portal gateway" -- "$cur"); return ;;
     --setuid|-U|--csd-user) mapfile -t COMPREPLY < <(compgen -u -- "$cur"); return ;;
     --interface|-i) mapfile -t COMPREPLY < <(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur"); return ;;
-    --config|--pid-file|--stats-json|--cafile|--certificate|-c|--sslkey|-k|--xmlconfig|-x|--mca-certificate|--mca-key)
+    --status-user) mapfile -t COMPREPLY < <(compgen -u -- "$cur"); return ;;
+    --status-group) mapfile -t COMPREPLY < <(compgen -g -- "$cur"); return ;;
+    --config|--pid-file|--stats-json|--status-socket|--cafile|--certificate|-c|--sslkey|-k|--xmlconfig|-x|--mca-certificate|--mca-key)
       mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
     --script|-s|--csd-wrapper|--hip-wrapper|--sso-browser)
       mapfile -t COMPREPLY < <(compgen -c -- "$cur"); return ;;
     --server|--user|-u|--authgroup|--form-entry|-F|--cookie|-C|--useragent|--version-string|\
-    --local-hostname|--http-timeout|--prompt-fd|--servercert|--resolve|--key-password|-p|--dtls-local-port|\
+    --local-hostname|--http-timeout|--prompt-fd|--servercert|--trusted-domain|--trusted-server|--resolve|--key-password|-p|--dtls-local-port|\
     --reconnect-timeout|--force-dpd|--esp-retry-interval|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-mode|\
     --dtls-ciphers|--dtls12-ciphers|--gnutls-debug|--cert-expire-warning|-e|--http-auth|--force-trojan|\
     --external-browser|--sso-timeout|--sso-callback|--mca-key-password|--token-secret|--forget-cookies)

@@ -17,6 +17,7 @@
 
 #include "src/datapath/esp/esp_datapath.h"
 #include "src/datapath/stats_reporter.h"
+#include "src/io/state_files.h"
 #include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
@@ -35,6 +36,7 @@ struct EndpointOptions {
     unsigned mtu = 1400;
     unsigned max_inner = 0;  // 0: = mtu
     bool offload = true;
+    bool udp_offload = true;  // UDP GSO on send, GRO on receive; off: one datagram per skb, as ASAs and ocserv send
     std::string udp_local;
     std::string udp_remote;
     std::string stats_json;
@@ -50,7 +52,7 @@ const char* program(EndpointRole role) { return role == EndpointRole::gateway ? 
 void usage(EndpointRole role) {
     std::fprintf(stderr,
                  "usage: %s --sa-file FILE --tun-address ADDR/LEN [--tun-address ...] [--route PREFIX ...]\n"
-                 "  [--tun-name NAME] [--mtu N] [--max-inner N] [--no-offload]\n"
+                 "  [--tun-name NAME] [--mtu N] [--max-inner N] [--no-offload] [--no-udp-offload]\n"
                  "  %s\n"
                  "  [--stats-json FILE] [--stats-interval-ms N] [--status-file FILE] [--seconds N]\n"
                  "  [--log-level error|warn|info|debug|trace]\n"
@@ -99,6 +101,7 @@ std::optional<EndpointOptions> parse(EndpointRole role, int argc, char** argv) {
         else if (a == "--stats-interval-ms") ok = number(o.stats_interval_ms);
         else if (a == "--seconds") ok = number(o.seconds);
         else if (a == "--no-offload") o.offload = false;
+        else if (a == "--no-udp-offload") o.udp_offload = false;
         else if (a == "--no-probe" && role == EndpointRole::client) o.probe = false;
         else if (a == "--help" || a == "-h") { usage(role); std::exit(0); }
         else {
@@ -154,6 +157,7 @@ private:
     std::optional<io::TunDevice> tun_;
     std::optional<io::UdpSocket> udp_;
     std::unique_ptr<datapath::EspDatapath> dp_;
+    io::LocalStateFiles files_;  // --stats-json
     std::uint64_t generation_ = 0;
     std::uint32_t c2s_spi_ = 0, s2c_spi_ = 0;  // a new SA pair even if a writer reuses a generation number
     bool connected_ = false;
@@ -306,6 +310,7 @@ int EspEndpoint::run() {
     io::UdpOptions u;
     u.local = o_.udp_local;
     u.remote = o_.udp_remote;
+    u.gso = u.gro = o_.udp_offload;
     auto udp = io::UdpSocket::open(u);
     if (!udp) {
         std::fprintf(stderr, "%s: udp: %s\n", program(role_), udp.error().message.c_str());
@@ -337,6 +342,7 @@ int EspEndpoint::run() {
     }
     datapath::StatsReporterOptions r;
     r.json_path = o_.stats_json;
+    r.files = &files_;
     r.json_interval = std::chrono::milliseconds(o_.stats_interval_ms);
     auto reporter = datapath::StatsReporter::start([this] { return dp_->stats(); }, r);
     if (!reporter) {

@@ -62,6 +62,7 @@ struct Options {
     unsigned base_mtu = 1500;                           // X-CSTP-Base-MTU
     unsigned dpd = 30, keepalive = 20;
     int udp_buffer = 4 << 20;  // the DTLS socket's send and receive buffer (bytes)
+    bool udp_offload = true;   // UDP GSO/GRO on the DTLS socket; off: one datagram per skb, as ocserv sends
     std::string stats_json;
 };
 
@@ -71,7 +72,7 @@ void usage() {
                  "  [--dtls-listen ADDR:PORT | --no-dtls] [--dtls-priority GNUTLS-PRIORITY] [--user NAME]\n"
                  "  [--password P] [--tun-name NAME] [--route PREFIX ...] [--client-ip A] [--client-ip6 A/LEN]\n"
                  "  [--split ADDR/MASK ...] [--split6 PREFIX ...] [--mtu N] [--base-mtu N] [--dpd S]\n"
-                 "  [--udp-buffer BYTES] [--no-offload] [--stats-json FILE] [--seconds N]\n"
+                 "  [--udp-buffer BYTES] [--no-offload] [--no-udp-offload] [--stats-json FILE] [--seconds N]\n"
                  "SIGINT/SIGTERM stop.\n",
                  kProgram);
 }
@@ -84,6 +85,7 @@ std::optional<Options> parse(int argc, char** argv) {
         std::string v;
         if (a == "--dtls-listen") ok = value(o.dtls_listen);
         else if (a == "--no-dtls") o.dtls = false;
+        else if (a == "--no-udp-offload") o.udp_offload = false;
         else if (a == "--dtls-priority") ok = value(o.dtls_priority);
         else if (a == "--user") ok = value(o.user);
         else if (a == "--password") ok = value(o.password);
@@ -286,6 +288,7 @@ void Gateway::connect_tunnel(ServerTls& client, std::string_view head, std::stri
         io::UdpOptions u;
         u.local = o_.dtls_listen;
         u.send_buffer = u.receive_buffer = o_.udp_buffer;
+        u.gso = u.gro = o_.udp_offload;
         auto s = io::UdpSocket::open(u);
         auto key = io::export_dtls_psk(client.native());
         if (s && key) {

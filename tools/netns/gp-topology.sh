@@ -123,7 +123,8 @@ fake_up() {
 }
 
 # gateway_up SUITE [fake options...]: fake GP gateway + userspace ESP gateway (on
-# ${gw_esp_port:-4501}; the fake always announces 4501, so another port needs a relay) in the
+# ${gw_esp_port:-4501}; the fake always announces 4501, so another port needs a relay; the array
+# esp_gw_args, if set, adds esp-gateway options, e.g. --no-udp-offload) in the
 # gateway namespace; sets fake_pid, gw_pid. SUITE none: no ESP, no esp-gateway (gw_pid
 # empty), e.g. for the HTTPS tunnel (--tun).
 gateway_up() {
@@ -136,7 +137,7 @@ gateway_up() {
   ip netns exec "$nsg" "$gw_bin" --sa-file "$work/gw-sa.env" --tun-address $gw_addr/32 \
     --tun-address $gw_addr6/128 --route $tun_ip/32 --route $tun_ip6/128 --udp-local "$gw_outer:${gw_esp_port:-4501}" \
     --status-file "$work/gw-status" --stats-json "$work/gw-stats.json" --stats-interval-ms 200 \
-    --seconds 900 >"$work/gw.out" 2>&1 &
+    --seconds 900 ${esp_gw_args[@]+"${esp_gw_args[@]}"} >"$work/gw.out" 2>&1 &
   gw_pid=$!; pids+=("$gw_pid")
   wait_for "$work/fake.ready" pid 15
 }

@@ -62,6 +62,7 @@ struct Row {
 struct Impl {
     GtkWidget* grid = nullptr;
     GtkWidget* message = nullptr;  // the reasons, under the form
+    GtkWidget* forget = nullptr;   // "Forget saved sign-in" (GlobalProtect's portal cookie)
     std::vector<Row> rows;
     bool loading = false;
 };
@@ -198,6 +199,41 @@ gboolean update_connection(NMVpnEditor* editor, NMConnection* connection, GError
     return TRUE;
 }
 
+// "Forget saved sign-in": espvpn --forget-cookies=PORTAL, run here, as the desktop user
+// whose login window saved the portal cookie; its answer shown under the form. Quick
+// (one file removed), so run to its end.
+void on_forget(GtkWidget*, gpointer data) {
+    Impl& impl = *self_of(data)->impl;
+    // ESPVPN_NM_ESPVPN: another espvpn than the installed one (a build tree's, for its tests).
+    const char* other = g_getenv("ESPVPN_NM_ESPVPN");
+    const auto command = ed::forget_cookies_command(other && *other ? other : ESPVPN_NM_DEFAULT_BINARY, read_form(impl));
+    if (command.empty()) {
+        gtk_label_set_text(GTK_LABEL(impl.message), "Forget saved sign-in: only a GlobalProtect profile with a "
+                                                    "valid gateway has one");
+        return;
+    }
+    std::vector<char*> argv;
+    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    gchar* err = nullptr;
+    gint status = 0;
+    GError* error = nullptr;
+    std::string text;
+    if (!g_spawn_sync(nullptr, argv.data(), nullptr, G_SPAWN_STDOUT_TO_DEV_NULL, nullptr, nullptr, nullptr, &err,
+                      &status, &error)) {
+        text = std::string("Forget saved sign-in: ") + error->message;
+        g_error_free(error);
+    } else {
+        std::string out = err ? err : "";
+        while (!out.empty() && out.back() == '\n') out.pop_back();
+        const std::string last = out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
+        text = (g_spawn_check_wait_status(status, nullptr) ? "Saved sign-in forgotten: " : "Forget saved sign-in failed: ") +
+               last;
+    }
+    g_free(err);
+    gtk_label_set_text(GTK_LABEL(impl.message), text.c_str());
+}
+
 void build_form(EspvpnEditor* self, NMConnection* connection) {
     Impl& impl = *self->impl;
     ed::VpnItems items;
@@ -237,6 +273,14 @@ void build_form(EspvpnEditor* self, NMConnection* connection) {
                 gtk_entry_set_placeholder_text(GTK_ENTRY(row.input), f.hint);
                 if (f.kind == ed::Kind::number) gtk_entry_set_input_purpose(GTK_ENTRY(row.input), GTK_INPUT_PURPOSE_DIGITS);
                 if (f.kind == ed::Kind::secret) {
+                    // Beside its storage drop-down the entry got what that left over: a
+                    // few characters in GNOME Settings' dialog. A width in characters
+                    // follows the desktop's font and scale.
+#if GTK_MAJOR_VERSION >= 4
+                    gtk_editable_set_width_chars(GTK_EDITABLE(row.input), 20);
+#else
+                    gtk_entry_set_width_chars(GTK_ENTRY(row.input), 20);
+#endif
                     gtk_entry_set_visibility(GTK_ENTRY(row.input), FALSE);
                     gtk_entry_set_input_purpose(GTK_ENTRY(row.input), GTK_INPUT_PURPOSE_PASSWORD);
                 }
@@ -259,6 +303,14 @@ void build_form(EspvpnEditor* self, NMConnection* connection) {
         set_accessible(row.input, f.label, f.hint);
         impl.rows.push_back(row);
         ++y;
+        if (std::string_view(f.key) == "no_cookie_cache") {
+            impl.forget = gtk_button_new_with_label("Forget saved sign-in");
+            gtk_widget_set_tooltip_text(impl.forget, "remove the GlobalProtect portal cookie this profile's logins "
+                                                     "saved: the next connection signs in afresh");
+            g_signal_connect(impl.forget, "clicked", G_CALLBACK(on_forget), self);
+            gtk_widget_set_halign(impl.forget, GTK_ALIGN_START);
+            gtk_grid_attach(GTK_GRID(impl.grid), impl.forget, 1, y++, 2, 1);
+        }
     }
     impl.message = gtk_label_new("");
     gtk_label_set_xalign(GTK_LABEL(impl.message), 0.0f);
@@ -288,6 +340,7 @@ static void espvpn_editor_dispose(GObject* object) {
             g_signal_handlers_disconnect_by_data(row.input, self);
             if (row.storage) g_signal_handlers_disconnect_by_data(row.storage, self);
         }
+        if (self->impl->forget) g_signal_handlers_disconnect_by_data(self->impl->forget, self);
         g_clear_object(&self->impl->grid);
     }
     G_OBJECT_CLASS(espvpn_editor_parent_class)->dispose(object);

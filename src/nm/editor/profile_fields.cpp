@@ -97,6 +97,8 @@ const std::array kFields = {
     Field{"sso", "Single sign-on", Kind::choice, kSso, "where the identity provider's login page opens", nullptr},
     Field{"token_mode", "Soft token", Kind::choice, kTokenModes, "answers the server's one-time-code prompt", nullptr},
     Field{"token_secret", "Token secret", Kind::secret, kTokenStorage, "base32:KEY, 0xHEX, or @FILE", no_check},
+    Field{"no_cookie_cache", "Sign in afresh at every connection (GlobalProtect: keep no portal cookie)",
+          Kind::boolean, {}, "", nullptr},
     Field{"kill_switch", "Kill switch (block traffic outside the tunnel)", Kind::boolean, {}, "", nullptr},
     Field{"reported_os", "Reported OS", Kind::choice, kOs, "the system espvpn reports to the server", nullptr},
     Field{"useragent", "User agent", Kind::text, {}, "HTTP User-Agent (empty: espvpn's)", check_line},
@@ -307,6 +309,12 @@ void form_to_items(const FormValues& form, VpnItems& items) {
             set(key, v);
         }
     }
+}
+
+std::vector<std::string> forget_cookies_command(const std::string& espvpn, const FormValues& form) {
+    const std::string gateway = form.get("gateway");
+    if (form.get("protocol") != "gp" || !check_gateway(gateway).empty()) return {};
+    return {espvpn, "--forget-cookies=" + gateway};
 }
 
 }  // namespace espvpn::nm::editor

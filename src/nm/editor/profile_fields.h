@@ -80,6 +80,11 @@ void form_to_items(const FormValues& form, VpnItems& items);
 
 // Validators, exposed for the tests and the import.
 std::string check_gateway(std::string_view url);
+
+// The editor's "Forget saved sign-in" button of a GlobalProtect profile: the command it
+// runs as the desktop user (`espvpn --forget-cookies=PORTAL`), who owns the portal cookie
+// the login window's espvpn saved. Empty when the form names no valid GP portal.
+std::vector<std::string> forget_cookies_command(const std::string& espvpn, const FormValues& form);
 std::string check_pin(std::string_view pin);
 std::string check_proxy(std::string_view url);
 std::string check_mtu(std::string_view v);

@@ -93,7 +93,8 @@ bool import_config(std::string_view text, Profile& out, std::string& error) {
         {"sso-timeout", "sso-timeout"}, {"local-hostname", "local_hostname"}, {"resolve", "resolve"},
     };
     static const std::map<std::string, std::string> kFlags = {
-        {"disable-ipv6", "disable_ipv6"}, {"no-dtls", "no_dtls"}, {"kill-switch", "kill_switch"}};
+        {"disable-ipv6", "disable_ipv6"}, {"no-dtls", "no_dtls"}, {"kill-switch", "kill_switch"},
+        {"no-cookie-cache", "no_cookie_cache"}};
     std::size_t line_no = 0;
     while (!text.empty()) {
         auto nl = text.find('\n');

@@ -54,9 +54,17 @@ struct McaIdentity::Gnutls {
 
 McaIdentity::~McaIdentity() = default;
 
+std::string McaIdentity::token_key_uri(const std::string& cert_file, const std::string& key_file) {
+    std::string key_uri = key_file.empty() ? cert_file : key_file;
+    if (const auto at = key_uri.find("type=cert"); key_file.empty() && at != std::string::npos)
+        key_uri.replace(at, 9, "type=private");
+    return is_pkcs11_uri(key_uri) ? key_uri : std::string();
+}
+
 Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& cert_file, const std::string& key_file,
                                                              const Secret& password) {
     const std::string& key_path = key_file.empty() ? cert_file : key_file;
+    if (auto st = io::check_key_not_tpm_file(key_path); !st) return make_error("MCA: " + st.error().message);
     if (is_pkcs11_uri(cert_file) || is_pkcs11_uri(key_path)) return load_token(cert_file, key_path, password);
     const std::string cert_name = printable_key_name(cert_file);
     const std::string key_name = printable_key_name(key_path);
@@ -152,8 +160,8 @@ Result<std::shared_ptr<const McaIdentity>> McaIdentity::load_token(const std::st
                                                                    const Secret& password) {
     // No --mca-key: the certificate's URI names the key, with type=private for a type=cert.
     std::string key_uri = key_name_given;
-    if (const auto at = key_uri.find("type=cert"); key_uri == cert_file && at != std::string::npos)
-        key_uri.replace(at, 9, "type=private");
+    if (key_uri == cert_file) key_uri = token_key_uri(cert_file, "");
+    if (key_uri.empty()) key_uri = key_name_given;
     const std::string cert_name = printable_key_name(cert_file);
     const std::string key_name = printable_key_name(key_uri);
     if (!is_pkcs11_uri(key_uri))

@@ -23,6 +23,9 @@ public:
     // (unreadable, no certificate, wrong password, key not matching the certificate).
     static Result<std::shared_ptr<const McaIdentity>> load(const std::string& cert_file, const std::string& key_file,
                                                            const Secret& password);
+    // The key a token holds for (cert_file, key_file): key_file, else the certificate's
+    // URI with type=cert read as type=private; "" when the key is not on a token.
+    static std::string token_key_uri(const std::string& cert_file, const std::string& key_file);
     ~McaIdentity();
     McaIdentity(const McaIdentity&) = delete;
     McaIdentity& operator=(const McaIdentity&) = delete;

@@ -113,6 +113,12 @@ public:
         if (link_ && link_->pump()->rehandshake_state() != TlsPump::Rehandshake::idle) return "a TLS rehandshake is running";
         return {};
     }
+    int session_lifetime_s() const override { return first_reply_.session_timeout_s; }
+    std::string transport_name() const override {
+        const AcStatsSnapshot s = snapshot();
+        if (!s.connected) return {};
+        return s.dtls && s.dtls->carrying ? "DTLS" : "CSTP";
+    }
     datapath::StatsView stats_view() override {
         const int stats_dpd_s = dpd_s();
         return {[this, stats_dpd_s] { return stats_json(snapshot(), stats_dpd_s, first_reply_.rekey, first_reply_.rekey_s); },

@@ -251,7 +251,7 @@ Result<GpAuthenticated> GpLogin::via_portal(bool* portal_missing) {
                           "another --os may help");
     if (!config->version.empty()) settings_.client.app_version = config->version;
     LOG_INFO << "portal " << server.host << " login succeeded";
-    auto gateway = choose_gateway(*config, pre->region);
+    auto gateway = choose_gateway(*config, pre->region, locate(*config));
     if (!gateway) return gateway.error();
 
     // OC's rule: replay the portal credentials into the gateway when the portal
@@ -352,12 +352,45 @@ Result<GpAuthenticated> GpLogin::via_gateway(const http::Url& gateway, Credentia
     return done;
 }
 
-Result<http::Url> GpLogin::choose_gateway(const gp::GpPortalConfig& config, const std::string& region) {
-    auto gateways = config.preferred_gateways(region);
-    if (gateways.empty()) {
-        LOG_WARN << "the portal lists no gateways; using " << settings_.target.server.host << " as the gateway";
-        return settings_.target.server;
+InternalVerdict GpLogin::locate(const gp::GpPortalConfig& config) {
+    for (const auto& problem : config.internal_host_check_problems)
+        LOG_WARN << "portal config: not using " << problem;
+    if (config.internal_host_checks.empty()) {
+        InternalVerdict v{false, "outside the corporate network: the portal config has no internal-host-detection"};
+        if (config.has_gateways(true)) LOG_INFO << v.reason;
+        else LOG_DEBUG << v.reason;
+        return v;
     }
+    if (!settings_.internal_detection) {
+        InternalVerdict v{false, "outside the corporate network: internal host detection is off "
+                                 "(--no-internal-detection)"};
+        LOG_INFO << v.reason;
+        return v;
+    }
+    auto v = detect_internal_network(config.internal_host_checks, settings_.internal_detection_budget,
+                                     settings_.reverse_lookup);
+    LOG_INFO << v.reason;
+    return v;
+}
+
+Result<http::Url> GpLogin::choose_gateway(const gp::GpPortalConfig& config, const std::string& region,
+                                          const InternalVerdict& where) {
+    auto gateways = config.preferred_gateways(region, where.inside);
+    if (gateways.empty() && where.inside) {
+        no_tunnel_needed_ = true;
+        return make_error("no tunnel is needed: this host is inside the corporate network and the portal " +
+                          settings_.target.server.host + " lists no internal gateway");
+    }
+    if (gateways.empty() && config.has_gateways(true))
+        return make_error("the portal " + settings_.target.server.host +
+                          " lists only internal gateways (policy/gateways/internal/list), for use inside the "
+                          "corporate network, and this host is " + where.reason);
+    if (gateways.empty())
+        return make_error("portal config lists no external gateway (policy/gateways/external/list)");
+    // Inside, --authgroup may name any gateway, internal or external.
+    std::vector<gp::GpGateway> nameable = gateways;
+    if (where.inside)
+        for (auto& g : config.preferred_gateways(region, false)) nameable.push_back(std::move(g));
     auto label = [](const gp::GpGateway& g) {
         return g.description.empty() || g.description == g.address ? g.address
                                                                     : g.description + " (" + g.address + ")";
@@ -372,11 +405,11 @@ Result<http::Url> GpLogin::choose_gateway(const gp::GpPortalConfig& config, cons
     const std::string wanted = !settings_.authgroup.empty() ? settings_.authgroup : entry ? *entry : std::string();
     const char* option = !settings_.authgroup.empty() ? "--authgroup" : "--form-entry _portal:gateway";
     if (!wanted.empty()) {
-        for (const auto& g : gateways)
+        for (const auto& g : nameable)
             if (g.description == wanted || g.address == wanted) chosen = &g;
         if (!chosen) {
             std::string names;
-            for (const auto& g : gateways) names += (names.empty() ? "" : ", ") + label(g);
+            for (const auto& g : nameable) names += (names.empty() ? "" : ", ") + label(g);
             return make_error(std::string(option) + " '" + wanted + "' names no gateway of this portal; it offers: " +
                               names);
         }
@@ -410,7 +443,8 @@ Result<http::Url> GpLogin::choose_gateway(const gp::GpPortalConfig& config, cons
             if (g.address == (*picked)->value) chosen = &g;
     }
     if (!chosen) chosen = &gateways.front();
-    LOG_INFO << "gateway: " << label(*chosen) << " (" << gateways.size() << " offered)";
+    LOG_INFO << "gateway: " << label(*chosen) << (chosen->internal ? ", internal" : "") << " (" << gateways.size()
+             << (where.inside ? " internal" : "") << " offered)";
     auto url = http::parse_url(chosen->address);
     if (!url) return make_error("the portal's gateway '" + chosen->address + "': " + url.error().message);
     url->target = "/";

@@ -15,6 +15,7 @@
 #include "protocols/gp/session_cookie.h"
 #include "protocols/http/url.h"
 #include "src/session/gp/gateway_latency.h"
+#include "src/session/gp/internal_detection.h"
 #include "src/session/gp/portal_cookie_cache.h"
 #include "src/session/gp/request_sender.h"
 #include "src/session/login_answers.h"
@@ -69,6 +70,11 @@ struct GpLoginSettings {
     // tried with it first (its user, no password, no SSO) unless -u names another user. Refused
     // by the portal or the gateway: saved_cookie_refused(), and the normal login runs.
     std::optional<SavedPortalCookie> saved_cookie;
+    // Internal host detection (internal_detection.h) when the portal config asks for it;
+    // false (--no-internal-detection): the host counts as outside, external gateways only.
+    bool internal_detection = true;
+    std::chrono::milliseconds internal_detection_budget{3000};
+    ReverseLookup reverse_lookup = resolver_reverse_lookup;
 };
 
 // A logged-in gateway session: what --authenticate prints and a connect uses.
@@ -102,6 +108,9 @@ public:
     bool credentials_rejected() const { return rejected_; }
     // The saved portal cookie was tried and the portal or the gateway refused it.
     bool saved_cookie_refused() const { return saved_refused_; }
+    // After a failed run(): this host is inside the corporate network and the portal lists
+    // no internal gateway, so there is nothing to connect to (not an error for the user).
+    bool no_tunnel_needed() const { return no_tunnel_needed_; }
 
 private:
     struct Credentials;
@@ -118,7 +127,10 @@ private:
     template <class T, class Parse>
     Result<T> answer_rounds(gp::GpInterface iface, const http::Url& server, Credentials& creds, Parse&& parse);
     Result<gp::GpLoginResult> gateway_login(const http::Url& gateway, Credentials& creds);
-    Result<http::Url> choose_gateway(const gp::GpPortalConfig& config, const std::string& region);
+    // Where this host is, by the portal's internal-host-detection (logged).
+    InternalVerdict locate(const gp::GpPortalConfig& config);
+    Result<http::Url> choose_gateway(const gp::GpPortalConfig& config, const std::string& region,
+                                     const InternalVerdict& where);
 
     GpRequestSender& http_;
     GpLoginSettings settings_;
@@ -126,6 +138,7 @@ private:
     LoginAnswers answers_;
     bool rejected_ = false;
     bool saved_refused_ = false;
+    bool no_tunnel_needed_ = false;
     LatencyProbeThreads probe_threads_;  // joined when the login object goes
 };
 

@@ -18,7 +18,6 @@ namespace {
 
 constexpr std::string_view kHeader = "espvpn-portal-cookie 1";
 constexpr std::string_view kPrefix = "gp-portal-";
-constexpr std::size_t kMaxFile = 64 * 1024;
 
 std::string portal_name(const http::Url& portal) { return portal.host + ":" + std::to_string(portal.port); }
 
@@ -126,37 +125,21 @@ Result<std::optional<SavedPortalCookie>> PortalCookieCache::load(const http::Url
     auto dir = open_dir(false);
     if (!dir) return dir.error();
     if (!dir->valid()) return std::optional<SavedPortalCookie>();
-    const std::string name = file_name(portal);
-    const std::string shown = where_.path() + "/" + name;
+    const std::string shown = file_path(portal);
     io::FsIdentity as(where_.uid, where_.gid);
-    io::UniqueFd fd(::openat(dir->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (!fd.valid()) {
-        const int err = errno;
-        if (err == ENOENT) return std::optional<SavedPortalCookie>();
-        if (err == ELOOP)
-            return make_error("refusing " + shown + ": it is a symlink (not followed; remove it if it is yours)");
-        return make_error("cannot open " + shown + ": " + std::strerror(err));
-    }
-    struct stat st{};
-    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != where_.uid || (st.st_mode & 077) != 0 ||
-        st.st_size > static_cast<off_t>(kMaxFile))
+    auto text = files_->read(shown);
+    if (!text) return text.error();
+    if (!*text) return std::optional<SavedPortalCookie>();
+    // Only a file its owner made private is trusted (the directory is checked already).
+    if ((*text)->uid != where_.uid || ((*text)->mode & 077) != 0)
         return make_error("refusing " + shown + ": not a private file of uid " + std::to_string(where_.uid));
-    Secret text(static_cast<std::size_t>(st.st_size));
-    std::size_t got = 0;
-    while (got < text.size()) {
-        ssize_t n = ::read(fd.get(), text.reveal_mutable().data() + got, text.size() - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += static_cast<std::size_t>(n);
-    }
-    if (got != text.size()) return make_error("cannot read " + shown);
-    auto saved = decode_saved_cookie(text.reveal_text());
+    auto saved = decode_saved_cookie((*text)->bytes.reveal_text());
     if (!saved) {
-        ::unlinkat(dir->get(), name.c_str(), 0);
+        (void)files_->remove(shown);
         return make_error(shown + ": " + saved.error().message + " (removed)");
     }
     if (saved->expires <= now) {
-        ::unlinkat(dir->get(), name.c_str(), 0);
+        if (auto gone = files_->remove(shown); !gone) return gone.error();
         return std::optional<SavedPortalCookie>();
     }
     return std::optional<SavedPortalCookie>(std::move(*saved));
@@ -170,16 +153,21 @@ Status PortalCookieCache::save(const http::Url& portal, const SavedPortalCookie&
                 return make_error("not saving the portal cookie: a control character in it or the user name");
     auto dir = open_dir(true);
     if (!dir) return dir.error();
-    // The directory was just checked (the owner's, 0700): only its owner can change what
-    // its path names now. replace_file never follows a symlink at the file's name.
     io::FsIdentity as(where_.uid, where_.gid);
     if (as.failed()) return make_error("cannot act as uid " + std::to_string(where_.uid));
-    // A temporary file left by a run that was killed mid-save would block every later save:
-    // in this private directory its name is safe to remove (unlink never follows a link).
-    const std::string tmp = file_name(portal) + ".new";
-    ::unlinkat(dir->get(), tmp.c_str(), 0);
+    // The directory was just checked (the owner's, 0700): only its owner can change what its
+    // path names now, and what is in it at our names is safe to clear (unlink never follows
+    // a link). A temporary file left by a run killed mid-save would block every later save;
+    // a symlink or a file that is not the owner's private one (which load refuses) would be
+    // kept, with its owner and mode, by the replacement.
+    const std::string name = file_name(portal);
+    ::unlinkat(dir->get(), (name + std::string(io::kStateTmpSuffix)).c_str(), 0);
+    struct stat st{};
+    if (::fstatat(dir->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        (!S_ISREG(st.st_mode) || st.st_uid != where_.uid || (st.st_mode & 07777) != 0600))
+        ::unlinkat(dir->get(), name.c_str(), 0);
     Secret data = encode_saved_cookie(portal, cookie);
-    return io::replace_file(where_.path() + "/" + file_name(portal), data.reveal(), 0600, ".new");
+    return files_->write(file_path(portal), data.reveal_text(), io::Sync::yes, 0600);
 }
 
 Result<int> PortalCookieCache::forget(const http::Url* portal) {
@@ -199,9 +187,9 @@ Result<int> PortalCookieCache::forget(const http::Url* portal) {
     io::FsIdentity as(where_.uid, where_.gid);
     int removed = 0;
     for (const auto& name : names) {
-        if (::unlinkat(dir->get(), name.c_str(), 0) == 0) ++removed;
-        else if (errno != ENOENT)
-            return make_error("cannot remove " + where_.path() + "/" + name + ": " + std::strerror(errno));
+        auto gone = files_->remove(where_.path() + "/" + name);
+        if (!gone) return gone.error();
+        if (*gone) ++removed;
     }
     return removed;
 }

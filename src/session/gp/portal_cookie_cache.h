@@ -4,7 +4,8 @@
 // and the files are the user's (made under their filesystem uid, or by root and handed
 // over by descriptor for /var/lib/espvpn/UID), opened with O_NOFOLLOW: a symlink planted
 // at either is refused, never followed. The cookies are Secrets in memory and appear in
-// no message.
+// no message. The files are read, written and removed through StateFiles (state_files.h);
+// the directory (made, checked, listed, a stale temporary file cleared) is handled here.
 #pragma once
 
 #include <sys/types.h>
@@ -17,6 +18,7 @@
 #include "protocols/base/result.h"
 #include "protocols/http/url.h"
 #include "src/io/unique_fd.h"
+#include "src/session/state_files.h"
 
 namespace espvpn::session {
 
@@ -50,7 +52,8 @@ inline constexpr std::int64_t kDefaultCookieLifetimeS = 8 * 3600;
 
 class PortalCookieCache {
 public:
-    explicit PortalCookieCache(CookieCacheLocation where) : where_(std::move(where)) {}
+    // `files` outlives the cache.
+    PortalCookieCache(CookieCacheLocation where, StateFiles& files) : where_(std::move(where)), files_(&files) {}
 
     // The cookie saved for `portal`; nullopt when none, or when it expired at `now` (the file
     // is then removed). Errors: the directory or file is a symlink, not the owner's, not
@@ -68,7 +71,10 @@ private:
     // The private directory, checked; an invalid fd (no error) when it does not exist and !create.
     Result<io::UniqueFd> open_dir(bool create);
 
+    std::string file_path(const http::Url& portal) const { return where_.path() + "/" + file_name(portal); }
+
     CookieCacheLocation where_;
+    StateFiles* files_;
 };
 
 // The file's text, and back (the format is espvpn's own: a header line, then "key value" lines).

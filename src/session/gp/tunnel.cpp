@@ -124,6 +124,16 @@ public:
     datapath::StatsView stats_view() override {
         return {[this] { return stats().to_json(); }, [this] { return stats().to_text(); }};
     }
+    int session_lifetime_s() const override { return static_cast<int>(setup_.cookie_lifetime_s); }
+    std::string transport_name() const override {
+        std::lock_guard lock(mu_);
+        switch (transport()) {
+            case Transport::esp: return "ESP";
+            case Transport::https: return "HTTPS";
+            case Transport::none: break;
+        }
+        return {};
+    }
     std::vector<LinkEvent> step(Clock::time_point now, const SessionControl& control) override {
         if (hip_ && hip_->cookie_rejected()) {
             LOG_ERROR << hip_->rejection();

@@ -9,15 +9,20 @@ check buttons' and Save's actions, accessible names and descriptions):
   gp:      a GlobalProtect profile filled in field by field, saved, every vpn.data item checked;
   invalid: a URL without host, an MTU that is no number and a pin in no known form are
            marked invalid (accessible description) and Save fails saying why; corrected, it saves;
-  edit:    an existing AnyConnect profile, one field changed: only that item changes.
+  edit:    an existing AnyConnect profile, one field changed: only that item changes;
+  forget:  a GP profile's "Forget saved sign-in" removes its saved portal cookie (espvpn
+           --forget-cookies, ESPVPN_NM_ESPVPN naming the built one), another portal's stays.
 """
 import json
 import os
 import select
+import shutil
+import tempfile
 import subprocess
 import sys
 import time
 
+import pyatspi
 from atspi_form import Form, FormError, find_app
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,6 +62,16 @@ class Host(Form):
         self.press(self.button("Save"))
         return self.line(10)
 
+    def label_starting(self, prefix, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hit = pyatspi.findDescendant(self.app, lambda a: a is not None and a.getRoleName() == "label"
+                                         and a.name.startswith(prefix))
+            if hit is not None:
+                return hit.name
+            time.sleep(0.1)
+        fail(f"no text '{prefix}...' shown")
+
     def description(self, name):
         return self.entry(name).description
 
@@ -92,6 +107,7 @@ def case_gp():
     h.choose("Soft token", "TOTP (time-based)")
     h.type("Token secret", "base32:JBSWY3DPEHPK3PXP")
     h.choose("Token secret storage", "Saved for all users")
+    h.toggle("Sign in afresh at every connection (GlobalProtect: keep no portal cookie)")
     h.toggle("Kill switch (block traffic outside the tunnel)")
     h.choose("Reported OS", "Windows")
     h.type("User agent", "PAN GlobalProtect")
@@ -105,18 +121,19 @@ def case_gp():
     if not r["ok"]:
         fail(f"a valid GP profile was refused: {r['error']}")
     if r["changes"] < 10:
-        fail(f"the editor signalled 'changed' {r['changes']} times for 19 edits")
+        fail(f"the editor signalled 'changed' {r['changes']} times for 20 edits")
     expect_items(r["data"], {
         "protocol": "gp", "gateway": "https://portal.example.com/", "user": "alice", "authgroup": "Europe",
         "password-flags": "0", "cafile": "/etc/ssl/work-ca.pem",
         "servercert": "pin-sha256:9QvRbYqJ3n1p2nJ7Tk5LZb0Yq9x8F1Qm6mW0pL5o3sA=", "proxy": "socks5://10.0.0.1:1080/",
         "external-browser": "yes", "token_mode": "totp", "token_secret-flags": "0", "kill_switch": "yes",
+        "no_cookie_cache": "yes",
         "reported_os": "win", "useragent": "PAN GlobalProtect", "version_string": "6.1.0-33", "mtu": "1300",
         "reconnect_timeout": "60", "disable_ipv6": "yes"}, "gp")
     if r["secrets"] != {"password": "pw-not-logged", "token_secret": "base32:JBSWY3DPEHPK3PXP"}:
         fail(f"gp: secrets {sorted(r['secrets'])}")
     h.close()
-    print(f"ok gp (GTK {GTK}): 19 fields set through AT-SPI, {len(r['data'])} vpn.data items checked", flush=True)
+    print(f"ok gp (GTK {GTK}): 20 fields set through AT-SPI, {len(r['data'])} vpn.data items checked", flush=True)
 
 
 def case_invalid():
@@ -171,9 +188,37 @@ def case_edit():
     print(f"ok edit (GTK {GTK}): one field changed, the other {len(want) - 1} items kept", flush=True)
 
 
+def case_forget():
+    """'Forget saved sign-in' of a GP profile: the portal cookie the login window saved for it (a
+    file in the desktop user's $XDG_STATE_HOME/espvpn) is removed by espvpn --forget-cookies, run by
+    the editor; another portal's stays."""
+    state = tempfile.mkdtemp(prefix="editor-state.")
+    os.environ["XDG_STATE_HOME"] = state  # the editor host and the espvpn it runs read it
+    d = os.path.join(state, "espvpn")
+    os.makedirs(d, 0o700)
+    files = {}
+    for portal in ("portal.example.com_443", "other.example.com_443"):
+        files[portal] = os.path.join(d, "gp-portal-" + portal)
+        fd = os.open(files[portal], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        os.write(fd, b"saved\n")
+        os.close(fd)
+    h = Host({"data": {"gateway": "https://portal.example.com/", "protocol": "gp"}, "secrets": {}})
+    h.press(h.button("Forget saved sign-in"))
+    said = h.label_starting("Saved sign-in forgotten")
+    if os.path.exists(files["portal.example.com_443"]) or not os.path.exists(files["other.example.com_443"]):
+        fail(f"the profile's portal cookie is not the one removed ({os.listdir(d)})")
+    if "removed 1 saved portal cookie of portal.example.com:443" not in said:
+        fail(f"the editor says {said!r}")
+    h.close()
+    shutil.rmtree(state, ignore_errors=True)
+    print(f"ok forget (GTK {GTK}): the profile's saved portal cookie removed, the other kept; shown: {said!r}",
+          flush=True)
+
+
 try:
     case_gp()
     case_invalid()
     case_edit()
+    case_forget()
 except FormError as e:
     fail(str(e))

@@ -10,6 +10,8 @@ secrets the dialog hands to NetworkManager (classic protocol: key/value lines, t
       the second one); the cookie is for that gateway, the password (flags 0) comes back.
   gp_cancel: the dialog's stderr closed (as GNOME Shell runs it); Escape at the password prompt:
       no secrets, exit 1, espvpn gone.
+  gp_pin: a client key on a SoftHSM2 token: the PIN asked by the token's label (not answered by the
+      saved password), a wrong one shown and asked again, the right one logs in; the PIN nowhere.
   gp_sso_cancel: a SAML portal and an external-browser profile: "continue in your browser", no
       field; Escape cancels.
   ac --url URL --password PW [--secrets-out FILE]: ocserv, from login_window_nm.sh (root,
@@ -478,8 +480,51 @@ def case_gp_sso_cancel(screen, dialog_bin, espvpn):
         check(rc == 1 and out == b"", f"Escape cancels the single sign-on: exit {rc}, nothing returned")
 
 
+def case_gp_pin(screen, dialog_bin, espvpn):
+    """A client key on a SoftHSM2 token (pkcs11: URI without PIN) and a saved password: the window
+    asks the token's PIN by the token's label (the saved password does not answer it), a wrong PIN
+    is shown as an error and asked again, the right one logs in by the certificate; the PIN goes
+    nowhere (not in the reply to NetworkManager, not on stderr)."""
+    pin, wrong = "4711-right", "9999-wrong"
+    uri = "pkcs11:token=espvpn-test;object=client"
+    with tempfile.TemporaryDirectory(prefix="loginwin-token.") as tok:
+        r = subprocess.run([os.path.join(HERE, "..", "pkcs11", "make_softhsm_token.sh"), tok, pin],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, f"SoftHSM2 token made ({r.stdout}{r.stderr})")
+        os.environ["SOFTHSM2_CONF"] = os.path.join(tok, "softhsm2.conf")
+        os.environ["TSS2_LOG"] = "all+NONE"  # tpm2-pkcs11, a p11-kit module too: no "no TPM here" lines
+        os.environ["TPM2_PKCS11_LOG_LEVEL"] = "0"
+        with Fake("--cert-only-login", "--client-ca", CA, "--require-client-cert") as f:
+            d = Dialog(dialog_bin, espvpn, gp_profile(f.url, usercert=uri, usergroup="gateway"),
+                       secrets=[("password", "saved-pw")])
+            label = f"Enter PIN for token 'espvpn-test' ({uri}):"
+            try:
+                field = screen.field("password text", label)
+                check(screen.focused(field), "the PIN field, named by the token's label, has the focus")
+                screen.type(wrong)
+                screen.key("Return")
+                msg = screen.label("Wrong PIN")
+                check("espvpn-test" in msg.name, f"the refusal is shown: {msg.name!r}")
+                field = screen.field("password text", label)
+                check(screen.focused(field), "the PIN asked again, focused")
+                screen.shot("login-window-pin.png")
+                screen.type(pin)
+                screen.key("Return")
+                rc, out, err = d.finish()
+            finally:
+                d.kill()
+            via = f.stats()["login_via"]
+        check(rc == 0, f"the dialog exits 0 (stderr: {err[-400:]!r})")
+        secrets = parse_reply(out)
+        check(secrets.get("cookie", "").startswith("authcookie="), "the reply holds the cookie")
+        check(via == {"client-certificate": 1}, f"the gateway logged in by the token's certificate ({via})")
+        text = out.decode() + err
+        check(pin not in text and wrong not in text, "no PIN in the reply to NetworkManager or on stderr")
+        check("password" not in secrets, "the PIN is not handed back as the password")
+
+
 CASES = {"gp": case_gp, "gp_cancel": case_gp_cancel, "gp_sso_cancel": case_gp_sso_cancel, "ac": case_ac,
-         "gp_nm": case_gp_nm}
+         "gp_nm": case_gp_nm, "gp_pin": case_gp_pin}
 
 
 def main():

@@ -174,6 +174,89 @@ def case_tty_pin():
                   f.stats()["login_via"] == {"client-certificate": 1}, "the typed PIN opened the token: logged in")
 
 
+def prompt_agent(sock, answers, seconds):
+    """The login window's side of --prompt-fd: each record line read, each 'ask' answered with
+    the next of `answers` ("=VALUE" lines), until espvpn closes the channel. The records seen."""
+    records, buf = [], b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([sock], [], [], 0.2)
+        if not ready:
+            continue
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            fields = line.decode().split("\t")
+            records.append(fields)
+            if fields[0] == "ask":
+                sock.sendall((answers.pop(0) if answers else "cancel").encode() + b"\n")
+    return records
+
+
+def case_prompt_channel_pin():
+    """The PIN through the NetworkManager login window's channel (espvpn --authenticate --prompt-fd, a
+    fake agent on the socket): a password field of form 'token' labelled with the token's label; a
+    wrong PIN comes back as an error record and the same field again (one token login each); the
+    right one logs in; no PIN in any output. Then the window's Cancel at the PIN: exit 1, no login."""
+    import socket
+    with tempfile.TemporaryDirectory(prefix="espvpn-token.") as d:
+        if make_token(d) == 77:
+            return 77
+        for what, answers in (("wrong then right", ["=" + WRONG, "=" + PIN]), ("cancel", ["cancel"])):
+            with Fake("--cert-only-login", "--client-ca", CA, "--require-client-cert") as f:
+                ours, theirs = socket.socketpair()
+                cmd = [ESPVPN, "--protocol=gp", "--cafile", CA, "--authenticate", "--usergroup", "gateway",
+                       "-c", URI, f"--prompt-fd={theirs.fileno()}", "-vv", f.url]
+                print(f"  $ {' '.join(cmd)}   ({what})")
+                p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     pass_fds=(theirs.fileno(),))
+                theirs.close()
+                records = prompt_agent(ours, answers, 30)
+                out, err = p.communicate(timeout=30)
+                ours.close()
+                r = subprocess.CompletedProcess(cmd, p.returncode, out, err)
+                print(f"  exit {r.returncode}; records: {records}")
+                asks = [x for x in records if x[0] == "ask"]
+                check(asks and all(x[1:4] == ["token", "pin", "password"] for x in asks),
+                      f"{what}: the PIN asked as a password field of form 'token' ({asks[:1]})")
+                check("espvpn-test" in asks[0][4] and URI in asks[0][4],
+                      f"{what}: the prompt names the token's label and the key ({asks[0][4]!r})")
+                no_pin_in(r, what)
+                check(all(PIN not in "\t".join(x) and WRONG not in "\t".join(x) for x in records),
+                      f"{what}: no PIN in any record")
+                if what == "cancel":
+                    check(r.returncode == 1 and len(asks) == 1 and "cancelled" in r.stderr and
+                          f.stats()["login_via"] == {}, "cancel: exit 1, asked once, no login")
+                    continue
+                errors = [x for x in records if x[0] == "error"]
+                check([x[0] for x in records] == ["ask", "error", "ask"],
+                      "a wrong PIN: an error record, then the PIN asked again")
+                check("Wrong PIN" in errors[0][1] and "espvpn-test" in errors[0][1],
+                      f"the error says the token refused it ({errors[0][1]!r})")
+                logged_in_by_cert(f, r, "the right PIN after a wrong one")
+
+
+def case_tss2_key():
+    """A TPM2 key file (-----BEGIN TSS2 PRIVATE KEY-----, what openconnect loads through its tpm2 code):
+    Debian 12's GnuTLS 3.7.9 has no TPM support, so espvpn says so and names the way that works (a
+    tpm2-pkcs11 URI): exit 1, before any connection; a tpmkey: URL (TPM 1.2) likewise."""
+    with tempfile.TemporaryDirectory(prefix="espvpn-tss2.") as d:
+        key = os.path.join(d, "tpm.key")
+        with open(key, "w") as f:  # the shape of tpm2-tss-engine's files; its content never reaches a TPM
+            f.write("-----BEGIN TSS2 PRIVATE KEY-----\nMIIBAAYGZ4EFCgEDoAMBAQECBQCAAAAB\n-----END TSS2 PRIVATE KEY-----\n")
+        cert = os.path.join(HERE, "..", "..", "..", "certs", "client.pem")
+        for what, args in (("-c CERT -k TSS2", ["-c", cert, "-k", key]),
+                           ("-c tpmkey:", ["-c", "tpmkey:file=" + key])):
+            r = run([ESPVPN, "--protocol=gp", "--authenticate", "--non-inter", *args, "https://127.0.0.1:9/"])
+            show(r)
+            expect = "TSS2 key files are not supported" if "TSS2" in what else "TPM 1.2 keys (tpmkey:) are not supported"
+            check(r.returncode == 1 and expect in r.stderr and "use a tpm2-pkcs11 URI" in r.stderr,
+                  f"{what}: exit 1, '{expect}', the tpm2-pkcs11 URI named")
+
+
 def free_port_pair():
     """A free loopback TCP port P with P+1 free too (the swtpm TCTI finds the control port at P+1)."""
     import socket

@@ -197,7 +197,14 @@ TEST_CASE("broker state: requests out of order are refused") {
     CHECK_FALSE(s.admit(Type::tear_down).ok());
     CHECK_FALSE(s.admit(Type::point_dns_at).ok());
     CHECK(s.admit(Type::write_state).ok());  // the last stats / token write after the tunnel
+    // --always-on: the next session brings up a new tun after the tear-down, and after a failed bring-up.
+    CHECK(s.admit(Type::bring_up).ok());
+    s.after(Type::bring_up, true);
+    CHECK(s.up());
+    CHECK_FALSE(s.admit(Type::bring_up).ok());
     BrokerState failed;
     failed.after(Type::bring_up, false);
-    CHECK_FALSE(failed.admit(Type::bring_up).ok());
+    CHECK_FALSE(failed.up());
+    CHECK_FALSE(failed.admit(Type::run_script).ok());
+    CHECK(failed.admit(Type::bring_up).ok());
 }

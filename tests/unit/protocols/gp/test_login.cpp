@@ -49,9 +49,12 @@ TEST_CASE("gp portal config: refusal, missing gateways, bad values") {
     REQUIRE(refused.ok());
     CHECK_FALSE(std::get<GpPortalConfig>(*refused).has_config);
 
+    // No gateway is not a parse error: whether that is one depends on where the host is
+    // (inside the corporate network a portal may list none: no tunnel needed).
     auto none = parse_portal_config_reply("<policy><version>1</version></policy>");
-    REQUIRE_FALSE(none.ok());
-    CHECK(none.error().message.find("no external gateway") != std::string::npos);
+    REQUIRE(none.ok());
+    CHECK(std::get<GpPortalConfig>(*none).gateways.empty());
+    CHECK(std::get<GpPortalConfig>(*none).internal_host_checks.empty());
 
     auto bad_prio = parse_portal_config_reply(
         R"(<policy><gateways><external><list><entry name="g"><priority-rule>
@@ -201,4 +204,101 @@ TEST_CASE("gp portal config: the authentication-override cookie lifetime") {
                    "</lifetime-in-days></cookie-lifetime></accept-cookie></authentication-override>") == std::nullopt);
     CHECK(lifetime("<authentication-override><accept-cookie><cookie-lifetime><lifetime-in-minutes>0"
                    "</lifetime-in-minutes></cookie-lifetime></accept-cookie></authentication-override>") == std::nullopt);
+}
+
+namespace {
+GpPortalConfig config_of(std::string_view body) {
+    auto r = parse_portal_config_reply(body);
+    REQUIRE(r.ok());
+    REQUIRE(std::holds_alternative<GpPortalConfig>(*r));
+    return std::move(std::get<GpPortalConfig>(*r));
+}
+}  // namespace
+
+TEST_CASE("gp portal config: internal gateways and internal-host-detection (IPv4, IPv6)") {
+    auto c = config_of(R"(<policy><gateways>
+<external><list><entry name="ext.example"><priority-rule><entry name="Any"><priority>1</priority></entry></priority-rule></entry></list></external>
+<internal><list><entry name="in-b.corp.example"><priority>5</priority></entry>
+<entry name="in-a.corp.example:4443"><description>HQ</description><priority>2</priority></entry></list></internal></gateways>
+<internal-host-detection><ip-address> 10.0.0.1 </ip-address><host>GW.Corp.Example.</host></internal-host-detection>
+<internal-host-detection-v6><ip-address>fd00::1</ip-address><host>gw6.corp.example</host></internal-host-detection-v6>
+</policy>)");
+    REQUIRE(c.internal_host_checks.size() == 2);
+    CHECK(c.internal_host_checks[0].address == "10.0.0.1");
+    CHECK(c.internal_host_checks[0].host == "GW.Corp.Example");  // the trailing dot goes
+    CHECK_FALSE(c.internal_host_checks[0].ipv6);
+    CHECK(c.internal_host_checks[1].address == "fd00::1");
+    CHECK(c.internal_host_checks[1].host == "gw6.corp.example");
+    CHECK(c.internal_host_checks[1].ipv6);
+    CHECK(c.internal_host_check_problems.empty());
+    CHECK(c.has_gateways(true));
+    CHECK(c.has_gateways(false));
+    auto outside = c.preferred_gateways("");
+    REQUIRE(outside.size() == 1);
+    CHECK(outside[0].address == "ext.example");
+    auto inside = c.preferred_gateways("", true);
+    REQUIRE(inside.size() == 2);
+    CHECK(inside[0].address == "in-a.corp.example:4443");  // priority 2 before 5
+    CHECK(inside[0].description == "HQ");
+    CHECK(inside[1].address == "in-b.corp.example");
+
+    // PAN-OS's other spellings: hostname, and ipv6-address/ipv6-host inside the IPv4 element.
+    auto other = config_of(R"(<policy><internal-host-detection><ip-address>192.0.2.7</ip-address>
+<hostname>dc1.corp.example</hostname><ipv6-address>2001:db8::7</ipv6-address><ipv6-host>dc1.corp.example</ipv6-host>
+</internal-host-detection></policy>)");
+    REQUIRE(other.internal_host_checks.size() == 2);
+    CHECK(other.internal_host_checks[0].host == "dc1.corp.example");
+    CHECK(other.internal_host_checks[1].address == "2001:db8::7");
+    CHECK(other.internal_host_checks[1].ipv6);
+    // Only internal gateways parse (the session decides whether that is usable).
+    auto only_internal =
+        config_of("<policy><gateways><internal><list><entry name=\"10.1.1.1\"/></list></internal></gateways></policy>");
+    CHECK_FALSE(only_internal.has_gateways(false));
+    CHECK(only_internal.preferred_gateways("").empty());
+    CHECK(only_internal.preferred_gateways("", true).size() == 1);
+}
+
+TEST_CASE("gp portal config: internal-host-detection that cannot be used is reported, not trusted") {
+    // A missing name, a missing address, an address that is not one, a name with control
+    // characters: each entry is dropped with a reason, the server's text made printable.
+    auto c = config_of(R"(<policy>
+<internal-host-detection><ip-address>10.0.0.1</ip-address></internal-host-detection>
+<internal-host-detection-v6><host>gw6.corp.example</host></internal-host-detection-v6>
+</policy>)");
+    CHECK(c.internal_host_checks.empty());
+    REQUIRE(c.internal_host_check_problems.size() == 2);
+    CHECK(c.internal_host_check_problems[0] ==
+          "internal-host-detection: no host name for the address \"10.0.0.1\"");
+    CHECK(c.internal_host_check_problems[1] ==
+          "internal-host-detection-v6: no address (for the host name \"gw6.corp.example\")");
+
+    // XML 1.0 carries no C0 control, but the C1 ones are XML characters: U+009B, a
+    // one-character CSI, must reach the message as \xHH, not as itself.
+    auto hostile = config_of("<policy><internal-host-detection><ip-address>10.0.0.1;rm -rf /\xc2\x9b" "2J</ip-address>"
+                             "<host>gw.corp.example</host></internal-host-detection>"
+                             "<internal-host-detection-v6><ip-address>fd00::1</ip-address>"
+                             "<host>evil\xc2\x9b" "0m.example</host></internal-host-detection-v6></policy>");
+    CHECK(hostile.internal_host_checks.empty());
+    REQUIRE(hostile.internal_host_check_problems.size() == 2);
+    for (const auto& p : hostile.internal_host_check_problems) CHECK(p.find("\xc2\x9b") == std::string::npos);
+    CHECK(hostile.internal_host_check_problems[0] ==
+          "internal-host-detection: \"10.0.0.1;rm -rf /\\xc2\\x9b2J\" is not an IP address");
+    CHECK(hostile.internal_host_check_problems[1] ==
+          "internal-host-detection-v6: \"evil\\xc2\\x9b0m.example\" is not a host name");
+
+    // Empty elements: no detection, nothing to report.
+    auto empty = config_of("<policy><internal-host-detection><ip-address/><host/></internal-host-detection></policy>");
+    CHECK(empty.internal_host_checks.empty());
+    CHECK(empty.internal_host_check_problems.empty());
+}
+
+TEST_CASE("gp internal host detection: the name compares in ASCII case, without a trailing dot") {
+    CHECK(internal_host_matches("gw.corp.example", "GW.CORP.EXAMPLE"));
+    CHECK(internal_host_matches("gw.corp.example", "gw.corp.example."));
+    CHECK(internal_host_matches("gw.corp.example.", "gw.corp.example"));
+    CHECK_FALSE(internal_host_matches("gw.corp.example", "gw.corp.example.evil"));
+    CHECK_FALSE(internal_host_matches("gw.corp.example", "w.corp.example"));
+    CHECK_FALSE(internal_host_matches("gw.corp.example", ""));
+    CHECK_FALSE(internal_host_matches("", ""));
+    CHECK_FALSE(internal_host_matches(".", "."));
 }

@@ -148,3 +148,18 @@ TEST_CASE("prompt channel: --prompt-fd must be open and is made close-on-exec") 
     ::close(fd);
     CHECK_FALSE(cli::check_prompt_fd(fd));
 }
+
+TEST_CASE("prompt channel: a token's PIN is a password field of form 'token', never refused by --no-passwd") {
+    Pair p;
+    ChannelPrompter prompter(p.espvpn, true);
+    std::string asked;
+    std::thread program([&] {
+        asked = p.read_line();
+        p.answer("=4711");
+    });
+    auto v = prompter.ask_pin("Enter PIN for token 'espvpn-test' (pkcs11:token=espvpn-test):");
+    program.join();
+    CHECK(asked == "ask\ttoken\tpin\tpassword\tEnter PIN for token 'espvpn-test' (pkcs11:token=espvpn-test):");
+    REQUIRE(v);
+    CHECK(v->reveal_text() == "4711");
+}

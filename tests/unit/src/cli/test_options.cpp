@@ -220,6 +220,17 @@ TEST_CASE("parse_options can run twice in one process (getopt state reset)") {
     CHECK(o->server == "gw2");
 }
 
+TEST_CASE("--no-internal-detection") {
+    Argv plain({"--protocol=gp", "vpn.example.com"});
+    auto p = parse(plain);
+    REQUIRE(p.ok());
+    CHECK_FALSE(p->no_internal_detection);
+    Argv a({"--protocol=gp", "--no-internal-detection", "vpn.example.com"});
+    auto o = parse(a);
+    REQUIRE(o.ok());
+    CHECK(o->no_internal_detection);
+}
+
 TEST_CASE("saved portal cookies: --no-cookie-cache, --forget-cookies [PORTAL]") {
     {
         Argv a({"--protocol=gp", "--no-cookie-cache", "vpn.example.com"});

@@ -20,6 +20,7 @@
 #include "src/datapath/handover_queue.h"
 #include "src/datapath/too_big.h"
 #include "src/io/packet_batch.h"
+#include "tests/unit/state_files_fake.h"
 #include "tools/esp-gateway/sa_env_file.h"
 
 using namespace espvpn;
@@ -226,8 +227,10 @@ TEST_CASE("StatsReporter with a StatsView writes the view's JSON, last at destru
     const std::string path = "/tmp/espvpn-stats-view-" + std::to_string(::getpid()) + ".json";
     std::atomic<int> calls{0};
     StatsView view{[&] { return "{\"n\": " + std::to_string(++calls) + "}"; }, [] { return std::string("text"); }};
+    io::LocalStateFiles files;
     StatsReporterOptions o;
     o.json_path = path;
+    o.files = &files;
     o.json_interval = std::chrono::milliseconds(3600 * 1000);  // only the explicit and the final write
     o.print_on_sigusr1 = false;
     {
@@ -246,15 +249,17 @@ TEST_CASE("StatsReporter with a StatsView writes the view's JSON, last at destru
 
 // Issue 41: --stats-json in a directory someone else can write; they plant a symlink at
 // the temporary name before espvpn writes.
-TEST_CASE("StatsReporter: a symlink planted at the .tmp name is refused, never written through") {
+TEST_CASE("StatsReporter: a symlink planted at the temporary name is refused, never written through") {
     char dir[] = "/tmp/espvpn-stats-plant-XXXXXX";
     REQUIRE(::mkdtemp(dir));
     const std::string path = std::string(dir) + "/stats.json";
     const std::string target = std::string(dir) + "/victim";
-    REQUIRE(::symlink(target.c_str(), (path + ".tmp").c_str()) == 0);
+    REQUIRE(::symlink(target.c_str(), (path + ".espvpn-new").c_str()) == 0);
     StatsView view{[] { return std::string("{\"n\": 1}"); }, [] { return std::string("text"); }};
+    io::LocalStateFiles files;
     StatsReporterOptions o;
     o.json_path = path;
+    o.files = &files;
     o.json_interval = std::chrono::milliseconds(3600 * 1000);
     o.print_on_sigusr1 = false;
     {
@@ -263,11 +268,11 @@ TEST_CASE("StatsReporter: a symlink planted at the .tmp name is refused, never w
         auto st = (*r)->write_json();
         REQUIRE_FALSE(st);
         CHECK(st.error().message.find("symlink is already there") != std::string::npos);
-        CHECK(st.error().message.find(path + ".tmp") != std::string::npos);
+        CHECK(st.error().message.find(path + ".espvpn-new") != std::string::npos);
     }
     CHECK(::access(target.c_str(), F_OK) != 0);  // nothing created through the link
     CHECK(::access(path.c_str(), F_OK) != 0);
-    ::unlink((path + ".tmp").c_str());
+    ::unlink((path + ".espvpn-new").c_str());
     ::rmdir(dir);
 }
 
@@ -280,4 +285,42 @@ TEST_CASE("a UDP pipeline's batch sizes are 1..UdpSocket::kMaxBatch each") {
     auto st = check_batch_sizes("DTLS datapath", max + 1, 1);
     REQUIRE_FALSE(st);
     CHECK(st.error().message == "DTLS datapath: batch sizes must be 1.." + std::to_string(max));
+}
+
+// The privilege split's session cannot write a stats file in a root-only directory: the JSON
+// must travel through StateFiles (the broker's write_state), not a file opened here.
+TEST_CASE("StatsReporter writes --stats-json through StateFiles (no fsync, mode 0644), and needs one") {
+    using Op = test::RecordingStateFiles::Call::Op;
+    const std::string path = "/tmp/espvpn-stats-fake-" + std::to_string(::getpid()) + ".json";
+    StatsView view{[] { return std::string("{\"n\": 1}"); }, [] { return std::string("text"); }};
+    test::RecordingStateFiles files;
+    StatsReporterOptions o;
+    o.json_path = path;
+    o.json_interval = std::chrono::milliseconds(3600 * 1000);
+    o.print_on_sigusr1 = false;
+    auto none = StatsReporter::start(view, o);
+    REQUIRE_FALSE(none);
+    CHECK(none.error().message.find("StateFiles") != std::string::npos);
+    o.files = &files;
+    {
+        auto r = StatsReporter::start(view, o);
+        REQUIRE(r);
+        REQUIRE((*r)->write_json());
+    }
+    auto writes = files.of(Op::write);
+    REQUIRE(writes.size() == 2);  // the explicit one and the last, at destruction
+    for (const auto& w : writes) {
+        CHECK(w.path == path);
+        CHECK(w.bytes == "{\"n\": 1}\n");
+        CHECK(w.sync == io::Sync::no);
+        CHECK(w.new_mode == 0644);
+    }
+    CHECK(::access(path.c_str(), F_OK) != 0);
+    // A refused write is the writer's error, named as the stats'.
+    files.fail_writes = "refused";
+    auto r = StatsReporter::start(view, o);
+    REQUIRE(r);
+    auto st = (*r)->write_json();
+    REQUIRE_FALSE(st);
+    CHECK(st.error().message == "stats: refused");
 }

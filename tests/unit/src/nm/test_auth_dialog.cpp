@@ -81,6 +81,10 @@ TEST_CASE("auth dialog: espvpn --authenticate output becomes the service's secre
     CHECK_FALSE(secrets_from_authenticate("COOKIE='unterminated\n"));
     CHECK_FALSE(secrets_from_authenticate("HOST='10.0.0.1'\n"));
     CHECK_FALSE(secrets_from_authenticate(""));
+    // GlobalProtect inside the corporate network, no internal gateway: the reason, not "no COOKIE".
+    auto inside = secrets_from_authenticate("NO_TUNNEL='no tunnel is needed: this host is inside'\n");
+    REQUIRE_FALSE(inside);
+    CHECK(inside.error().message == "no tunnel is needed: this host is inside");
 }
 
 TEST_CASE("auth dialog: the classic reply is key/value lines ending with an empty pair") {
@@ -168,4 +172,28 @@ TEST_CASE("auth dialog: an otp=yes profile asks a one-time code beside the passw
     g_free(description);
     g_key_file_free(kf);
     CHECK(text.find("kept") == std::string::npos);
+}
+
+TEST_CASE("auth dialog: a password read from the keyring goes to the client as the field's Value") {
+    // nm-applet keeps a password-flags=1 password in the Secret Service but gives it to no
+    // one: the dialog reads it and hands it over (ShouldAsk=false, Value) so that nm-applet
+    // passes it to NetworkManager instead of asking; a value on an asked field is not written.
+    auto s = settings({{"gateway", "https://vpn/"}, {"password-flags", "1"}}, {{"password", "from-keyring"}});
+    auto asked = secrets_to_ask(s, false);
+    REQUIRE(asked.size() == 1);
+    REQUIRE_FALSE(asked[0].should_ask);
+    asked[0].value = Secret::from_string("from-keyring");
+    std::string text = external_ui_reply("work", s, asked);
+    GKeyFile* kf = g_key_file_new();
+    REQUIRE(g_key_file_load_from_data(kf, text.data(), text.size(), G_KEY_FILE_NONE, nullptr));
+    gchar* value = g_key_file_get_string(kf, "password", "Value", nullptr);
+    CHECK(std::string(value) == "from-keyring");
+    CHECK_FALSE(g_key_file_get_boolean(kf, "password", "ShouldAsk", nullptr));
+    g_free(value);
+    g_key_file_free(kf);
+
+    auto again = secrets_to_ask(s, true);  // -r: the kept one was refused, asked anew
+    REQUIRE(again[0].should_ask);
+    again[0].value = Secret::from_string("from-keyring");
+    CHECK(external_ui_reply("work", s, again).find("from-keyring") == std::string::npos);
 }

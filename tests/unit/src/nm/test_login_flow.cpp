@@ -79,3 +79,24 @@ TEST_CASE("login window: a failed run says its last error line") {
     CHECK(failure_text("only a line\n") == "only a line");
     CHECK(failure_text("") == "");
 }
+
+TEST_CASE("login window: a token's PIN prompt is never answered by the stored password, nor kept as it") {
+    auto s = settings({{"gateway", "https://vpn.test/"}}, {{"password", "stored"}});
+    LoginFlow flow(s, false);
+    flow.start_run();
+    // espvpn asks the PIN of the client key before the login form (form "token").
+    const auto pin = ask(prompt::FieldKind::password, std::string(prompt::kTokenPinForm), "pin");
+    CHECK(flow.automatic_answer(pin) == nullptr);
+    flow.answered(pin, Secret::from_string("4711"));
+    // The stored password still answers the login form's password after it.
+    const Secret* first = flow.automatic_answer(ask(prompt::FieldKind::password));
+    REQUIRE(first);
+    CHECK(first->reveal_text() == "stored");
+
+    LoginFlow typed(settings({{"gateway", "https://vpn.test/"}}, {}), false);
+    typed.start_run();
+    typed.answered(pin, Secret::from_string("4711"));
+    auto out = typed.secrets(kOutput);
+    REQUIRE(out);
+    CHECK(out->count("password") == 0);
+}

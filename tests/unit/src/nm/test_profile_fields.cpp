@@ -74,6 +74,7 @@ TEST_CASE("editor fields: each field reaches espvpn through the item the service
         {"sso", "external", ""},
         {"token_mode", "totp", "--token-mode=totp"},
         {"token_secret", "base32:JBSWY3DPEHPK3PXP", "--token-secret=@/dev/fd/3"},
+        {"no_cookie_cache", "yes", "--no-cookie-cache"},
         {"kill_switch", "yes", "--kill-switch"},
         {"reported_os", "win", "--os=win"},
         {"useragent", "AnyConnect Windows 4.10", "--useragent=AnyConnect Windows 4.10"},
@@ -101,6 +102,8 @@ TEST_CASE("editor fields: each field reaches espvpn through the item the service
         if (std::string(c.key).starts_with("token_")) CHECK(b.cmd.token_secret.reveal_text() == "base32:JBSWY3DPEHPK3PXP");
         if (std::string(c.key) == "password") CHECK(b.cmd.stdin_line.reveal_text() == "pw");
         if (std::string(c.key) == "sso") CHECK(has(b.auth, "--external-browser"));
+        // The login window's espvpn keeps (or not) the portal cookie: it gets the option too.
+        if (std::string(c.key) == "no_cookie_cache") CHECK(has(b.auth, "--no-cookie-cache"));
     }
     FormValues driven = base_form();
     driven.values["sso"] = "driven";
@@ -204,4 +207,19 @@ TEST_CASE("editor fields: bad values are refused with the reason") {
     token.secret_flags["token_secret"] = kFlagsAgent;
     REQUIRE(validate_form(token).size() == 1);
     CHECK(validate_form(token)[0].reason.find("storage 1 is not offered") != std::string::npos);
+}
+
+TEST_CASE("editor fields: 'Forget saved sign-in' runs espvpn --forget-cookies=PORTAL for a GP profile only") {
+    FormValues form = base_form();
+    form.values["protocol"] = "gp";
+    form.values["gateway"] = "https://portal.example.com/";
+    CHECK(forget_cookies_command("/usr/sbin/espvpn", form) ==
+          std::vector<std::string>{"/usr/sbin/espvpn", "--forget-cookies=https://portal.example.com/"});
+    form.values["gateway"] = "--version";  // never an option of its own
+    CHECK(forget_cookies_command("/usr/sbin/espvpn", form).empty());
+    form.values["gateway"] = "";
+    CHECK(forget_cookies_command("/usr/sbin/espvpn", form).empty());
+    form.values["gateway"] = "https://vpn.example.com/";
+    form.values["protocol"] = "anyconnect";
+    CHECK(forget_cookies_command("/usr/sbin/espvpn", form).empty());
 }

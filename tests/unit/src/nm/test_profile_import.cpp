@@ -122,6 +122,7 @@ version-string=6.1.0-33
 mtu=1300
 disable-ipv6
 kill-switch
+no-cookie-cache
 external-browser
 token-mode=totp
 token-secret=base32:JBSWY3DPEHPK3PXP
@@ -138,6 +139,7 @@ background
     CHECK(d.at("mtu") == "1300");
     CHECK(d.at("disable_ipv6") == "yes");
     CHECK(d.at("kill_switch") == "yes");
+    CHECK(d.at("no_cookie_cache") == "yes");
     CHECK(d.at("external-browser") == "yes");
     CHECK(d.at("token_mode") == "totp");
     CHECK(p.items.secrets.at("token_secret") == "base32:JBSWY3DPEHPK3PXP");
@@ -165,7 +167,8 @@ TEST_CASE("export: the keyfile form without secrets, which import reads back") {
     p.name = "Work = GP";
     p.items.data = {{"gateway", "https://vpn.example.com/"}, {"protocol", "gp"},         {"user", "alice"},
                     {"password-flags", "1"},                 {"token_mode", "totp"},     {"token_secret-flags", "0"},
-                    {"useragent", "PAN GlobalProtect; x"},   {"sso-browser", "chromium --ozone-platform=wayland"}};
+                    {"useragent", "PAN GlobalProtect; x"},   {"sso-browser", "chromium --ozone-platform=wayland"},
+                    {"no_cookie_cache", "yes"}};
     p.items.secrets = {{"password", "s3cret"}, {"token_secret", "base32:JBSWY3DPEHPK3PXP"}};
     const std::string text = export_profile(p);
     CHECK(text.find("s3cret") == std::string::npos);

@@ -119,8 +119,9 @@ TEST_CASE("choose: --authgroup, then -F, then asked with the choices; non-inter 
 TEST_CASE("soft token: answers token fields before -F and the prompt; two codes, then the user") {
     ScriptedPrompter p;
     p.answers = {"999999"};
+    io::LocalStateFiles files;
     auto token = make_soft_token(SoftTokenMode::totp, Secret::from_string("base32:GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ"),
-                                 [] { return std::int64_t{59}; });
+                                 files, [] { return std::int64_t{59}; });
     REQUIRE(token);
     LoginAnswers a(p, {{"_challenge", "passwd", "fromF"}}, std::shared_ptr<SoftToken>(std::move(*token)));
     LoginField otp{LoginField::Kind::secret, "_challenge", "passwd", "Challenge:", {}, true};
@@ -134,13 +135,14 @@ TEST_CASE("soft token: answers token fields before -F and the prompt; two codes,
 }
 
 TEST_CASE("soft token: bad secrets and modes are refused clearly") {
-    auto empty = make_soft_token(SoftTokenMode::totp, Secret());
+    io::LocalStateFiles files;
+    auto empty = make_soft_token(SoftTokenMode::totp, Secret(), files);
     REQUIRE_FALSE(empty);
     CHECK(empty.error().message.find("--token-secret") != std::string::npos);
-    auto missing = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@/nonexistent/espvpn-token"));
+    auto missing = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@/nonexistent/espvpn-token"), files);
     REQUIRE_FALSE(missing);
     CHECK(missing.error().message.find("/nonexistent/espvpn-token") != std::string::npos);
-    CHECK_FALSE(make_soft_token(SoftTokenMode::totp, Secret::from_string("base32:1111")));
+    CHECK_FALSE(make_soft_token(SoftTokenMode::totp, Secret::from_string("base32:1111"), files));
 }
 
 TEST_CASE("soft token: HOTP @FILE gets the next counter written back, in its own format") {
@@ -148,7 +150,8 @@ TEST_CASE("soft token: HOTP @FILE gets the next counter written back, in its own
     REQUIRE(::mkdtemp(dir) != nullptr);
     const std::string path = std::string(dir) + "/token";
     std::ofstream(path) << "base32:gezdgnbvgy3tqojqgezdgnbvgy3tqojq,5\n";
-    auto token = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + path));
+    io::LocalStateFiles files;
+    auto token = make_soft_token(SoftTokenMode::hotp, Secret::from_string("@" + path), files);
     REQUIRE(token);
     auto first = (*token)->next_code();
     REQUIRE(first);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "src/session/gp/portal_cookie_cache.h"
+#include "tests/unit/state_files_fake.h"
 
 using namespace espvpn;
 using namespace espvpn::session;
@@ -41,8 +42,11 @@ SavedPortalCookie cookie(std::int64_t expires) {
     return c;
 }
 
+io::LocalStateFiles local_files;
+
 PortalCookieCache cache_in(const std::string& dir) {
-    return PortalCookieCache(cookie_cache_location(::geteuid(), ::getegid(), "/home/x", false, dir.c_str()));
+    return PortalCookieCache(cookie_cache_location(::geteuid(), ::getegid(), "/home/x", false, dir.c_str()),
+                             local_files);
 }
 
 }  // namespace
@@ -121,10 +125,10 @@ TEST_CASE("portal cookie cache: a planted symlink or a file not private is refus
     CHECK(cache.load(portal(), 1000)->value().expires == 6000);
 
     // A temporary file left by a killed run does not block the next save.
-    { std::ofstream(file + ".new") << "half"; }
+    { std::ofstream(file + ".espvpn-new") << "half"; }
     REQUIRE(cache.save(portal(), cookie(7000)).ok());
     CHECK(cache.load(portal(), 1000)->value().expires == 7000);
-    CHECK_FALSE(std::filesystem::exists(file + ".new"));
+    CHECK_FALSE(std::filesystem::exists(file + ".espvpn-new"));
 
     REQUIRE(::chmod(file.c_str(), 0644) == 0);
     CHECK_FALSE(cache.load(portal(), 1000).ok());
@@ -161,4 +165,60 @@ TEST_CASE("portal cookie cache: the file format") {
     auto bad = cookie(5000);
     bad.userauthcookie = Secret::from_string("a\nuser mallory");
     CHECK_FALSE(cache.save(portal(), bad).ok());
+}
+
+// The privilege split's session cannot open root's cache (/var/lib/espvpn/0): the cookie
+// files must travel through StateFiles (the broker's requests), not be opened here.
+TEST_CASE("portal cookie cache: the cookie is stored, read and removed through StateFiles") {
+    using Op = test::RecordingStateFiles::Call::Op;
+    TempDir t;
+    test::RecordingStateFiles files;
+    files.uid = ::geteuid();
+    PortalCookieCache cache(cookie_cache_location(::geteuid(), ::getegid(), "/home/x", false, t.path.c_str()), files);
+    const std::string file = t.path + "/espvpn/gp-portal-vpn.example.com_4443";
+
+    REQUIRE(cache.save(portal(), cookie(2000)).ok());
+    auto writes = files.of(Op::write);
+    REQUIRE(writes.size() == 1);
+    CHECK(writes[0].path == file);
+    CHECK(writes[0].sync == io::Sync::yes);
+    CHECK(writes[0].new_mode == 0600);
+    CHECK(writes[0].bytes == std::string(encode_saved_cookie(portal(), cookie(2000)).reveal_text()));
+    CHECK_FALSE(std::filesystem::exists(file));  // nothing written here but through the interface
+
+    auto got = cache.load(portal(), 1999);
+    REQUIRE(got.ok());
+    REQUIRE(got->has_value());
+    CHECK((*got)->userauthcookie.reveal_text() == "c00k1e+/=");
+    CHECK(files.of(Op::read).back().path == file);
+
+    // Refused when the file StateFiles read is not the user's private one.
+    files.uid = ::geteuid() + 1;
+    CHECK_FALSE(cache.load(portal(), 1999).ok());
+    files.uid = ::geteuid();
+    files.files[file].mode = 0644;
+    CHECK_FALSE(cache.load(portal(), 1999).ok());
+    files.files[file].mode = 0600;
+
+    // Expired: removed through the interface.
+    auto expired = cache.load(portal(), 2000);
+    REQUIRE(expired.ok());
+    CHECK_FALSE(expired->has_value());
+    REQUIRE_FALSE(files.of(Op::remove).empty());
+    CHECK(files.of(Op::remove).back().path == file);
+    CHECK(files.files.empty());
+
+    // Forgotten (the portal refused it, or --forget-cookies PORTAL): removed through it too.
+    REQUIRE(cache.save(portal(), cookie(5000)).ok());
+    auto one = portal();
+    CHECK(*cache.forget(&one) == 1);
+    CHECK(files.of(Op::remove).back().path == file);
+    CHECK(files.files.empty());
+    CHECK(*cache.forget(&one) == 0);
+
+    // A failed write is the save's error.
+    files.fail_writes = "the broker said no";
+    auto refused = cache.save(portal(), cookie(5000));
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message == "the broker said no");
 }

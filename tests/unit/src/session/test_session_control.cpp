@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "src/session/link_attempt.h"
 #include "src/session/session_control.h"
@@ -142,6 +143,38 @@ TEST_CASE("session: no attempt succeeds within --reconnect-timeout: the session 
     CHECK(attempts == 3);  // at 1 s, 3 s and on the deadline (5 s)
     CHECK(now > t0 + seconds(5));
     CHECK(now < t0 + seconds(6));
+}
+
+TEST_CASE("session: --always-on: no deadline, the wait grows to 60 s, a route change brings the next attempt") {
+    SessionControl c("the gateway", seconds(5), "getconfig", true);
+    const Clock::time_point t0{};
+    c.link_up(t0, "over ESP");
+    SessionActions lost = c.link_lost(t0, "ESP dead");
+    CHECK(logged(lost, "reconnecting until it is back (--always-on)"));
+    Clock::time_point now = t0;
+    std::vector<Clock::time_point> starts;
+    bool ended = false;
+    // Two hours of failures (100 ms turns): never an end; 1, 2, 4 ... 60 s apart.
+    for (int i = 0; i < 72000 && !ended; ++i, now += milliseconds(100)) {
+        SessionActions a = c.tick(now);
+        ended = a.end.has_value();
+        if (a.start_attempt) {
+            starts.push_back(now);
+            c.attempt_finished(now, result(Kind::failed, "refused"));
+        }
+    }
+    CHECK(!ended);
+    REQUIRE(starts.size() > 10);
+    CHECK(starts[1] - starts[0] == seconds(2));
+    CHECK(starts[5] - starts[4] == seconds(32));
+    for (std::size_t i = 7; i < starts.size(); ++i) CHECK(starts[i] - starts[i - 1] == seconds(60));
+    CHECK(c.in_outage());
+    CHECK(c.last_error() == "refused");
+    // A route change: the next attempt now instead of up to 60 s later.
+    SessionActions p = c.path_reconnect(now, "a new local address");
+    CHECK(p.start_attempt);
+    c.attempt_finished(now, AttemptResult::opened("over ESP"));
+    CHECK(!c.in_outage());
 }
 
 TEST_CASE("session: an opened link that is not up yet (GP probing) holds the attempts; its up ends the outage") {

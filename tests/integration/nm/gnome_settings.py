@@ -1,0 +1,343 @@
+#!/usr/bin/python3
+"""GNOME Settings' network panel (gnome-control-center 43) and nm-applet's secret agent with
+the espvpn plugin, driven through AT-SPI as a person uses them; run by gnome_settings.sh
+inside the real NetworkManager's namespaces, on a session bus of its own.
+
+gnome_settings.py WORK [SHOT_DIR]   (env: LIVE_GP_URL, LIVE_CA, LIVE_PING, GW_STATS)
+  add:      Network > VPN "+" offers espvpn (its name and description); chosen, the GTK4
+            editor inside Settings: a GlobalProtect profile filled field by field, the
+            password "Saved for this user (keyring)"; Add: nmcli shows exactly those items
+  edit:     the profile's gear, Identity: MTU changed, Apply: only that item changed
+  connect:  the panel's switch: nm-applet's agent runs nm-espvpn-auth-dialog, whose
+            password prompt nm-applet draws; the password typed there: activated, the tun
+            carries a ping to LIVE_PING as ESP (the ESP gateway's stats), the password in
+            the user's keyring (gnome-keyring), not in NetworkManager's profile
+  again:    switched off and on: connected with nothing asked (the dialog reads the
+            keyring's password, nm-applet does not)
+  ask:      "Ask every time" set in the panel: the keyring's password is gone; the switch
+            asks, the typed password connects and is not saved; off and on: asked again
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pyatspi
+
+from atspi_form import Form, FormError, find_app
+
+WORK = sys.argv[1]
+SHOTS = sys.argv[2] if len(sys.argv) > 2 else None
+URL, CA, TARGET = os.environ["LIVE_GP_URL"], os.environ["LIVE_CA"], os.environ["LIVE_PING"]
+GW_STATS = os.environ["GW_STATS"]
+PASSWORD = "secret"  # the fake GP gateway's alice
+SERVICE = "org.freedesktop.NetworkManager.espvpn"
+t0 = time.monotonic()
+procs = []
+
+
+def say(msg):
+    print(f"ok [{time.monotonic() - t0:.1f} s]: {msg}", flush=True)
+
+
+def fail(msg):
+    print(f"FAIL [{time.monotonic() - t0:.1f} s]: {msg}", flush=True)
+    if SHOTS:  # what the screen showed, to see why
+        subprocess.run(["import", "-window", "root", os.path.join(SHOTS, "gnome-settings-failed.png")], check=False)
+    for name in ("gcc.log", "applet.log"):
+        path = os.path.join(WORK, name)
+        if os.path.exists(path):
+            with open(path, errors="replace") as f:
+                lines = [ln for ln in f if "DEBUG" not in ln]
+            print(f"--- {name}:\n" + "".join(lines[-15:]), flush=True)
+    stop()
+    sys.exit(1)
+
+
+def stop():
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def run(*args, check=True, timeout=30):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        fail(f"{' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+def vpn_data(name):
+    """nmcli -g's "key = value, key = value"; -g escapes ':' and '\\'."""
+    out = {}
+    for part in filter(None, run("nmcli", "-g", "vpn.data", "connection", "show", name).split(", ")):
+        k, _, v = part.partition(" = ")
+        out[k] = re.sub(r"\\(.)", r"\1", v)
+    return out
+
+
+def state(name):
+    return run("nmcli", "-g", "GENERAL.STATE", "connection", "show", name, check=False)
+
+
+def wait(what, pred, timeout=40):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.2)
+    fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def keyring_password(uuid):
+    """The password nm-applet saved for the profile in the Secret Service (its schema's
+    attributes), or None."""
+    r = subprocess.run(["secret-tool", "lookup", "connection-uuid", uuid, "setting-name", "vpn",
+                        "setting-key", "password"], capture_output=True, text=True, timeout=15)
+    return r.stdout if r.returncode == 0 else None
+
+
+def click(acc):
+    """A click in its middle as a person would (GTK 4.8 has no AT-SPI actions): the pointer
+    moved there first (GTK4 takes a click without a prior motion as outside its rows)."""
+    box = acc.queryComponent().getExtents(pyatspi.DESKTOP_COORDS)
+    x, y = box.x + box.width // 2, box.y + box.height // 2
+    pyatspi.Registry.generateMouseEvent(x, y, "abs")
+    time.sleep(0.3)
+    pyatspi.Registry.generateMouseEvent(x, y, "b1c")
+
+
+def shot(name, box=None):
+    """The screen (or a part) as a PNG, the pointer moved off (no tooltip)."""
+    if not SHOTS:
+        return
+    pyatspi.Registry.generateMouseEvent(1270, 990, "abs")
+    time.sleep(1.0)
+    crop = ["-crop", f"{box[2]}x{box[3]}+{box[0]}+{box[1]}", "+repage"] if box else []
+    subprocess.run(["import", "-window", "root", *crop, "+dither", "-colors", "64",
+                    "PNG8:" + os.path.join(SHOTS, name)], check=False)
+
+
+class Ui(Form):
+    def find(self, name, roles, timeout=30):  # Settings builds its dialogs slowly on a loaded machine
+        return super().find(name, roles, timeout)
+
+    def find_in(self, root, name, roles, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hit = pyatspi.findDescendant(root, lambda a: a is not None and a.name == name
+                                         and a.getRoleName() in roles)
+            if hit is not None:
+                return hit
+            time.sleep(0.1)
+        raise FormError(f"no {'/'.join(roles)} named '{name}' in '{root.name}'")
+
+    def dialog(self, title, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for w in self.app:
+                if w is not None and w.getRoleName() == "dialog" and w.name == title:
+                    return w
+            time.sleep(0.1)
+        fail(f"no '{title}' dialog; windows: {[(w.getRoleName(), w.name) for w in self.app if w is not None]}")
+
+    def identity_tab(self, dialog):
+        """The editor's Identity page (its tabs: Details, Identity, IPv4, IPv6)."""
+        tabs = pyatspi.findDescendant(dialog, lambda a: a is not None and a.getRoleName() == "page tab list")
+        if tabs is None or not tabs.querySelection().selectChild(1):
+            fail(f"could not open the Identity tab of '{dialog.name}'")
+
+    def gone(self, title):
+        return not any(w is not None and w.getRoleName() == "dialog" and w.name == title for w in self.app)
+
+
+def applet_prompt(applet, name):
+    """nm-applet's password dialog for profile `name` (the external-UI key file the
+    espvpn dialog wrote), or None when none is shown."""
+    for w in applet.app:
+        if w is not None and w.getRoleName() == "dialog" and w.name == f"Authenticate VPN {name}":
+            return w
+    return None
+
+
+def answer_prompt(applet, name, password):
+    wait("nm-applet's password prompt", lambda: applet_prompt(applet, name) is not None, 30)
+    w = applet_prompt(applet, name)
+    text = [a.name for a in pyatspi.findAllDescendants(w, lambda a: a.getRoleName() == "label")]
+    want = f"Password needed for the VPN connection '{name}' to {URL} as alice"
+    if want not in text:
+        fail(f"nm-applet's prompt does not say '{want}': {text}")
+    entry = pyatspi.findDescendant(w, lambda a: a.getRoleName() == "password text"
+                                   and a.getState().contains(pyatspi.STATE_SHOWING))
+    if entry is None:
+        fail("no password field in nm-applet's prompt")
+    if not os.path.exists(os.path.join(SHOTS or WORK, "nm-applet-prompt.png")):
+        shot("nm-applet-prompt.png", (0, 0, 420, 210))
+    applet.type("password", password, entry)
+    applet.press(applet.find_in(w, "OK", ("push button",)))
+    wait("nm-applet's prompt to close", lambda: applet_prompt(applet, name) is None, 10)
+
+
+def switch_on(switch):
+    """The panel's switch: Settings asks NetworkManager to activate the profile."""
+    click(switch)
+    wait("Settings to activate 'office' (the switch)", lambda: state("office") in ("activating", "activated"), 15)
+
+
+def esp_ok():
+    try:
+        import json
+        with open(GW_STATS) as f:
+            return json.load(f)["rx"]["esp_ok"]
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def check_tunnel(name):
+    wait(f"'{name}' activated", lambda: state(name) == "activated", 40)
+    route = run("ip", "route", "get", TARGET)
+    if " dev tun" not in route:
+        fail(f"{TARGET} is not routed through the tunnel: {route}")
+    before = esp_ok()
+    run("ping", "-c", "2", "-i", "0.2", "-W", "2", TARGET, timeout=20)
+    wait("the ESP gateway to count the pings", lambda: esp_ok() >= before + 2, 5)
+
+
+def main():
+    pyatspi.Registry.getDesktop(0).childCount  # the AT-SPI bus and registry up first
+    home = os.environ["HOME"]
+    # The user's keyring, unlocked as a login would (PAM) unlock it; the Secret Service.
+    keyring = subprocess.Popen(["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(keyring)
+    keyring.stdin.write(b"login-password")
+    keyring.stdin.close()
+    wait("the Secret Service", lambda: subprocess.run(
+        ["secret-tool", "search", "x", "y"], capture_output=True, timeout=10).returncode in (0, 1)
+        and os.path.isdir(os.path.join(home, ".local/share/keyrings")), 15)
+    log = open(os.path.join(WORK, "applet.log"), "a")
+    procs.append(subprocess.Popen(["nm-applet"], stdout=log, stderr=log))
+    log = open(os.path.join(WORK, "gcc.log"), "a")
+    gcc = subprocess.Popen(["gnome-control-center", "network"], stdout=log, stderr=log)
+    procs.append(gcc)
+    ui = Ui(find_app("gnome-control-center", gcc.pid, timeout=60), 4)
+    applet = Ui(find_app("nm-applet", timeout=30), 3)
+    say("GNOME Settings (network panel) and nm-applet up, the keyring unlocked")
+
+    # add: VPN "+" > espvpn > the editor inside Settings > Add
+    click(ui.find("Add connection", ("push button",)))
+    add = ui.dialog("Add VPN")
+    ui.find_in(add, "GlobalProtect and Cisco AnyConnect (ocserv) VPNs with espvpn", ("label",))
+    shot("gnome-settings-add-vpn.png", (0, 0, 500, 600))
+    click(ui.find_in(add, "espvpn", ("label",)))
+    ui.find_in(add, "Gateway", ("text",))
+    ui.choose("Protocol", "GlobalProtect")
+    ui.type("Gateway", URL)
+    ui.type("User name", "alice")
+    ui.choose("Password storage", "Saved for this user (keyring)")
+    ui.type("CA certificate", CA)
+    ui.type("Name", "office", ui.find_in(add, "Name", ("text",)))
+    apply = ui.find_in(add, "_Add Add", ("push button",))
+    wait("Add to be offered", lambda: ui.sensitive(apply), 10)
+    box = add.queryComponent().getExtents(pyatspi.DESKTOP_COORDS)
+    shot("gnome-settings-editor.png", (0, 0, box.x + box.width + 8, min(box.y + box.height + 8, 1000)))
+    click(apply)
+    # NetworkManager's side first: GTK 4.8 has crashed when its accessibility tree was read
+    # while the dialog was being destroyed.
+    wait("the profile", lambda: run("nmcli", "-g", "connection.id", "connection", "show", "office",
+                                    check=False) == "office", 20)
+    time.sleep(1)
+    wait("the Add VPN dialog to close", lambda: ui.gone("Add VPN"), 10)
+    if run("nmcli", "-g", "vpn.service-type", "connection", "show", "office") != SERVICE:
+        fail("office is not an espvpn VPN")
+    want = {"protocol": "gp", "gateway": URL, "user": "alice", "password-flags": "1", "cafile": CA}
+    if vpn_data("office") != want:
+        fail(f"add: vpn.data is {vpn_data('office')}, expected {want}")
+    uuid = run("nmcli", "-g", "connection.uuid", "connection", "show", "office")
+    say(f"add: espvpn offered under VPN +, a GP profile made in Settings' editor: vpn.data {want}")
+
+    # edit: the gear > Identity > MTU > Apply
+    row = ui.find("office", ("list item",))
+    click(pyatspi.findDescendant(row, lambda a: a is not None and a.getRoleName() == "push button"))
+    edit = ui.dialog("office")
+    ui.identity_tab(edit)
+    ui.type("MTU", "1300")
+    apply = ui.find_in(edit, "_Apply Apply", ("push button",))
+    wait("Apply to be offered", lambda: ui.sensitive(apply), 10)
+    click(apply)
+    want["mtu"] = "1300"
+    wait("the edit saved", lambda: vpn_data("office") == want, 20)
+    time.sleep(1)
+    wait("the editor to close", lambda: ui.gone("office"), 10)
+    # Settings' editor read the profile's secrets (NetworkManager asked nm-applet without
+    # interaction): nothing may have been asked.
+    if applet_prompt(applet, "office") is not None:
+        fail("opening the profile in Settings made nm-applet ask for the password")
+    say("edit: MTU changed in Settings, the other items as they were; nothing asked")
+
+    # connect: the panel's switch; nm-applet asks the password the espvpn dialog names
+    switch = ui.find("Turn VPN connection off office", ("check box",))
+    switch_on(switch)
+    answer_prompt(applet, "office", PASSWORD)
+    check_tunnel("office")
+    shot("gnome-settings-connected.png", (0, 0, 980, 640))
+    # NetworkManager has the agent save it once the connection is up: awaited.
+    wait("password-flags 1: the password in the user's keyring", lambda: keyring_password(uuid) == PASSWORD, 15)
+    keyfile = run("grep", "-rl", uuid, "/etc/NetworkManager/system-connections")
+    with open(keyfile.splitlines()[0]) as f:
+        if PASSWORD in f.read():
+            fail("password-flags 1: the password is in NetworkManager's keyfile")
+    say("connect: switched on in Settings, nm-applet asked, activated, a ping crossed as ESP; "
+        "the password in the keyring, not in NetworkManager's profile")
+
+    # again: off, on: nothing asked
+    click(switch)
+    wait("office down", lambda: state("office") == "", 20)
+    switch_on(switch)
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and state("office") != "activated":
+        if applet_prompt(applet, "office") is not None:
+            fail("password-flags 1: asked again although the keyring has the password")
+        time.sleep(0.2)
+    check_tunnel("office")
+    say("again: off and on in Settings, connected with the keyring's password, nothing asked")
+    click(switch)
+    wait("office down", lambda: state("office") == "", 20)
+
+    # ask: "Ask every time" in Settings; asked at each connect, never saved
+    click(pyatspi.findDescendant(ui.find("office", ("list item",)),
+                                 lambda a: a is not None and a.getRoleName() == "push button"))
+    edit = ui.dialog("office")
+    ui.identity_tab(edit)
+    ui.choose("Password storage", "Ask every time")
+    apply = ui.find_in(edit, "_Apply Apply", ("push button",))
+    wait("Apply to be offered", lambda: ui.sensitive(apply), 10)
+    click(apply)
+    want["password-flags"] = "2"
+    wait("the edit saved", lambda: vpn_data("office") == want, 20)
+    time.sleep(1)
+    wait("the editor to close", lambda: ui.gone("office"), 10)
+    wait("the keyring's password removed", lambda: keyring_password(uuid) is None, 10)
+    for attempt in (1, 2):
+        switch_on(switch)
+        answer_prompt(applet, "office", PASSWORD)
+        check_tunnel("office")
+        if keyring_password(uuid) is not None:
+            fail("password-flags 2: the typed password was saved in the keyring")
+        click(switch)
+        wait("office down", lambda: state("office") == "", 20)
+    say("ask: 'Ask every time' set in Settings: the keyring's copy removed, asked at both connects, never saved")
+    stop()
+    print("PASS gnome_settings", flush=True)
+
+
+try:
+    main()
+except FormError as e:
+    fail(str(e))

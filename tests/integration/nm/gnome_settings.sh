@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# GNOME Settings' network panel (Debian's gnome-control-center 43) and nm-applet (the
+# secret agent, network-manager-gnome 1.30) with the espvpn plugin, against a real
+# NetworkManager (the real_nm_env.sh harness: its own namespaces and system bus), under Xvfb
+# on a session bus of their own with an unlocked gnome-keyring, driven through AT-SPI by
+# gnome_settings.py (label "gui"; root; ~30 s):
+#   gnome_settings.sh SERVICE ESPVPN PLUGIN_SO GATEWAY_BIN [SHOT_DIR]
+# A GP profile added in Settings (VPN + > espvpn > the GTK4 editor), edited there, switched
+# on in the panel: nm-applet asks the password, the tunnel carries a ping as ESP to the
+# fake GP gateway + tools/esp-gateway (GATEWAY_BIN); the password kept as password-flags
+# say (1: the keyring, used at the next connect; 2: asked each time, never saved).
+# What Settings needs here: a session bus (dbus-run-session: the AT-SPI bus is activated
+# on it), NetworkManager's system bus, XDG_CURRENT_DESKTOP=GNOME; no gnome-session, no
+# gnome-shell, no accounts-daemon, no window manager.
+# Skips (77) only when a package tools/install-deps installs is missing.
+set -euo pipefail
+[[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
+service=$1 espvpn=$2 plugin=$3 gw_bin=$4 shots=${5:-}
+missing=()
+for c in NetworkManager dbus-daemon Xvfb dbus-run-session gnome-control-center nm-applet gnome-keyring-daemon \
+  secret-tool; do
+  command -v $c >/dev/null || missing+=("$c")
+done
+/usr/bin/python3 -c 'import pyatspi' 2>/dev/null || missing+=(python3-pyatspi)
+if ((${#missing[@]})); then echo "SKIP: missing ${missing[*]} (tools/install-deps installs them)"; exit 77; fi
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+work=$(mktemp -d /tmp/gnome-settings.XXXXXX)
+chmod 755 "$work"
+pids=()
+xvfb_pid=
+fail() {
+  echo "FAIL: $*"
+  [[ -f $work/nm.log ]] && { echo "--- nm.log"; grep -v DEBUG "$work/nm.log" | tail -30; }
+  exit 1
+}
+# shellcheck source=../../../tools/netns/gp-topology.sh
+. "$repo/tools/netns/gp-topology.sh"
+# shellcheck source=real_nm_env.sh
+. "$here/real_nm_env.sh"
+cleanup() {
+  [[ -z $xvfb_pid ]] || { kill "$xvfb_pid" 2>/dev/null || true; wait "$xvfb_pid" 2>/dev/null || true; }
+  nm_down
+  topo_cleanup
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+topo_up
+nm_build_tree_name "$service" "$espvpn" "$plugin"
+nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" || fail "NetworkManager did not start"
+nm_base_up || fail "the base connection did not come up"
+gateway_up aes-128-gcm || fail "the fake gateway did not start"
+
+# The X server's socket is a file in /tmp (shared with NM's mount namespace).
+exec 3>"$work/display"
+Xvfb -displayfd 3 -screen 0 1280x1000x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
+xvfb_pid=$!
+exec 3>&-
+for _ in $(seq 100); do [[ -s $work/display ]] && break; sleep 0.1; done
+[[ -s $work/display ]] || fail "Xvfb did not start: $(cat "$work/xvfb.log")"
+display=":$(head -n1 "$work/display")"
+mkdir -p "$work/home"
+
+# The driver, Settings, nm-applet and the keyring in NM's namespaces (its bus, its nmcli),
+# on a session bus of their own (dbus-run-session: it ends with the driver).
+nm_ns env -u DBUS_SESSION_BUS_ADDRESS -u XDG_RUNTIME_DIR DISPLAY="$display" NO_AT_BRIDGE=0 GTK_USE_PORTAL=0 \
+  HOME="$work/home" XDG_CURRENT_DESKTOP=GNOME LIVE_GP_URL="https://$gw_ip:4443/" LIVE_CA="$repo/certs/ca.pem" \
+  LIVE_PING="$lan_ip" GW_STATS="$work/gw-stats.json" \
+  timeout 170 dbus-run-session -- /usr/bin/python3 "$here/gnome_settings.py" "$work" $shots \
+  2> >(grep -v 'Failed to set fd limit\|dbus-daemon\[' >&2) || fail "gnome_settings.py failed"
+echo "RESULT gnome_settings: passed"

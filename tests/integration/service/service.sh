@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# The status socket and --always-on (issue 44; docs/SERVICE.md) on a GP tunnel, in three
+# namespaces of their own (tools/netns/gp-topology.sh: fake-gp-gateway + esp-gateway).
+#
+#   service.sh status|always_on|unit|anyconnect ESPVPN_BIN GATEWAY_BIN
+#   status:    espvpn --status-socket in a root-only directory, --status-user daemon: `espvpn status`
+#              says connected over ESP (exit 0), so does tools/status-bar (waybar's JSON), --json matches docs/status.schema.json with bytes
+#              that grow with a ping; a client of another uid (nobody) is refused, daemon is let in;
+#              a client sending 1 MiB without a newline is answered "too long" and closed, one that
+#              never reads its replies is dropped, 20 silent ones are held or turned away: meanwhile
+#              pings through the tunnel and `espvpn status` are answered; `espvpn reconnect`: a new
+#              link with the same session; `espvpn disconnect`: logout, exit 0, tun and socket gone
+#   always_on: --always-on --reconnect-timeout 3: the gateway session expires (the fake's
+#              --cookie-max-age): after `espvpn reconnect` the cookie is refused and espvpn logs in
+#              again with the portal cookie it saved, no password (stdin is spent): connected, ping;
+#              the gateway gone for 8 s (longer than the
+#              timeout): espvpn stays, the status says reconnecting; back (same sessions): connected
+#              again by itself, ping; then the gateway restarts without its sessions and portal
+#              cookies: the cookie is refused, the new login needs a password nobody types: the
+#              status says needs-login, espvpn waits (no exit); `espvpn reconnect` tries again (logged);
+#              SIGTERM ends it with exit 0, tun removed
+#   unit:      debian/espvpn@.service: `systemd-analyze verify` passes (the binary's path put in, the
+#              man page left out: neither is installed here; systemd is not started); its ExecStart
+#              run as systemd would, with the profile /etc/espvpn/gp.conf moved to the test's
+#              directory (server, CA, user, -F password): connected on the status socket, ping;
+#              `espvpn disconnect gp`-style: logout, exit 0
+#   anyconnect: the project's AnyConnect gateway (tools/https-tunnel-gateway, beside GATEWAY_BIN's
+#              folder): the status says connected, protocol anyconnect, transport DTLS once DTLS
+#              carries, bytes grow with a ping; `espvpn disconnect`: exit 0
+# shellcheck source=../gp_test_head.sh
+. "$(dirname "$0")/../gp_test_head.sh" service "$@"
+topo_up
+client=$here/status_client.py
+sock_dir=$work/run
+sock=$sock_dir/gp.sock
+chmod 0711 "$work"
+mkdir -m 0755 "$sock_dir"
+
+up() {
+  gateway_https_up
+  gateway_up aes-128-gcm --tun "$ht_dev" --state-file "$work/fake-state.json" "${fake_extra[@]}" || fail "fake gateway did not start"
+  espvpn_up --timestamp --status-socket "$sock" "$@"
+  wait_for "$work/espvpn.log" "ESP connected" 30 "$client_pid" || fail "espvpn did not bring ESP up"
+}
+ping_lan() { ip netns exec "$nsc" ping -c "${1:-3}" -i 0.2 -W 2 "$lan_ip" >/dev/null; }
+status_json() { "$espvpn" status --json --status-socket "$sock"; }
+state_is() { [[ $(status_json 2>/dev/null | json /dev/stdin 'd["state"]') == "$1" ]]; }
+fake_extra=()
+
+case $mode in
+status)
+  up --status-user daemon
+  [[ $(stat -c %a "$sock") == 666 ]] || fail "socket mode $(stat -c %a "$sock") (666 expected with --status-user)"
+  rc=0; out=$("$espvpn" status --status-socket "$sock") || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn status exited $rc while connected: $out"
+  grep -q "^state: *connected" <<<"$out" || fail "status does not say connected: $out"
+  grep -q "^transport: *ESP" <<<"$out" || fail "status names no ESP transport: $out"
+  status_json >"$work/status1.json" || fail "espvpn status --json failed"
+  $py - "$repo/docs/status.schema.json" "$work/status1.json" <<'PY' || fail "status --json does not match docs/status.schema.json"
+import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))
+PY
+  bar=$("$py" "$repo/tools/status-bar/espvpn-status-bar" --status-socket "$sock") || fail "the status bar example failed"
+  [[ $(json /dev/stdin 'd["class"]' <<<"$bar") == connected ]] || fail "the status bar example says: $bar"
+  [[ $(json "$work/status1.json" 'd["expires"] is not None and d["expires"] > d["since"]') == True ]] \
+    || fail "no session expiry from the gateway's lifetime: $(cat "$work/status1.json")"
+  ping_lan 5 || fail "no ping through the tunnel"
+  status_json >"$work/status2.json"
+  [[ $(json "$work/status2.json" 'd["bytes_out"] > '"$(json "$work/status1.json" 'd["bytes_out"]')"' and d["bytes_in"] > 0') == True ]] \
+    || fail "bytes did not grow with a ping: $(cat "$work/status1.json" "$work/status2.json")"
+  echo "RESULT status: $("$py" "$client" "$sock" many 1000)"
+  # Access: nobody refused, daemon (a --status-user) let in.
+  out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$py" "$client" "$sock" ask status) || true
+  grep -q '"permission denied"' <<<"$out" || fail "a client of uid nobody was not refused: $out"
+  out=$(setpriv --reuid=daemon --regid=daemon --clear-groups "$py" "$client" "$sock" ask status)
+  grep -q '"state":"connected"' <<<"$out" || fail "the --status-user daemon was not answered: $out"
+  grep -q "status socket: refused a client (uid 65534" "$work/espvpn.log" || fail "the refusal is not logged"
+  # Hostile clients; the tunnel and the status answer meanwhile.
+  "$py" "$client" "$sock" noread 6 >"$work/noread.out" 2>&1 & noread=$!; pids+=("$noread")
+  "$py" "$client" "$sock" longline "$work/longline.out" & long=$!; pids+=("$long")
+  sleep 0.5  # both admitted before the silent ones take the other slots
+  holders=()
+  for _ in $(seq 20); do "$py" "$client" "$sock" hold 30 & holders+=("$!"); pids+=("$!"); done
+  t0=$(date +%s%N)
+  ping_lan 10 || fail "no ping through the tunnel while the hostile clients ran"
+  for _ in 1 2 3; do
+    # Busy (16 clients held) is an answer too: the server is not stalled.
+    out=$("$py" "$client" "$sock" ask status) || fail "no status answer while the hostile clients ran"
+    grep -q '"state":"connected"\|"busy' <<<"$out" || fail "status during the attack: $out"
+  done
+  wait "$long" || fail "the long-line client failed"
+  grep -q '^closed .*request line too long' "$work/longline.out" || fail "1 MiB without a newline: $(cat "$work/longline.out")"
+  wait "$noread" || true
+  grep -q "dropped by the server" "$work/noread.out" || fail "the client that never reads was not dropped: $(cat "$work/noread.out")"
+  kill "${holders[@]}" 2>/dev/null || true
+  wait "${holders[@]}" 2>/dev/null || true
+  echo "RESULT status: hostile clients: $(cat "$work/noread.out"); $(cut -c1-80 "$work/longline.out"); ping + status answered in $((($(date +%s%N) - t0) / 1000000)) ms"
+  # reconnect: a new link with the same session (no new login).
+  logins0=$(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)')
+  out=$("$espvpn" reconnect --status-socket "$sock") || fail "espvpn reconnect failed: $out"
+  wait_for "$work/espvpn.log" "reconnect requested on the status socket" 10 || fail "the reconnect request is not logged"
+  wait_until 20 state_is connected || fail "not connected after espvpn reconnect"
+  ping_lan || fail "no ping after espvpn reconnect"
+  [[ $(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)') == "$logins0" ]] || fail "reconnect logged in again"
+  # disconnect: logout, exit 0, the tun and the socket gone.
+  out=$("$espvpn" disconnect --status-socket "$sock") || fail "espvpn disconnect failed: $out"
+  rc=0; timeout 20 tail --pid="$client_pid" -f /dev/null || true
+  wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after espvpn disconnect"
+  [[ $(json "$work/fake-stats.json" 'd["logouts"]') -ge 1 ]] || fail "no logout sent on disconnect"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  [[ ! -e $sock ]] || fail "the status socket was left behind"
+  rc=0; "$espvpn" status --status-socket "$sock" >/dev/null 2>&1 || rc=$?
+  [[ $rc -eq 1 ]] || fail "espvpn status exited $rc with nothing running (1 expected)"
+  ;;
+always_on)
+  # The portal hands out its authentication-override cookie (saved by espvpn); gateway
+  # sessions expire after 5 s.
+  fake_extra=(--portal-cookie --cookie-max-age 5)
+  up --always-on --reconnect-timeout 3 --force-dpd 1
+  state_is connected || fail "not connected at the start: $(status_json)"
+  # The session expires; a reconnect finds it refused: a new login with the saved portal
+  # cookie (the password was on stdin once: no one types it again).
+  sleep 5.5
+  "$espvpn" reconnect --status-socket "$sock" >/dev/null || fail "espvpn reconnect failed"
+  portal_cookie_login() { [[ $(json "$work/fake-stats.json" 'd.get("portal_cookie_logins", 0)') -ge 1 ]]; }
+  wait_until 30 portal_cookie_login || fail "no new login with the saved portal cookie: $(status_json)"
+  wait_until 30 state_is connected || fail "not connected after the new login: $(status_json)"
+  ping_lan || fail "no ping after the new login"
+  grep -q "the server rejected the cookie: the session is over" "$work/espvpn.log" || fail "the refused cookie is not logged"
+  gateway_down
+  wait_until 15 state_is reconnecting || fail "the status did not say reconnecting: $(status_json)"
+  sleep 8
+  kill -0 "$client_pid" 2>/dev/null || fail "espvpn --always-on exited when the gateway stayed away"
+  state_is reconnecting || fail "not reconnecting after 8 s: $(status_json)"
+  grep -q "reconnecting until it is back (--always-on)" "$work/espvpn.log" || fail "the outage start is not logged as always-on"
+  gateway_up aes-128-gcm --tun "$ht_dev" --state-file "$work/fake-state.json" || fail "fake gateway did not restart"
+  t0=$SECONDS
+  wait_until 40 state_is connected || fail "not connected again after the gateway came back: $(status_json)"
+  ping_lan || fail "no ping after the gateway came back"
+  echo "RESULT always_on: reconnected $((SECONDS - t0)) s after the gateway came back (outage > --reconnect-timeout 3)"
+  # A gateway without its sessions: the cookie is refused, the new login needs a password.
+  gateway_down
+  rm -f "$work/fake-state.json"
+  gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not restart"
+  wait_until 60 state_is needs-login || fail "the status did not say needs-login: $(status_json)"
+  grep -q "needs-login" "$work/espvpn.log" || fail "needs-login is not in the log"
+  kill -0 "$client_pid" 2>/dev/null || fail "espvpn exited instead of waiting for a login"
+  n0=$(grep -c "needs-login:" "$work/espvpn.log")
+  asked_again() { [[ $(grep -c "needs-login:" "$work/espvpn.log") -gt $n0 ]]; }
+  "$espvpn" reconnect --status-socket "$sock" >/dev/null || fail "espvpn reconnect failed"
+  wait_until 30 asked_again || fail "espvpn reconnect did not try the login again"
+  kill -TERM "$client_pid"
+  rc=0; wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM while waiting for a login"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  ;;
+unit)
+  unit=$repo/debian/espvpn@.service
+  command -v systemd-analyze >/dev/null || { echo "SKIP: no systemd-analyze"; exit 77; }
+  sed -e "s#/usr/sbin/espvpn#$espvpn#" -e '/^Documentation=/d' "$unit" >"$work/espvpn@gp.service"
+  out=$(systemd-analyze verify "$work/espvpn@gp.service" 2>&1) || fail "systemd-analyze verify: $out"
+  [[ -z $out ]] || fail "systemd-analyze verify complains: $out"
+  mkdir -p "$work/etc"
+  cat >"$work/etc/gp.conf" <<CONF
+# a profile as /etc/espvpn/NAME.conf holds it
+protocol gp
+server https://$gw_outer:4443/
+cafile $repo/certs/ca.pem
+user alice
+form-entry _login:passwd=secret
+stats-json $work/cl-stats.json
+timestamp
+CONF
+  chmod 0600 "$work/etc/gp.conf"
+  exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+  [[ -n $exec_start ]] || fail "no ExecStart in $unit"
+  exec_start=${exec_start//\/usr\/sbin\/espvpn/$espvpn}
+  exec_start=${exec_start//\/etc\/espvpn\/%i/$work/etc/gp}
+  exec_start=${exec_start//\/run\/espvpn\/%i/$sock_dir/gp}
+  [[ $exec_start != *%* ]] || fail "a specifier left in ExecStart: $exec_start"
+  gateway_https_up
+  gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
+  # shellcheck disable=SC2086 # the unit's words, as systemd splits them (no quotes in it)
+  ip netns exec "$nsc" $exec_start </dev/null >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_until 30 state_is connected || fail "the unit's ExecStart did not connect: $(status_json 2>&1)"
+  ping_lan || fail "no ping through the unit's tunnel"
+  grep -q '"always_on":true' <(status_json) || fail "the unit's session is not always-on"
+  out=$("$espvpn" disconnect --status-socket "$sock") || fail "espvpn disconnect failed: $out"
+  rc=0; timeout 20 tail --pid="$client_pid" -f /dev/null || true
+  wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "the unit's espvpn exited $rc after disconnect (0: Restart=on-failure leaves it stopped)"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  echo "RESULT unit: verify clean; ExecStart connected, disconnected with exit 0"
+  ;;
+anyconnect)
+  gateway_anyconnect_up || fail "anyconnect-gateway did not start"
+  echo test123 | ip netns exec "$nsc" "$espvpn" --protocol=anyconnect --cafile "$repo/certs/ca.pem" -u testuser \
+    --passwd-on-stdin --status-socket "$sock" "https://$gw_ip:4443/" >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_until 30 state_is connected || fail "AnyConnect: not connected: $(status_json 2>&1)"
+  wait_for "$work/espvpn.log" "data over DTLS" 20 "$client_pid" || fail "AnyConnect: no DTLS"
+  transport_is() { [[ $(status_json 2>/dev/null | json /dev/stdin 'd["transport"]') == "$1" ]]; }
+  wait_until 10 transport_is DTLS || fail "the status does not say DTLS: $(status_json)"
+  status_json >"$work/status1.json"
+  [[ $(json "$work/status1.json" 'd["protocol"]') == anyconnect ]] || fail "protocol: $(cat "$work/status1.json")"
+  ping_lan 5 || fail "no ping through the AnyConnect tunnel"
+  status_json >"$work/status2.json"
+  [[ $(json "$work/status2.json" 'd["bytes_in"] > '"$(json "$work/status1.json" 'd["bytes_in"]')") == True ]] \
+    || fail "bytes did not grow with a ping: $(cat "$work/status1.json" "$work/status2.json")"
+  out=$("$espvpn" disconnect --status-socket "$sock") || fail "espvpn disconnect failed: $out"
+  rc=0; timeout 20 tail --pid="$client_pid" -f /dev/null || true
+  wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after espvpn disconnect"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  echo "RESULT anyconnect: $(cut -c1-200 "$work/status2.json")"
+  ;;
+*) fail "unknown mode $mode" ;;
+esac
+gateway_down
+echo PASS
