@@ -212,10 +212,21 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     if (const std::string_view secret = options.token_secret.reveal_text();
         options.token_mode == "hotp" && secret.size() > 1 && secret[0] == '@')
         broker_options.state_files.emplace_back(secret.substr(1));
-    if (auto user = sso::invoking_user(); user && !options.no_cookie_cache && geteuid() == 0)
-        broker_options.state_dir = session::cookie_cache_location(user->uid, user->gid, user->home, user->is_root_alone,
-                                                                  std::getenv("XDG_STATE_HOME"))
-                                       .path();
+    // The portal cookie cache: made and checked here, as root, where the invoking user's is;
+    // the session (another user, e.g. nobody when root runs espvpn itself) is told where.
+    std::optional<session::CookieCacheLocation> cookies;
+    if (auto user = sso::invoking_user();
+        user && !options.no_cookie_cache && options.protocol == Protocol::gp && geteuid() == 0) {
+        session::PortalCookieCache cache(session::cookie_cache_location(user->uid, user->gid, user->home,
+                                                                        user->is_root_alone, std::getenv("XDG_STATE_HOME")),
+                                         files);
+        if (auto prepared = cache.prepare(); !prepared) {
+            LOG_WARN << "no saved portal cookies: " << prepared.error().message;
+        } else {
+            broker_options.state_dir = prepared->path();
+            cookies = std::move(*prepared);
+        }
+    }
     // The status socket is bound here (as root: /run/espvpn is root's); its server runs in
     // the session process (below), which serves its own user and root.
     auto status = open_status_service(options);
@@ -233,7 +244,7 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     std::optional<host::BrokerStateFiles> broker_files;
     if (broker) broker_files.emplace(broker);
     session::StateFiles& state_files = broker_files ? static_cast<session::StateFiles&>(*broker_files) : files;
-    protocol.use_state_files(state_files);
+    if (broker) protocol.use_state_files(state_files, std::move(cookies));
     TerminalPrompter terminal(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
     ChannelPrompter channel(options.prompt_fd, options.no_passwd);
     if (options.prompt_fd >= 0) {
