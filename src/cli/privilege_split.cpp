@@ -1,6 +1,7 @@
 #include "src/cli/privilege_split.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,9 @@
 #include "src/io/input_file.h"
 #include "src/io/seqpacket.h"
 #include "src/log/logger.h"
+#include "src/sandbox/capabilities.h"
+#include "src/sandbox/landlock.h"
+#include "src/sandbox/seccomp_filter.h"
 #include "src/sso/callback_socket.h"
 #include "src/sso/invoking_user.h"
 
@@ -90,7 +94,61 @@ void name_unreadable_by_descriptor(std::vector<InputFile>& files, ClientOptions&
     secure_zero(token_path.data(), token_path.size());
 }
 
+// A path's directory ("." for a bare name).
+std::string parent_of(const std::string& path) {
+    const auto slash = path.rfind('/');
+    if (slash == std::string::npos) return ".";
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool exists(const std::string& path) { return !path.empty() && ::access(path.c_str(), F_OK) == 0; }
+
 }  // namespace
+
+bool landlock_fits(const ClientOptions& o) {
+    if (!o.sso_browser.empty() || o.external_browser || !o.csd_wrapper.empty()) return false;
+    // xdg-open would start the user's browser for a SAML login.
+    for (const char* v : {"DISPLAY", "WAYLAND_DISPLAY"})
+        if (const char* d = std::getenv(v); d && *d) return false;
+    // A PKCS#11 module keeps its own files (SoftHSM's token directory, tpm2-pkcs11's store).
+    for (const std::string* p : {&o.certificate, &o.sslkey, &o.mca_certificate, &o.mca_key})
+        if (is_pkcs11_uri(*p)) return false;
+    return true;
+}
+
+Status restrict_session_files(const ClientOptions& o, const RunAsUser& user, const std::string& state_dir) {
+    if (!landlock_fits(o)) {
+        LOG_DEBUG << "Landlock: not applied (a browser, a CSD/HIP wrapper or a PKCS#11 module runs in the session "
+                     "and needs its own files)";
+        return {};
+    }
+    sandbox::FileRules rules;
+    // The files named on the command line that the session reads by path (the others it
+    // reads from their descriptors, opened before the fork).
+    for (const std::string* p : {&o.certificate, &o.sslkey, &o.cafile, &o.mca_certificate, &o.mca_key})
+        if (exists(*p) && io::descriptor_of(*p) < 0) rules.read_only.push_back(*p);
+    const std::string_view secret = o.token_secret.reveal_text();
+    if (secret.size() > 1 && secret[0] == '@') {
+        const std::string file(secret.substr(1));
+        // An HOTP file is rewritten by rename beside it: its directory.
+        if (o.token_mode == "hotp") {
+            if (exists(parent_of(file))) rules.read_write.push_back(parent_of(file));
+        } else if (exists(file) && io::descriptor_of(file) < 0) {
+            rules.read_only.push_back(file);
+        }
+    }
+    // The portal cookie cache, when it is the session user's own (else the broker writes it).
+    if (!state_dir.empty() && ::access(state_dir.c_str(), R_OK | W_OK | X_OK) == 0) rules.read_write.push_back(state_dir);
+    if (!o.stats_json.empty() && exists(parent_of(o.stats_json))) rules.read_write.push_back(parent_of(o.stats_json));
+    // The SAML callback socket's directory and the temporary directory (the IdP form's page).
+    if (const std::string dir = parent_of(sso::callback_socket_path(user.uid)); exists(dir)) rules.read_write.push_back(dir);
+    const char* tmp = std::getenv("TMPDIR");
+    if (const std::string t = tmp && *tmp ? tmp : "/tmp"; exists(t)) rules.read_write.push_back(t);
+    auto abi = sandbox::restrict_files(rules);
+    if (!abi) return abi.error();
+    LOG_DEBUG << sandbox::landlock_description(*abi);
+    return {};
+}
 
 Result<RunAsUser> session_user(const ClientOptions& options) {
     if (!options.setuid_user.empty()) return RunAsUser::lookup(options.setuid_user);
@@ -118,6 +176,7 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
     // -b: the waiting command forks first; the broker below is its child (the pid file's PID).
     if (options.action == Action::connect && !options.dry_run) process.background();
     broker_options.detach_when_up = options.background && options.action == Action::connect && !options.dry_run;
+    const std::string state_dir = broker_options.state_dir;
     std::string token_path;
     std::vector<InputFile> inputs = open_input_files(options, token_path);
     // A SAML login's callback socket, where the session user has no /run/user/UID.
@@ -147,7 +206,11 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
                                &options.mca_key_password, &options.proxy})
             *secret = Secret();
         process.leave_up_to_session();
-        if (Status s = host::keep_broker_capabilities(true); !s) {
+        // CAP_NET_ADMIN, and CAP_NET_BIND_SERVICE with CAP_SETPCAP until the domain split's DNS
+        // forwarder socket is open (Broker::done_binding drops both); no_new_privs.
+        if (Status s = sandbox::keep_only_capabilities({CAP_NET_ADMIN, CAP_NET_BIND_SERVICE},
+                                                       sandbox::KeepSetpcap::yes);
+            !s) {
             LOG_ERROR << s.error().message;
             ::kill(child, SIGKILL);
             waitpid(child, nullptr, 0);
@@ -170,7 +233,17 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
         LOG_ERROR << "session process: prctl: " << std::strerror(errno);
         _exit(kExitError);
     }
+    // Before any thread: the seccomp allow-list on the whole session (inherited by every
+    // thread and program it starts); ESPVPN_SECCOMP=0 turns it off.
+    if (Status s = sandbox::confine_session(); !s) {
+        LOG_ERROR << "session process: " << s.error().message;
+        _exit(kExitError);
+    }
     name_unreadable_by_descriptor(inputs, options, token_path);
+    if (Status s = restrict_session_files(options, *user, state_dir); !s) {
+        LOG_ERROR << "session process: " << s.error().message;
+        _exit(kExitError);
+    }
     for (const std::string* p : {&options.certificate, &options.sslkey, &options.mca_certificate, &options.mca_key}) {
         if (!is_pkcs11_uri(*p)) continue;
         LOG_INFO << "PKCS#11 tokens are opened by the session process as " << user->name

@@ -28,6 +28,15 @@ struct SessionSide {
 Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, ProcessControl& process,
                                                         host::BrokerOptions broker_options);
 
+// Landlock for the session process (sandbox::restrict_files): only when nothing it may run
+// needs files of its own (no --sso-browser, --external-browser or display for xdg-open, no
+// CSD/HIP wrapper, no PKCS#11 URI): the system read-only, the files given read-only, the
+// directories of an HOTP file and --stats-json, the portal cookie cache (`state_dir`, when
+// the session user may use it), the SSO callback's and the temporary directory read-write.
+// ESPVPN_LANDLOCK=0 skips it.
+bool landlock_fits(const ClientOptions& options);
+Status restrict_session_files(const ClientOptions& options, const RunAsUser& user, const std::string& state_dir);
+
 // Who the session process runs as (see above); a line in the log when it is nobody.
 Result<RunAsUser> session_user(const ClientOptions& options);
 

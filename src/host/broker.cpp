@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <fstream>
 
 #include "protocols/broker/broker_message.h"
 #include "src/io/dns_socket.h"
@@ -22,6 +21,7 @@
 #include "src/io/state_files.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
+#include "src/sandbox/capabilities.h"
 
 namespace espvpn::host {
 
@@ -30,27 +30,6 @@ namespace {
 constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
 
 std::string os_error(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-int last_cap() {
-    int last = CAP_LAST_CAP;
-    std::ifstream f("/proc/sys/kernel/cap_last_cap");
-    if (f >> last && last >= 0 && last < 64) return last;
-    return CAP_LAST_CAP;
-}
-
-Status set_caps(std::uint64_t mask) {
-    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-    __user_cap_data_struct data[2] = {};
-    for (int i = 0; i < 2; ++i) {
-        const auto word = static_cast<std::uint32_t>(mask >> (32 * i));
-        data[i].effective = data[i].permitted = word;
-        data[i].inheritable = 0;
-    }
-    if (syscall(SYS_capset, &header, data) != 0) return make_error(os_error("capset"));
-    return {};
-}
-
-std::uint64_t bit(int cap) { return std::uint64_t{1} << cap; }
 
 bool state_name_ok(std::string_view name) {
     if (name.empty() || name.size() > 128 || name == "." || name == "..") return false;
@@ -138,7 +117,10 @@ void Broker::done_binding() {
     if (!may_bind_) return;
     may_bind_ = false;
     if (geteuid() != 0) return;  // not the split (a unit test): nothing was kept
-    if (Status s = drop_bind_capability(); !s) LOG_WARN << "broker: " << s.error().message;
+    // CAP_NET_BIND_SERVICE out of every set, the bounding set included, then CAP_SETPCAP
+    // (kept for that drop): CAP_NET_ADMIN alone is left.
+    for (int cap : {CAP_NET_BIND_SERVICE, CAP_SETPCAP})
+        if (Status s = sandbox::drop_capability(cap); !s) LOG_WARN << "broker: " << s.error().message;
 }
 
 void Broker::serve(const io::Packet& packet) {
@@ -321,26 +303,6 @@ void block_broker_signals(sigset_t* old) {
 SessionEnd run_broker(io::UniqueFd requests, io::UniqueFd events, pid_t session, const BrokerOptions& options) {
     Broker b(std::move(requests), std::move(events), session, options);
     return b.run();
-}
-
-Status keep_broker_capabilities(bool keep_bind) {
-    std::uint64_t keep = bit(CAP_NET_ADMIN);
-    if (keep_bind) keep |= bit(CAP_NET_BIND_SERVICE) | bit(CAP_SETPCAP);
-    for (int cap = 0; cap <= last_cap(); ++cap) {
-        if (keep & bit(cap)) continue;
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
-            return make_error(os_error("broker: dropping capability " + std::to_string(cap)));
-    }
-    if (Status s = set_caps(keep); !s) return s;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return make_error(os_error("broker: PR_SET_NO_NEW_PRIVS"));
-    return {};
-}
-
-Status drop_bind_capability() {
-    for (int cap : {CAP_NET_BIND_SERVICE, CAP_SETPCAP}) {
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) return make_error(os_error("dropping capability " + std::to_string(cap)));
-    }
-    return set_caps(bit(CAP_NET_ADMIN));
 }
 
 bool state_path_allowed(const BrokerOptions& o, const std::string& path) {

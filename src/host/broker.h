@@ -41,12 +41,6 @@ void block_broker_signals(sigset_t* old);
 // Serves until the session process ends; the host is down when it returns.
 SessionEnd run_broker(io::UniqueFd requests, io::UniqueFd events, pid_t session, const BrokerOptions& options);
 
-// Capabilities (uid stays 0): the bounding, permitted, effective and inheritable sets become
-// CAP_NET_ADMIN (+ CAP_NET_BIND_SERVICE and CAP_SETPCAP while keep_bind: dropped by
-// drop_bind_capability), no_new_privs on.
-Status keep_broker_capabilities(bool keep_bind);
-Status drop_bind_capability();
-
 // Is `path` a state file the broker may read or write for the session?
 bool state_path_allowed(const BrokerOptions& options, const std::string& path);
 

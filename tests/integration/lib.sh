@@ -21,7 +21,8 @@
 #                             are at least MIN of them; else says which one is not (status 1)
 #   privsep_checked PID       the privilege split of a running tunnel: the broker PID is uid 0 with
 #                             CapEff = CapPrm = CapBnd = CAP_NET_ADMIN only, NoNewPrivs 1; its session
-#                             process has uid != 0, CapEff 0, NoNewPrivs 1; else says what (status 1)
+#                             process has uid != 0, CapEff 0, NoNewPrivs 1, Seccomp 2 (unless
+#                             ESPVPN_SECCOMP=0); else says what (status 1)
 #   rss_limit_mb BIN LIMIT [ASAN_LIMIT]   LIMIT, or for an AddressSanitizer build of BIN ASAN_LIMIT
 #                             (default 4 x LIMIT: freed memory sits in ASan's quarantine)
 lib_py=/usr/bin/python3; [[ -x $lib_py ]] || lib_py=python3
@@ -86,6 +87,11 @@ privsep_checked() {
   v=$(status_field "$session" CapEff)
   [[ $v == 0000000000000000 ]] || { echo "the session process $session has CapEff $v"; return 1; }
   [[ $(status_field "$session" NoNewPrivs) == 1 ]] || { echo "the session process $session has no NoNewPrivs"; return 1; }
+  # confine_session's seccomp filter (mode 2), unless the test turned the filters off.
+  if [[ ${ESPVPN_SECCOMP:-} != 0 ]]; then
+    v=$(status_field "$session" Seccomp)
+    [[ $v == 2 ]] || { echo "the session process $session has Seccomp '$v', expected 2 (confine_session)"; return 1; }
+  fi
 }
 
 pipelines_confined() {
