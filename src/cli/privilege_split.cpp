@@ -137,6 +137,9 @@ Status restrict_session_files(const ClientOptions& o, const RunAsUser& user, con
             rules.read_only.push_back(file);
         }
     }
+    // The tun's byte counters for the status socket (/sys/class/net/TUN/statistics: tun
+    // devices are virtual ones).
+    if (exists("/sys/devices/virtual/net")) rules.read_only.emplace_back("/sys/devices/virtual/net");
     // The portal cookie cache, when it is the session user's own (else the broker writes it).
     if (!state_dir.empty() && ::access(state_dir.c_str(), R_OK | W_OK | X_OK) == 0) rules.read_write.push_back(state_dir);
     if (!o.stats_json.empty() && exists(parent_of(o.stats_json))) rules.read_write.push_back(parent_of(o.stats_json));
