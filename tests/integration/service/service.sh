@@ -182,12 +182,17 @@ CONF
   [[ $exec_start != *%* ]] || fail "a specifier left in ExecStart: $exec_start"
   gateway_https_up
   gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
+  # The unit's capability bounding set and no_new_privs, as systemd applies them.
+  caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$unit" | tr 'A-Z' 'a-z' | sed -e 's/cap_/+/g' -e 's/ /,/g')
+  [[ -n $caps ]] || fail "no CapabilityBoundingSet in $unit"
   # shellcheck disable=SC2086 # the unit's words, as systemd splits them (no quotes in it)
-  ip netns exec "$nsc" $exec_start </dev/null >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  ip netns exec "$nsc" setpriv --bounding-set=-all,"$caps" --no-new-privs $exec_start </dev/null \
+    >"$work/espvpn.out" 2>"$work/espvpn.log" &
   client_pid=$!; pids+=("$client_pid")
   wait_until 30 state_is connected || fail "the unit's ExecStart did not connect: $(status_json 2>&1)"
   ping_lan || fail "no ping through the unit's tunnel"
   grep -q '"always_on":true' <(status_json) || fail "the unit's session is not always-on"
+  msg=$(privsep_checked "$client_pid") || fail "the unit's espvpn: $msg"
   out=$("$espvpn" disconnect --status-socket "$sock") || fail "espvpn disconnect failed: $out"
   rc=0; timeout 20 tail --pid="$client_pid" -f /dev/null || true
   wait "$client_pid" || rc=$?
