@@ -105,11 +105,18 @@ bool exists(const std::string& path) { return !path.empty() && ::access(path.c_s
 
 }  // namespace
 
-bool landlock_fits(const ClientOptions& o) {
-    if (!o.sso_browser.empty() || o.external_browser || !o.csd_wrapper.empty()) return false;
-    // xdg-open would start the user's browser for a SAML login.
+bool user_browser_may_start(const ClientOptions& o) {
+    if (!o.sso_browser.empty()) return false;  // the driven browser instead (sso_settings.cpp)
+    if (o.external_browser) return true;
+    if (o.passwd_on_stdin) return false;        // no browser at all then
+    // xdg-open starts the user's browser when there is a display.
     for (const char* v : {"DISPLAY", "WAYLAND_DISPLAY"})
-        if (const char* d = std::getenv(v); d && *d) return false;
+        if (const char* d = std::getenv(v); d && *d) return true;
+    return false;
+}
+
+bool landlock_fits(const ClientOptions& o) {
+    if (!o.sso_browser.empty() || user_browser_may_start(o) || !o.csd_wrapper.empty()) return false;
     // A PKCS#11 module keeps its own files (SoftHSM's token directory, tpm2-pkcs11's store).
     for (const std::string* p : {&o.certificate, &o.sslkey, &o.mca_certificate, &o.mca_key})
         if (is_pkcs11_uri(*p)) return false;
@@ -237,8 +244,13 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
         _exit(kExitError);
     }
     // Before any thread: the seccomp allow-list on the whole session (inherited by every
-    // thread and program it starts); ESPVPN_SECCOMP=0 turns it off.
-    if (Status s = sandbox::confine_session(); !s) {
+    // thread and program it starts); ESPVPN_SECCOMP=0 turns it off. Not when the user's own
+    // browser may be started for a SAML login: a browser that keeps its own sandbox
+    // (Chromium's, Firefox's: user namespaces) cannot start under it.
+    if (user_browser_may_start(options)) {
+        LOG_INFO << "the session process is not under its seccomp filter: it may start your browser for a single "
+                    "sign-on (--external-browser, or a display for xdg-open); see espvpn(8) PRIVILEGE SPLIT";
+    } else if (Status s = sandbox::confine_session(); !s) {
         LOG_ERROR << "session process: " << s.error().message;
         _exit(kExitError);
     }

@@ -28,6 +28,11 @@ struct SessionSide {
 Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, ProcessControl& process,
                                                         host::BrokerOptions broker_options);
 
+// Whether the session may start the user's own browser for a SAML login (--external-browser,
+// or xdg-open with a display): then it runs without confine_session's seccomp filter, which
+// a browser keeping its own sandbox cannot start under.
+bool user_browser_may_start(const ClientOptions& options);
+
 // Landlock for the session process (sandbox::restrict_files): only when nothing it may run
 // needs files of its own (no --sso-browser, --external-browser or display for xdg-open, no
 // CSD/HIP wrapper, no PKCS#11 URI): the system read-only, the files given read-only, the
