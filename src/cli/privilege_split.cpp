@@ -103,6 +103,24 @@ std::string parent_of(const std::string& path) {
 
 bool exists(const std::string& path) { return !path.empty() && ::access(path.c_str(), F_OK) == 0; }
 
+// In the session, after the switch: temporary files (the driven SSO browser's profile, the
+// IdP form's page) go to $TMPDIR when the session user may write there, else to its own
+// private directory made as root before the fork (/run/user/UID, or /run/espvpn-sso/UID:
+// prepare_callback_dir), e.g. when root's TMPDIR is a directory only root may enter.
+void use_writable_tmpdir(uid_t uid) {
+    const char* t = std::getenv("TMPDIR");
+    const std::string current = t && *t ? t : "/tmp";
+    if (::access(current.c_str(), W_OK | X_OK) == 0) return;
+    const std::string own = parent_of(sso::callback_socket_path(uid));
+    if (::access(own.c_str(), W_OK | X_OK) != 0) {
+        LOG_WARN << "the session process cannot write temporary files in " << current << " (TMPDIR)";
+        return;
+    }
+    ::setenv("TMPDIR", own.c_str(), 1);
+    LOG_DEBUG << "temporary files of the session process (an SSO browser's profile) in " << own << ": " << current
+              << " is not writable by its user";
+}
+
 }  // namespace
 
 bool user_browser_may_start(const ClientOptions& o) {
@@ -255,6 +273,7 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
         _exit(kExitError);
     }
     name_unreadable_by_descriptor(inputs, options, token_path);
+    use_writable_tmpdir(user->uid);
     if (Status s = restrict_session_files(options, *user, state_dir); !s) {
         LOG_ERROR << "session process: " << s.error().message;
         _exit(kExitError);
