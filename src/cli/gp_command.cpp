@@ -21,7 +21,9 @@ namespace espvpn::cli {
 namespace {
 
 // The invoking user's portal cookie store (docs/GP-LOGIN.md).
-Result<session::PortalCookieCache> cookie_cache(session::StateFiles& files) {
+Result<session::PortalCookieCache> cookie_cache(session::StateFiles& files,
+                                                const std::optional<session::CookieCacheLocation>& prepared = {}) {
+    if (prepared) return session::PortalCookieCache(*prepared, files);
     auto user = sso::invoking_user();
     if (!user) return user.error();
     return session::PortalCookieCache(
@@ -59,7 +61,11 @@ Result<gp::GpSessionCookie> cookie_from_text(std::string_view text) {
 // getconfig + HIP, the tunnel, and the logout request once it is down.
 class GpCommand final : public ProtocolCommand {
 public:
-    explicit GpCommand(session::StateFiles& files) : files_(files) {}
+    explicit GpCommand(session::StateFiles& files) : files_(&files) {}
+    void use_state_files(session::StateFiles& files, std::optional<session::CookieCacheLocation> cookies) override {
+        files_ = &files;
+        cookies_ = std::move(cookies);
+    }
     Status parse_target(const ClientOptions& options) override {
         auto target = session::parse_gp_login_target(options.server, options.usergroup);
         if (!target) return target.error();
@@ -89,7 +95,8 @@ private:
     std::optional<session::GpRequestSender> requests_;
     session::GpAuthenticated auth_;
     std::string no_tunnel_;
-    session::StateFiles& files_;
+    session::StateFiles* files_;
+    std::optional<session::CookieCacheLocation> cookies_;  // root's, before the privilege split
 };
 
 std::optional<int> GpCommand::use_cookie(const ClientOptions&, std::string_view text) {
@@ -136,7 +143,7 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
     // The portal cookie of an earlier run: only for a portal login without a SAML-cookie helper.
     std::optional<session::PortalCookieCache> cache;
     if (!options.no_cookie_cache && target_.entry != session::GpEntryPoint::gateway && target_.saml_field.empty()) {
-        auto opened = cookie_cache(files_);
+        auto opened = cookie_cache(*files_, cookies_);
         if (!opened) LOG_WARN << "no saved portal cookies: " << opened.error().message;
         else cache.emplace(std::move(*opened));
     }

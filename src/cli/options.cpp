@@ -98,7 +98,7 @@ const std::vector<OptionSpec>& option_table() {
          SET_STRING(server)},
         {"background", 'b', Arg::none, "Process control", "continue in background after startup", SET_FLAG(background)},
         {"pid-file", 0, Arg::required, "Process control", "write the daemon's PID to this file", SET_STRING(pid_file)},
-        {"setuid", 'U', Arg::required, "Process control", "drop privileges to USER after setup", SET_STRING(setuid_user)},
+        {"setuid", 'U', Arg::required, "Process control", "run the session process (login, tunnel) as USER", SET_STRING(setuid_user)},
         {"stats-json", 0, Arg::required, "Logging (two-phase)", "write traffic and drop counters to FILE periodically",
          SET_STRING(stats_json)},
         {"status-socket", 0, Arg::required, "Process control",
@@ -648,9 +648,6 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
         options.no_op_notes.emplace_back("--dtls-ciphers/--dtls12-ciphers have no effect: GlobalProtect uses ESP");
     if (!options.allow_lan.empty() && !options.kill_switch)
         return make_error("--allow-lan needs --kill-switch (without it nothing is blocked)");
-    if (options.always_on && !options.setuid_user.empty())
-        return make_error("--always-on cannot be combined with --setuid: a new session after a rejected cookie needs "
-                          "root to bring its tun up");
     if (options.always_on && (options.cookie_on_stdin || options.background))
         return make_error("--always-on runs until it is told to stop: it cannot take its cookie from standard "
                           "input (--cookie-on-stdin) or detach (-b; run it as a service instead)");
@@ -659,8 +656,6 @@ Result<ClientOptions> parse_options(int argc, char** argv) {
                           "fork comes after it (run espvpn in the foreground, e.g. as the service espvpn@NAME)");
     if ((!options.status_users.empty() || !options.status_groups.empty()) && options.status_socket.empty())
         return make_error("--status-user/--status-group need --status-socket");
-    if (options.kill_switch && !options.setuid_user.empty())
-        return make_error("--kill-switch cannot be combined with --setuid: removing its rules at exit needs root");
     if (options.cookie_on_stdin && options.passwd_on_stdin)
         return make_error("--cookie-on-stdin and --passwd-on-stdin both want standard input");
     // As openconnect: without a second certificate its key and pass phrase are never read.

@@ -91,8 +91,8 @@ Result<ProcessControl> ProcessControl::prepare(const ClientOptions& options) {
 }
 
 ProcessControl::ProcessControl(ProcessControl&& o) noexcept
-    : run_as_(std::move(o.run_as_)), background_(o.background_), pid_file_(std::move(o.pid_file_)),
-      pid_fd_(o.pid_fd_), up_fd_(o.up_fd_) {
+    : run_as_(std::move(o.run_as_)), background_(o.background_), backgrounded_(o.backgrounded_),
+      pid_file_(std::move(o.pid_file_)), pid_fd_(o.pid_fd_), up_fd_(o.up_fd_) {
     o.pid_fd_ = o.up_fd_ = -1;
     o.pid_file_.clear();
 }
@@ -112,7 +112,8 @@ void ProcessControl::write_pid() {
 }
 
 void ProcessControl::background() {
-    if (!background_) return;
+    if (!background_ || backgrounded_) return;
+    backgrounded_ = true;
     int up[2];
     if (pipe2(up, O_CLOEXEC) != 0) {
         LOG_ERROR << "--background: pipe: " << strerror(errno) << "; staying in the foreground";
@@ -152,6 +153,17 @@ void ProcessControl::background() {
 
 Status ProcessControl::drop_privileges() {
     return run_as_ ? run_as_->drop() : Status{};
+}
+
+void ProcessControl::leave_up_to_session() {
+    if (up_fd_ >= 0) close(up_fd_);
+    up_fd_ = -1;
+}
+
+void ProcessControl::forget_pid_file() {
+    if (pid_fd_ >= 0) close(pid_fd_);
+    pid_fd_ = -1;
+    pid_file_.clear();
 }
 
 void ProcessControl::tunnel_up() {

@@ -65,12 +65,18 @@ public:
     // the terminal's session. Safe to call more than once.
     void tunnel_up();
 
+    // The privilege split (privilege_split.h): the broker keeps the pid file and lets the
+    // session release the waiting parent; the session leaves the pid file to the broker.
+    void leave_up_to_session();
+    void forget_pid_file();
+
 private:
     ProcessControl() = default;
     void write_pid();
 
     std::optional<RunAsUser> run_as_;
     bool background_ = false;
+    bool backgrounded_ = false;  // background() has run (it forks once)
     std::string pid_file_;
     int pid_fd_ = -1;
     int up_fd_ = -1;   // child end of the pipe the parent waits on

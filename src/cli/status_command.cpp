@@ -53,15 +53,19 @@ Result<std::unique_ptr<StatusService>> open_status_service(const ClientOptions& 
     initial.protocol = o.protocol == Protocol::gp ? "gp" : "anyconnect";
     initial.always_on = o.always_on;
     auto s = std::make_unique<StatusService>(std::move(initial));
-    auto server = session::StatusServer::start(std::move(*fd), std::move(access), s->board);
-    if (!server) {
-        ::unlink(o.status_socket.c_str());
-        return server.error();
-    }
-    s->server = std::move(*server);
+    s->listener = std::move(*fd);
+    s->access = std::move(access);
     s->path = o.status_socket;
-    LOG_INFO << "status socket: " << o.status_socket;
     return s;
+}
+
+Status StatusService::start() {
+    if (!listener.valid()) return make_error("status socket " + path + ": not bound");
+    auto started = session::StatusServer::start(std::move(listener), access, board);
+    if (!started) return started.error();
+    server = std::move(*started);
+    LOG_INFO << "status socket: " << path;
+    return {};
 }
 
 // --- The client subcommands -------------------------------------------------

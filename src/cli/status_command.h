@@ -18,12 +18,19 @@ namespace espvpn::cli {
 inline constexpr const char* kStatusDir = "/run/espvpn";
 std::string status_socket_for(const std::string& name);
 
-// The session's status interface: nullptr without --status-socket.
+// The session's status interface: nullptr without --status-socket. Two steps, for the
+// privilege split: open_status_service binds the listener (as root: /run/espvpn is root's),
+// before the fork; start() runs the server's thread in the process that serves it (the
+// session: threads do not survive a fork). The process that bound it removes the socket
+// file when the object goes.
 struct StatusService {
     explicit StatusService(status::Snapshot initial) : board(std::move(initial)) {}
     session::StatusBoard board;
     std::unique_ptr<session::StatusServer> server;
     std::string path;
+    io::UniqueFd listener;          // until start()
+    session::StatusAccess access;   // who may connect besides root and the serving process's user
+    Status start();
     ~StatusService();  // the server stops; the socket file is removed (when it can be)
 };
 Result<std::unique_ptr<StatusService>> open_status_service(const ClientOptions& options);

@@ -5,17 +5,21 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ostream>
 
 #include "src/cli/exit_codes.h"
 #include "src/cli/channel_prompter.h"
 #include "src/cli/https_settings.h"
+#include "src/cli/privilege_split.h"
 #include "src/cli/status_command.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/io/route_watch.h"
 #include "src/log/logger.h"
+#include "src/session/gp/portal_cookie_cache.h"
 #include "src/session/signal_watch.h"
 #include "src/session/trusted_network.h"
+#include "src/sso/invoking_user.h"
 
 namespace espvpn::cli {
 
@@ -185,7 +189,8 @@ int exit_code(session::TunnelEnd end, bool always_on) {
 
 namespace {
 int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https,
-                ProcessControl& process, StatusService* service, session::StateFiles& files);
+                ProcessControl& process, StatusService* service, session::StateFiles& files,
+                const std::shared_ptr<host::BrokerChannel>& broker);
 }  // namespace
 
 int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol,
@@ -196,7 +201,50 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     }
     auto process = ProcessControl::prepare(options);  // early: a bad user or pid file fails before the login
     if (!process) return failed(process.error());
+    // The CSD/HIP wrapper's user, decided as root (the session process then runs as that user).
     options.csd_user = csd_run_as(options);
+    // Root: the broker stays here; the session process (unprivileged) goes on below.
+    host::BrokerOptions broker_options;
+    broker_options.host = tunnel_options(options).host;
+    // The state files the session may ask the broker for (root's, when it cannot write them
+    // itself): --stats-json, an HOTP token file, the invoking user's portal cookie cache.
+    if (!options.stats_json.empty()) broker_options.state_files.push_back(options.stats_json);
+    if (const std::string_view secret = options.token_secret.reveal_text();
+        options.token_mode == "hotp" && secret.size() > 1 && secret[0] == '@')
+        broker_options.state_files.emplace_back(secret.substr(1));
+    // The portal cookie cache: made and checked here, as root, where the invoking user's is;
+    // the session (another user, e.g. nobody when root runs espvpn itself) is told where.
+    std::optional<session::CookieCacheLocation> cookies;
+    if (auto user = sso::invoking_user();
+        user && !options.no_cookie_cache && options.protocol == Protocol::gp && geteuid() == 0) {
+        session::PortalCookieCache cache(session::cookie_cache_location(user->uid, user->gid, user->home,
+                                                                        user->is_root_alone, std::getenv("XDG_STATE_HOME")),
+                                         files);
+        if (auto prepared = cache.prepare(); !prepared) {
+            LOG_WARN << "no saved portal cookies: " << prepared.error().message;
+        } else {
+            broker_options.state_dir = prepared->path();
+            cookies = std::move(*prepared);
+        }
+    }
+    // The status socket is bound here (as root: /run/espvpn is root's); its server runs in
+    // the session process (below), which serves its own user and root.
+    auto status = open_status_service(options);
+    if (!status) return failed(status.error());
+    auto split = split_privileges(options, *process, std::move(broker_options));
+    if (!split) return failed(split.error());
+    if (const int* broker_exit = std::get_if<int>(&*split)) {
+        // The broker: the listener is the session's; the socket file is removed here, as root.
+        if (*status) (*status)->listener.reset();
+        return *broker_exit;
+    }
+    const std::shared_ptr<host::BrokerChannel> broker = std::get<SessionSide>(*split).broker;
+    // The session's state files: through the broker when there is one (it writes root's and
+    // the invoker's files as their owner; the session user may not), else in this process.
+    std::optional<host::BrokerStateFiles> broker_files;
+    if (broker) broker_files.emplace(broker);
+    session::StateFiles& state_files = broker_files ? static_cast<session::StateFiles&>(*broker_files) : files;
+    if (broker) protocol.use_state_files(state_files, std::move(cookies));
     TerminalPrompter terminal(options.non_interactive, options.no_passwd, options.passwd_on_stdin);
     ChannelPrompter channel(options.prompt_fd, options.no_passwd);
     if (options.prompt_fd >= 0) {
@@ -204,16 +252,17 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     }
     session::LoginPrompter& prompter = options.prompt_fd >= 0 ? static_cast<session::LoginPrompter&>(channel)
                                                                : terminal;
-    auto inputs = login_inputs(options, files);
+    auto inputs = login_inputs(options, state_files);
     if (!inputs) return failed(inputs.error());
     if (auto st = ask_key_password_if_needed(options, prompter); !st) return failed(st.error());
     if (auto st = ask_mca_pin_if_needed(options, prompter); !st) return failed(st.error());
     auto https = io::HttpsClient::create(https_config(options));
     if (!https) return failed(https.error());
     // The status socket serves from here on (the login's state is "connecting").
-    auto status = open_status_service(options);
-    if (!status) return failed(status.error());
     StatusService* const service = status->get();
+    if (service) {
+        if (auto st = service->start(); !st) return failed(st.error());
+    }
     session::StatusBoard* const board = service ? &service->board : nullptr;
 
     // --always-on: a failed login or an ended session is tried again (1, 2, 4 ... 60 s
@@ -284,7 +333,7 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
             continue;
         }
         const auto began = std::chrono::steady_clock::now();
-        const int rc = run_session(options, out, protocol, *https, *process, service, files);
+        const int rc = run_session(options, out, protocol, *https, *process, service, state_files, broker);
         if (!options.always_on || rc == kExitOk || options.action != Action::connect) return rc;
         // A session that ran a while: the next one starts from the shortest wait again.
         if (std::chrono::steady_clock::now() - began > std::chrono::seconds(60)) backoff = std::chrono::seconds(1);
@@ -302,7 +351,8 @@ namespace {
 
 // One session: print it (--authenticate, --cookieonly), or run the tunnel; the exit code.
 int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https_client,
-                ProcessControl& process_control, StatusService* service, session::StateFiles& files) {
+                ProcessControl& process_control, StatusService* service, session::StateFiles& files,
+                const std::shared_ptr<host::BrokerChannel>& broker) {
     io::HttpsClient* const https = &https_client;
     ProcessControl* const process = &process_control;
 
@@ -333,6 +383,14 @@ int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& prot
         t.status_server = service->server.get();
     }
     if (options.kill_switch) t.host.login_servers = login_servers(*https, protocol.login_server());
+    if (broker) {
+        t.make_host = [broker](const host::TunnelHostOptions& h) -> std::unique_ptr<host::Host> {
+            return std::make_unique<host::BrokerHost>(broker, h.login_servers);
+        };
+        t.udp_socket = [broker](int family, int send_buffer, int receive_buffer) {
+            return broker->open_udp(family, send_buffer, receive_buffer);
+        };
+    }
     t.after_setup = [&] { return process->drop_privileges(); };
     t.on_connected = [&] { process->tunnel_up(); };
     const int rc = protocol.connect(options, *https, *process, t);

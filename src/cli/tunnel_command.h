@@ -18,6 +18,7 @@
 #include "src/cli/process_control.h"
 #include "src/cli/terminal_prompter.h"
 #include "src/io/https_client.h"
+#include "src/session/gp/portal_cookie_cache.h"
 #include "src/session/state_files.h"
 #include "src/session/tunnel_session.h"
 
@@ -46,6 +47,13 @@ public:
     // `process.background()` is called here, before any thread starts.
     virtual int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                         session::TunnelOptions& tunnel) = 0;
+    // The privilege split's session process: its state files go through the broker from now
+    // on (`files` outlives the command), and the portal cookie cache is where root found (and
+    // made) it before the split (`cookies`; nullopt: none), not where the session user's would be.
+    virtual void use_state_files(session::StateFiles& files, std::optional<session::CookieCacheLocation> cookies) {
+        (void)files;
+        (void)cookies;
+    }
 };
 
 // The two protocols' commands: `--protocol=gp` (gp_command.cpp: the portal/gateway login,

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <system_error>
 
 #include "src/log/logger.h"
@@ -54,10 +55,14 @@ bool wait_for_work(ControlChannel& control, int fd, int timeout_ms, PipelineFail
 
 namespace {
 
-// The thread's first act: its seccomp filter (src/sandbox), before it touches a packet.
-// A thread the kernel will not confine does not run; `refused` says why.
-std::function<void()> confined(std::function<void()> run, const PipelineThreads::Refused& refused, bool tx) {
-    return [run = std::move(run), refused, tx] {
+// The thread's first acts: its name (by itself: naming another thread writes its /proc
+// comm file, which the session's Landlock does not allow), then its seccomp filter
+// (src/sandbox), before it touches a packet. A thread the kernel will not confine does not
+// run; `refused` says why.
+std::function<void()> confined(std::string name, std::function<void()> run, const PipelineThreads::Refused& refused,
+                               bool tx) {
+    return [name = std::move(name), run = std::move(run), refused, tx] {
+        (void)::pthread_setname_np(::pthread_self(), name.c_str());
         if (Status s = sandbox::confine_thread(sandbox::ThreadRole::datapath); !s) {
             refused(tx, s.error().message);
             return;
@@ -73,10 +78,8 @@ void PipelineThreads::start(const char* tx_name, ControlChannel& tx, std::functi
                             const Refused& refused) {
     tx_control_ = &tx;
     rx_control_ = &rx;
-    tx_ = std::thread(confined(std::move(tx_run), refused, true));
-    (void)::pthread_setname_np(tx_.native_handle(), tx_name);
-    rx_ = std::thread(confined(std::move(rx_run), refused, false));
-    (void)::pthread_setname_np(rx_.native_handle(), rx_name);
+    tx_ = std::thread(confined(tx_name, std::move(tx_run), refused, true));
+    rx_ = std::thread(confined(rx_name, std::move(rx_run), refused, false));
 }
 
 void PipelineThreads::stop() {

@@ -9,6 +9,7 @@
 
 #include "src/log/logger.h"
 #include "src/host/routes.h"
+#include "src/io/dns_socket.h"
 
 namespace espvpn::host {
 
@@ -17,6 +18,10 @@ TunnelHost::TunnelHost(TunnelHostOptions options) : o_(std::move(options)) {
 }
 
 TunnelHost::~TunnelHost() { tear_down(); }
+
+Result<io::UniqueFd> TunnelHost::open_dns_listener(const std::string& address, int port, const std::string& device) {
+    return io::DnsSocket::listen_fd(address, static_cast<unsigned>(port), device);
+}
 
 host::ScriptEnv TunnelHost::script_env(ScriptReason reason) const {
     TunnelConfig c = config_;

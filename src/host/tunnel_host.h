@@ -13,6 +13,7 @@
 
 #include "protocols/base/result.h"
 #include "src/host/dns.h"
+#include "src/host/host.h"
 #include "src/host/kill_switch.h"
 #include "src/host/routes.h"
 #include "src/host/script_env.h"
@@ -37,38 +38,43 @@ struct TunnelHostOptions {
     std::vector<KillSwitchService> login_servers;  // the portal's addresses and port (a new login)
 };
 
-class TunnelHost {
+class TunnelHost final : public Host {
 public:
     explicit TunnelHost(TunnelHostOptions options);
-    ~TunnelHost();
+    ~TunnelHost() override;
     TunnelHost(const TunnelHost&) = delete;
     TunnelHost& operator=(const TunnelHost&) = delete;
 
     // pre-init script, the tun device, then the connect script or the built-in setup.
-    Status bring_up(const TunnelConfig& config, int mtu);
+    Status bring_up(const TunnelConfig& config, int mtu) override;
     // Runs the script (if any) with the current configuration and waits for it.
-    void run_script(ScriptReason reason);
+    void run_script(ScriptReason reason) override;
     // Queues the script (in order after earlier ones) without waiting for it,
     // e.g. `reconnect`, which nothing has to wait for.
-    void queue_script(ScriptReason reason);
+    void queue_script(ScriptReason reason) override;
     // The disconnect script, then the device goes (with our addresses and routes).
-    void tear_down();
+    void tear_down() override;
 
     // The domain-based split tunnel (session/domain_split): a host route for one resolved
     // address, via the tun (include) or the gateway's path (exclude), as plan_domain_route
     // (routes.h) decides; kept until removed or the host goes. Returns what it did ("dev
     // tun0", "via 10.201.0.1 dev eth0") or why no route was needed; an Error when the kernel
     // refused it. Built-in setup only (domain_routes_possible()).
-    Result<std::string> add_domain_route(const IpPrefix& address, bool include);
-    void remove_domain_route(const IpPrefix& address, bool include);
+    Result<std::string> add_domain_route(const IpPrefix& address, bool include) override;
+    void remove_domain_route(const IpPrefix& address, bool include) override;
     // The built-in DNS setup made again with `forwarder` as the one server (the wildcard
     // split domains' forwarder, dns.h), or as the VPN's servers again for "".
-    Status point_dns_at(const std::string& forwarder);
-    bool domain_routes_possible() const { return netlink_.has_value() && tun_.has_value(); }
-    std::size_t domain_route_count() const { return domain_routes_.size(); }
+    Status point_dns_at(const std::string& forwarder) override;
+    bool domain_routes_possible() const override { return netlink_.has_value() && tun_.has_value(); }
+    std::size_t domain_route_count() const override { return domain_routes_.size(); }
 
-    io::TunDevice& tun() { return *tun_; }
-    int mtu() const { return mtu_; }
+    Result<io::UniqueFd> open_dns_listener(const std::string& address, int port, const std::string& device) override;
+
+    io::TunDevice& tun() override { return *tun_; }
+    int mtu() const override { return mtu_; }
+    bool is_up() const { return tun_.has_value(); }
+    // --kill-switch: the portal's addresses (known only after the login), before bring_up.
+    void set_login_servers(std::vector<KillSwitchService> servers) { o_.login_servers = std::move(servers); }
 
 private:
     Status configure_netlink();

@@ -28,14 +28,23 @@ Result<DnsSocket> DnsSocket::open(const std::string& server, unsigned port, cons
     return DnsSocket(std::move(fd), server);
 }
 
-Result<DnsSocket> DnsSocket::listen(const std::string& address, unsigned port) {
+Result<UniqueFd> DnsSocket::listen_fd(const std::string& address, unsigned port, const std::string& device) {
     auto at = SocketAddress::parse(endpoint_text(address, port));
     if (!at) return make_error("DNS forwarder " + address + ": " + at.error().message);
     UniqueFd fd(::socket(at->family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd.valid()) return make_error(os_error("DNS forwarder socket"));
+    if (!device.empty() &&
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_BINDTODEVICE, device.c_str(), static_cast<socklen_t>(device.size())) != 0)
+        return make_error(os_error("DNS forwarder: bind to " + device));
     if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&at->storage), at->length) != 0)
         return make_error(os_error("DNS forwarder: bind to " + at->to_string()));
-    return DnsSocket(std::move(fd), at->to_string());
+    return fd;
+}
+
+Result<DnsSocket> DnsSocket::listen(const std::string& address, unsigned port) {
+    auto fd = listen_fd(address, port, "");
+    if (!fd) return fd.error();
+    return DnsSocket(std::move(*fd), endpoint_text(address, port));
 }
 
 Status DnsSocket::send(std::span<const std::uint8_t> datagram, const SocketAddress* to) {

@@ -24,6 +24,10 @@ public:
 
     // Bound to `address` (numeric) and `port`, unconnected: receive() says who sent, send() to it.
     static Result<DnsSocket> listen(const std::string& address, unsigned port);
+    // listen()'s socket alone (bound to `device` when not ""), for a process that hands it on
+    // (the broker: port 53 needs CAP_NET_BIND_SERVICE); listening() wraps such a socket.
+    static Result<UniqueFd> listen_fd(const std::string& address, unsigned port, const std::string& device);
+    static DnsSocket listening(UniqueFd fd, std::string address) { return DnsSocket(std::move(fd), std::move(address)); }
 
     int fd() const { return fd_.get(); }
     const std::string& server() const { return server_; }

@@ -19,6 +19,7 @@
 #include <ctime>
 
 #include "protocols/base/pkcs11_uri.h"
+#include "src/io/input_file.h"
 #include "src/io/proxy_tunnel.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
@@ -40,13 +41,18 @@ bool is_ip_literal(const std::string& host) {
     return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
+bool looks_like_pem(std::span<const std::uint8_t> bytes) {
+    const std::string_view head(reinterpret_cast<const char*>(bytes.data()), std::min<std::size_t>(bytes.size(), 4096));
+    return head.find("-----BEGIN ") != std::string_view::npos;
+}
+
 bool looks_like_pem(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return true;  // let the PEM loader report the missing file
-    char head[4096];
-    std::size_t n = std::fread(head, 1, sizeof head, f);
-    std::fclose(f);
-    return std::string_view(head, n).find("-----BEGIN ") != std::string_view::npos;
+    auto bytes = read_input_file(path);
+    return !bytes || looks_like_pem(bytes->reveal());  // unreadable: the loader reports it
+}
+
+gnutls_datum_t datum_of(const Secret& s) {
+    return {const_cast<unsigned char*>(s.reveal().data()), static_cast<unsigned>(s.reveal().size())};
 }
 
 }  // namespace
@@ -95,10 +101,21 @@ namespace {
 int load_client_certificate_file(gnutls_certificate_credentials_t cred, const TlsClientConfig& config,
                                  const char* pass) {
     const auto& cert = config.client_cert_file;
-    if (!is_pkcs11_uri(cert) && !looks_like_pem(cert))
-        return gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert.c_str(), GNUTLS_X509_FMT_DER, pass);
     const std::string key = client_key_name(config);
-    return gnutls_certificate_set_x509_key_file2(cred, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM, pass, 0);
+    if (is_pkcs11_uri(cert) || is_pkcs11_uri(key))
+        return gnutls_certificate_set_x509_key_file2(cred, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM, pass, 0);
+    // Files are read here and given to GnuTLS from memory (a /dev/fd/N of the privilege
+    // split cannot be reopened by path: read_input_file).
+    auto cert_bytes = read_input_file(cert);
+    if (!cert_bytes) return GNUTLS_E_FILE_ERROR;
+    gnutls_datum_t c = datum_of(*cert_bytes);
+    if (!looks_like_pem(cert_bytes->reveal()))
+        return gnutls_certificate_set_x509_simple_pkcs12_mem(cred, &c, GNUTLS_X509_FMT_DER, pass);
+    if (key == cert) return gnutls_certificate_set_x509_key_mem2(cred, &c, &c, GNUTLS_X509_FMT_PEM, pass, 0);
+    auto key_bytes = read_input_file(key);
+    if (!key_bytes) return GNUTLS_E_FILE_ERROR;
+    gnutls_datum_t k = datum_of(*key_bytes);
+    return gnutls_certificate_set_x509_key_mem2(cred, &c, &k, GNUTLS_X509_FMT_PEM, pass, 0);
 }
 
 Status load_client_certificate(gnutls_certificate_credentials_t cred, const TlsClientConfig& config,
@@ -266,7 +283,10 @@ Result<std::shared_ptr<const TlsCredentials>> TlsCredentials::load(const TlsClie
         }
     }
     if (!config.ca_file.empty()) {
-        int rc = gnutls_certificate_set_x509_trust_file(self->cred_, config.ca_file.c_str(), GNUTLS_X509_FMT_PEM);
+        auto ca = read_input_file(config.ca_file);
+        if (!ca) return make_error("cannot load CA file: " + ca.error().message);
+        gnutls_datum_t d = datum_of(*ca);
+        int rc = gnutls_certificate_set_x509_trust_mem(self->cred_, &d, GNUTLS_X509_FMT_PEM);
         if (rc < 0) return make_error("cannot load CA file " + config.ca_file + ": " + gnutls_message(rc));
         if (rc == 0) return make_error("CA file " + config.ca_file + " holds no certificate");
     }

@@ -109,6 +109,22 @@ Result<TunDevice> TunDevice::open(const TunOptions& options) {
     return dev;
 }
 
+TunDevice TunDevice::adopt(int fd, std::string name, int ifindex, const TunOffloads& offloads,
+                           std::function<Status(unsigned)> set_mtu) {
+    TunDevice dev;
+    dev.fd_ = fd;
+    dev.name_ = std::move(name);
+    dev.ifindex_ = ifindex;
+    dev.offloads_ = offloads;
+    dev.offloads_.csum = offloads.flags & TUN_F_CSUM;
+    dev.offloads_.tso = offloads.flags & TUN_F_TSO4;
+    dev.offloads_.uso = offloads.flags & TUN_F_USO4;
+    if (dev.offloads_.vnet_hdr) dev.gro_ = std::make_unique<GroCoalescer>(kMaxWriteBatch);
+    dev.read_buf_.reset(new std::uint8_t[kVirtioNetHdrSize + kMaxSuperPacket]);
+    dev.set_mtu_ = std::move(set_mtu);
+    return dev;
+}
+
 TunDevice::TunDevice(TunDevice&& o) noexcept { *this = std::move(o); }
 
 TunDevice& TunDevice::operator=(TunDevice&& o) noexcept {
@@ -126,6 +142,7 @@ TunDevice& TunDevice::operator=(TunDevice&& o) noexcept {
         netlink_ = std::move(o.netlink_);
         addresses_ = std::move(o.addresses_);
         routes_ = std::move(o.routes_);
+        set_mtu_ = std::move(o.set_mtu_);
     }
     return *this;
 }
@@ -164,6 +181,7 @@ Status ensure_netlink(std::unique_ptr<RtNetlink>& nl) {
 }  // namespace
 
 Status TunDevice::set_mtu(unsigned mtu) {
+    if (set_mtu_) return set_mtu_(mtu);
     if (Status s = ensure_netlink(netlink_); !s) return s;
     return netlink_->set_mtu(ifindex_, mtu);
 }

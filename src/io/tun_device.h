@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,11 @@ struct TunCounters {
 class TunDevice {
 public:
     static Result<TunDevice> open(const TunOptions& options);
+    // A tun another process opened and configured (the broker), passed here as a descriptor:
+    // `offloads` as that process negotiated them; set_mtu asks `set_mtu` (the broker holds
+    // CAP_NET_ADMIN); closing only closes the descriptor.
+    static TunDevice adopt(int fd, std::string name, int ifindex, const TunOffloads& offloads,
+                           std::function<Status(unsigned)> set_mtu);
     TunDevice(TunDevice&&) noexcept;
     TunDevice& operator=(TunDevice&&) noexcept;
     ~TunDevice();
@@ -100,6 +106,7 @@ private:
     std::unique_ptr<RtNetlink> netlink_;
     std::vector<InterfaceAddress> addresses_;
     std::vector<std::pair<InterfaceAddress, unsigned>> routes_;
+    std::function<Status(unsigned)> set_mtu_;  // adopted: the owner of the device sets it
 };
 
 }  // namespace espvpn::io

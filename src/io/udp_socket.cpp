@@ -131,6 +131,14 @@ void set_buffer(int fd, int force_opt, int opt, int bytes, const char* what) {
 }
 }  // namespace
 
+Result<UniqueFd> open_udp_fd(int family, int send_buffer, int receive_buffer) {
+    UniqueFd fd(::socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return make_error("udp socket: " + errno_text(errno));
+    set_buffer(fd.get(), SO_SNDBUFFORCE, SO_SNDBUF, send_buffer, "send buffer");
+    set_buffer(fd.get(), SO_RCVBUFFORCE, SO_RCVBUF, receive_buffer, "receive buffer");
+    return fd;
+}
+
 Result<UdpSocket> UdpSocket::open(const UdpOptions& options) {
     SocketAddress local, remote;
     if (!options.remote.empty()) {
@@ -149,10 +157,10 @@ Result<UdpSocket> UdpSocket::open(const UdpOptions& options) {
     const int family = options.remote.empty() ? local.family() : remote.family();
 
     UdpSocket s;
-    s.fd_.reset(::socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!s.fd_.valid()) return make_error("udp socket: " + errno_text(errno));
-    set_buffer(s.fd_.get(), SO_SNDBUFFORCE, SO_SNDBUF, options.send_buffer, "send buffer");
-    set_buffer(s.fd_.get(), SO_RCVBUFFORCE, SO_RCVBUF, options.receive_buffer, "receive buffer");
+    auto fd = options.make_socket ? options.make_socket(family, options.send_buffer, options.receive_buffer)
+                                  : open_udp_fd(family, options.send_buffer, options.receive_buffer);
+    if (!fd) return fd.error();
+    s.fd_ = std::move(*fd);
     if (!options.local.empty() &&
         ::bind(s.fd_.get(), reinterpret_cast<const sockaddr*>(&local.storage), local.length) != 0)
         return make_error("udp bind " + options.local + ": " + errno_text(errno));

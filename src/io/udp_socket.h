@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,7 +50,13 @@ struct UdpOptions {
     int receive_buffer = 4 << 20;
     bool gso = true;
     bool gro = true;
+    // Makes the socket (family, send_buffer, receive_buffer) when set: the broker, whose
+    // CAP_NET_ADMIN lets SO_SNDBUFFORCE/SO_RCVBUFFORCE exceed the sysctl limits. Unset: socket(2) here.
+    std::function<Result<UniqueFd>(int family, int send_buffer, int receive_buffer)> make_socket;
 };
+// The socket UdpSocket::open makes by itself: non-blocking, close-on-exec, the buffers forced
+// where the process may (CAP_NET_ADMIN), else as large as the sysctl limits allow.
+Result<UniqueFd> open_udp_fd(int family, int send_buffer, int receive_buffer);
 
 struct UdpCounters {
     std::uint64_t sent = 0;             // datagrams handed to the kernel

@@ -234,6 +234,12 @@ ProfileOwner profile_owner(const std::vector<Permission>& permissions) {
     return {ProfileOwner::Kind::shared, {}};
 }
 
+void run_session_as_owner(EspvpnCommand& cmd, const ProfileOwner& owner) {
+    if (owner.kind != ProfileOwner::Kind::user || owner.user.empty() || cmd.argv.empty()) return;
+    cmd.argv.insert(cmd.argv.begin() + 1, "--setuid=" + owner.user);
+    for (ProfileFile& f : cmd.files) ++f.argv_index;
+}
+
 Result<std::vector<ProfileFile>> files_to_open(const EspvpnCommand& cmd, const ProfileOwner& owner) {
     if (owner.kind == ProfileOwner::Kind::system || cmd.files.empty()) return std::vector<ProfileFile>{};
     if (owner.kind == ProfileOwner::Kind::shared)

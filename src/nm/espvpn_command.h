@@ -64,6 +64,10 @@ ProfileOwner profile_owner(const std::vector<Permission>& permissions);
 // its counter back by path: that write would be root's, not the owner's).
 Result<std::vector<ProfileFile>> files_to_open(const EspvpnCommand& cmd, const ProfileOwner& owner);
 
+// A user's profile: espvpn's session process (the login, the tunnel) runs as that user
+// (--setuid=USER, after argv[0]); a system profile: as espvpn's default session user.
+void run_session_as_owner(EspvpnCommand& cmd, const ProfileOwner& owner);
+
 // argv names the file by the descriptor `fd` espvpn inherits (/dev/fd/FD) instead of its path.
 void name_by_descriptor(EspvpnCommand& cmd, const ProfileFile& file, int fd);
 

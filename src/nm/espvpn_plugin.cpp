@@ -269,6 +269,7 @@ gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GErr
                     opened.error().message.c_str());
         return FALSE;
     }
+    run_session_as_owner(*command, owner_of(connection));
     const auto close_files = [&file_fds] {
         for (int fd : file_fds) close(fd);
         file_fds.clear();

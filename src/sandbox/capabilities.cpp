@@ -45,7 +45,7 @@ Status set_sets(const std::vector<cap_value_t>& caps, bool keep_setpcap) {
 
 }  // namespace
 
-Status keep_only_capabilities(std::initializer_list<int> wanted) {
+Status keep_only_capabilities(std::initializer_list<int> wanted, KeepSetpcap setpcap) {
     const cap_value_t last = cap_max_bits();  // the kernel's count (cap_last_cap + 1)
     std::vector<cap_value_t> caps;
     for (int cap : wanted) {
@@ -70,8 +70,8 @@ Status keep_only_capabilities(std::initializer_list<int> wanted) {
     const unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
                           SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
     if (cap_set_secbits(bits) != 0) return refused("PR_SET_SECUREBITS");
-    // 5. CAP_SETPCAP goes; then no_new_privs.
-    if (Status s = set_sets(caps, false); !s) return s;
+    // 5. CAP_SETPCAP goes (or stays for drop_capability's bounding-set drops); then no_new_privs.
+    if (Status s = set_sets(caps, setpcap == KeepSetpcap::yes); !s) return s;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return refused("PR_SET_NO_NEW_PRIVS");
     return {};
 }
@@ -84,6 +84,11 @@ Status drop_capability(int cap) {
     if (CAP_AMBIENT_SUPPORTED() && cap_set_ambient(v, CAP_CLEAR) != 0) return refused("PR_CAP_AMBIENT_LOWER");
     Caps c(cap_get_proc());
     if (!c.c) return refused("capget");
+    // Out of the bounding set too, while CAP_SETPCAP is still held.
+    cap_flag_value_t setpcap = CAP_CLEAR;
+    if (cap_get_flag(c.c, CAP_SETPCAP, CAP_EFFECTIVE, &setpcap) != 0) return refused("cap_get_flag");
+    if (setpcap == CAP_SET && CAP_IS_SUPPORTED(v) && cap_drop_bound(v) != 0)
+        return refused("PR_CAPBSET_DROP " + std::to_string(cap));
     for (cap_flag_t f : {CAP_EFFECTIVE, CAP_PERMITTED, CAP_INHERITABLE})
         if (cap_set_flag(c.c, f, 1, &v, CAP_CLEAR) != 0) return refused("cap_set_flag");
     if (cap_set_proc(c.c) != 0) return refused("capset");

@@ -35,9 +35,16 @@ std::string joined(const std::vector<std::string>& items) {
 
 Result<IpPrefix> host_prefix(const DnsAddress& a) { return IpPrefix::parse(a.to_string()); }
 
+// The wildcard domains' forwarder on address:53 (the host opens it: the port needs a capability).
+Result<io::DnsSocket> listener(host::Host& host, const std::string& address) {
+    auto fd = host.open_dns_listener(address, 53, "");
+    if (!fd) return fd.error();
+    return io::DnsSocket::listening(std::move(*fd), io::endpoint_text(address, 53));
+}
+
 }  // namespace
 
-std::unique_ptr<DomainSplit> DomainSplit::start(const TunnelConfig& c, host::TunnelHost& host,
+std::unique_ptr<DomainSplit> DomainSplit::start(const TunnelConfig& c, host::Host& host,
                                                 const DomainSplitOptions& options, Clock::time_point now) {
     if (c.split_include_domains.empty() && c.split_exclude_domains.empty()) return nullptr;
     std::vector<DomainRouteTable::Rule> rules;
@@ -109,7 +116,7 @@ std::unique_ptr<DomainSplit> DomainSplit::start(const TunnelConfig& c, host::Tun
     if (wildcards.empty()) return split;
     // Their names are known only when asked: the host asks the forwarder, which sees the answers.
     auto f = c.ip4_address.empty() ? Result<io::DnsSocket>(make_error("the tunnel has no IPv4 address"))
-                                   : io::DnsSocket::listen(c.ip4_address, 53);
+                                   : listener(host, c.ip4_address);
     Status pointed = f ? host.point_dns_at(c.ip4_address) : Status(f.error());
     if (!pointed) {
         LOG_WARN << "split domains " << joined(wildcards) << " not applied: " << pointed.error().message;
@@ -124,7 +131,7 @@ std::unique_ptr<DomainSplit> DomainSplit::start(const TunnelConfig& c, host::Tun
     return split;
 }
 
-DomainSplit::DomainSplit(std::vector<DomainRouteTable::Rule> rules, std::vector<int> ports, host::TunnelHost& host,
+DomainSplit::DomainSplit(std::vector<DomainRouteTable::Rule> rules, std::vector<int> ports, host::Host& host,
                          std::vector<io::DnsSocket> servers, const DomainSplitOptions& options, Clock::time_point now)
     : host_(host), table_(std::move(rules), options.limits, now), servers_(std::move(servers)),
       ports_(std::move(ports)), logs_(table_.rules().size()), generation_(options.generation) {

@@ -25,7 +25,7 @@
 #include "protocols/dns/dns_queries.h"
 #include "protocols/dns/domain_route_table.h"
 #include "protocols/tunnel/tunnel_config.h"
-#include "src/host/tunnel_host.h"
+#include "src/host/host.h"
 #include "src/io/dns_socket.h"
 
 namespace espvpn::session {
@@ -45,7 +45,7 @@ public:
 
     // nullptr when the gateway sent no domain lists, or they cannot be applied here (the
     // reason logged: a vpnc-script sets the routes, --setuid, no DNS servers).
-    static std::unique_ptr<DomainSplit> start(const TunnelConfig& config, host::TunnelHost& host,
+    static std::unique_ptr<DomainSplit> start(const TunnelConfig& config, host::Host& host,
                                               const DomainSplitOptions& options, Clock::time_point now);
     ~DomainSplit() { stop(); }
     // Removes every route it added; nothing is resolved after it (the counters stay for the
@@ -81,7 +81,7 @@ private:
         io::SocketAddress client;
         Clock::time_point deadline;
     };
-    DomainSplit(std::vector<DomainRouteTable::Rule> rules, std::vector<int> ports, host::TunnelHost& host,
+    DomainSplit(std::vector<DomainRouteTable::Rule> rules, std::vector<int> ports, host::Host& host,
                 std::vector<io::DnsSocket> servers, const DomainSplitOptions& options, Clock::time_point now);
     void forward_queries(Clock::time_point now);
     void relay(std::vector<Forward>::iterator f, std::span<std::uint8_t> reply, Clock::time_point now);
@@ -92,7 +92,7 @@ private:
     void send_due(Clock::time_point now);
     void publish();
 
-    host::TunnelHost& host_;
+    host::Host& host_;
     DomainRouteTable table_;
     DnsQueries queries_;
     std::vector<io::DnsSocket> servers_;

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <vector>
 
+#include "src/io/input_file.h"
 #include "src/log/logger.h"
 
 namespace espvpn::session {
@@ -18,24 +19,9 @@ namespace {
 constexpr int kMaxTries = 2;  // then the user is asked (openconnect: avoids locking the account)
 
 Result<Secret> read_token_file(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return make_error("--token-secret: cannot read " + path + ": " + std::strerror(errno));
-    std::vector<std::uint8_t> buf(64 * 1024 + 1);
-    std::size_t used = 0;
-    for (;;) {
-        ssize_t n = ::read(fd, buf.data() + used, buf.size() - used);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        used += static_cast<std::size_t>(n);
-        if (used == buf.size()) break;
-    }
-    ::close(fd);
-    if (used == buf.size()) {
-        secure_zero(buf.data(), buf.size());
-        return make_error("--token-secret: " + path + " is larger than 64 KiB");
-    }
-    Secret text(std::span<const std::uint8_t>(buf.data(), used));
-    secure_zero(buf.data(), buf.size());
+    // /dev/fd/N (the privilege split, NetworkManager's pipe) is read from the descriptor itself.
+    auto text = io::read_input_file(path, 64 * 1024);
+    if (!text) return make_error("--token-secret: " + text.error().message);
     return text;
 }
 

@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 class SessionLoop {
 public:
-    SessionLoop(SessionDriver& driver, const TunnelOptions& options, host::TunnelHost& host)
+    SessionLoop(SessionDriver& driver, const TunnelOptions& options, host::Host& host)
         : d_(driver), o_(options), host_(host),
           control_(driver.peer(), options.reconnect_timeout, driver.attempt_text(), options.always_on) {}
 
@@ -274,7 +274,7 @@ public:
 private:
     SessionDriver& d_;
     const TunnelOptions& o_;
-    host::TunnelHost& host_;
+    host::Host& host_;
     SessionControl control_;
     std::unique_ptr<LinkAttempt> attempt_;
     std::optional<io::RouteWatch> watch_;
@@ -299,7 +299,9 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     if (const TunnelEnd* end = std::get_if<TunnelEnd>(&*plan)) return *end;
     const auto& hp = std::get<SessionDriver::HostPlan>(*plan);
 
-    host::TunnelHost host(o.host);
+    std::unique_ptr<host::Host> host_owner =
+        o.make_host ? o.make_host(o.host) : std::make_unique<host::TunnelHost>(o.host);
+    host::Host& host = *host_owner;
     // Whatever happens next, the driver's links stop before the host (and its tun) goes.
     struct StopLinks {
         SessionDriver& d;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <span>
 #include <optional>
 #include <string>
 #include <variant>
@@ -22,6 +23,7 @@
 #include "src/session/link_attempt.h"
 #include "src/session/session_control.h"
 #include "protocols/tunnel/tunnel_config.h"
+#include "src/host/host.h"
 #include "src/host/tunnel_host.h"
 
 namespace espvpn::session {
@@ -47,6 +49,11 @@ struct TunnelOptions {
     std::string dtls_ciphers;  // AnyConnect --dtls-ciphers: X-DTLS-CipherSuite instead of ours
     std::string dtls12_ciphers;  // AnyConnect --dtls12-ciphers: X-DTLS12-CipherSuite
     bool keeps_privileges = true;  // false with --setuid: nothing may need root after after_setup
+    // The host side (host.h): unset, a TunnelHost in this process; set (the session process of
+    // the privilege split), the broker's client. udp_socket: how the ESP/DTLS sockets are made
+    // (io::UdpOptions::make_socket; unset: here).
+    std::function<std::unique_ptr<host::Host>(const host::TunnelHostOptions&)> make_host;
+    std::function<Result<io::UniqueFd>(int family, int send_buffer, int receive_buffer)> udp_socket;
     bool always_on = false;        // --always-on: an outage never ends the session
     // The status socket (status_server.h), when there is one: the loop reports its state on
     // `status_board` and serves the disconnect/reconnect requests of `status_server`.
@@ -102,7 +109,7 @@ public:
     // The host is up: the first link starts. It returns the link's `up` when it carries data
     // at once (else a later step reports it), or an `ended` (a refused cookie); nullopt:
     // not up yet. An error ends the session.
-    virtual Result<std::optional<LinkEvent>> start(host::TunnelHost& host) = 0;
+    virtual Result<std::optional<LinkEvent>> start(host::Host& host) = 0;
     // "peer" for messages, and what a reconnect attempt does.
     virtual std::string peer() const = 0;
     virtual std::string attempt_text() const = 0;

@@ -82,10 +82,21 @@ std::string callback_socket_path(uid_t uid) {
     return "/run/espvpn-sso/" + std::to_string(uid) + "/sso-callback";
 }
 
+Status prepare_callback_dir(uid_t uid, gid_t gid) {
+    const std::string path = callback_socket_path(uid);
+    if (path.rfind("/run/espvpn-sso/", 0) != 0) return {};
+    return make_private_dir(path.substr(0, path.rfind('/')), uid, gid);
+}
+
 Result<CallbackListener> CallbackListener::open(const InvokingUser& user) {
     const std::string path = callback_socket_path(user.uid);
     const std::string dir = path.substr(0, path.rfind('/'));
-    if (path.rfind("/run/espvpn-sso/", 0) == 0) {
+    struct stat made{};
+    // Made before the privilege split (prepare_callback_dir): the session process, no longer
+    // root, only checks it (it may not even list /run/espvpn-sso).
+    const bool prepared = ::lstat(dir.c_str(), &made) == 0 && S_ISDIR(made.st_mode) && made.st_uid == user.uid &&
+                          (made.st_mode & 07777) == 0700 && user.uid != 0;
+    if (path.rfind("/run/espvpn-sso/", 0) == 0 && !prepared) {
         if (auto st = make_private_dir(dir, user.uid, user.gid); !st)
             return make_error("the SSO callback directory: " + st.error().message);
     } else if (auto st = check_dir(dir, user.uid); !st) {

@@ -25,6 +25,9 @@ namespace espvpn::sso {
 // /run/user/UID/espvpn-sso-callback when that directory is the user's (a desktop
 // session has it), else /run/espvpn-sso/UID/sso-callback (created by espvpn as root).
 std::string callback_socket_path(uid_t uid);
+// As root, before the privilege split: /run/espvpn-sso/UID made for `uid` when that is where
+// its callback socket goes (the session process, no longer root, could not make it).
+Status prepare_callback_dir(uid_t uid, gid_t gid);
 
 class CallbackListener {
 public:

@@ -14,9 +14,15 @@
 #   peak_rss_mb PID           VmHWM of PID in MiB
 #   private_bus_up NS         a system-type dbus-daemon on $work/bus in namespace NS that anyone
 #                             may own names on and call (bus_pid; the pid joins pids)
-#   pipelines_confined PID MIN   every packet pipeline thread of PID (esp-, dtls-, tls- tx/rx)
-#                             runs under a seccomp filter with no_new_privs, and there are at
-#                             least MIN of them; else says which one is not (status 1)
+#   session_of PID            the session process of espvpn's broker PID (its one espvpn child,
+#                             docs/SECURITY.md "Who holds what"); PID itself when it has none
+#   pipelines_confined PID MIN   every packet pipeline thread of PID's session process (esp-, dtls-,
+#                             tls- tx/rx) runs under a seccomp filter with no_new_privs, and there
+#                             are at least MIN of them; else says which one is not (status 1)
+#   privsep_checked PID       the privilege split of a running tunnel: the broker PID is uid 0 with
+#                             CapEff = CapPrm = CapBnd = CAP_NET_ADMIN only, NoNewPrivs 1; its session
+#                             process has uid != 0, CapEff 0, NoNewPrivs 1, Seccomp 2 (unless
+#                             ESPVPN_SECCOMP=0); else says what (status 1)
 #   rss_limit_mb BIN LIMIT [ASAN_LIMIT]   LIMIT, or for an AddressSanitizer build of BIN ASAN_LIMIT
 #                             (default 4 x LIMIT: freed memory sits in ASan's quarantine)
 lib_py=/usr/bin/python3; [[ -x $lib_py ]] || lib_py=python3
@@ -58,8 +64,39 @@ stats_wait() {
   return 1
 }
 
+session_of() {
+  local kids
+  kids=$(pgrep -P "$1" -x espvpn 2>/dev/null | head -2)
+  if [[ -n $kids && $kids != *$'\n'* ]]; then echo "$kids"; else echo "$1"; fi
+}
+
+status_field() { awk -v f="$2:" '$1 == f {print $2; exit}' "/proc/$1/status" 2>/dev/null; }
+
+privsep_checked() {
+  local broker=$1 session f v
+  session=$(session_of "$broker")
+  [[ $session != "$broker" ]] || { echo "pid $broker has no session process"; return 1; }
+  [[ $(status_field "$broker" Uid) == 0 ]] || { echo "the broker $broker is not uid 0"; return 1; }
+  for f in CapEff CapPrm CapBnd; do
+    v=$(status_field "$broker" $f)
+    [[ $v == 0000000000001000 ]] || { echo "the broker $broker has $f $v, expected CAP_NET_ADMIN only (0000000000001000)"; return 1; }
+  done
+  [[ $(status_field "$broker" NoNewPrivs) == 1 ]] || { echo "the broker $broker has no NoNewPrivs"; return 1; }
+  v=$(status_field "$session" Uid)
+  [[ -n $v && $v != 0 ]] || { echo "the session process $session runs as uid '$v'"; return 1; }
+  v=$(status_field "$session" CapEff)
+  [[ $v == 0000000000000000 ]] || { echo "the session process $session has CapEff $v"; return 1; }
+  [[ $(status_field "$session" NoNewPrivs) == 1 ]] || { echo "the session process $session has no NoNewPrivs"; return 1; }
+  # confine_session's seccomp filter (mode 2), unless the test turned the filters off.
+  if [[ ${ESPVPN_SECCOMP:-} != 0 ]]; then
+    v=$(status_field "$session" Seccomp)
+    [[ $v == 2 ]] || { echo "the session process $session has Seccomp '$v', expected 2 (confine_session)"; return 1; }
+  fi
+}
+
 pipelines_confined() {
-  local pid=$1 min=$2 n=0 t comm
+  local pid n=0 t comm min=$2
+  pid=$(session_of "$1")
   for t in /proc/"$pid"/task/*; do
     comm=$(cat "$t/comm" 2>/dev/null) || continue
     [[ $comm =~ ^(esp|dtls|tls)-(tx|rx)$ ]] || continue
@@ -88,6 +125,7 @@ private_bus_up() {
 <policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/><allow eavesdrop="false"/></policy>
 </busconfig>
 CONF
+  chmod o+x "$work"  # espvpn's session process (not root) connects to it too, as to the real system bus
   ip netns exec "$1" dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile >"$work/bus.log" 2>&1 &
   bus_pid=$!; pids+=("$bus_pid")
   wait_until 5 test -S "$work/bus" || fail "the private bus did not start"

@@ -170,6 +170,7 @@ private:
         io::UdpOptions u;
         u.remote = io::endpoint_text(context_.peer_address, p.port);
         if (options_.udp_local_port > 0) u.local = io::any_endpoint_like(context_.peer_address, options_.udp_local_port);
+        u.make_socket = options_.udp_socket;
         auto udp = io::UdpSocket::open(u);
         if (!udp) return make_error("UDP socket to " + u.remote + ": " + udp.error().message);
         live->udp.emplace(std::move(*udp));

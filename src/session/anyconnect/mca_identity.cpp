@@ -7,10 +7,10 @@
 #include <nettle/base64.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iterator>
 
 #include "protocols/base/pkcs11_uri.h"
+#include "src/io/input_file.h"
 #include "src/io/tls_stream.h"
 
 namespace espvpn::session {
@@ -29,12 +29,14 @@ std::string base64_lines(const unsigned char* data, std::size_t size) {
     return out;
 }
 
-bool file_is_pem(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::string head(4096, '\0');
-    in.read(head.data(), static_cast<std::streamsize>(head.size()));
-    head.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-    return head.find("-----BEGIN") != std::string::npos;
+bool is_pem(const Secret& bytes) {
+    const auto b = bytes.reveal();
+    const std::string_view head(reinterpret_cast<const char*>(b.data()), std::min<std::size_t>(b.size(), 4096));
+    return head.find("-----BEGIN") != std::string_view::npos;
+}
+
+gnutls_datum_t datum_of(const Secret& s) {
+    return {const_cast<unsigned char*>(s.reveal().data()), static_cast<unsigned>(s.reveal().size())};
 }
 
 std::string message(int rc) { return gnutls_strerror(rc); }
@@ -66,8 +68,11 @@ Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& 
     if (is_pkcs11_uri(cert_file) || is_pkcs11_uri(key_path)) return load_token(cert_file, key_path, password);
     const std::string cert_name = printable_key_name(cert_file);
     const std::string key_name = printable_key_name(key_path);
-    if (std::ifstream probe(cert_file); !probe) return make_error("cannot read the MCA certificate " + cert_name);
-    if (std::ifstream probe(key_path); !probe) return make_error("cannot read the MCA key " + key_name);
+    // Read here, given to GnuTLS from memory (a /dev/fd/N cannot be reopened: io::read_input_file).
+    auto cert_bytes = io::read_input_file(cert_file);
+    if (!cert_bytes) return make_error("cannot read the MCA certificate " + cert_name);
+    auto key_bytes = io::read_input_file(key_path);
+    if (!key_bytes) return make_error("cannot read the MCA key " + key_name);
 
     gnutls_certificate_credentials_t cred = nullptr;
     if (int rc = gnutls_certificate_allocate_credentials(&cred); rc < 0) return make_error("GnuTLS: " + message(rc));
@@ -79,9 +84,9 @@ Result<std::shared_ptr<const McaIdentity>> McaIdentity::load(const std::string& 
     std::copy(password.reveal().begin(), password.reveal().end(), pass.reveal_mutable().begin());
     const char* p = password.empty() ? nullptr : reinterpret_cast<const char*>(pass.reveal().data());
     // GnuTLS checks that the key belongs to the certificate (GNUTLS_E_CERTIFICATE_KEY_MISMATCH).
-    int rc = file_is_pem(cert_file)
-                 ? gnutls_certificate_set_x509_key_file2(cred, cert_file.c_str(), key_path.c_str(), GNUTLS_X509_FMT_PEM, p, 0)
-                 : gnutls_certificate_set_x509_simple_pkcs12_file(cred, cert_file.c_str(), GNUTLS_X509_FMT_DER, p);
+    gnutls_datum_t c = datum_of(*cert_bytes), k = datum_of(*key_bytes);
+    int rc = is_pem(*cert_bytes) ? gnutls_certificate_set_x509_key_mem2(cred, &c, &k, GNUTLS_X509_FMT_PEM, p, 0)
+                                 : gnutls_certificate_set_x509_simple_pkcs12_mem(cred, &c, GNUTLS_X509_FMT_DER, p);
     if (rc < 0) {
         std::string hint;
         if (rc == GNUTLS_E_DECRYPTION_FAILED || rc == GNUTLS_E_MAC_VERIFY_FAILED)
@@ -175,12 +180,10 @@ Result<std::shared_ptr<const McaIdentity>> McaIdentity::load_token(const std::st
         gnutls_x509_crt_set_pin_function(crt, &io::token_pin_callback, &self->g_->token_pin);
         rc = gnutls_x509_crt_import_url(crt, cert_file.c_str(), 0);
     } else {
-        gnutls_datum_t pem{};
-        rc = gnutls_load_file(cert_file.c_str(), &pem);
-        if (rc >= 0) {
-            rc = gnutls_x509_crt_import(crt, &pem, GNUTLS_X509_FMT_PEM);
-            gnutls_free(pem.data);
-        }
+        auto pem = io::read_input_file(cert_file);
+        if (!pem) return make_error("cannot load the MCA certificate " + cert_name + ": " + pem.error().message);
+        gnutls_datum_t d = datum_of(*pem);
+        rc = gnutls_x509_crt_import(crt, &d, GNUTLS_X509_FMT_PEM);
     }
     if (rc < 0) return make_error("cannot load the MCA certificate " + cert_name + ": " + message(rc));
     if (rc = gnutls_privkey_init(&self->g_->key); rc < 0) return make_error("GnuTLS: " + message(rc));

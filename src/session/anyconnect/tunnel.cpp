@@ -99,7 +99,7 @@ public:
         : https_(https), auth_(auth), o_(o) {}
 
     Result<Prepared> prepare() override;
-    Result<std::optional<LinkEvent>> start(host::TunnelHost& host) override;
+    Result<std::optional<LinkEvent>> start(host::Host& host) override;
     std::string peer() const override { return "the server"; }
     std::string attempt_text() const override { return "new TLS connection, CONNECT with the same cookie"; }
     std::vector<LinkEvent> step(Clock::time_point now, const SessionControl& control) override;
@@ -218,7 +218,7 @@ private:
     std::string dtls_peer_address_;  // the server itself, for DTLS
     anyconnect::AcCstpConfig first_reply_;
     std::unique_ptr<CstpLink> first_;  // connected by prepare(), started by start()
-    host::TunnelHost* host_ = nullptr;
+    host::Host* host_ = nullptr;
     int tun_mtu_ = 0;
 
     mutable std::mutex link_mutex_;  // link_ swaps vs. the stats reporter
@@ -493,7 +493,7 @@ Result<SessionDriver::Prepared> AcDriver::prepare() {
     return Prepared{HostPlan{std::move(config), tun_mtu_}};
 }
 
-Result<std::optional<LinkEvent>> AcDriver::start(host::TunnelHost& host) {
+Result<std::optional<LinkEvent>> AcDriver::start(host::Host& host) {
     host_ = &host;
     // From now on a reconnect asks for the same addresses (X-CSTP-Address).
     settings_.previous_ipv4 = first_reply_.tunnel.ip4_address;

@@ -36,6 +36,10 @@ struct CookieCacheLocation {
     bool by_root = false; // /var/lib/espvpn/UID: parent and leaf made by root, leaf handed over by fd
     uid_t uid = 0;
     gid_t gid = 0;
+    // Made and checked by root before the privilege split (PortalCookieCache::prepare): the
+    // session process, another user, may be unable to open it; its files then go through
+    // StateFiles alone (the broker's, which writes only in this directory).
+    bool prepared = false;
     std::string path() const { return parent + "/" + leaf; }
 };
 
@@ -64,12 +68,17 @@ public:
     // Removes the cookie of `portal` (nullptr: of every portal). Returns how many were removed.
     Result<int> forget(const http::Url* portal);
 
+    // Makes and checks the directory now (root, before the privilege split); the location
+    // marked prepared for the session process.
+    Result<CookieCacheLocation> prepare();
     const CookieCacheLocation& location() const { return where_; }
     static std::string file_name(const http::Url& portal);  // "gp-portal-HOST_PORT", [A-Za-z0-9._-] only
 
 private:
     // The private directory, checked; an invalid fd (no error) when it does not exist and !create.
     Result<io::UniqueFd> open_dir(bool create);
+    // Prepared by root and out of this process's reach (see CookieCacheLocation::prepared).
+    bool out_of_reach() const;
 
     std::string file_path(const http::Url& portal) const { return where_.path() + "/" + file_name(portal); }
 

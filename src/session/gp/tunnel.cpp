@@ -118,7 +118,7 @@ public:
         : setup_(setup), o_(options), gateway_(gateway), logout_(logout), timers_(options.force_dpd_s), hip_plan_(hip) {}
 
     Result<Prepared> prepare() override;
-    Result<std::optional<LinkEvent>> start(host::TunnelHost& host) override;
+    Result<std::optional<LinkEvent>> start(host::Host& host) override;
     std::string peer() const override { return "the gateway"; }
     std::string attempt_text() const override { return "new configuration with the same cookie"; }
     datapath::StatsView stats_view() override {
@@ -212,6 +212,7 @@ private:
         io::UdpOptions u;
         u.remote = io::endpoint_text(esp.peer_address, esp.udp_port);
         if (o_.udp_local_port > 0) u.local = io::any_endpoint_like(esp.peer_address, o_.udp_local_port);
+        u.make_socket = o_.udp_socket;
         udp_.reset();
         auto udp = io::UdpSocket::open(u);
         if (!udp) return make_error("ESP socket to " + u.remote + ": " + udp.error().message);
@@ -623,7 +624,7 @@ Result<SessionDriver::Prepared> GpDriver::prepare() {
     return Prepared{HostPlan{setup_.config, mtu_}};
 }
 
-Result<std::optional<LinkEvent>> GpDriver::start(host::TunnelHost& host) {
+Result<std::optional<LinkEvent>> GpDriver::start(host::Host& host) {
     tun_ = &host.tun();
     if (hip_plan_ && !o_.dry_run)
         hip_ = std::make_unique<HipRenewal>(*hip_plan_, setup_.config.ip4_address, setup_.config.ip6_address);

@@ -22,6 +22,7 @@ dtls_psk|dtls_legacy)
   dtls_up dtls
   # The DTLS (and CSTP) threads run under their seccomp filter (src/sandbox).
   why=$(pipelines_confined "$client_pid" 2) || fail "$why"
+  why=$(privsep_checked "$client_pid") || fail "$why"
   if [[ $want == legacy ]]; then
     ip netns exec "$nsc" ss -Hun state established >"$work/ss.out"
     grep -q "$cl_ip:40123 *$gw_ip:$oc_port" "$work/ss.out" || fail "--dtls-local-port 40123 not used: $(cat "$work/ss.out")"

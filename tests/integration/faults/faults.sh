@@ -329,14 +329,16 @@ suspend)
   [[ -n $sport ]] || fail "no ESP socket to $gw_ip:4501"
   kill -USR2 "$logind_pid"
   wait_until 5 grep -q sleep "$work/logind.log" || fail "the stand-in logind did not signal the sleep"
-  kill -STOP "$client_pid"
+  # Both of espvpn's processes sleep, as in a suspend: the session (login, tunnel) and its broker.
+  session=$(session_of "$client_pid")
+  kill -STOP "$session" "$client_pid"
   t_stop=$(date +%s%N)
   # The old path dies while espvpn sleeps: the gateway drops its ESP flow (that source port).
   ip netns exec "$nsg" nft add table inet gpsl
   ip netns exec "$nsg" nft add chain inet gpsl in "{ type filter hook input priority 0; }"
   ip netns exec "$nsg" nft add rule inet gpsl in ip saddr $cl_ip udp sport "$sport" drop
   sleep "$stop_s"
-  kill -CONT "$client_pid"
+  kill -CONT "$client_pid" "$session"
   t_usable=$(date +%s%N)
   kill -USR1 "$logind_pid"
   stopped_ms=$(((t_usable - t_stop) / 1000000))

@@ -8,6 +8,8 @@
 #   suites: GP_TUNNEL_SUITES (default aes-128-gcm aes-128-cbc:sha1 aes-256-cbc:sha256):
 #           login, probe answered, ping v4+v6, iperf3 TCP both ways, SIGINT: logout
 #           sent, tun removed, exit 0
+#   session_killed: the session process killed by SIGSYS with the tunnel up (--kill-switch, built-in
+#           DNS): the broker restores tun, routes, DNS and kill switch, exits non-zero, says why
 #   script: the same with --script (a minimal vpnc-script) instead of the built-in setup
 #   blocked: UDP to the gateway's ESP port dropped (nftables, gateway namespace): espvpn
 #           falls back to the HTTPS tunnel within the probe timeout (5 s), ping + iperf3
@@ -170,6 +172,7 @@ suites)
     grep -q "over 1 TLS handshake" "$work/espvpn.log" || fail "$suite: login took more than one TLS handshake"
     # The ESP threads run under their seccomp filter (src/sandbox), the control thread does not.
     why=$(pipelines_confined "$client_pid" 2) || fail "$suite: $why"
+    why=$(privsep_checked "$client_pid") || fail "$suite: $why"
     grep -q $'^Seccomp:\t0$' "/proc/$client_pid/status" || fail "$suite: the main thread is under a filter"
     # The SAs reach the datapath before its first tun read: nothing dropped for want of one.
     [[ $(client_stat 'd["tx"]["drop_no_sa"]') -eq 0 ]] || fail "$suite: packets dropped before the SA was installed"
@@ -177,6 +180,30 @@ suites)
     [[ $(cat "/etc/netns/$nsc/resolv.conf") == $'nameserver 192.0.2.53\nsearch home.test' ]] || fail "$suite: DNS not restored"
     echo "RESULT $suite: login, probe answered, ping v4+v6, iperf3 up $up Gbit/s down $down Gbit/s, SIGINT -> logout, tun removed"
   done
+  ;;
+session_killed)
+  # The privilege split (docs/SECURITY.md): the session process dies by SIGSYS (what a seccomp
+  # filter does to a forbidden call) while the tunnel is up with --kill-switch and the built-in
+  # DNS: the broker takes the host down (tun, routes, DNS, kill switch) and exits non-zero, saying why.
+  routes_before=$(ip -n "$nsc" route show; ip -n "$nsc" -6 route show)
+  client_args=(--kill-switch)
+  start aes-128-gcm
+  why=$(privsep_checked "$client_pid") || fail "$why"
+  ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null || fail "--kill-switch: no table"
+  grep -q "^# written by espvpn" "/etc/netns/$nsc/resolv.conf" || fail "the VPN's DNS servers were not applied"
+  session=$(session_of "$client_pid")
+  kill -SYS "$session"
+  wait_until 20 eval '! kill -0 "$client_pid" 2>/dev/null' || fail "the broker is still running 20 s after its session died"
+  rc=0; wait "$client_pid" || rc=$?
+  ((rc != 0)) || fail "the broker exited 0 after its session was killed"
+  grep -q "the session process was killed by SIGSYS (a forbidden system call); the tunnel is down" "$work/espvpn.log" \
+    || fail "the broker did not say why the tunnel went down"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  ! ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null 2>&1 || fail "the kill switch table was left behind"
+  [[ $(cat "/etc/netns/$nsc/resolv.conf") == $'nameserver 192.0.2.53\nsearch home.test' ]] || fail "DNS not restored"
+  [[ $(ip -n "$nsc" route show; ip -n "$nsc" -6 route show) == "$routes_before" ]] || fail "routes not restored"
+  gateway_down
+  echo "RESULT session_killed: session killed by SIGSYS -> broker exit $rc, tun, routes, DNS and kill switch restored"
   ;;
 script)
   # The host setup done by a vpnc-script instead of the built-in netlink setup.
@@ -363,13 +390,14 @@ rekey)
   ;;
 outer_v6_esp)
   outer_v6
-  # Debian's vpnc-script as a user runs it, in a private mount namespace per call: a stand-in
-  # resolv.conf and /run (its state files), so the host's are never touched.
+  # Debian's vpnc-script as a user runs it. espvpn runs in a private mount namespace with a
+  # stand-in resolv.conf and /run (the script's state files), so the host's are never touched
+  # (the script runs in espvpn's broker, which keeps CAP_NET_ADMIN only: it cannot mount).
   mkdir -p "$work/run"; echo "nameserver 192.0.2.53" >"$work/resolv.conf"
   cat >"$work/vpnc-script" <<SCRIPT
 #!/bin/sh
 env | grep -E '^(reason|VPNGATEWAY|INTERNAL_IP4_MTU)=' | sort >>"$work/script-env"
-exec unshare -m sh -c 'mount --bind "\$1" /etc/resolv.conf && mount --bind "\$2" /run && exec /usr/share/vpnc-scripts/vpnc-script' sh "$work/resolv.conf" "$work/run"
+exec /usr/share/vpnc-scripts/vpnc-script
 SCRIPT
   chmod +x "$work/vpnc-script"
   client_args=(--script "$work/vpnc-script")
@@ -378,7 +406,7 @@ SCRIPT
   printf '%s vpn.test\n' "$gw_ip6" >"$work/hosts"
   cat >"$work/with-hosts" <<SCRIPT
 #!/bin/sh
-exec unshare -m sh -c 'mount --bind "\$0" /etc/hosts && exec "\$@"' "$work/hosts" "\$@"
+exec unshare -m sh -c 'mount --bind "\$0" /etc/hosts && mount --bind "$work/resolv.conf" /etc/resolv.conf && mount --bind "$work/run" /run && exec "\$@"' "$work/hosts" "\$@"
 SCRIPT
   chmod +x "$work/with-hosts"
   chrt=$work/with-hosts client_url=https://vpn.test:4443/

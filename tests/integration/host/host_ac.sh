@@ -3,8 +3,8 @@
 # split DNS example.test, the lan route and the no-route 10.202.0.128/25).
 #   background: -b --pid-file --setuid nobody -Q 64 --csd-wrapper (CTest ac_ocserv_process_control):
 #               the parent exits 0 once the tunnel is up; the daemon (the pid file's pid, VPNPID of
-#               the scripts) runs as nobody with no capability left; connect script as root,
-#               SIGUSR2's reconnect script as nobody; ping before and after; the tun's txqueuelen is
+#               the scripts) is the broker (root, CAP_NET_ADMIN only), its session process runs as
+#               nobody with no capability; connect and SIGUSR2's reconnect scripts as root; ping before and after; the tun's txqueuelen is
 #               64; ocserv asks for no CSD, so the wrapper never runs; SIGINT: BYE sent, tun gone
 #   scripts:    the vpnc-script contract: pre-init, connect, SIGUSR2 (attempt-reconnect, reconnect),
 #               disconnect in that order, attempt-reconnect and reconnect with the connect
@@ -61,12 +61,15 @@ background)
   daemon=$(cat "$work/ac.pid")
   [[ -d /proc/$daemon ]] || fail "no daemon with the pid file's pid $daemon"
   pids+=("$daemon")
-  uid=$(awk '/^Uid:/ {print $2 $3 $4 $5}' "/proc/$daemon/status")
-  [[ $uid == 65534655346553465534 ]] || fail "the daemon does not run as nobody (Uid: $uid)"
-  gids=$(awk '/^Gid:/ {print $2, $3, $4, $5}' "/proc/$daemon/status")
-  for g in $gids; do [[ $g != 0 ]] || fail "the daemon kept group id 0 (Gid: $gids)"; done
-  [[ $(awk '/^CapEff:/ {print $2}' "/proc/$daemon/status") =~ ^0+$ ]] || fail "the daemon kept capabilities"
-  [[ $(awk '/^CapPrm:/ {print $2}' "/proc/$daemon/status") =~ ^0+$ ]] || fail "the daemon can regain capabilities"
+  # The daemon is the broker (root, CAP_NET_ADMIN only); its session process runs as nobody.
+  why=$(privsep_checked "$daemon") || fail "$why"
+  session=$(session_of "$daemon")
+  uid=$(awk '/^Uid:/ {print $2 $3 $4 $5}' "/proc/$session/status")
+  [[ $uid == 65534655346553465534 ]] || fail "the session process does not run as nobody (Uid: $uid)"
+  gids=$(awk '/^Gid:/ {print $2, $3, $4, $5}' "/proc/$session/status")
+  for g in $gids; do [[ $g != 0 ]] || fail "the session process kept group id 0 (Gid: $gids)"; done
+  [[ $(awk '/^CapEff:/ {print $2}' "/proc/$session/status") =~ ^0+$ ]] || fail "the session process kept capabilities"
+  [[ $(awk '/^CapPrm:/ {print $2}' "/proc/$session/status") =~ ^0+$ ]] || fail "the session process can regain capabilities"
   grep -qx "connect 0 $daemon" "$work/rec/reasons" || fail "connect script not run as root with VPNPID=$daemon: $(cat "$work/rec/reasons")"
   ping_lan || fail "no ping through the daemon's tunnel"
   qlen=$(ip -n "$nsc" -d link show "$(tun_name)" | grep -o 'qlen [0-9]*')
@@ -75,7 +78,7 @@ background)
   stats_wait "$work/rec/stats.json" "d['reconnect']['renewals'] >= 1 and d['transport'] == 'cstp'" 20 ||
     fail "no new connection after SIGUSR2 as nobody"
   wait_until 10 grep -q "^reconnect " "$work/rec/reasons" || true
-  grep -qx "reconnect 65534 $daemon" "$work/rec/reasons" || fail "no reconnect script as nobody after SIGUSR2: $(cat "$work/rec/reasons")"
+  grep -qx "reconnect 0 $daemon" "$work/rec/reasons" || fail "no reconnect script by the broker after SIGUSR2: $(cat "$work/rec/reasons")"
   ping_lan || fail "no ping after the unprivileged reconnect"
   kill -INT "$daemon"
   wait_until 10 test ! -d "/proc/$daemon" || fail "the daemon did not exit on SIGINT"
@@ -83,7 +86,7 @@ background)
   no_tun_left "$nsc" || fail "tun device left behind"
   [[ ! -e $work/rec/csd-ran ]] || fail "the CSD wrapper ran though ocserv asked for no host scan"
   [[ $(password_logins) -eq 1 ]] || fail "more than one password login on ocserv"
-  echo "RESULT process_control: parent exit 0 after the tunnel came up; daemon $daemon as nobody (Gid $gids); scripts:" \
+  echo "RESULT process_control: parent exit 0 after the tunnel came up; broker $daemon, session $session as nobody (Gid $gids); scripts:" \
        "$(tr '\n' ';' <"$work/rec/reasons")" "$qlen; CSD wrapper not run"
   echo "PASS process_control"
   ;;

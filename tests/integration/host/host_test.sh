@@ -17,8 +17,9 @@
 #   sighup:     SIGHUP leaves the session valid: a second run with --cookie carries
 #               traffic; after its SIGINT logout the same cookie is refused (exit 2).
 #   background: -b --pid-file --setuid nobody: the parent exits 0 once the tunnel is up;
-#               the daemon (pid in the file, VPNPID of every script) runs as nobody,
-#               still reconnects on SIGUSR2 and logs out on SIGINT.
+#               the daemon (pid in the file, VPNPID of every script) is the broker (root,
+#               CAP_NET_ADMIN only, runs the scripts), its session process runs as nobody;
+#               it still reconnects on SIGUSR2 and logs out on SIGINT.
 #   dns:        built-in setup (no --script): DNS written to a private /etc/resolv.conf
 #               (bind mount in a mount namespace) and restored at exit; the host's file
 #               is never touched.
@@ -288,20 +289,23 @@ background)
   daemon=$(cat "$work/espvpn.pid")
   [[ -d /proc/$daemon ]] || fail "no daemon with the pid-file's pid $daemon"
   pids+=("$daemon")
-  uid=$(awk '/^Uid:/ {print $2 $3 $4 $5}' "/proc/$daemon/status")
-  [[ $uid == 65534655346553465534 ]] || fail "the daemon does not run as nobody (Uid: $uid)"
+  # The daemon is the broker (root, CAP_NET_ADMIN only); its session process runs as nobody.
+  why=$(privsep_checked "$daemon") || fail "$why"
+  session=$(session_of "$daemon")
+  uid=$(awk '/^Uid:/ {print $2 $3 $4 $5}' "/proc/$session/status")
+  [[ $uid == 65534655346553465534 ]] || fail "the session process does not run as nobody (Uid: $uid)"
   # Real, effective, saved and filesystem ids all dropped, and no capability left.
-  gids=$(awk '/^Gid:/ {print $2, $3, $4, $5}' "/proc/$daemon/status")
-  for g in $gids; do [[ $g != 0 ]] || fail "the daemon kept group id 0 (Gid: $gids)"; done
-  [[ $(awk '/^CapEff:/ {print $2}' "/proc/$daemon/status") =~ ^0+$ ]] || fail "the daemon kept capabilities ($(grep Cap "/proc/$daemon/status" | tr '\n' ' '))"
-  [[ $(awk '/^CapPrm:/ {print $2}' "/proc/$daemon/status") =~ ^0+$ ]] || fail "the daemon can regain capabilities (CapPrm)"
+  gids=$(awk '/^Gid:/ {print $2, $3, $4, $5}' "/proc/$session/status")
+  for g in $gids; do [[ $g != 0 ]] || fail "the session process kept group id 0 (Gid: $gids)"; done
+  [[ $(awk '/^CapEff:/ {print $2}' "/proc/$session/status") =~ ^0+$ ]] || fail "the session process kept capabilities ($(grep Cap "/proc/$session/status" | tr '\n' ' '))"
+  [[ $(awk '/^CapPrm:/ {print $2}' "/proc/$session/status") =~ ^0+$ ]] || fail "the session process can regain capabilities (CapPrm)"
   [[ $(envvar "$(record connect)" VPNPID) == "$daemon" ]] || fail "VPNPID is not the daemon's pid"
   [[ $(envvar "$(record connect)" RUN_AS_UID) == 0 ]] || fail "connect script not run as root"
   ping_lan 3 || fail "no ping through the daemon's tunnel"
   kill -USR2 "$daemon"
   for ((i = 0; i < 100; i++)); do [[ -n $(record reconnect) ]] && break; sleep 0.1; done
   [[ -n $(record reconnect) ]] || fail "no reconnect after SIGUSR2 as nobody"
-  [[ $(envvar "$(record reconnect)" RUN_AS_UID) == 65534 ]] || fail "reconnect script not run as nobody"
+  [[ $(envvar "$(record reconnect)" RUN_AS_UID) == 0 ]] || fail "reconnect script not run by the broker (root)"
   [[ $(envvar "$(record reconnect)" VPNPID) == "$daemon" ]] || fail "VPNPID changed"
   ping_lan 3 || fail "no ping after the unprivileged reconnect"
   kill -INT "$daemon"

@@ -150,6 +150,11 @@ up_and_check() {  # NAME [up: already activated by the caller]
   [[ $mtu == "$want_mtu" ]] || fail "$tun mtu $mtu, espvpn reported $want_mtu"
   # The secret never in argv.
   ! tr '\0' ' ' <"/proc/$vpn_pid/cmdline" | grep -qF -- "$password" || fail "the password is in espvpn's argv"
+  # The privilege split (docs/SECURITY.md): the service's espvpn is the broker (root, CAP_NET_ADMIN
+  # only), its one child the session process (not root, no capability); the packet threads confined.
+  local why
+  why=$(work=/nonexistent bash -c '. "$1"; privsep_checked "$2" && pipelines_confined "$2" 2' _ \
+    "$repo/tests/integration/lib.sh" "$vpn_pid") || fail "$name: $why"
   local p
   for p in "ping -c 2 -i 0.2 -W 2 $lan_ip" "ping -6 -c 2 -i 0.2 -W 2 $lan_ip6"; do
     ip netns exec "$nsc" $p >/dev/null || fail "$p through $tun failed"

@@ -18,3 +18,9 @@ softhsm2-util --import "$dir/key.p8" --token espvpn-test --label client --id 01 
 rm -f "$dir/key.p8"
 GNUTLS_PIN=$pin p11tool --login --write --load-certificate "$cert" --label client --id 01 \
   "pkcs11:token=espvpn-test" >/dev/null 2>&1
+# espvpn run by root opens the token in its session process, as nobody in these tests (no -U,
+# no sudo invoker): the token is that user's, as a user's own token is theirs.
+if [[ $(id -u) == 0 ]] && id nobody >/dev/null 2>&1; then
+  chown -R nobody "$dir"
+  chmod o+x "$(dirname "$dir")"
+fi

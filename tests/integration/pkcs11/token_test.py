@@ -287,8 +287,14 @@ def wait_until(fn, seconds, what):
     raise Failure(f"{what}: not within {seconds} s")
 
 
+# espvpn run by root opens PKCS#11 tokens in its session process, which runs as nobody here
+# (espvpn(8) PRIVILEGE SPLIT): the TPM's private bus, its resource manager and the token store
+# are nobody's, as a user's own would be theirs.
+AS_TOKEN_USER = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if os.geteuid() == 0 else []
+
+
 def lockout_counter():
-    r = subprocess.run(["tpm2_getcap", "properties-variable"], capture_output=True, text=True, timeout=10)
+    r = subprocess.run([*AS_TOKEN_USER, "tpm2_getcap", "properties-variable"], capture_output=True, text=True, timeout=10)
     check(r.returncode == 0, "tpm2_getcap properties-variable")
     lines = r.stdout.splitlines()
     for i, line in enumerate(lines):
@@ -313,42 +319,47 @@ def case_gp_tpm2():
             t0 = time.monotonic()
             os.mkdir(os.path.join(d, "state"))
             os.mkdir(os.path.join(d, "store"))
+            os.mkdir(os.path.join(d, "run"))
+            if AS_TOKEN_USER:
+                os.chmod(d, 0o755)
+                for sub in ("store", "run"):
+                    shutil.chown(os.path.join(d, sub), "nobody")
             port = free_port_pair()
             ctrl = port + 1
             procs.append(subprocess.Popen(
                 ["swtpm", "socket", "--tpm2", "--tpmstate", f"dir={d}/state", "--flags", "not-need-init,startup-clear",
                  "--server", f"type=tcp,port={port},bindaddr=127.0.0.1",
                  "--ctrl", f"type=tcp,port={ctrl},bindaddr=127.0.0.1"], stdout=subprocess.DEVNULL))
-            bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1",
-                                    f"--address=unix:path={d}/bus"], stdout=subprocess.PIPE, text=True)
+            bus = subprocess.Popen([*AS_TOKEN_USER, "dbus-daemon", "--session", "--nofork", "--print-address=1",
+                                    f"--address=unix:path={d}/run/bus"], stdout=subprocess.PIPE, text=True)
             procs.append(bus)
             os.environ["DBUS_SESSION_BUS_ADDRESS"] = bus.stdout.readline().strip()
-            abrmd = ["tpm2-abrmd", "--session", f"--tcti=swtpm:host=127.0.0.1,port={port}"]
-            if os.geteuid() == 0:
-                abrmd.append("--allow-root")
+            abrmd = [*AS_TOKEN_USER, "tpm2-abrmd", "--session", f"--tcti=swtpm:host=127.0.0.1,port={port}"]
             wait_until(lambda: socket_open(port), 10, "swtpm listening")
             procs.append(subprocess.Popen(abrmd, stdout=subprocess.DEVNULL, stderr=open(f"{d}/abrmd.log", "w")))
             tcti = "tabrmd:bus_type=session"
             os.environ.update(TPM2TOOLS_TCTI=tcti, TPM2_PKCS11_TCTI=tcti, TPM2_PKCS11_STORE=f"{d}/store")
             try:
-                wait_until(lambda: subprocess.run(["tpm2_getcap", "properties-fixed"], capture_output=True,
+                wait_until(lambda: subprocess.run([*AS_TOKEN_USER, "tpm2_getcap", "properties-fixed"], capture_output=True,
                                                   timeout=5).returncode == 0, 10, "swtpm + tpm2-abrmd up")
             except Failure:
                 print(open(f"{d}/abrmd.log").read())
-                print(subprocess.run(["tpm2_getcap", "properties-fixed"], capture_output=True, text=True).stderr)
+                print(subprocess.run([*AS_TOKEN_USER, "tpm2_getcap", "properties-fixed"], capture_output=True, text=True).stderr)
                 raise
             key = os.path.join(d, "key.pem")
             with open(os.path.join(HERE, "..", "..", "..", "certs", "client-key.pem")) as f:
                 text = f.read()
             with open(key, "w") as f:
                 f.write(text[text.index("-----BEGIN"):])
+            if AS_TOKEN_USER:
+                shutil.chown(key, "nobody")
             store = ["--path", f"{d}/store"]
             for cmd in (["init"], ["addtoken", "--pid", "1", "--sopin", "0000", "--userpin", PIN, "--label", "espvpn-tpm"],
                         ["import", "--algorithm", "rsa", "--privkey", key, "--key-label", "client", "--userpin", PIN,
                          "--label", "espvpn-tpm"],
                         ["addcert", "--label", "espvpn-tpm", "--key-label", "client",
                          os.path.join(os.path.dirname(CA), "client.pem")]):
-                r = subprocess.run(["tpm2_ptool", *cmd, *store], capture_output=True, text=True, timeout=60)
+                r = subprocess.run([*AS_TOKEN_USER, "tpm2_ptool", *cmd, *store], capture_output=True, text=True, timeout=60)
                 check(r.returncode == 0, f"tpm2_ptool {cmd[0]} ({r.stderr.strip()[-300:]})")
             os.unlink(key)
             print(f"  TPM token ready in {time.monotonic() - t0:.1f} s")

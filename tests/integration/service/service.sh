@@ -5,7 +5,7 @@
 #   service.sh status|always_on|unit|anyconnect ESPVPN_BIN GATEWAY_BIN
 #   status:    espvpn --status-socket in a root-only directory, --status-user daemon: `espvpn status`
 #              says connected over ESP (exit 0), so does tools/status-bar (waybar's JSON), --json matches docs/status.schema.json with bytes
-#              that grow with a ping; a client of another uid (nobody) is refused, daemon is let in;
+#              that grow with a ping; a client of another uid (bin) is refused, daemon is let in;
 #              a client sending 1 MiB without a newline is answered "too long" and closed, one that
 #              never reads its replies is dropped, 20 silent ones are held or turned away: meanwhile
 #              pings through the tunnel and `espvpn status` are answered; `espvpn reconnect`: a new
@@ -69,12 +69,13 @@ PY
   [[ $(json "$work/status2.json" 'd["bytes_out"] > '"$(json "$work/status1.json" 'd["bytes_out"]')"' and d["bytes_in"] > 0') == True ]] \
     || fail "bytes did not grow with a ping: $(cat "$work/status1.json" "$work/status2.json")"
   echo "RESULT status: $("$py" "$client" "$sock" many 1000)"
-  # Access: nobody refused, daemon (a --status-user) let in.
-  out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$py" "$client" "$sock" ask status) || true
-  grep -q '"permission denied"' <<<"$out" || fail "a client of uid nobody was not refused: $out"
+  # Access: bin refused, daemon (a --status-user) let in. (Not nobody: espvpn's session
+  # process, which serves the socket, runs as nobody here, and its own user is let in.)
+  out=$(setpriv --reuid=bin --regid=bin --clear-groups "$py" "$client" "$sock" ask status) || true
+  grep -q '"permission denied"' <<<"$out" || fail "a client of uid bin was not refused: $out"
   out=$(setpriv --reuid=daemon --regid=daemon --clear-groups "$py" "$client" "$sock" ask status)
   grep -q '"state":"connected"' <<<"$out" || fail "the --status-user daemon was not answered: $out"
-  grep -q "status socket: refused a client (uid 65534" "$work/espvpn.log" || fail "the refusal is not logged"
+  grep -q "status socket: refused a client (uid $(id -u bin)" "$work/espvpn.log" || fail "the refusal is not logged"
   # Hostile clients; the tunnel and the status answer meanwhile.
   "$py" "$client" "$sock" noread 6 >"$work/noread.out" 2>&1 & noread=$!; pids+=("$noread")
   "$py" "$client" "$sock" longline "$work/longline.out" & long=$!; pids+=("$long")
@@ -181,12 +182,17 @@ CONF
   [[ $exec_start != *%* ]] || fail "a specifier left in ExecStart: $exec_start"
   gateway_https_up
   gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
+  # The unit's capability bounding set and no_new_privs, as systemd applies them.
+  caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$unit" | tr 'A-Z' 'a-z' | sed -e 's/cap_/+/g' -e 's/ /,/g')
+  [[ -n $caps ]] || fail "no CapabilityBoundingSet in $unit"
   # shellcheck disable=SC2086 # the unit's words, as systemd splits them (no quotes in it)
-  ip netns exec "$nsc" $exec_start </dev/null >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  ip netns exec "$nsc" setpriv --bounding-set=-all,"$caps" --no-new-privs $exec_start </dev/null \
+    >"$work/espvpn.out" 2>"$work/espvpn.log" &
   client_pid=$!; pids+=("$client_pid")
   wait_until 30 state_is connected || fail "the unit's ExecStart did not connect: $(status_json 2>&1)"
   ping_lan || fail "no ping through the unit's tunnel"
   grep -q '"always_on":true' <(status_json) || fail "the unit's session is not always-on"
+  msg=$(privsep_checked "$client_pid") || fail "the unit's espvpn: $msg"
   out=$("$espvpn" disconnect --status-socket "$sock") || fail "espvpn disconnect failed: $out"
   rc=0; timeout 20 tail --pid="$client_pid" -f /dev/null || true
   wait "$client_pid" || rc=$?

@@ -338,15 +338,23 @@ driven | driven_headers)
   fi
   [[ $(json "$work/fake-stats.json" 'd.get("saml_acs_ok", 0)') -eq 1 ]] || fail "the ACS did not issue exactly one result"
   # The browser ran with its profile there (else the checks below would see nothing), and
-  # it is gone, and so is its private profile.
-  grep -q "started the browser .*, profile $work/tmp/espvpn-sso-" "$work/espvpn.log" \
-    || fail "the browser's profile was not under TMPDIR ($work/tmp)"
+  # it is gone, and so is its private profile. espvpn run by root: its session process runs
+  # as nobody, which cannot write this root-only TMPDIR: the profile goes into that user's
+  # private directory made before the privilege split (/run/user/UID or /run/espvpn-sso/UID).
+  pbase=$work/tmp
+  if ! setpriv --reuid=nobody --regid=nogroup --clear-groups test -w "$work/tmp" 2>/dev/null; then
+    pbase=/run/user/$(id -u nobody)
+    [[ -d $pbase ]] || pbase=/run/espvpn-sso/$(id -u nobody)
+  fi
+  profile=$(grep -o "started the browser .*, profile $pbase/espvpn-sso-[A-Za-z0-9]*" "$work/espvpn.log" | sed 's/.*, profile //')
+  [[ -n $profile ]] || fail "the browser's profile was not under $pbase: $(grep 'started the browser' "$work/espvpn.log")"
   for ((i = 0; i < 50; i++)); do
-    [[ -z $(pgrep -f -- "--user-data-dir=$work/tmp/espvpn-sso-" || true) ]] && break
+    [[ -z $(pgrep -f -- "--user-data-dir=$profile" || true) ]] && break
     sleep 0.1
   done
-  [[ -z $(pgrep -f -- "--user-data-dir=$work/tmp/espvpn-sso-" || true) ]] || fail "a Chromium process was left behind"
+  [[ -z $(pgrep -f -- "--user-data-dir=$profile" || true) ]] || fail "a Chromium process was left behind"
   [[ -z $(ls -A "$work/tmp") ]] || fail "the browser profile was left behind: $(ls -A "$work/tmp")"
+  [[ ! -e $profile ]] || fail "the browser profile $profile was left behind"
   if [[ $mode == driven ]]; then
     # Issue 42 item 4: the portal's cookie, saved by that login, logs in again without a browser.
     ls "$XDG_STATE_HOME/espvpn/gp-portal-"* >/dev/null || fail "the portal cookie was not saved"

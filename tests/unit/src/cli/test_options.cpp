@@ -287,3 +287,17 @@ TEST_CASE("single sign-on options: --external-browser[=PROGRAM], --sso-timeout, 
         CHECK(std::string(a.argv()[2]).find("c2VjcmV0") == std::string::npos);
     }
 }
+
+TEST_CASE("--always-on, --kill-switch and --status-socket with --setuid: the privilege split runs them") {
+    Argv a({"--always-on", "--kill-switch", "--status-socket", "/run/espvpn/x.sock", "-U", "nobody", "gw.test"});
+    auto o = parse(a);
+    REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.error().message));
+    CHECK(o->always_on);
+    CHECK(o->kill_switch);
+    CHECK(o->setuid_user == "nobody");
+    // Still refused: -b with --always-on, -b with the status socket.
+    Argv b({"--always-on", "-b", "gw.test"});
+    CHECK_FALSE(parse(b).ok());
+    Argv c({"--status-socket", "/run/espvpn/x.sock", "-b", "gw.test"});
+    CHECK_FALSE(parse(c).ok());
+}

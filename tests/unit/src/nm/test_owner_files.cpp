@@ -163,3 +163,19 @@ TEST_CASE("owner files: a root-only file is refused to its user like a missing o
     for (const std::string& p : {secret, group_root, own, link}) unlink(p.c_str());
     rmdir(dir.c_str());
 }
+
+TEST_CASE("the session process runs as the profile's owner (--setuid), a system profile's as espvpn's default") {
+    auto s = settings({{"gateway", "https://vpn.example.com/"}, {"usercert", "/home/alice/cert.pem"}}, {{"password", "pw"}});
+    EspvpnCommand c = build(s);
+    const auto before = c.argv;
+    run_session_as_owner(c, profile_owner({}));
+    CHECK(c.argv == before);
+    run_session_as_owner(c, profile_owner({{"user", "alice"}, {"user", "bob"}}));
+    CHECK(c.argv == before);
+    run_session_as_owner(c, profile_owner({{"user", "alice"}}));
+    REQUIRE(c.argv.size() == before.size() + 1);
+    CHECK(c.argv[0] == before[0]);
+    CHECK(c.argv[1] == "--setuid=alice");
+    // The file entries still point at their own argv entries.
+    for (const auto& f : c.files) CHECK(c.argv.at(f.argv_index) == f.option + f.path);
+}

@@ -3,6 +3,7 @@
 // 0600 file, chown, mknod, give an exec'd program more) and what it must still do
 // (CAP_NET_ADMIN in a network namespace of its own: a tun device, a link up).
 #include <doctest/doctest.h>
+#include <sys/prctl.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/if.h>
@@ -25,6 +26,7 @@
 
 using espvpn::sandbox::drop_capability;
 using espvpn::sandbox::keep_only_capabilities;
+using espvpn::sandbox::KeepSetpcap;
 using namespace espvpn::sandbox::test;
 
 namespace {
@@ -113,6 +115,36 @@ TEST_CASE("keep_only_capabilities: a program it runs (the vpnc-script) gets the 
         const std::string after = run_output(argv);
         if (hex_field(after, "CapEff") != bit(CAP_NET_ADMIN) || hex_field(after, "CapPrm") != bit(CAP_NET_ADMIN))
             return 17;
+        return 0;
+    });
+    CHECK(e.exited);
+    CHECK(e.code == 0);
+}
+
+TEST_CASE("keep_only_capabilities with KeepSetpcap::yes: drop_capability empties the bounding set too, to CAP_NET_ADMIN alone") {
+    if (geteuid() != 0) {
+        MESSAGE("skipped: needs root");
+        return;
+    }
+    const Ended e = in_child([] {
+        if (!keep_only_capabilities({CAP_NET_ADMIN, CAP_NET_BIND_SERVICE}, KeepSetpcap::yes)) return 11;
+        const unsigned long long both = bit(CAP_NET_ADMIN) | bit(CAP_NET_BIND_SERVICE);
+        std::string st = read_text("/proc/self/status");
+        if (hex_field(st, "CapBnd") != both) return 12;
+        if (hex_field(st, "CapEff") != (both | bit(CAP_SETPCAP)) || hex_field(st, "CapPrm") != (both | bit(CAP_SETPCAP)))
+            return 13;
+        if (hex_field(st, "CapInh") != both || hex_field(st, "CapAmb") != both) return 14;
+        // A program it runs never gets CAP_SETPCAP.
+        const char* const argv[] = {"/bin/cat", "/proc/self/status", nullptr};
+        if (hex_field(run_output(argv), "CapEff") != both) return 15;
+        if (!drop_capability(CAP_NET_BIND_SERVICE)) return 16;
+        if (!drop_capability(CAP_SETPCAP)) return 17;
+        st = read_text("/proc/self/status");
+        for (const char* f : {"CapPrm", "CapEff", "CapInh", "CapBnd", "CapAmb"})
+            if (hex_field(st, f) != bit(CAP_NET_ADMIN)) return 18;
+        // Without CAP_SETPCAP the bounding set cannot change any more.
+        errno = 0;
+        if (prctl(PR_CAPBSET_DROP, CAP_NET_ADMIN, 0, 0, 0) == 0 || errno != EPERM) return 19;
         return 0;
     });
     CHECK(e.exited);

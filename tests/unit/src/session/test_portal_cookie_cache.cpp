@@ -222,3 +222,47 @@ TEST_CASE("portal cookie cache: the cookie is stored, read and removed through S
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error().message == "the broker said no");
 }
+
+TEST_CASE("portal cookie cache: a directory root prepared before the privilege split, out of the session's reach") {
+    using Op = test::RecordingStateFiles::Call::Op;
+    TempDir t;
+    // Root (here: this process) makes and checks it before the fork.
+    PortalCookieCache root_side(cookie_cache_location(::geteuid(), ::getegid(), "/home/x", false, t.path.c_str()),
+                                local_files);
+    auto prepared = root_side.prepare();
+    REQUIRE(prepared.ok());
+    CHECK(prepared->prepared);
+    struct stat st{};
+    REQUIRE(::stat(prepared->path().c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0700);
+
+    // The session cannot open it (here: it has gone): load, save and forget go through
+    // StateFiles alone (the broker), at the same names.
+    CookieCacheLocation where = *prepared;
+    std::filesystem::remove_all(where.path());
+    test::RecordingStateFiles files;
+    files.uid = ::geteuid();
+    PortalCookieCache session_side(where, files);
+    const std::string file = where.path() + "/gp-portal-vpn.example.com_4443";
+    REQUIRE(session_side.save(portal(), cookie(2000)).ok());
+    REQUIRE(files.of(Op::write).size() == 1);
+    CHECK(files.of(Op::write)[0].path == file);
+    auto got = session_side.load(portal(), 1999);
+    REQUIRE(got.ok());
+    REQUIRE(got->has_value());
+    CHECK((*got)->userauthcookie.reveal_text() == "c00k1e+/=");
+    files.uid = ::geteuid() + 1;  // still only the owner's private file is trusted
+    CHECK_FALSE(session_side.load(portal(), 1999).ok());
+    files.uid = ::geteuid();
+    auto one = portal();
+    CHECK(*session_side.forget(&one) == 1);
+    CHECK(files.files.empty());
+
+    // Not prepared: the same location is an ordinary one (the directory is made again here).
+    CookieCacheLocation plain = where;
+    plain.prepared = false;
+    test::RecordingStateFiles other;
+    other.uid = ::geteuid();
+    REQUIRE(PortalCookieCache(plain, other).save(portal(), cookie(2000)).ok());
+    CHECK(std::filesystem::is_directory(plain.path()));
+}

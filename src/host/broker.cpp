@@ -1,0 +1,318 @@
+#include "src/host/broker.h"
+
+#include <linux/capability.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "protocols/broker/broker_message.h"
+#include "src/io/dns_socket.h"
+#include "src/io/owned_file.h"
+#include "src/io/seqpacket.h"
+#include "src/io/state_files.h"
+#include "src/io/udp_socket.h"
+#include "src/log/logger.h"
+#include "src/sandbox/capabilities.h"
+
+namespace espvpn::host {
+
+namespace {
+
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
+
+std::string os_error(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+bool state_name_ok(std::string_view name) {
+    if (name.empty() || name.size() > 128 || name == "." || name == "..") return false;
+    for (char c : name) {
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-'))
+            return false;
+    }
+    return true;
+}
+
+// A state file for the session: opened O_NOFOLLOW (a symlink at the name is refused), a
+// regular file of at most kMaxStateBytes; found=false when nothing is there.
+broker::StateReply read_state_file(const std::string& path) {
+    broker::StateReply r{broker::Type::read_state, true, "", false, 0, 0, 0, {}};
+    auto fail = [&](std::string why) {
+        r.ok = false;
+        r.error = std::move(why);
+        return r;
+    };
+    auto at = io::open_parent(path);
+    if (!at) return fail(at.error().message);
+    io::UniqueFd fd(::openat(at->dir.get(), at->name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+    if (!fd.valid()) return errno == ENOENT ? r : fail(os_error(path));
+    struct stat st{};
+    if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return fail(path + ": not a regular file");
+    if (static_cast<std::size_t>(st.st_size) > broker::kMaxStateBytes) return fail(path + ": too large");
+    r.data.resize(static_cast<std::size_t>(st.st_size));
+    std::size_t got = 0;
+    while (got < r.data.size()) {
+        const ssize_t n = ::pread(fd.get(), r.data.data() + got, r.data.size() - got, static_cast<off_t>(got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += static_cast<std::size_t>(n);
+    }
+    r.data.resize(got);
+    r.found = true;
+    r.uid = st.st_uid;
+    r.gid = st.st_gid;
+    r.mode = st.st_mode & 07777;
+    return r;
+}
+
+class Broker {
+public:
+    Broker(io::UniqueFd requests, io::UniqueFd events, pid_t session, const BrokerOptions& o)
+        : requests_(std::move(requests)), events_(std::move(events)), session_(session), o_(o), host_(o.host) {}
+
+    SessionEnd run();
+
+private:
+    void serve(const io::Packet& packet);
+    void answer(const broker::Message& m, int fd = -1);
+    void reply(broker::Type to, const Status& s, std::string text = {}, std::vector<std::uint8_t> data = {}, int fd = -1);
+    void on_signal(const signalfd_siginfo& si);
+    bool reap(int flags);
+    void done_binding();
+
+    io::UniqueFd requests_, events_;
+    pid_t session_;
+    const BrokerOptions& o_;
+    TunnelHost host_;
+    broker::BrokerState state_;
+    bool may_bind_ = true;
+    bool listener_opened_ = false;
+    std::optional<SessionEnd> end_;
+};
+
+void Broker::answer(const broker::Message& m, int fd) {
+    if (Status s = io::send_packet(requests_.get(), broker::encode(m), fd); !s)
+        LOG_DEBUG << "broker: answer not sent: " << s.error().message;
+}
+
+void Broker::reply(broker::Type to, const Status& s, std::string text, std::vector<std::uint8_t> data, int fd) {
+    broker::Reply r;
+    r.to = to;
+    r.ok = s.ok();
+    r.text = s.ok() ? std::move(text) : s.error().message.substr(0, 4000);
+    r.count = static_cast<std::uint32_t>(host_.domain_route_count());
+    r.data = std::move(data);
+    answer(r, s.ok() ? fd : -1);
+}
+
+void Broker::done_binding() {
+    if (!may_bind_) return;
+    may_bind_ = false;
+    if (geteuid() != 0) return;  // not the split (a unit test): nothing was kept
+    // CAP_NET_BIND_SERVICE out of every set, the bounding set included, then CAP_SETPCAP
+    // (kept for that drop): CAP_NET_ADMIN alone is left.
+    for (int cap : {CAP_NET_BIND_SERVICE, CAP_SETPCAP})
+        if (Status s = sandbox::drop_capability(cap); !s) LOG_WARN << "broker: " << s.error().message;
+}
+
+void Broker::serve(const io::Packet& packet) {
+    auto decoded = broker::decode(packet.bytes);
+    if (!decoded) {
+        LOG_WARN << "broker: refused a request: " << decoded.error().message;
+        reply(broker::Type::tear_down, decoded.error());
+        return;
+    }
+    const broker::Message& m = *decoded;
+    const broker::Type type = broker::type_of(m);
+    if (Status admitted = state_.admit(type); !admitted) {
+        LOG_WARN << "broker: " << admitted.error().message;
+        if (type == broker::Type::bring_up) answer(broker::TunReply{false, admitted.error().message, "", 0, false, 0, false, 0});
+        else reply(type == broker::Type::reply || type == broker::Type::tun_reply || type == broker::Type::state_reply ||
+                           type == broker::Type::signal_event
+                       ? broker::Type::tear_down : type,
+                   admitted.error());
+        return;
+    }
+    if (const auto* b = std::get_if<broker::BringUp>(&m)) {
+        std::vector<KillSwitchService> servers;
+        for (const auto& s : b->login_servers) servers.push_back({s.address, s.port});
+        host_.set_login_servers(std::move(servers));
+        Status s = host_.bring_up(b->config, b->mtu);
+        state_.after(type, s.ok());
+        if (!s) {
+            host_.tear_down();
+            answer(broker::TunReply{false, s.error().message.substr(0, 4000), "", 0, false, 0, false, 0});
+            return;
+        }
+        bool wildcard = false;
+        for (const auto* list : {&b->config.split_include_domains, &b->config.split_exclude_domains})
+            for (const auto& d : *list) wildcard = wildcard || d.wildcard;
+        if (!wildcard || !host_.domain_routes_possible()) done_binding();  // no forwarder will be asked for
+        io::TunDevice& tun = host_.tun();
+        broker::TunReply t{true, "", tun.name(), tun.ifindex(), tun.offloads().vnet_hdr, tun.offloads().flags,
+                           host_.domain_routes_possible(), host_.mtu()};
+        answer(t, tun.fd());
+        if (o_.detach_when_up) setsid();  // -b: the terminal's Ctrl-C is for the waiting command now
+        return;
+    }
+    if (const auto* r = std::get_if<broker::RunScript>(&m)) {
+        host_.run_script(static_cast<ScriptReason>(r->reason));
+        reply(type, {});
+    } else if (const auto* q = std::get_if<broker::QueueScript>(&m)) {
+        host_.queue_script(static_cast<ScriptReason>(q->reason));
+        reply(type, {});
+    } else if (std::holds_alternative<broker::TearDown>(m)) {
+        host_.tear_down();
+        state_.after(type, true);
+        reply(type, {});
+    } else if (const auto* a = std::get_if<broker::AddDomainRoute>(&m)) {
+        auto done = host_.add_domain_route(a->address, a->include);
+        reply(type, done ? Status{} : Status(done.error()), done ? *done : std::string());
+    } else if (const auto* d = std::get_if<broker::RemoveDomainRoute>(&m)) {
+        host_.remove_domain_route(d->address, d->include);
+        reply(type, {});
+    } else if (const auto* p = std::get_if<broker::PointDnsAt>(&m)) {
+        reply(type, host_.point_dns_at(p->forwarder));
+    } else if (const auto* mtu = std::get_if<broker::SetMtu>(&m)) {
+        reply(type, host_.tun().set_mtu(static_cast<unsigned>(mtu->mtu)));
+    } else if (const auto* u = std::get_if<broker::OpenUdp>(&m)) {
+        auto fd = io::open_udp_fd(u->family, u->send_buffer, u->receive_buffer);
+        reply(type, fd ? Status{} : Status(fd.error()), {}, {}, fd ? fd->get() : -1);
+    } else if (const auto* l = std::get_if<broker::OpenDnsListener>(&m)) {
+        // Only the domain split's forwarder: once, on the tun's own IPv4 address, port 53.
+        Status ok;
+        if (!state_.up() || listener_opened_ || !may_bind_) ok = make_error("the broker opens one DNS forwarder socket, after the tun is up");
+        else if (l->port != 53 || host_.tun().fd() < 0) ok = make_error("the DNS forwarder listens on port 53 only");
+        Result<io::UniqueFd> fd = ok ? host_.open_dns_listener(l->address, l->port, l->device) : Result<io::UniqueFd>(ok.error());
+        listener_opened_ = true;
+        done_binding();
+        reply(type, fd ? Status{} : Status(fd.error()), {}, {}, fd ? fd->get() : -1);
+    } else if (const auto* rs = std::get_if<broker::ReadState>(&m)) {
+        if (!state_path_allowed(o_, rs->path))
+            return answer(broker::StateReply{type, false, rs->path + ": not a state file of this run", false, 0, 0, 0, {}});
+        answer(read_state_file(rs->path));
+    } else if (const auto* ws = std::get_if<broker::WriteState>(&m)) {
+        if (!state_path_allowed(o_, ws->path)) return reply(type, make_error(ws->path + ": not a state file of this run"));
+        // io::LocalStateFiles' rules: O_NOFOLLOW, a new file by rename, as the file's owner
+        // (the broker has no CAP_SETUID: a file not root's is refused, never written as root).
+        io::LocalStateFiles local;
+        const std::string_view bytes(reinterpret_cast<const char*>(ws->bytes.data()), ws->bytes.size());
+        reply(type, local.write(ws->path, bytes, ws->sync ? io::Sync::yes : io::Sync::no,
+                                static_cast<mode_t>(ws->mode)));
+    } else if (const auto* rm = std::get_if<broker::RemoveState>(&m)) {
+        broker::StateReply r{type, true, "", false, 0, 0, 0, {}};
+        auto at = state_path_allowed(o_, rm->path) ? io::open_parent(rm->path)
+                                                  : Result<io::PathAt>(make_error(rm->path + ": not a state file of this run"));
+        if (!at) {
+            r.ok = false;
+            r.error = at.error().message;
+        } else if (unlinkat(at->dir.get(), at->name.c_str(), 0) == 0) {
+            r.found = true;
+        } else if (errno != ENOENT) {
+            r.ok = false;
+            r.error = os_error(rm->path);
+        }
+        answer(r);
+    }
+}
+
+bool Broker::reap(int flags) {
+    int status = 0;
+    pid_t got;
+    while ((got = waitpid(session_, &status, flags)) < 0 && errno == EINTR) {
+    }
+    if (got != session_) return false;
+    SessionEnd e;
+    e.exited = WIFEXITED(status);
+    e.code = e.exited ? WEXITSTATUS(status) : 0;
+    e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    end_ = e;
+    return true;
+}
+
+void Broker::on_signal(const signalfd_siginfo& si) {
+    const int signo = static_cast<int>(si.ssi_signo);
+    if (signo == SIGCHLD) {
+        reap(WNOHANG);
+        return;
+    }
+    // The terminal sends its signals to the whole foreground process group: the session had it too.
+    if (si.ssi_code == SI_KERNEL) return;
+    if (Status s = io::send_packet(events_.get(), broker::encode(broker::SignalEvent{signo})); !s)
+        LOG_DEBUG << "broker: signal " << signo << " not forwarded: " << s.error().message;
+}
+
+SessionEnd Broker::run() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int s : kForwarded) sigaddset(&set, s);
+    sigaddset(&set, SIGCHLD);
+    io::UniqueFd sigfd(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!sigfd.valid()) LOG_ERROR << os_error("broker: signalfd");
+    bool requests_open = true;
+    while (!end_) {
+        pollfd fds[2] = {{requests_open ? requests_.get() : -1, POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
+        if (::poll(fds, 2, requests_open ? -1 : 1000) < 0 && errno != EINTR) break;
+        if (fds[1].revents & POLLIN) {
+            signalfd_siginfo si;
+            while (::read(sigfd.get(), &si, sizeof si) == sizeof si) on_signal(si);
+        }
+        if (requests_open && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            auto p = io::receive_packet(requests_.get(), broker::kMaxMessage);
+            if (!p || p->eof) {
+                if (!p) LOG_WARN << "broker: " << p.error().message;
+                requests_open = false;  // the session has gone or is going: wait for it
+            } else {
+                serve(*p);
+            }
+        }
+        if (!requests_open && !end_) reap(WNOHANG);
+    }
+    if (!end_) {
+        reap(0);
+        if (!end_) end_ = SessionEnd{true, 1, 0};
+    }
+    if (end_->signal) {
+        const char* name = sigabbrev_np(end_->signal);
+        std::string why = end_->signal == SIGSYS ? " (a forbidden system call)" : "";
+        LOG_ERROR << "the session process was killed by SIG" << (name ? name : std::to_string(end_->signal)) << why
+                  << "; the tunnel is down";
+    }
+    host_.tear_down();
+    return *end_;
+}
+
+}  // namespace
+
+void block_broker_signals(sigset_t* old) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int s : kForwarded) sigaddset(&set, s);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, old);
+}
+
+SessionEnd run_broker(io::UniqueFd requests, io::UniqueFd events, pid_t session, const BrokerOptions& options) {
+    Broker b(std::move(requests), std::move(events), session, options);
+    return b.run();
+}
+
+bool state_path_allowed(const BrokerOptions& o, const std::string& path) {
+    for (const auto& f : o.state_files)
+        if (!f.empty() && f == path) return true;
+    if (o.state_dir.empty()) return false;
+    std::string dir = o.state_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (path.size() <= dir.size() + 1 || path.compare(0, dir.size(), dir) != 0 || path[dir.size()] != '/') return false;
+    return state_name_ok(std::string_view(path).substr(dir.size() + 1));
+}
+
+}  // namespace espvpn::host
