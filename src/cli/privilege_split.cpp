@@ -172,6 +172,10 @@ Status restrict_session_files(const ClientOptions& o, const RunAsUser& user, con
     if (const std::string dir = parent_of(sso::callback_socket_path(user.uid)); exists(dir)) rules.read_write.push_back(dir);
     const char* tmp = std::getenv("TMPDIR");
     if (const std::string t = tmp && *tmp ? tmp : "/tmp"; exists(t)) rules.read_write.push_back(t);
+    if (const std::string p = sandbox::path_landlock_cannot_follow(rules); !p.empty()) {
+        LOG_INFO << "Landlock: not applied: " << p << " is on a 9p share, whose files its rules cannot follow";
+        return {};
+    }
     auto abi = sandbox::restrict_files(rules);
     if (!abi) return abi.error();
     LOG_DEBUG << sandbox::landlock_description(*abi);

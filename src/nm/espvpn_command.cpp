@@ -1,5 +1,7 @@
 #include "src/nm/espvpn_command.h"
 
+#include <pwd.h>
+
 #include <algorithm>
 #include <string_view>
 
@@ -236,6 +238,8 @@ ProfileOwner profile_owner(const std::vector<Permission>& permissions) {
 
 void run_session_as_owner(EspvpnCommand& cmd, const ProfileOwner& owner) {
     if (owner.kind != ProfileOwner::Kind::user || owner.user.empty() || cmd.argv.empty()) return;
+    // A profile root owns: espvpn's default session user (it refuses -U root).
+    if (const passwd* pw = ::getpwnam(owner.user.c_str()); pw && pw->pw_uid == 0) return;
     cmd.argv.insert(cmd.argv.begin() + 1, "--setuid=" + owner.user);
     for (ProfileFile& f : cmd.files) ++f.argv_index;
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -101,6 +102,18 @@ int landlock_abi() {
 std::string landlock_description(int abi) {
     if (abi <= 0) return "Landlock: none (the kernel has no Landlock, or ESPVPN_LANDLOCK=0)";
     return "Landlock ABI " + std::to_string(abi);
+}
+
+std::string path_landlock_cannot_follow(const FileRules& rules) {
+    constexpr long kV9fsMagic = 0x01021997;  // linux/magic.h V9FS_MAGIC
+    std::vector<std::string> paths = {"/usr", "/etc", "/tmp"};
+    paths.insert(paths.end(), rules.read_only.begin(), rules.read_only.end());
+    paths.insert(paths.end(), rules.read_write.begin(), rules.read_write.end());
+    for (const std::string& p : paths) {
+        struct statfs fs {};
+        if (statfs(p.c_str(), &fs) == 0 && static_cast<long>(fs.f_type) == kV9fsMagic) return p;
+    }
+    return "";
 }
 
 Result<int> restrict_files(const FileRules& rules) {

@@ -44,6 +44,11 @@ int landlock_abi();
 // path is missing: the process may then be unrestricted.
 Result<int> restrict_files(const FileRules& rules);
 
+// A path of `rules` (or of the system paths restrict_files adds) on a file system whose
+// inodes Landlock cannot follow: a 9p share (QEMU's -virtfs) makes a new inode at every
+// lookup without its cache, so a rule never matches and every access is refused. "": none.
+std::string path_landlock_cannot_follow(const FileRules& rules);
+
 // "Landlock ABI 7" or "Landlock: none (the kernel has no Landlock)", for -v.
 std::string landlock_description(int abi);
 

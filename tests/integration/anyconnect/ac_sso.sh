@@ -91,6 +91,9 @@ exec chromium --headless=new --no-sandbox --disable-gpu --ignore-certificate-err
   --host-resolver-rules="MAP *.espvpn.test 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE localhost" "\$@"
 EOF
 chmod +x "$work/browser.sh"
+# It runs as espvpn's session user (nobody when root runs espvpn, as here): a way in, a profile it may write.
+chmod 711 "$work"
+mkdir -m 777 "$work/ext-profile"
 rec() { python3 -c "import json;r=json.load(open('$work/record.json'));print($1)"; }
 
 # espvpn RC ARGS...: --authenticate at -vvv with the test CA, must exit RC (bounded by timeout 60).

@@ -172,6 +172,9 @@ TEST_CASE("the session process runs as the profile's owner (--setuid), a system 
     CHECK(c.argv == before);
     run_session_as_owner(c, profile_owner({{"user", "alice"}, {"user", "bob"}}));
     CHECK(c.argv == before);
+    // root's own profile: the session never runs as root (espvpn's default user instead).
+    run_session_as_owner(c, profile_owner({{"user", "root"}}));
+    CHECK(c.argv == before);
     run_session_as_owner(c, profile_owner({{"user", "alice"}}));
     REQUIRE(c.argv.size() == before.size() + 1);
     CHECK(c.argv[0] == before[0]);
