@@ -456,9 +456,15 @@ def case_ac(screen, dialog_bin, espvpn, url, password, secrets_out=None):
 def case_gp_sso_cancel(screen, dialog_bin, espvpn):
     """A single sign-on profile: the portal wants SAML, espvpn opens the "browser" (a stand-in
     that records its URL and waits); the window says to continue there; Escape cancels."""
+    # espvpn run by root (as here) starts the browser from its session process, which runs as
+    # nobody: the stand-in and the file it writes are in a directory of nobody's.
+    bdir = tempfile.mkdtemp(prefix="espvpn-browser.")
+    if os.geteuid() == 0:
+        shutil.chown(bdir, "nobody")
+        os.chmod(bdir, 0o755)
     with Fake("--portal-saml", "REDIRECT") as f:
-        opened = os.path.join(f.dir, "browser-url")
-        browser = os.path.join(f.dir, "browser")
+        opened = os.path.join(bdir, "browser-url")
+        browser = os.path.join(bdir, "browser")
         with open(browser, "w") as b:
             b.write(f"#!/bin/sh\nprintf '%s\\n' \"$1\" > {opened}\nexec sleep 30\n")
         os.chmod(browser, 0o755)
@@ -477,6 +483,7 @@ def case_gp_sso_cancel(screen, dialog_bin, espvpn):
             rc, out, err = d.finish()
         finally:
             d.kill()
+            shutil.rmtree(bdir, ignore_errors=True)
         check(rc == 1 and out == b"", f"Escape cancels the single sign-on: exit {rc}, nothing returned")
 
 

@@ -183,7 +183,7 @@ CONF
   gateway_https_up
   gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
   # The unit's capability bounding set and no_new_privs, as systemd applies them.
-  caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$unit" | tr 'A-Z' 'a-z' | sed -e 's/cap_/+/g' -e 's/ /,/g')
+  caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$unit" | tr '[:upper:]' '[:lower:]' | sed -e 's/cap_/+/g' -e 's/ /,/g')
   [[ -n $caps ]] || fail "no CapabilityBoundingSet in $unit"
   # shellcheck disable=SC2086 # the unit's words, as systemd splits them (no quotes in it)
   ip netns exec "$nsc" setpriv --bounding-set=-all,"$caps" --no-new-privs $exec_start </dev/null \
