@@ -142,6 +142,12 @@ bool landlock_fits(const ClientOptions& o) {
 }
 
 Status restrict_session_files(const ClientOptions& o, const RunAsUser& user, const std::string& state_dir) {
+    // Opt-in for now: with it, AnyConnect's DTLS under 5 % loss and 50 +- 20 ms jitter never
+    // came up (faults_ac_netem), and the cause is not found yet.
+    if (const char* v = std::getenv("ESPVPN_LANDLOCK"); !v || std::strcmp(v, "1") != 0) {
+        LOG_DEBUG << "Landlock: not applied (ESPVPN_LANDLOCK=1 turns it on)";
+        return {};
+    }
     if (!landlock_fits(o)) {
         LOG_DEBUG << "Landlock: not applied (a browser, a CSD/HIP wrapper or a PKCS#11 module runs in the session "
                      "and needs its own files)";

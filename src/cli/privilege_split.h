@@ -38,7 +38,7 @@ bool user_browser_may_start(const ClientOptions& options);
 // CSD/HIP wrapper, no PKCS#11 URI): the system read-only, the files given read-only, the
 // directories of an HOTP file and --stats-json, the portal cookie cache (`state_dir`, when
 // the session user may use it), the SSO callback's and the temporary directory read-write.
-// ESPVPN_LANDLOCK=0 skips it.
+// Applied only with ESPVPN_LANDLOCK=1 (opt-in: see restrict_session_files).
 bool landlock_fits(const ClientOptions& options);
 Status restrict_session_files(const ClientOptions& options, const RunAsUser& user, const std::string& state_dir);
 
