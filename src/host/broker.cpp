@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstring>
 
+#include "crypto/secret.h"
 #include "protocols/broker/broker_message.h"
 #include "src/io/dns_socket.h"
 #include "src/io/owned_file.h"
@@ -99,8 +100,10 @@ private:
 };
 
 void Broker::answer(const broker::Message& m, int fd) {
-    if (Status s = io::send_packet(requests_.get(), broker::encode(m), fd); !s)
+    std::vector<std::uint8_t> wire = broker::encode(m);
+    if (Status s = io::send_packet(requests_.get(), wire, fd); !s)
         LOG_DEBUG << "broker: answer not sent: " << s.error().message;
+    secure_zero(wire.data(), wire.size());  // a state reply carries a cookie cache's bytes
 }
 
 void Broker::reply(broker::Type to, const Status& s, std::string text, std::vector<std::uint8_t> data, int fd) {
@@ -198,15 +201,19 @@ void Broker::serve(const io::Packet& packet) {
     } else if (const auto* rs = std::get_if<broker::ReadState>(&m)) {
         if (!state_path_allowed(o_, rs->path))
             return answer(broker::StateReply{type, false, rs->path + ": not a state file of this run", false, 0, 0, 0, {}});
-        answer(read_state_file(rs->path));
+        broker::StateReply r = read_state_file(rs->path);
+        answer(r);
+        secure_zero(r.data.data(), r.data.size());
     } else if (const auto* ws = std::get_if<broker::WriteState>(&m)) {
         if (!state_path_allowed(o_, ws->path)) return reply(type, make_error(ws->path + ": not a state file of this run"));
         // io::LocalStateFiles' rules: O_NOFOLLOW, a new file by rename, as the file's owner
         // (the broker has no CAP_SETUID: a file not root's is refused, never written as root).
         io::LocalStateFiles local;
         const std::string_view bytes(reinterpret_cast<const char*>(ws->bytes.data()), ws->bytes.size());
-        reply(type, local.write(ws->path, bytes, ws->sync ? io::Sync::yes : io::Sync::no,
-                                static_cast<mode_t>(ws->mode)));
+        const Status written = local.write(ws->path, bytes, ws->sync ? io::Sync::yes : io::Sync::no,
+                                           static_cast<mode_t>(ws->mode));
+        secure_zero(const_cast<std::uint8_t*>(ws->bytes.data()), ws->bytes.size());  // decoded: this request's own copy
+        reply(type, written);
     } else if (const auto* rm = std::get_if<broker::RemoveState>(&m)) {
         broker::StateReply r{type, true, "", false, 0, 0, 0, {}};
         auto at = state_path_allowed(o_, rm->path) ? io::open_parent(rm->path)
@@ -272,6 +279,8 @@ SessionEnd Broker::run() {
                 requests_open = false;  // the session has gone or is going: wait for it
             } else {
                 serve(*p);
+                // The request's bytes (a state file's: a cookie, an HOTP secret) go now.
+                secure_zero(p->bytes.data(), p->bytes.size());
             }
         }
         if (!requests_open && !end_) reap(WNOHANG);
