@@ -291,9 +291,16 @@ SessionEnd Broker::run() {
     }
     if (end_->signal) {
         const char* name = sigabbrev_np(end_->signal);
-        std::string why = end_->signal == SIGSYS ? " (a forbidden system call)" : "";
-        LOG_ERROR << "the session process was killed by SIG" << (name ? name : std::to_string(end_->signal)) << why
-                  << "; the tunnel is down";
+        const std::string sig = "SIG" + (name ? std::string(name) : std::to_string(end_->signal));
+        if (end_->signal == SIGINT || end_->signal == SIGTERM || end_->signal == SIGHUP) {
+            // Asked to end (a terminal's Ctrl-C reaches the session too, e.g. at a password
+            // prompt): one line, no error; the exit status is 1 as for a login cut short.
+            LOG_INFO << "interrupted (" << sig << ")" << (state_.up() ? ": the tunnel is down" : " before the tunnel was up");
+            end_ = SessionEnd{true, 1, 0};
+        } else {
+            std::string why = end_->signal == SIGSYS ? " (a forbidden system call)" : "";
+            LOG_ERROR << "the session process was killed by " << sig << why << "; the tunnel is down";
+        }
     }
     host_.tear_down();
     return *end_;
