@@ -139,8 +139,8 @@ Status Broker::open_dns_listener(const broker::OpenDnsListener& l) {
     if (!l.device.empty()) return make_error("the DNS forwarder socket is bound to no device");
     if (dns_listener_.valid()) {
         // --always-on's next session: the socket bound for the first one, when its tunnel
-        // has the same address (the broker can bind port 53 no more). What queued up
-        // meanwhile is dropped unread: those clients have given up.
+        // has the same address (the broker can bind port 53 no more). Datagrams that queued
+        // up meanwhile are discarded, never looked at: those clients have given up.
         if (l.address != dns_listener_address_)
             return make_error("the DNS forwarder's port 53 stays bound to " + dns_listener_address_ +
                               " (the first tunnel's address) and cannot be bound again on " + l.address);
