@@ -23,6 +23,7 @@
 #include "src/sandbox/capabilities.h"
 #include "src/sandbox/landlock.h"
 #include "src/sandbox/seccomp_filter.h"
+#include "src/sso/browser_launcher.h"
 #include "src/sso/callback_socket.h"
 #include "src/sso/invoking_user.h"
 
@@ -119,6 +120,13 @@ void use_writable_tmpdir(uid_t uid) {
     ::setenv("TMPDIR", own.c_str(), 1);
     LOG_DEBUG << "temporary files of the session process (an SSO browser's profile) in " << own << ": " << current
               << " is not writable by its user";
+}
+
+// The secrets of the command line (Secret wipes them as it goes): in the processes that
+// never need them (the broker, the browser launcher).
+void wipe_session_secrets(ClientOptions& o) {
+    for (Secret* secret : {&o.cookie, &o.token_secret, &o.sso_callback, &o.key_password, &o.mca_key_password, &o.proxy})
+        *secret = Secret();
 }
 
 }  // namespace
@@ -240,9 +248,7 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
         events_session.reset();
         for (const InputFile& f : inputs) ::close(f.fd);
         // The broker never holds the session's secrets (Secret wipes them as it goes).
-        for (Secret* secret : {&options.cookie, &options.token_secret, &options.sso_callback, &options.key_password,
-                               &options.mca_key_password, &options.proxy})
-            *secret = Secret();
+        wipe_session_secrets(options);
         process.leave_up_to_session();
         // CAP_NET_ADMIN, and CAP_NET_BIND_SERVICE with CAP_SETPCAP until the domain split's DNS
         // forwarder socket is open (Broker::done_binding drops both); no_new_privs.
@@ -271,14 +277,19 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
         LOG_ERROR << "session process: prctl: " << std::strerror(errno);
         _exit(kExitError);
     }
-    // Before any thread: the seccomp allow-list on the whole session (inherited by every
-    // thread and program it starts); ESPVPN_SECCOMP=0 turns it off. Not when the user's own
-    // browser may be started for a SAML login: a browser that keeps its own sandbox
-    // (Chromium's, Firefox's: user namespaces) cannot start under it.
+    // The user's own browser for a SAML login cannot start under the filter below (a browser
+    // that keeps its own sandbox, Chromium's or Firefox's, needs user namespaces): when one may
+    // be started, the launcher is forked first, outside the filter (src/sso/browser_launcher.h).
     if (user_browser_may_start(options)) {
-        LOG_INFO << "the session process is not under its seccomp filter: it may start your browser for a single "
-                    "sign-on (--external-browser, or a display for xdg-open); see espvpn(8) PRIVILEGE SPLIT";
-    } else if (Status s = sandbox::confine_session(); !s) {
+        const std::string program = options.external_program.empty() ? "xdg-open" : options.external_program;
+        if (Status s = sso::start_browser_launcher(program, [&options] { wipe_session_secrets(options); }); !s)
+            LOG_WARN << "no browser launcher (" << s.error().message << "): the single sign-on page will not open by itself";
+        else
+            LOG_DEBUG << "browser launcher started for " << program;
+    }
+    // Before any thread: the seccomp allow-list on the whole session (inherited by every
+    // thread and program it starts); ESPVPN_SECCOMP=0 turns it off.
+    if (Status s = sandbox::confine_session(); !s) {
         LOG_ERROR << "session process: " << s.error().message;
         _exit(kExitError);
     }

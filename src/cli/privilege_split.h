@@ -29,8 +29,9 @@ Result<std::variant<int, SessionSide>> split_privileges(ClientOptions& options, 
                                                         host::BrokerOptions broker_options);
 
 // Whether the session may start the user's own browser for a SAML login (--external-browser,
-// or xdg-open with a display): then it runs without confine_session's seccomp filter, which
-// a browser keeping its own sandbox cannot start under.
+// or xdg-open with a display): then it forks a browser launcher (src/sso/browser_launcher.h)
+// before confine_session's seccomp filter, which a browser keeping its own sandbox cannot
+// start under; the session itself is filtered all the same.
 bool user_browser_may_start(const ClientOptions& options);
 
 // Landlock for the session process (sandbox::restrict_files): only when nothing it may run

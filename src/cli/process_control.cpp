@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,24 +125,45 @@ void ProcessControl::background() {
     std::cout.flush();
     std::cerr.flush();
     std::fflush(nullptr);
+    // The waiting command takes the ending signals from a signalfd (blocked before the fork:
+    // none is lost; the child gets its mask back).
+    sigset_t ending, old;
+    sigemptyset(&ending);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&ending, s);
+    sigprocmask(SIG_BLOCK, &ending, &old);
     pid_t child = fork();
     if (child < 0) {
+        sigprocmask(SIG_SETMASK, &old, nullptr);
         LOG_ERROR << "--background: fork: " << strerror(errno) << "; staying in the foreground";
         close(up[0]);
         close(up[1]);
         return;
     }
     if (child == 0) {
+        sigprocmask(SIG_SETMASK, &old, nullptr);
         close(up[0]);
         up_fd_ = up[1];
         if (pid_fd_ >= 0) write_pid();
         return;
     }
-    // The parent: wait for "up" or the child's end; never return.
+    // The parent: wait for "up" or the child's end; never return. A terminal's Ctrl-C (or
+    // hang-up) reaches the whole foreground group, the child too: it ends the login, and this
+    // command leaves with its status once it has (one exit, one message: the child's). A
+    // signal sent to this command alone is passed on to the child.
     close(up[1]);
+    const int sigfd = signalfd(-1, &ending, SFD_CLOEXEC | SFD_NONBLOCK);
     char byte = 0;
-    ssize_t got;
-    while ((got = read(up[0], &byte, 1)) < 0 && errno == EINTR) {
+    ssize_t got = 0;
+    for (;;) {
+        pollfd p[2] = {{up[0], POLLIN, 0}, {sigfd, POLLIN, 0}};
+        if (poll(p, sigfd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) break;
+        signalfd_siginfo si;
+        while (sigfd >= 0 && read(sigfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si))
+            if (si.ssi_code != SI_KERNEL) kill(child, static_cast<int>(si.ssi_signo));
+        if (p[0].revents == 0) continue;
+        while ((got = read(up[0], &byte, 1)) < 0 && errno == EINTR) {
+        }
+        break;
     }
     if (got == 1) {
         LOG_INFO << "continuing in background; pid " << child;

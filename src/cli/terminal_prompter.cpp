@@ -3,11 +3,14 @@
 #include "protocols/base/ascii.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +55,48 @@ Result<Secret> read_line(int fd, std::string_view what) {
     secure_zero(buf.data(), buf.capacity());
     return line;
 }
+
+// While a secret is read with echo off: a signal that ends the process (a terminal's Ctrl-C)
+// puts the terminal back first, then ends it as it would have.
+int echo_tty = -1;
+termios echo_saved{};
+constexpr int kEndingSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+extern "C" void restore_echo_and_end(int signo) {
+    if (echo_tty >= 0) {
+        ::tcsetattr(echo_tty, TCSAFLUSH, &echo_saved);
+        (void)!::write(echo_tty, "\n", 1);
+    }
+    ::signal(signo, SIG_DFL);
+    ::raise(signo);  // delivered, with the default action, when this handler returns
+}
+
+class EchoOffGuard {
+public:
+    EchoOffGuard(int tty, const termios& saved) {
+        echo_saved = saved;
+        echo_tty = tty;
+        struct sigaction act{};
+        act.sa_handler = restore_echo_and_end;
+        sigemptyset(&act.sa_mask);
+        for (std::size_t i = 0; i < std::size(kEndingSignals); ++i) {
+            struct sigaction old{};
+            ::sigaction(kEndingSignals[i], nullptr, &old);
+            old_[i] = old;
+            // An ignored signal stays ignored (e.g. SIGHUP under nohup).
+            if (old.sa_handler != SIG_IGN) ::sigaction(kEndingSignals[i], &act, nullptr);
+        }
+    }
+    ~EchoOffGuard() {
+        for (std::size_t i = 0; i < std::size(kEndingSignals); ++i) ::sigaction(kEndingSignals[i], &old_[i], nullptr);
+        echo_tty = -1;
+    }
+    EchoOffGuard(const EchoOffGuard&) = delete;
+    EchoOffGuard& operator=(const EchoOffGuard&) = delete;
+
+private:
+    struct sigaction old_[std::size(kEndingSignals)]{};
+};
 
 // `text` (the server's: control characters escaped) and `end` in one write (a prompt, a message).
 void write_text(int fd, std::string_view text, std::string_view end) {
@@ -106,7 +151,9 @@ Result<Secret> TerminalPrompter::ask_secret(std::string_view prompt) {
     // prompt is then neither echoed nor discarded by the switch's flush (TCSAFLUSH).
     termios saved{};
     const bool have_termios = ::tcgetattr(tty, &saved) == 0;
+    std::optional<EchoOffGuard> guard;
     if (have_termios) {
+        guard.emplace(tty, saved);
         termios quiet = saved;
         quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
         ::tcsetattr(tty, TCSAFLUSH, &quiet);
@@ -114,6 +161,7 @@ Result<Secret> TerminalPrompter::ask_secret(std::string_view prompt) {
     write_text(tty, prompt, " ");
     auto line = read_line(tty, "'" + std::string(prompt) + "'");
     if (have_termios) ::tcsetattr(tty, TCSAFLUSH, &saved);
+    guard.reset();
     (void)!::write(tty, "\n", 1);
     ::close(tty);
     return line;

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -88,6 +89,7 @@ private:
     void on_signal(const signalfd_siginfo& si);
     bool reap(int flags);
     void done_binding();
+    Status open_dns_listener(const broker::OpenDnsListener& l);
 
     io::UniqueFd requests_, events_;
     pid_t session_;
@@ -95,7 +97,10 @@ private:
     TunnelHost host_;
     broker::BrokerState state_;
     bool may_bind_ = true;
-    bool listener_opened_ = false;
+    // The domain split's DNS forwarder socket, bound once (port 53 needs CAP_NET_BIND_SERVICE,
+    // dropped right after) and kept for every later session on the same tunnel address.
+    io::UniqueFd dns_listener_;
+    std::string dns_listener_address_;
     std::optional<SessionEnd> end_;
 };
 
@@ -124,6 +129,33 @@ void Broker::done_binding() {
     // (kept for that drop): CAP_NET_ADMIN alone is left.
     for (int cap : {CAP_NET_BIND_SERVICE, CAP_SETPCAP})
         if (Status s = sandbox::drop_capability(cap); !s) LOG_WARN << "broker: " << s.error().message;
+}
+
+Status Broker::open_dns_listener(const broker::OpenDnsListener& l) {
+    // Only the domain split's forwarder: on the tun's own IPv4 address, port 53, bound once.
+    if (!state_.up() || host_.tun().fd() < 0) return make_error("the DNS forwarder socket is opened after the tun is up");
+    if (l.port != 53) return make_error("the DNS forwarder listens on port 53 only");
+    // Bound to an address, not a device: a later tunnel's tun is another device.
+    if (!l.device.empty()) return make_error("the DNS forwarder socket is bound to no device");
+    if (dns_listener_.valid()) {
+        // --always-on's next session: the socket bound for the first one, when its tunnel
+        // has the same address (the broker can bind port 53 no more). Datagrams that queued
+        // up meanwhile are discarded, never looked at: those clients have given up.
+        if (l.address != dns_listener_address_)
+            return make_error("the DNS forwarder's port 53 stays bound to " + dns_listener_address_ +
+                              " (the first tunnel's address) and cannot be bound again on " + l.address);
+        char drop[512];
+        for (int i = 0; i < 4096 && ::recv(dns_listener_.get(), drop, sizeof drop, MSG_DONTWAIT) >= 0; ++i) {
+        }
+        return {};
+    }
+    if (!may_bind_) return make_error("the broker can no longer bind port 53 (no wildcard split domain in the first tunnel)");
+    auto fd = host_.open_dns_listener(l.address, l.port, l.device);
+    done_binding();
+    if (!fd) return fd.error();
+    dns_listener_ = std::move(*fd);
+    dns_listener_address_ = l.address;
+    return {};
 }
 
 void Broker::serve(const io::Packet& packet) {
@@ -190,14 +222,8 @@ void Broker::serve(const io::Packet& packet) {
         auto fd = io::open_udp_fd(u->family, u->send_buffer, u->receive_buffer);
         reply(type, fd ? Status{} : Status(fd.error()), {}, {}, fd ? fd->get() : -1);
     } else if (const auto* l = std::get_if<broker::OpenDnsListener>(&m)) {
-        // Only the domain split's forwarder: once, on the tun's own IPv4 address, port 53.
-        Status ok;
-        if (!state_.up() || listener_opened_ || !may_bind_) ok = make_error("the broker opens one DNS forwarder socket, after the tun is up");
-        else if (l->port != 53 || host_.tun().fd() < 0) ok = make_error("the DNS forwarder listens on port 53 only");
-        Result<io::UniqueFd> fd = ok ? host_.open_dns_listener(l->address, l->port, l->device) : Result<io::UniqueFd>(ok.error());
-        listener_opened_ = true;
-        done_binding();
-        reply(type, fd ? Status{} : Status(fd.error()), {}, {}, fd ? fd->get() : -1);
+        const Status opened = open_dns_listener(*l);
+        reply(type, opened, {}, {}, dns_listener_.get());
     } else if (const auto* rs = std::get_if<broker::ReadState>(&m)) {
         if (!state_path_allowed(o_, rs->path))
             return answer(broker::StateReply{type, false, rs->path + ": not a state file of this run", false, 0, 0, 0, {}});
@@ -291,9 +317,16 @@ SessionEnd Broker::run() {
     }
     if (end_->signal) {
         const char* name = sigabbrev_np(end_->signal);
-        std::string why = end_->signal == SIGSYS ? " (a forbidden system call)" : "";
-        LOG_ERROR << "the session process was killed by SIG" << (name ? name : std::to_string(end_->signal)) << why
-                  << "; the tunnel is down";
+        const std::string sig = "SIG" + (name ? std::string(name) : std::to_string(end_->signal));
+        if (end_->signal == SIGINT || end_->signal == SIGTERM || end_->signal == SIGHUP) {
+            // Asked to end (a terminal's Ctrl-C reaches the session too, e.g. at a password
+            // prompt): one line, no error; the exit status is 1 as for a login cut short.
+            LOG_INFO << "interrupted (" << sig << ")" << (state_.up() ? ": the tunnel is down" : " before the tunnel was up");
+            end_ = SessionEnd{true, 1, 0};
+        } else {
+            std::string why = end_->signal == SIGSYS ? " (a forbidden system call)" : "";
+            LOG_ERROR << "the session process was killed by " << sig << why << "; the tunnel is down";
+        }
     }
     host_.tear_down();
     return *end_;

@@ -17,6 +17,7 @@
 
 #include "protocols/gp/saml.h"
 #include "src/log/logger.h"
+#include "src/sso/browser_launcher.h"
 #include "src/sso/callback_socket.h"
 #include "src/sso/invoking_user.h"
 #include "src/io/owned_file.h"
@@ -296,7 +297,9 @@ Result<session::SsoResult> ExternalBrowser::run(const session::SsoStart& start, 
     if (launch) {
         LOG_INFO << "single sign-on at " << who << ": opening the identity provider in " << program << " as "
                  << user->name;
-        if (auto st = start_as_user(*user, program, target); !st) {
+        // Through the launcher when the session has one (it is under a seccomp filter the
+        // browser could not start in): the same program, the same user.
+        if (auto st = has_browser_launcher() ? launch_browser(target) : start_as_user(*user, program, target); !st) {
             LOG_WARN << st.error().message << "; open the page yourself";
             launch = false;
         } else {

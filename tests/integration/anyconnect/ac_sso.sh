@@ -32,7 +32,8 @@
 #   external_real   the external mode end to end: espvpn's external browser (--external-browser=PROGRAM, a
 #                   wrapper starting headless Chromium) opens the
 #                   IdP, the ACS sends Chromium to localhost:29786/api/sso/<STRAP-encrypted token>, espvpn's
-#                   loopback listener takes it, espvpn opens it, the printed cookie is accepted
+#                   loopback listener takes it, espvpn opens it, the printed cookie is accepted; the
+#                   session is under its seccomp filter while the browser (started by the launcher) is not
 #   (ac_sso.sh external|external_refused|external_plain PROBE: ESPVPN_BIN is then the probe)
 set -euo pipefail
 mode=$1 espvpn=$2
@@ -85,8 +86,15 @@ url=https://vpn.espvpn.test:$port/
 browser="chromium --headless=new --no-sandbox --disable-gpu --ignore-certificate-errors \
 --host-resolver-rules='MAP *.espvpn.test 127.0.0.1, MAP * ~NOTFOUND'"
 # The external browser is the user's own, detached from espvpn: a wrapper with a profile of ours, killed at the end.
+# It notes its own seccomp mode and the session process's (espvpn's process of this run that
+# is not root's) where it may write: the browser starts outside the session's filter.
 cat >"$work/browser.sh" <<EOF
 #!/bin/sh
+for p in \$(pgrep -x espvpn); do
+  grep -q "vpn.espvpn.test:$port" /proc/\$p/cmdline 2>/dev/null || continue
+  [ "\$(awk '/^Uid:/ {print \$2}' /proc/\$p/status)" = 0 ] || echo "session \$(awk '/^Seccomp:/ {print \$2}' /proc/\$p/status)"
+done >$work/ext-profile/seccomp.txt
+echo "browser \$(awk '/^Seccomp:/ {print \$2}' /proc/self/status)" >>$work/ext-profile/seccomp.txt
 exec chromium --headless=new --no-sandbox --disable-gpu --ignore-certificate-errors --user-data-dir=$work/ext-profile \
   --host-resolver-rules="MAP *.espvpn.test 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE localhost" "\$@"
 EOF
@@ -224,6 +232,9 @@ external_plain)
   ;;
 external_real)
   run 0 --external-browser="$work/browser.sh"
+  # The session under its seccomp filter, the browser (started by the launcher) outside it.
+  [[ $(cat "$work/ext-profile/seccomp.txt") == $'session 2\nbrowser 0' ]] ||
+    fail "seccomp modes (session, browser): $(cat "$work/ext-profile/seccomp.txt")"
   [[ $(rec "r['init'][0]['capabilities']") == "['single-sign-on-external-browser']" ]] ||
     fail "capabilities sent: $(rec "r['init']")"
   [[ $(rec "r['loopback_redirects']") == "[{'strap': True}]" ]] || fail "no STRAP redirect: $(rec "r.get('loopback_redirects')")"

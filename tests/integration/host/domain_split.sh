@@ -22,10 +22,14 @@
 #          exclude *.out.wild.test is routed outside the tunnel, a never-answered
 #          name gets SERVFAIL (counted); SIGINT removes every route and puts resolv.conf
 #          back; with --script nothing is applied.
-#   domain_split.sh gp split ESPVPN GATEWAY_BIN
+#   relogin: --always-on with the wildcard *.wild.test: the forwarder answers in the first
+#          session and, after a forced re-login (the gateway session expired, SIGUSR2: cookie
+#          refused, a new login with the saved portal cookie), in the second one on its new tun.
+#   domain_split.sh gp split|relogin ESPVPN GATEWAY_BIN
 # shellcheck source=../proto_head.sh
 . "$(dirname "$0")/../proto_head.sh" domain-split "$@"
-[[ $proto == gp && $mode == split ]] || { echo "usage: $0 gp split ESPVPN GATEWAY_BIN (AnyConnect has no domain lists)"; exit 2; }
+[[ $proto == gp && ($mode == split || $mode == relogin) ]] ||
+  { echo "usage: $0 gp split|relogin ESPVPN GATEWAY_BIN (AnyConnect has no domain lists)"; exit 2; }
 topo_up
 tun=espdom$$
 tun=${tun:0:15}
@@ -55,6 +59,7 @@ answers '{"inc.corp.test": {"A": [["10.203.0.5", 2], ["10.203.0.6", 2]], "AAAA":
           "new.corp.test": {"A": [["10.203.0.10", 60]]},
           "a.wild.test": {"A": [["10.203.0.11", 60]]},
           "b.out.wild.test": {"A": [["10.202.0.201", 60]]},
+          "c.wild.test": {"A": [["10.203.0.10", 60]]},
           "lost.wild.test": {"drop": true},
           "lost.corp.test": {"drop": true}}'
 ip netns exec "$nsl" $py "$here/fake_dns.py" $lan_ip 53 "$work/answers.json" "$work/dns.jsonl" "$work/dns.ready" 120 \
@@ -83,6 +88,40 @@ count() { ip netns exec "$nsc" nft list counter inet count "$1" | sed -n 's/.*pa
 
 fake_routes=(--route 10.202.0.128/25 --route6 fd00:202::/64)
 domains() { printf '%s\n' "$1" >"$work/domains.tmp" && mv "$work/domains.tmp" "$work/domains.json"; }
+
+if [[ $mode == relogin ]]; then
+  # --always-on, a wildcard split domain, and a forced re-login: the first session's
+  # forwarder answers; the gateway session expires (--cookie-max-age), a reconnect (SIGUSR2)
+  # finds the cookie refused, the session is over and a new login (the saved portal cookie)
+  # brings up a second session on a new tun: its forwarder answers too, on the port 53
+  # socket the broker bound for the first one (it can bind port 53 no more).
+  domains '{"include": ["*.wild.test"], "exclude": []}'
+  gateway_up aes-128-gcm --dns $lan_ip --domains-file "$work/domains.json" --portal-cookie --cookie-max-age 4 ||
+    fail "the gateway did not start"
+  resolv=/etc/netns/$nsc/resolv.conf
+  espvpn_up -i "$tun" --always-on --reconnect-timeout 3
+  announced() { (($(grep -c "the host's name server is now espvpn's forwarder on $tun_ip:53" "$work/espvpn.log") >= $1)); }
+  wait_until 30 announced 1 || fail "no forwarder in the first session: $(grep -i 'split\|error' "$work/espvpn.log")"
+  t0=$SECONDS
+  got=$(timeout 60 ip netns exec "$nsc" getent ahostsv4 a.wild.test) || fail "first session: getent a.wild.test failed"
+  grep -q "^10.203.0.11 .*STREAM" <<<"$got" || fail "first session: getent a.wild.test: '$got'"
+  # Past the gateway session's 4 s (its clock, not this machine's speed), then a reconnect.
+  sleep $((t0 + 5 - SECONDS > 0 ? t0 + 5 - SECONDS : 0))
+  kill -USR2 "$client_pid"
+  wait_until 60 announced 2 || fail "no forwarder in the second session: $(grep -i 'split\|cookie\|error' "$work/espvpn.log")"
+  grep -q "the server rejected the cookie: the session is over" "$work/espvpn.log" || fail "no forced re-login"
+  [[ $(json "$work/fake-stats.json" 'd.get("portal_cookie_logins", 0)') -ge 1 ]] || fail "the second session is no new login"
+  ! grep -q "not applied" "$work/espvpn.log" || fail "split domains not applied: $(grep 'not applied' "$work/espvpn.log")"
+  grep -q "^nameserver $tun_ip$" "$resolv" || fail "resolv.conf does not name the forwarder: $(cat "$resolv")"
+  got=$(timeout 60 ip netns exec "$nsc" getent ahostsv4 c.wild.test) || fail "second session: getent c.wild.test failed"
+  grep -q "^10.203.0.10 .*STREAM" <<<"$got" || fail "second session: getent c.wild.test: '$got'"
+  ip -n "$nsc" route show dev "$tun" | grep -q "^10.203.0.10" || fail "no route for c.wild.test in the second session"
+  ip netns exec "$nsc" ping -c 2 -i 0.2 -W 2 10.203.0.10 >/dev/null || fail "ping c.wild.test's 10.203.0.10 failed"
+  espvpn_down || fail "espvpn did not exit cleanly"
+  [[ $(cat "$resolv") == $'nameserver 192.0.2.53\nsearch home.test' ]] || fail "resolv.conf not restored: $(cat "$resolv")"
+  echo "PASS: the DNS forwarder answers in a second --always-on session (forced re-login)"
+  exit 0
+fi
 domains '{"include": ["inc.corp.test", "port.corp.test:443", "lost.corp.test", "*.wild.test"], "exclude": ["exc.corp.test", "xport.corp.test:443", "*.out.wild.test"]}'
 gateway_up aes-128-gcm --dns $lan_ip --domains-file "$work/domains.json" || fail "the gateway did not start"
 export ESPVPN_DOMAIN_MIN_TTL=2

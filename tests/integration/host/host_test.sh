@@ -20,6 +20,9 @@
 #               the daemon (pid in the file, VPNPID of every script) is the broker (root,
 #               CAP_NET_ADMIN only, runs the scripts), its session process runs as nobody;
 #               it still reconnects on SIGUSR2 and logs out on SIGINT.
+#   background_ctrl_c: a terminal's Ctrl-C (a pseudo-terminal: ctrl_c_pty.py) at the password
+#               prompt with -b and without: one line, exit 1 once every process has ended,
+#               the terminal's echo back on, no login at the gateway.
 #   dns:        built-in setup (no --script): DNS written to a private /etc/resolv.conf
 #               (bind mount in a mount namespace) and restored at exit; the host's file
 #               is never touched.
@@ -315,6 +318,27 @@ background)
   [[ $(logins) -eq 1 ]] || fail "more than one login"
   echo "RESULT background: parent exit 0 after ESP up; daemon $daemon as nobody (Gid $gids, CapEff/CapPrm 0; scripts: connect uid 0," \
        "reconnect uid 65534, VPNPID=$daemon); SIGUSR2 reconnect + ping as nobody; SIGINT -> logout"
+  ;;
+background_ctrl_c)
+  # A terminal's Ctrl-C at the password prompt, with -b and without: the SIGINT reaches every
+  # process of the terminal's foreground group at once (the waiting command, the broker, the
+  # session). One line says so, the command exits 1 once all of them have ended (the
+  # terminal closed), the terminal's echo is back on, and nothing reached the gateway.
+  gateway_up aes-128-gcm || fail "fake gateway did not start"
+  for bg in -b ""; do
+    got=$(ip netns exec "$nsc" $py "$here/ctrl_c_pty.py" "$work/tty.out" "Password:" "$espvpn" --protocol=gp \
+      --cafile "$repo/certs/ca.pem" -u alice $bg --pid-file "$work/espvpn.pid" $url)
+    tr -d '\r' <"$work/tty.out" >"$work/espvpn.log"
+    [[ $got == $'exit 1\necho on' ]] || fail "${bg:-foreground}: the command's end after Ctrl-C: $got"
+    [[ $(grep -c . "$work/espvpn.log") -gt 0 ]] || fail "${bg:-foreground}: no output"
+    [[ $(grep -c "interrupted (SIGINT) before the tunnel was up" "$work/espvpn.log") -eq 1 ]] ||
+      fail "${bg:-foreground}: not exactly one line about the Ctrl-C"
+    ! grep -qiE "error|killed" "$work/espvpn.log" || fail "${bg:-foreground}: an error after Ctrl-C"
+    [[ ! -e $work/espvpn.pid ]] || fail "${bg:-foreground}: the pid file was left behind"
+  done
+  [[ $(logins) -eq 0 ]] || fail "a login reached the gateway"
+  echo "RESULT background_ctrl_c: Ctrl-C at the password prompt (-b and foreground): exit 1 after every process ended," \
+       "one line, echo on, no login"
   ;;
 dns)
   gateway_up aes-128-gcm "${fake_extra[@]}" || fail "fake gateway did not start"

@@ -12,7 +12,8 @@
 #   gp_sso.sh MODE ESPVPN GATEWAY_BIN DESKTOP_FILE [AUTH_DIALOG]
 #   tunnel:   portal SAML (POST: espvpn saves the IdP form for the browser) and gateway SAML
 #             (REDIRECT): one IdP sign-in (the portal's cookie replayed at the gateway), ESP up,
-#             ping through the tunnel, SIGINT: logout; no SAML cookie or callback URL in -vvv
+#             ping through the tunnel, SIGINT: logout; no SAML cookie or callback URL in -vvv;
+#             the session under its seccomp filter (privsep_checked) with --external-browser
 #   gateway:  --usergroup gateway, REDIRECT: --authenticate, the gateway takes the cookie
 #   replay:   portal and gateway SAML, no portal cookie: the portal's prelogin-cookie replayed
 #             at the gateway (one sign-in, no gateway prelogin)
@@ -25,7 +26,9 @@
 #             well-formed callback with a made-up cookie: the gateway refuses it (exit 2)
 #   peer:     another local user cannot reach the socket's directory; with the directory and
 #             socket opened to all (as a careless admin might) the peer check still refuses it
-#   xdg:      neither option, a display: xdg-open (a stand-in in PATH) as the user, DISPLAY passed
+#   xdg:      neither option, a display: xdg-open (a stand-in in PATH) as the user, DISPLAY passed;
+#             started by the browser launcher (the user, CapEff 0, NoNewPrivs, no filter) while
+#             the session is under its seccomp filter (Seccomp 2)
 #   paste:    no display, no --external-browser: espvpn prints the IdP URL and no browser
 #             starts; the callback pasted on stdin logs in
 #   driven:   --sso-browser (espvpn drives Chromium itself over DevTools; the IdP page's script
@@ -132,6 +135,9 @@ tunnel)
   driver_config secret
   run_espvpn "https://$gw_outer:4443/"
   wait_for "$work/espvpn.log" "ESP connected" 60 "$client_pid" || fail "espvpn did not bring ESP up"
+  # --external-browser: the session is under its seccomp filter all the same (the browser
+  # was started by the launcher, forked before the filter).
+  privsep_checked "$client_pid" || fail "the privilege split with --external-browser"
   ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping $lan_ip through the tunnel"
   [[ $(json "$work/fake-stats.json" 'd.get("idp_logins_ok", 0)') -eq 1 ]] || fail "not exactly one IdP sign-in"
   [[ $(json "$work/fake-stats.json" 'd["login_via"]') == "{'portal-userauthcookie': 1}" ]] \
@@ -253,17 +259,25 @@ xdg)
   gateway_up none --gw-saml REDIRECT "${idp[@]}" || fail "fake gateway did not start"
   driver_config secret
   mkdir -p "$work/bin"
+  # It also notes its own seccomp mode, and the session's and the launcher's status (the
+  # broker's PID comes in client.pid), while espvpn waits for the sign-in.
   cat >"$work/bin/xdg-open" <<SH
 #!/bin/sh
-{ env; echo "UID_IS=\$(id -u)"; } >$work/xdg-env
+st() { awk -v f="\$2:" '\$1 == f {print \$2; exit}' /proc/\$1/status; }
+for i in \$(seq 100); do [ -s $work/client.pid ] && break; sleep 0.1; done
+s=\$(pgrep -P "\$(cat $work/client.pid)" -x espvpn); l=\$(pgrep -P "\$s" -x espvpn-browser)
+{ env; echo "UID_IS=\$(id -u)"; echo "SECCOMP_IS=\$(st self Seccomp)"; echo "SESSION_SECCOMP=\$(st "\$s" Seccomp)"
+  echo "LAUNCHER=\$(st "\$l" Uid) \$(st "\$l" CapEff) \$(st "\$l" NoNewPrivs) \$(st "\$l" Seccomp)"; } >$work/xdg-env
 exec $here/chromium_user.py $work/driver.json "\$1"
 SH
   chmod 755 "$work/bin" "$work/bin/xdg-open"; : >"$work/xdg-env"; chown "$user" "$work/xdg-env"
+  : >"$work/client.pid"; chmod 644 "$work/client.pid"
   rm -f "$work/espvpn.out" "$work/espvpn.log"
   ip netns exec "$nsc" env PATH="$work/bin:$PATH" DISPLAY=:77 SUDO_UID="$uid" SUDO_USER="$user" \
     "$espvpn" --protocol=gp --cafile "$repo/certs/ca.pem" -vvv --sso-timeout 45 --authenticate --usergroup gateway \
     "https://$gw_outer:4443/" </dev/null >"$work/espvpn.out" 2>"$work/espvpn.log" &
   client_pid=$!; pids+=("$client_pid")
+  echo "$client_pid" >"$work/client.pid"
   finish "$client_pid"
   [[ $rc -eq 0 ]] || fail "espvpn --authenticate exited $rc with the default browser"
   grep -q "opening the identity provider in xdg-open as $user" "$work/espvpn.log" || fail "xdg-open not used as $user"
@@ -271,6 +285,11 @@ SH
   grep -qx "HOME=/nonexistent" "$work/xdg-env" || fail "the browser did not get the user's HOME"
   grep -qx "USER=$user" "$work/xdg-env" || fail "the browser did not run with the user's name"
   grep -qx "UID_IS=$uid" "$work/xdg-env" || fail "the browser did not run as the user (uid $uid)"
+  # The session under its seccomp filter; the browser outside it (started by the launcher:
+  # the user, no capability, no_new_privs, no filter).
+  grep -qx "SESSION_SECCOMP=2" "$work/xdg-env" || fail "the session was not under its seccomp filter: $(grep SESSION_ "$work/xdg-env")"
+  grep -qx "SECCOMP_IS=0" "$work/xdg-env" || fail "the browser ran under a seccomp filter: $(grep SECCOMP_IS "$work/xdg-env")"
+  grep -qx "LAUNCHER=$uid 0000000000000000 1 0" "$work/xdg-env" || fail "the launcher's status: $(grep LAUNCHER "$work/xdg-env")"
   no_secrets
   ;;
 paste)
