@@ -142,7 +142,7 @@ bool user_browser_may_start(const ClientOptions& o) {
 }
 
 bool landlock_fits(const ClientOptions& o) {
-    if (!o.sso_browser.empty() || user_browser_may_start(o) || !o.csd_wrapper.empty()) return false;
+    if (!o.sso_browser.empty() || user_browser_may_start(o)) return false;
     // A PKCS#11 module keeps its own files (SoftHSM's token directory, tpm2-pkcs11's store).
     for (const std::string* p : {&o.certificate, &o.sslkey, &o.mca_certificate, &o.mca_key})
         if (is_pkcs11_uri(*p)) return false;
@@ -150,15 +150,9 @@ bool landlock_fits(const ClientOptions& o) {
 }
 
 Status restrict_session_files(const ClientOptions& o, const RunAsUser& user, const std::string& state_dir) {
-    // Opt-in for now: with it, AnyConnect's DTLS under 5 % loss and 50 +- 20 ms jitter never
-    // came up (faults_ac_netem), and the cause is not found yet.
-    if (const char* v = std::getenv("ESPVPN_LANDLOCK"); !v || std::strcmp(v, "1") != 0) {
-        LOG_DEBUG << "Landlock: not applied (ESPVPN_LANDLOCK=1 turns it on)";
-        return {};
-    }
     if (!landlock_fits(o)) {
-        LOG_DEBUG << "Landlock: not applied (a browser, a CSD/HIP wrapper or a PKCS#11 module runs in the session "
-                     "and needs its own files)";
+        LOG_DEBUG << "Landlock: not applied (a browser or a PKCS#11 module runs in the session and needs its own "
+                     "files)";
         return {};
     }
     sandbox::FileRules rules;
@@ -186,6 +180,14 @@ Status restrict_session_files(const ClientOptions& o, const RunAsUser& user, con
     if (const std::string dir = parent_of(sso::callback_socket_path(user.uid)); exists(dir)) rules.read_write.push_back(dir);
     const char* tmp = std::getenv("TMPDIR");
     if (const std::string t = tmp && *tmp ? tmp : "/tmp"; exists(t)) rules.read_write.push_back(t);
+    // The CSD/HIP wrapper (it handles the server's data) runs under the same rules: its own
+    // file read and executed, and /tmp, where openconnect's csd-post.sh makes its files
+    // whatever TMPDIR says. Anything else it writes is refused (docs/SECURITY.md).
+    // A missing one is reported when it is run, as without Landlock.
+    if (exists(o.csd_wrapper)) {
+        rules.executable.push_back(o.csd_wrapper);
+        if (exists("/tmp")) rules.read_write.emplace_back("/tmp");
+    }
     if (const std::string p = sandbox::path_landlock_cannot_follow(rules); !p.empty()) {
         LOG_INFO << "Landlock: not applied: " << p << " is on a 9p share, whose files its rules cannot follow";
         return {};

@@ -36,10 +36,10 @@ bool user_browser_may_start(const ClientOptions& options);
 
 // Landlock for the session process (sandbox::restrict_files): only when nothing it may run
 // needs files of its own (no --sso-browser, --external-browser or display for xdg-open, no
-// CSD/HIP wrapper, no PKCS#11 URI): the system read-only, the files given read-only, the
-// directories of an HOTP file and --stats-json, the portal cookie cache (`state_dir`, when
-// the session user may use it), the SSO callback's and the temporary directory read-write.
-// Applied only with ESPVPN_LANDLOCK=1 (opt-in: see restrict_session_files).
+// PKCS#11 URI): the system read-only, the files given read-only, the directories of an HOTP
+// file and --stats-json, the portal cookie cache (`state_dir`, when the session user may use
+// it), the SSO callback's and the temporary directory read-write; a CSD/HIP wrapper read and
+// executed (with /tmp read-write). ESPVPN_LANDLOCK=0 skips it.
 bool landlock_fits(const ClientOptions& options);
 Status restrict_session_files(const ClientOptions& options, const RunAsUser& user, const std::string& state_dir);
 

@@ -128,6 +128,8 @@ Status DtlsChannel::configure(DtlsChannelOptions& options) {
     if (rc < 0) return make_error(gnutls_message("DTLS session", rc));
     base_mtu_ = options.base_mtu;
     ipv6_outer_ = options.ipv6_outer;
+    client_ = server == nullptr;
+    first_resend_ = resend_after_ = std::max(options.retransmit, std::chrono::milliseconds(1));
 
     // PSK-NEGOTIATE at either end: a 32-byte key, DTLS only, PSK key exchange only.
     auto psk_priority = [this](const Secret& key, const std::string& base) -> Status {
@@ -213,7 +215,10 @@ Result<bool> DtlsChannel::handshake_step() {
         return make_error(heard_from_server_
                               ? "DTLS handshake timed out after the server answered (it may not accept our key)"
                               : "DTLS handshake timed out (no answer from the server: is UDP blocked?)");
-    if (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED || !gnutls_error_is_fatal(rc)) return false;
+    if (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED || !gnutls_error_is_fatal(rc)) {
+        if (resend_due()) resend_flight();
+        return false;
+    }
     if (legacy_ && rc == GNUTLS_E_INSUFFICIENT_CREDENTIALS)  // it wants our certificate: a full handshake
         return make_error("DTLS server did not resume the agreed session but started a full handshake: "
                           "possible man-in-the-middle");
@@ -223,10 +228,64 @@ Result<bool> DtlsChannel::handshake_step() {
 }
 
 int DtlsChannel::handshake_wait_ms() const {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(handshake_deadline_ -
-                                                                            std::chrono::steady_clock::now());
-    const long long retransmit = gnutls_dtls_get_timeout(session_);
-    return static_cast<int>(std::clamp<long long>(std::min<long long>(retransmit, left.count()), 1, 60000));
+    const auto now = std::chrono::steady_clock::now();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(handshake_deadline_ - now);
+    long long wait = gnutls_dtls_get_timeout(session_);
+    // 0 with part of the answer in: GnuTLS has no timer running (it took that part as the
+    // acknowledgement), ours does (resend_flight); any datagram ends the wait anyway.
+    if (wait <= 0 && client_ && answered_ && !flight_.empty())
+        wait = std::chrono::duration_cast<std::chrono::milliseconds>(last_io_ + resend_after_ - now).count();
+    return static_cast<int>(std::clamp<long long>(std::min<long long>(wait, left.count()), 1, 60000));
+}
+
+void DtlsChannel::note_sent(const void* data, std::size_t size) {
+    constexpr std::size_t kHeader = 13;  // DTLS record header: type, version, epoch, sequence, length
+    const auto* bytes = static_cast<const std::uint8_t*>(data);
+    last_io_ = std::chrono::steady_clock::now();
+    resend_after_ = first_resend_;
+    // A datagram after the server's answer starts a new flight; GnuTLS's own retransmission
+    // starts the same flight again (the same first record but for its sequence number).
+    const auto same_body = [&](const std::vector<std::uint8_t>& d) {
+        return d.size() == size && size >= kHeader && std::memcmp(d.data(), bytes, 3) == 0 &&
+               std::memcmp(d.data() + 11, bytes + 11, size - 11) == 0;
+    };
+    if (answered_ || (!flight_.empty() && same_body(flight_.front()))) flight_.clear();
+    answered_ = false;
+    flight_.emplace_back(bytes, bytes + size);
+}
+
+bool DtlsChannel::resend_due() const {
+    return client_ && !established_ && answered_ && !flight_.empty() &&
+           std::chrono::steady_clock::now() - last_io_ >= resend_after_;
+}
+
+void DtlsChannel::resend_flight() {
+    // Only a flight of epoch 0 records can be renumbered (a later epoch's sequence number is
+    // part of its record's authentication); GnuTLS retransmits its final flight itself.
+    for (const auto& d : flight_) {
+        std::size_t at = 0;
+        while (at + 13 <= d.size()) {
+            if (d[at + 3] != 0 || d[at + 4] != 0) return;
+            at += 13 + (static_cast<std::size_t>(d[at + 11]) << 8 | d[at + 12]);
+        }
+    }
+    unsigned char state[8];
+    if (gnutls_record_get_state(session_, 0, nullptr, nullptr, nullptr, state) < 0) return;
+    std::uint64_t seq = 0;  // state: epoch (2 bytes) and sequence number (6)
+    for (int i = 2; i < 8; ++i) seq = seq << 8 | state[i];
+    for (auto& d : flight_) {
+        std::size_t at = 0;
+        while (at + 13 <= d.size()) {
+            for (int i = 0; i < 6; ++i) d[at + 5 + i] = static_cast<std::uint8_t>(seq >> (8 * (5 - i)));
+            ++seq;
+            at += 13 + (static_cast<std::size_t>(d[at + 11]) << 8 | d[at + 12]);
+        }
+        (void)::send(fd_, d.data(), d.size(), MSG_NOSIGNAL);  // a loss is what the next resend is for
+    }
+    for (int i = 7; i >= 2; --i, seq >>= 8) state[i] = static_cast<unsigned char>(seq & 0xff);
+    (void)gnutls_record_set_state(session_, 0, state);
+    last_io_ = std::chrono::steady_clock::now();
+    resend_after_ = std::min(resend_after_ * 2, std::chrono::milliseconds(60000));
 }
 
 Status DtlsChannel::handshake() {
@@ -302,7 +361,9 @@ ssize_t DtlsChannel::push(gnutls_transport_ptr_t ptr, const void* data, size_t s
         sink->out->commit(size);
         return static_cast<ssize_t>(size);
     }
-    return ::send(static_cast<DtlsChannel*>(ptr)->fd_, data, size, MSG_NOSIGNAL);
+    auto* self = static_cast<DtlsChannel*>(ptr);
+    if (self->client_ && !self->established_) self->note_sent(data, size);
+    return ::send(self->fd_, data, size, MSG_NOSIGNAL);
 }
 
 ssize_t DtlsChannel::pull(gnutls_transport_ptr_t ptr, void* data, size_t size) {
@@ -318,7 +379,13 @@ ssize_t DtlsChannel::pull(gnutls_transport_ptr_t ptr, void* data, size_t size) {
     }
     auto* self = static_cast<DtlsChannel*>(ptr);
     const ssize_t n = ::recv(self->fd_, data, size, 0);
-    if (n > 0) self->heard_from_server_ = true;
+    if (n > 0) {
+        self->heard_from_server_ = true;
+        if (!self->established_) {
+            self->answered_ = true;
+            self->last_io_ = std::chrono::steady_clock::now();
+        }
+    }
     return n;
 }
 

@@ -15,7 +15,14 @@
 // The handshake retransmits on the same socket (ocserv ignores a repeated
 // ClientHello from a new source port within 3 s) and is bounded in time. It is
 // non-blocking (handshake_step + handshake_wait_ms, for an event loop) or
-// blocking (handshake).
+// blocking (handshake). GnuTLS's client takes the first datagram of the
+// server's answer as the acknowledgement of its flight and stops retransmitting
+// it; a server that retransmits only when it hears from the client (ocserv's
+// worker) then never sends what was lost of its answer (a ServerHelloDone lost
+// after its ServerHello: the handshake hung until its timeout). So while the
+// answer is incomplete, the client resends its last flight itself (epoch 0
+// records, renumbered as GnuTLS would) every retransmission interval, doubled
+// each time, and the server answers it with its flight again (RFC 6347 4.2.4).
 //
 // After the handshake the datapath seals and opens whole batches: seal_batch
 // turns packets (each already starting with its 1-byte AnyConnect type) into
@@ -188,6 +195,17 @@ private:
     bool legacy_ = false;
     bool established_ = false;
     bool heard_from_server_ = false;  // for the timeout message
+    // The handshake flight the client sent last, one datagram each (resend_flight); whether
+    // a datagram came after it; when a datagram last went or came; the resend interval.
+    bool client_ = false;
+    std::vector<std::vector<std::uint8_t>> flight_;
+    bool answered_ = false;
+    std::chrono::steady_clock::time_point last_io_;
+    std::chrono::milliseconds first_resend_{1000};
+    std::chrono::milliseconds resend_after_{1000};
+    void note_sent(const void* data, std::size_t size);
+    bool resend_due() const;
+    void resend_flight();
     std::size_t base_mtu_ = 0;
     bool ipv6_outer_ = false;
     std::size_t legacy_tunnel_mtu_ = 0;

@@ -109,6 +109,7 @@ std::string path_landlock_cannot_follow(const FileRules& rules) {
     std::vector<std::string> paths = {"/usr", "/etc", "/tmp"};
     paths.insert(paths.end(), rules.read_only.begin(), rules.read_only.end());
     paths.insert(paths.end(), rules.read_write.begin(), rules.read_write.end());
+    paths.insert(paths.end(), rules.executable.begin(), rules.executable.end());
     for (const std::string& p : paths) {
         struct statfs fs {};
         if (statfs(p.c_str(), &fs) == 0 && static_cast<long>(fs.f_type) == kV9fsMagic) return p;
@@ -142,6 +143,8 @@ Result<int> restrict_files(const FileRules& rules) {
         if (Status s = add_rule(ruleset.fd, p, kReadFile | kReadDir, handled, false); !s) return s.error();
     for (const std::string& p : rules.read_write)
         if (Status s = add_rule(ruleset.fd, p, handled, handled, false); !s) return s.error();
+    for (const std::string& p : rules.executable)
+        if (Status s = add_rule(ruleset.fd, p, kReadExec, handled, false); !s) return s.error();
 
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return refused("PR_SET_NO_NEW_PRIVS").error();
     if (syscall(SYS_landlock_restrict_self, ruleset.fd, 0) != 0) return refused("restrict_self").error();

@@ -26,6 +26,9 @@ struct FileRules {
     // Its runtime and state directories (cookie cache, SSO socket and temp dirs, a
     // SoftHSM token directory): everything beneath them, read and write.
     std::vector<std::string> read_write;
+    // Programs it runs that are not beneath the system directories (a CSD/HIP wrapper):
+    // read and execute. Each must exist, as above.
+    std::vector<std::string> executable{};
 };
 
 // The Landlock ABI version of the running kernel, 0 when it has none (or it is disabled).

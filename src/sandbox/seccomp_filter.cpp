@@ -84,6 +84,7 @@ constexpr int kSessionCalls[] = {
     SCMP_SYS(getcwd), SCMP_SYS(chdir), SCMP_SYS(fchdir), SCMP_SYS(umask), SCMP_SYS(dup), SCMP_SYS(dup2),
     SCMP_SYS(dup3), SCMP_SYS(pipe), SCMP_SYS(pipe2), SCMP_SYS(utimensat),
     SCMP_SYS(fadvise64),  // cat, in the wrappers
+    SCMP_SYS(copy_file_range), SCMP_SYS(sendfile),  // cat and cp from a file: no more than read + write
     // memory: the allocator, dlopen of p11-kit modules (file-backed PROT_EXEC), Secret's
     // locked no-dump pages (mlock, madvise)
     SCMP_SYS(brk), SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(mprotect),

@@ -23,6 +23,9 @@
 #                             CapEff = CapPrm = CapBnd = CAP_NET_ADMIN only, NoNewPrivs 1; its session
 #                             process has uid != 0, CapEff 0, NoNewPrivs 1, Seccomp 2 (unless
 #                             ESPVPN_SECCOMP=0); else says what (status 1)
+#   landlock_expected         the Landlock ABI the session process applies here: the kernel's
+#                             (landlock_create_ruleset's version), 0 without Landlock or with
+#                             ESPVPN_LANDLOCK=0
 #   rss_limit_mb BIN LIMIT [ASAN_LIMIT]   LIMIT, or for an AddressSanitizer build of BIN ASAN_LIMIT
 #                             (default 4 x LIMIT: freed memory sits in ASan's quarantine)
 lib_py=/usr/bin/python3; [[ -x $lib_py ]] || lib_py=python3
@@ -107,6 +110,12 @@ pipelines_confined() {
     n=$((n + 1))
   done
   ((n >= min)) || { echo "$n pipeline threads of pid $pid found, expected at least $min"; return 1; }
+}
+
+landlock_expected() {
+  [[ ${ESPVPN_LANDLOCK:-} == 0 ]] && { echo 0; return; }
+  # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION): 444 on every architecture
+  $lib_py -c 'import ctypes; v = ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1); print(max(v, 0))'
 }
 
 no_tun_left() { ! ip -n "$1" -o link show type tun 2>/dev/null | grep -q .; }

@@ -2,7 +2,8 @@
 # tests, the demo and the tunnel benchmark.
 #   client  --veth 10.201.0.0/24 + fd00:201::/64--  gateway (fake-gp-gateway :4443, esp-gateway :4501)
 #           --veth 10.202.0.0/24 + fd00:202::/64--  lan (ping / iperf3 target)
-# The caller sets: repo, work (a temp dir), pids (array), and calls topo_up.
+# The caller sets: repo, work (a temp dir), pids (array), and calls topo_up; topo_cleanup (the
+# EXIT trap) also removes the paths in cleanup_paths (array, optional).
 # Two ESP peers for the gateway: gateway_up (userspace tools/esp-gateway, gw_bin) or,
 # on a kernel with ESP, kernel_peer_prepare once + gateway_kernel_up (kernel xfrm).
 # 10.201.0.1 and fd00:201::1 are in the test certificate's SANs, so clients verify them with
@@ -25,7 +26,7 @@ topo_cleanup() {
   for ns in "$nsc" "$nsg" "$nsl"; do ip netns del "$ns" 2>/dev/null || true; done
   # ESPVPN_KEEP_LOGS=DIR keeps the test's logs (a copy of $work) for a look after the run.
   [[ -n ${ESPVPN_KEEP_LOGS:-} && -d $work ]] && mkdir -p "$ESPVPN_KEEP_LOGS" && cp -a "$work" "$ESPVPN_KEEP_LOGS/"
-  rm -rf "/etc/netns/$nsc" "$work"
+  rm -rf "/etc/netns/$nsc" "$work" ${cleanup_paths[@]+"${cleanup_paths[@]}"}
 }
 
 topo_up() {

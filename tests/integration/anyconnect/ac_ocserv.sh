@@ -7,7 +7,7 @@
 #   Modes by topic, each documented in its file:
 #   ac_ocserv_connect.sh: cert cert_token cert_password cert_missing cert_wrong login group wrong_password tunnel full_tunnel server_kill compare
 #   ac_ocserv_dtls.sh: dtls_psk dtls_legacy udp_blocked dtls_dies outer_v6
-#   ac_ocserv_dtlsmatrix.sh: dtls_ciphers dtls_impaired
+#   ac_ocserv_dtlsmatrix.sh: dtls_ciphers dtls_impaired dtls_lost_answer
 #   ac_ocserv_reconnect.sh: reconnect_tls_drop reconnect_dpd reconnect_gone reconnect_cookie_refused sigusr2 blackhole_sigint sigusr2_blocked
 #   ac_ocserv_rekey.sh: rekey_new_tunnel rekey_ssl rekey_ssl_busy rekey_tls13 rekey_dtls
 # shellcheck source=../ac_test_head.sh
@@ -175,7 +175,7 @@ dtls_traffic() {
 case $mode in
 cert|cert_token|cert_password|cert_missing|cert_wrong|login|group|wrong_password|tunnel|full_tunnel|server_kill|compare) topic=connect ;;
 dtls_psk|dtls_legacy|udp_blocked|dtls_dies|outer_v6) topic=dtls ;;
-dtls_ciphers|dtls_impaired) topic=dtlsmatrix ;;
+dtls_ciphers|dtls_impaired|dtls_lost_answer) topic=dtlsmatrix ;;
 reconnect_tls_drop|reconnect_dpd|reconnect_gone|reconnect_cookie_refused|sigusr2|blackhole_sigint|sigusr2_blocked) topic=reconnect ;;
 rekey_new_tunnel|rekey_ssl|rekey_ssl_busy|rekey_tls13|rekey_dtls) topic=rekey ;;
 *) echo "unknown mode $mode"; exit 2 ;;

@@ -13,6 +13,11 @@
 #                  espvpn's dtls rx drop_discarded is the relay's replays + corrupted copies towards it
 #                  (less only what the kernel dropped), every other datagram opened; ocserv's log shows
 #                  undecryptable records (at most the relay's corrupted ones); one DTLS session throughout
+#   dtls_lost_answer: the same relay loses the server's second handshake datagram (the ServerHelloDone
+#                  after the ServerHello) once: espvpn resends its ClientHello (a new record sequence
+#                  number) while the answer is incomplete, ocserv answers it again, DTLS up at the first
+#                  attempt well inside its 12 s timeout (faults_ac_netem's failure: GnuTLS's client took
+#                  the ServerHello as the acknowledgement and stopped, ocserv answers only what it hears)
 # shellcheck shell=bash
 oc_base_prio="NORMAL:%SERVER_PRECEDENCE:%COMPAT:-VERS-SSL3.0:-VERS-TLS1.0:-VERS-TLS1.1:-VERS-TLS1.3"
 
@@ -50,8 +55,9 @@ dtls_ciphers)
   printf '  %s\n' "${results[@]}"
   echo "PASS dtls_ciphers"
   ;;
-dtls_impaired)
+dtls_impaired|dtls_lost_answer)
   relay_port=40998 relay_src=40999
+  lose=(); [[ $mode == dtls_lost_answer ]] && lose=(2)
   # Output DNAT in the client namespace: espvpn's UDP to ocserv goes to the relay (on the client's own
   # address); the relay's own socket (source port $relay_src) is left alone. Conntrack gives the
   # replies ocserv's address back, so espvpn's connected socket takes them.
@@ -60,9 +66,25 @@ dtls_impaired)
   ip netns exec "$nsc" nft add rule ip acimpair out ip daddr "$gw_ip" udp dport "$oc_port" \
     udp sport != "$relay_src" dnat to "$cl_ip:$relay_port"
   ip netns exec "$nsc" $py "$here/dtls_impair_relay.py" "$cl_ip" "$relay_port" "$gw_ip" "$oc_port" "$relay_src" \
-    "$work/relay.json" >"$work/relay.out" 2>&1 &
+    "$work/relay.json" "${lose[@]}" >"$work/relay.out" 2>&1 &
   relay_pid=$!; pids+=("$relay_pid")
   wait_listening "$nsc" udp "$relay_port" 10 || fail "the relay did not start"
+  if [[ $mode == dtls_lost_answer ]]; then
+    espvpn_up lost -u testuser --passwd-on-stdin <<<"$oc_password"
+    dtls_up lost
+    on_dtls_only lost
+    stats_check lost "d['dtls']['handshake_failures'] == 0" || fail "a DTLS handshake failed"
+    up_ms=$(sed -n 's/.*DTLS up in \([0-9]*\) ms.*/\1/p' "$work/lost.log")
+    [[ -n $up_ms && $up_ms -lt 12000 ]] || fail "DTLS up after ${up_ms:-?} ms (its handshake timeout is 12000)"
+    json "$work/relay.json" "d['server_to_client']['lost'] == 1 and len(d['client_to_server']['client_hello_seqs']) >= 2
+        and len(set(d['client_to_server']['client_hello_seqs'])) == len(d['client_to_server']['client_hello_seqs'])" |
+      grep -qx True || fail "the relay did not see the lost answer and a resent ClientHello: $(cat "$work/relay.json")"
+    espvpn_stop lost
+    echo "RESULT dtls_lost_answer: the server's ServerHelloDone lost once: ClientHello resent (record sequence numbers" \
+         "$(json "$work/relay.json" "d['client_to_server']['client_hello_seqs']")), DTLS up in $up_ms ms at the first attempt"
+    echo "PASS dtls_lost_answer"
+    exit 0
+  fi
   espvpn_up imp -u testuser --passwd-on-stdin <<<"$oc_password"
   dtls_up imp
   # ocserv found the session by its App-ID although the datagrams come from the relay's port

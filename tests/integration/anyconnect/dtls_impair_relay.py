@@ -3,7 +3,7 @@
 here has no netem, no nfqueue): ac_ocserv.sh dtls_impaired points the client's UDP to
 ocserv's DTLS port at it with an nftables DNAT rule in the client namespace.
 
-  dtls_impair_relay.py LISTEN_ADDR LISTEN_PORT UPSTREAM_ADDR UPSTREAM_PORT SOURCE_PORT COUNTS_FILE
+  dtls_impair_relay.py LISTEN_ADDR LISTEN_PORT UPSTREAM_ADDR UPSTREAM_PORT SOURCE_PORT COUNTS_FILE [LOSE_ANSWER]
 
 It takes the first client that writes to LISTEN_ADDR:LISTEN_PORT (any later sender
 becomes the client: a reconnect), forwards its datagrams to UPSTREAM from its own
@@ -18,6 +18,9 @@ are). Then, by the record's index i in its direction, i % 10 ==
 No datagram is ever dropped by the relay. On SIGTERM/SIGINT (or after LIFETIME_S) it
 writes its counts per direction as JSON to COUNTS_FILE and exits; it also rewrites the
 file every second.
+With LOSE_ANSWER = N it impairs nothing but the handshake: the server's N-th datagram is
+lost (once; 2 = the ServerHelloDone after a PSK ServerHello), and the counts list the
+record sequence numbers of the client's ClientHellos ("client_hello_seqs").
 """
 import json
 import os
@@ -35,7 +38,8 @@ LIFETIME_S = 300
 class Direction:
     def __init__(self, name):
         self.name = name
-        self.c = dict(datagrams=0, app_records=0, replayed=0, delayed=0, reordered=0, corrupted=0, sent=0)
+        self.c = dict(datagrams=0, app_records=0, replayed=0, delayed=0, reordered=0, corrupted=0, sent=0, lost=0,
+                      client_hello_seqs=[])
         self.held = []  # [records still to pass, deadline, datagram, kind]
 
     def counts(self):
@@ -44,6 +48,7 @@ class Direction:
 
 def main():
     laddr, lport, uaddr, uport, sport, counts_file = sys.argv[1:7]
+    lose_answer = int(sys.argv[7]) if len(sys.argv) > 7 else 0
     lport, uport, sport = int(lport), int(uport), int(sport)
     down = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # client side
     up = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # ocserv side
@@ -95,6 +100,15 @@ def main():
     def handle(d, data):
         now = time.monotonic()
         d.c["datagrams"] += 1
+        if lose_answer:
+            # a handshake record of epoch 0: type 22, epoch 0 (bytes 3-4), message type at 13
+            if d is c2s and len(data) > 13 and data[0] == 22 and data[3:5] == b"\0\0" and data[13] == 1:
+                d.c["client_hello_seqs"].append(int.from_bytes(data[5:11], "big"))
+            if d is s2c and d.c["datagrams"] == lose_answer:
+                d.c["lost"] += 1
+                return
+            send(d, data)
+            return
         if not data or data[0] != 23:
             send(d, data)
             return

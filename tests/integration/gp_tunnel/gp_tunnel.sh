@@ -562,9 +562,18 @@ hip)
   # espvpn runs the wrapper as nobody (root started it, nobody invoked it): its script and
   # state live in a folder nobody may use.
   hip="$work/hip"; mkdir -p "$hip"; chmod 0777 "$hip"; chmod 0711 "$work"
+  # Its first call also does what a hostile wrapper (or code the server's data took over in
+  # the session) would: write a file and read one outside the session's Landlock rules, in a
+  # folder its user may write and read ($outside: 0777, not under /tmp). Both must be refused.
+  outside=$(mktemp -d /var/tmp/gp-tunnel-outside.XXXXXX); cleanup_paths+=("$outside"); chmod 0777 "$outside"
+  echo "not the session's" >"$outside/readable"; chmod 0644 "$outside/readable"
   cat >"$hip/hip-wrapper" <<WRAPPER
 #!/bin/sh
 n=\$((\$(cat "$hip/hip-calls" 2>/dev/null || echo 0) + 1)); echo \$n >"$hip/hip-calls"
+if [ \$n -eq 1 ]; then
+  { echo planted >"$outside/planted" && echo "write allowed" || echo "write refused"; } >"$hip/landlock" 2>&1
+  { read -r line <"$outside/readable" && echo "read allowed" || echo "read refused"; } >>"$hip/landlock" 2>&1
+fi
 [ \$n -eq 2 ] && { echo "wrapper: simulated failure" >&2; exit 3; }
 if [ \$n -eq 3 ] || [ -e "$hip/hang" ]; then echo \$\$ >"$hip/hang.pid"; exec sleep 300; fi
 exec /usr/libexec/openconnect/hipreport.sh "\$@"
@@ -580,6 +589,17 @@ WRAPPER
   grep -q "exited with status 3: wrapper: simulated failure.*; trying again in" "$work/espvpn.log" ||
     fail "the failing wrapper: not logged and retried"
   grep -q "did not finish within 5000 ms; trying again in" "$work/espvpn.log" || fail "the hanging wrapper: not logged and retried"
+  landlock=$(landlock_expected)
+  if ((landlock > 0)); then
+    outcome=$(tr '\n' ' ' <"$hip/landlock" 2>/dev/null)
+    [[ ! -e $outside/planted ]] || fail "the wrapper wrote outside the session's Landlock rules: $outcome"
+    # the shell's own open()s (no program that a seccomp refusal could kill): EACCES both
+    [[ $outcome == *"write refused"* && $outcome == *"read refused"* && $(grep -c "Permission denied" "$hip/landlock" 2>/dev/null) -eq 2 ]] ||
+      fail "the wrapper, run by the session process (Landlock ABI $landlock), was not refused: $outcome"
+    landlock_result="the wrapper (in the session's Landlock domain, ABI $landlock) wrote and read outside its rules: both EACCES"
+  else
+    landlock_result="no Landlock here (kernel or ESPVPN_LANDLOCK=0): the attack not checked"
+  fi
   ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping through the tunnel after the wrapper failed"
   touch "$hip/hang"; rm -f "$hip/hang.pid"
   wait_for "$hip/hang.pid" . 30 "$client_pid" || fail "the wrapper was not run again"
@@ -588,7 +608,7 @@ WRAPPER
   grep -q "HIP: the check in progress cancelled" "$work/espvpn.log" || fail "SIGINT: the hanging check was not cancelled"
   ! kill -0 "$hang_pid" 2>/dev/null || fail "the hanging wrapper (pid $hang_pid) outlived espvpn"
   echo "RESULT hip wrapper: a failing and a hanging wrapper logged and retried with the tunnel up;" \
-       "SIGINT during a hanging one: cancelled, wrapper killed, logout, exit 0"
+       "SIGINT during a hanging one: cancelled, wrapper killed, logout, exit 0; $landlock_result"
   ;;
 hip_openconnect)
   hip_args=(--force-trojan=2 --csd-wrapper=/usr/libexec/openconnect/hipreport.sh)

@@ -10,9 +10,11 @@
 #include <gnutls/dtls.h>
 #include <gnutls/gnutls.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -140,7 +142,108 @@ PacketBatch receive_all(int fd, std::size_t max) {
     return b;
 }
 
+// A DTLS PSK server that, like ocserv's worker, steps its handshake only when a datagram
+// arrives (it never retransmits on a timer of its own) and whose `lost`-th datagram (1: the
+// ServerHello, 2: the ServerHelloDone of its first flight) is lost on the way, once.
+struct AnswerOnlyServer {
+    int fd = -1;
+    int lost = 0;
+    int sent = 0;
+    gnutls_session_t session = nullptr;
+    gnutls_psk_server_credentials_t cred = nullptr;
+    std::atomic<int> rc{1};
+    std::atomic<bool> stop{false};
+    std::thread thread;
+
+    static ssize_t push(gnutls_transport_ptr_t p, const void* data, size_t size) {
+        auto* self = static_cast<AnswerOnlyServer*>(p);
+        if (++self->sent == self->lost) return static_cast<ssize_t>(size);
+        return ::send(self->fd, data, size, 0);
+    }
+    // The epoch 0 record sequence numbers the client sent (a repeated one is dropped as a replay).
+    std::vector<std::uint64_t> epoch0_seqs;
+    static ssize_t pull(gnutls_transport_ptr_t p, void* data, size_t size) {
+        auto* self = static_cast<AnswerOnlyServer*>(p);
+        const ssize_t n = ::recv(self->fd, data, size, MSG_DONTWAIT);
+        const auto* b = static_cast<const std::uint8_t*>(data);
+        for (ssize_t at = 0; n > 0 && at + 13 <= n; at += 13 + (b[at + 11] << 8 | b[at + 12])) {
+            if (b[at + 3] != 0 || b[at + 4] != 0) continue;
+            std::uint64_t seq = 0;
+            for (int i = 5; i < 11; ++i) seq = seq << 8 | b[at + i];
+            self->epoch0_seqs.push_back(seq);
+        }
+        return n;
+    }
+    static int pull_timeout(gnutls_transport_ptr_t p, unsigned int) {
+        pollfd pf{static_cast<AnswerOnlyServer*>(p)->fd, POLLIN, 0};
+        return ::poll(&pf, 1, 0);
+    }
+    AnswerOnlyServer(int server_fd, int lost_datagram) : fd(server_fd), lost(lost_datagram) {
+        REQUIRE(gnutls_init(&session, GNUTLS_SERVER | GNUTLS_DATAGRAM | GNUTLS_NONBLOCK) == 0);
+        REQUIRE(gnutls_priority_set_direct(session, "NORMAL:-VERS-ALL:-KX-ALL:+PSK:+VERS-DTLS1.2", nullptr) == 0);
+        gnutls_psk_allocate_server_credentials(&cred);
+        gnutls_psk_set_server_credentials_function(cred, psk_for);
+        gnutls_credentials_set(session, GNUTLS_CRD_PSK, cred);
+        gnutls_transport_set_ptr(session, this);
+        gnutls_transport_set_push_function(session, push);
+        gnutls_transport_set_pull_function(session, pull);
+        gnutls_transport_set_pull_timeout_function(session, pull_timeout);
+        gnutls_dtls_set_timeouts(session, 200, 20000);
+        thread = std::thread([this] {
+            while (!stop) {
+                pollfd pf{fd, POLLIN, 0};
+                if (::poll(&pf, 1, 50) <= 0) continue;  // no timer: only an arrival moves it
+                const int r = gnutls_handshake(session);
+                if (r == 0 || gnutls_error_is_fatal(r)) {
+                    rc = r;
+                    return;
+                }
+            }
+        });
+    }
+    ~AnswerOnlyServer() {
+        stop = true;
+        if (thread.joinable()) thread.join();
+        gnutls_deinit(session);
+        gnutls_psk_free_server_credentials(cred);
+    }
+};
+
 }  // namespace
+
+// faults_ac_netem's failure (5 % loss): GnuTLS's client took the ServerHello as the
+// acknowledgement of its ClientHello and stopped retransmitting; ocserv, which answers only
+// what it hears, never sent the lost ServerHelloDone again: the handshake hung until its
+// timeout, and the next attempt came a minute later.
+TEST_CASE("PSK mode: a datagram of the server's answer lost, a server that only answers: the client resends") {
+    for (int lost : {1, 2}) {
+        CAPTURE(lost);
+        Peer peer;  // its sockets only: the server session here is AnswerOnlyServer's
+        AnswerOnlyServer server(peer.fd, lost);
+        DtlsPskMode psk;
+        psk.psk = Secret(std::span<const std::uint8_t>(g_psk.data(), g_psk.size()));
+        psk.app_id.assign(32, 0x11);
+        DtlsChannelOptions o;
+        o.mode = std::move(psk);
+        o.retransmit = std::chrono::milliseconds(100);
+        o.handshake_timeout = std::chrono::milliseconds(10000);
+        auto ch = DtlsChannel::create(peer.client.fd(), std::move(o));
+        REQUIRE(ch);
+        Status hs = (*ch)->handshake();
+        REQUIRE_MESSAGE(hs, (hs ? "" : hs.error().message));
+        CHECK((*ch)->established());
+        // The server ends its handshake on our Finished; the wait is bounded, not timed.
+        for (int i = 0; i < 500 && server.rc == 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        CHECK(server.rc == 0);
+        // The resent flight was renumbered and GnuTLS numbered on past it: no sequence number twice.
+        server.stop = true;
+        server.thread.join();
+        std::vector<std::uint64_t> seqs = server.epoch0_seqs;
+        CHECK(seqs.size() >= 4);  // ClientHello, its resend, ClientKeyExchange, ChangeCipherSpec
+        std::sort(seqs.begin(), seqs.end());
+        CHECK(std::adjacent_find(seqs.begin(), seqs.end()) == seqs.end());
+    }
+}
 
 TEST_CASE("PSK mode: App-ID in the ClientHello, records both ways, forged and replayed datagrams dropped") {
     Peer peer;

@@ -94,6 +94,39 @@ TEST_CASE("restrict_files: writes only beneath the runtime directory, reads of t
     CHECK(e.code == 0);
 }
 
+TEST_CASE("restrict_files: a program given (a CSD/HIP wrapper) runs; the same program elsewhere does not") {
+    unsetenv("ESPVPN_LANDLOCK");
+    if (landlock_abi() == 0) {
+        MESSAGE("skipped: the kernel has no Landlock");
+        return;
+    }
+    TempDir runtime, programs;
+    const std::string script = "#!/bin/sh\nprintf ran\n";
+    const std::string wrapper = programs.path + "/wrapper", other = programs.path + "/other";
+    for (const std::string& p : {wrapper, other}) {
+        const int fd = open(p.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
+        REQUIRE(fd >= 0);
+        REQUIRE(write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size()));
+        close(fd);
+    }
+    const Ended e = in_child([&] {
+        if (!restrict_files({.read_only = {}, .read_write = {runtime.path}, .executable = {wrapper}})) return 10;
+        const char* const given[] = {wrapper.c_str(), nullptr};
+        if (run_output(given) != "ran") return 11;
+        // Not given: neither executed nor read.
+        const Ended other_run = in_child([&] {
+            const char* const argv[] = {other.c_str(), nullptr};
+            execv(argv[0], const_cast<char* const*>(argv));
+            return errno;
+        });
+        if (!other_run.exited || other_run.code != EACCES) return 12;
+        if (open(other.c_str(), O_RDONLY | O_CLOEXEC) >= 0 || errno != EACCES) return 13;
+        return 0;
+    });
+    CHECK(e.exited);
+    CHECK(e.code == 0);
+}
+
 TEST_CASE("restrict_files: no signals to processes outside (ABI 6)") {
     unsetenv("ESPVPN_LANDLOCK");
     if (landlock_abi() < 6) {

@@ -150,6 +150,13 @@ TEST_CASE("session filter: the calls the session makes still work") {
         const char* const argv[] = {"/bin/sh", "-c", "cat /proc/self/status", nullptr};
         const std::string st = run_output(argv);
         if (status_field(st, "Seccomp") != "2" || status_field(st, "NoNewPrivs") != "1") return 16;
+        // A wrapper's cat from a file into a file (coreutils: copy_file_range).
+        char dir[] = "/tmp/espvpn-session-filter.XXXXXX";
+        if (!mkdtemp(dir)) return 18;
+        const std::string copy = std::string("echo x >") + dir + "/a && cat " + dir + "/a >" + dir + "/b && cat " +
+                                 dir + "/b; rm -rf " + dir;
+        const char* const cat_argv[] = {"/bin/sh", "-c", copy.c_str(), nullptr};
+        if (run_output(cat_argv) != "x\n") return 19;
         // A packet thread stacks its own filter and works under both.
         bool pipeline = false;
         std::thread([&] {
