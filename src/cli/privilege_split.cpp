@@ -142,7 +142,10 @@ bool user_browser_may_start(const ClientOptions& o) {
 }
 
 bool landlock_fits(const ClientOptions& o) {
-    if (!o.sso_browser.empty() || user_browser_may_start(o)) return false;
+    // The driven browser runs inside the session. The user's own browser is started by the
+    // launcher, forked before these rules and outside them: without one (it failed to
+    // start) the session would start the browser itself.
+    if (!o.sso_browser.empty() || (user_browser_may_start(o) && !sso::has_browser_launcher())) return false;
     // A PKCS#11 module keeps its own files (SoftHSM's token directory, tpm2-pkcs11's store).
     for (const std::string* p : {&o.certificate, &o.sslkey, &o.mca_certificate, &o.mca_key})
         if (is_pkcs11_uri(*p)) return false;

@@ -290,6 +290,11 @@ SH
   grep -qx "SESSION_SECCOMP=2" "$work/xdg-env" || fail "the session was not under its seccomp filter: $(grep SESSION_ "$work/xdg-env")"
   grep -qx "SECCOMP_IS=0" "$work/xdg-env" || fail "the browser ran under a seccomp filter: $(grep SECCOMP_IS "$work/xdg-env")"
   grep -qx "LAUNCHER=$uid 0000000000000000 1 0" "$work/xdg-env" || fail "the launcher's status: $(grep LAUNCHER "$work/xdg-env")"
+  # The launcher was forked before the session's Landlock rules: the session keeps them.
+  landlock=$(landlock_expected)
+  if ((landlock > 0)); then
+    grep -q "Landlock ABI $landlock" "$work/espvpn.log" || fail "the session did not apply Landlock with the user's browser: $(grep -m1 'Landlock' "$work/espvpn.log")"
+  fi
   no_secrets
   ;;
 paste)
