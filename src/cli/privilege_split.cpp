@@ -192,7 +192,8 @@ Status restrict_session_files(const ClientOptions& o, const RunAsUser& user, con
         if (exists("/tmp")) rules.read_write.emplace_back("/tmp");
     }
     if (const std::string p = sandbox::path_landlock_cannot_follow(rules); !p.empty()) {
-        LOG_INFO << "Landlock: not applied: " << p << " is on a 9p share, whose files its rules cannot follow";
+        LOG_INFO << "Landlock: not applied: its rules do not hold on the file system of " << p
+                 << " (a new inode at every lookup, e.g. a 9p share)";
         return {};
     }
     auto abi = sandbox::restrict_files(rules);

@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace espvpn::sandbox {
 namespace {
@@ -105,16 +106,37 @@ std::string landlock_description(int abi) {
 }
 
 std::string path_landlock_cannot_follow(const FileRules& rules) {
-    constexpr long kV9fsMagic = 0x01021997;  // linux/magic.h V9FS_MAGIC
-    std::vector<std::string> paths = {"/usr", "/etc", "/tmp"};
-    paths.insert(paths.end(), rules.read_only.begin(), rules.read_only.end());
-    paths.insert(paths.end(), rules.read_write.begin(), rules.read_write.end());
-    paths.insert(paths.end(), rules.executable.begin(), rules.executable.end());
-    for (const std::string& p : paths) {
-        struct statfs fs {};
-        if (statfs(p.c_str(), &fs) == 0 && static_cast<long>(fs.f_type) == kV9fsMagic) return p;
+    if (landlock_abi() == 0) return "";
+    // The paths this process can open now; a child then tries them under the rules.
+    std::vector<std::string> paths;
+    auto opens = [](const std::string& p) {
+        const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0) return false;
+        ::close(fd);
+        return true;
+    };
+    for (const std::vector<std::string>* list : {&rules.read_only, &rules.read_write, &rules.executable})
+        for (const std::string& p : *list)
+            if (opens(p)) paths.push_back(p);
+    for (const char* p : {"/usr", "/etc"})
+        if (opens(p)) paths.emplace_back(p);
+    const pid_t child = fork();
+    if (child < 0) return "";  // no trial: the rules are applied as they are
+    if (child == 0) {
+        if (!restrict_files(rules)) _exit(0);
+        for (std::size_t i = 0; i < paths.size() && i < 250; ++i)
+            if (const int fd = ::open(paths[i].c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK); fd < 0) {
+                if (errno == EACCES) _exit(static_cast<int>(i) + 1);
+            } else {
+                ::close(fd);
+            }
+        _exit(0);
     }
-    return "";
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) == 0) return "";
+    return paths[static_cast<std::size_t>(WEXITSTATUS(status)) - 1];
 }
 
 Result<int> restrict_files(const FileRules& rules) {

@@ -47,9 +47,11 @@ int landlock_abi();
 // path is missing: the process may then be unrestricted.
 Result<int> restrict_files(const FileRules& rules);
 
-// A path of `rules` (or of the system paths restrict_files adds) on a file system whose
-// inodes Landlock cannot follow: a 9p share (QEMU's -virtfs) makes a new inode at every
-// lookup without its cache, so a rule never matches and every access is refused. "": none.
+// A path of `rules` (or /usr, /etc) that the caller can open now but could not under the
+// rules: some file systems make a new inode at every lookup, so a rule never matches and
+// every access is refused (a 9p share, QEMU's -virtfs, without its cache; an overlay whose
+// lower layer is one). Found by trial: a child process applies the rules and opens each
+// path (one fork, at start-up). "": none, or no Landlock here.
 std::string path_landlock_cannot_follow(const FileRules& rules);
 
 // "Landlock ABI 7" or "Landlock: none (the kernel has no Landlock)", for -v.
