@@ -176,6 +176,7 @@ int exit_code(session::TunnelEnd end, bool always_on) {
         case session::TunnelEnd::user_detach:
             LOG_INFO << "disconnected; the session stays valid (SIGHUP)";
             return kExitOk;
+        case session::TunnelEnd::captive_portal: return kExitError;  // the caller waits for the portal
         case session::TunnelEnd::cookie_rejected:
             if (always_on) LOG_WARN << "the server rejected the cookie: the session is over";
             else LOG_ERROR << "the server rejected the cookie; exiting";

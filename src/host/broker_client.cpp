@@ -76,7 +76,7 @@ void BrokerHost::tear_down() {
     if (torn_down_ || !tun_) return;
     torn_down_ = true;
     tun_.reset();  // our descriptor first: the device goes with the broker's
-    if (auto r = ask(broker::TearDown{}); !r) LOG_WARN << "tear-down: " << r.error().message;
+    if (auto r = ask(broker::TearDown{hold_}); !r) LOG_WARN << "tear-down: " << r.error().message;
 }
 
 Result<std::string> BrokerHost::add_domain_route(const IpPrefix& address, bool include) {
@@ -111,6 +111,12 @@ Result<io::UniqueFd> BrokerChannel::open_udp(int family, int send_buffer, int re
     io::UniqueFd fd;
     if (auto r = ask(broker::OpenUdp{family, send_buffer, receive_buffer}, &fd); !r) return r.error();
     return fd;
+}
+
+Result<std::string> BrokerChannel::open_captive_exception(int seconds) {
+    auto r = ask(broker::OpenCaptiveException{seconds});
+    if (!r) return r.error();
+    return r->text;
 }
 
 Result<std::optional<BrokerChannel::StateFile>> BrokerChannel::read_state(const std::string& path) {

@@ -46,6 +46,9 @@ public:
     Result<std::optional<StateFile>> read_state(const std::string& path);
     Status write_state(const std::string& path, std::vector<std::uint8_t> bytes, bool sync, int mode);
     Result<bool> remove_state(const std::string& path);
+    // After a tear-down that held the kill switch (a captive portal): the time-limited exception
+    // for the portal's login (broker::OpenCaptiveException); what it opened, for the log.
+    Result<std::string> open_captive_exception(int seconds);
 
 private:
     io::UniqueFd socket_;
@@ -79,6 +82,10 @@ public:
     void run_script(ScriptReason reason) override;
     void queue_script(ScriptReason reason) override;
     void tear_down() override;
+    bool hold_kill_switch() override {
+        hold_ = true;
+        return true;
+    }
     Result<std::string> add_domain_route(const IpPrefix& address, bool include) override;
     void remove_domain_route(const IpPrefix& address, bool include) override;
     Status point_dns_at(const std::string& forwarder) override;
@@ -100,6 +107,7 @@ private:
     bool domain_routes_possible_ = false;
     std::size_t domain_routes_ = 0;
     bool torn_down_ = false;
+    bool hold_ = false;  // hold_kill_switch: the tear-down keeps the kill switch
 };
 
 }  // namespace espvpn::host

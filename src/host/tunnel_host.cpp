@@ -1,5 +1,8 @@
 #include "src/host/tunnel_host.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <net/if.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -88,6 +91,7 @@ Status TunnelHost::install_kill_switch() {
         rules.allowed.push_back(*p);
     }
     for (const IpPrefix& p : config_.split_exclude) rules.allowed.push_back(p);
+    if (kill_switch_) return kill_switch_->replace(rules);  // held through a captive portal
     auto ks = KillSwitch::install(rules);
     if (!ks) return ks.error();
     kill_switch_ = std::move(*ks);
@@ -249,6 +253,47 @@ void TunnelHost::remove_domain_routes() {
         const DomainHostRoute r = domain_routes_.back();
         remove_domain_route(r.address, r.include);
     }
+}
+
+void TunnelHost::tear_down_holding_kill_switch() {
+    std::unique_ptr<KillSwitch> held = std::move(kill_switch_);
+    tear_down();
+    kill_switch_ = std::move(held);
+    if (kill_switch_) LOG_INFO << "kill switch kept while a captive portal stands before the gateway";
+}
+
+namespace {
+// The numeric, non-loopback nameserver addresses of a resolv.conf-format file.
+void nameservers_of(const char* path, std::vector<std::string>& out) {
+    std::ifstream in(path);
+    std::string line;
+    for (int lines = 0; lines < 1000 && std::getline(in, line); ++lines) {
+        std::istringstream words(line);
+        std::string key, value;
+        if (!(words >> key >> value) || key != "nameserver") continue;
+        bool v6 = false;
+        auto n = normalise_ip(value, &v6);
+        if (!n || n->rfind("127.", 0) == 0 || *n == "::1") continue;
+        if (std::find(out.begin(), out.end(), *n) == out.end()) out.push_back(*n);
+    }
+}
+}  // namespace
+
+Result<std::string> TunnelHost::open_captive_exception(int seconds) {
+    if (!holds_kill_switch()) return make_error("no kill switch is held for a captive portal");
+    std::vector<std::string> dns;
+    nameservers_of("/etc/resolv.conf", dns);
+    nameservers_of("/run/systemd/resolve/resolv.conf", dns);  // systemd-resolved's upstream servers
+    if (Status s = kill_switch_->open_captive_exception(dns, seconds); !s) return s.error();
+    std::string list;
+    for (const std::string& a : dns) list += (list.empty() ? "" : ", ") + a;
+    return "TCP 80/443 to any address, DNS to " + (list.empty() ? std::string("no server (none found)") : list) +
+           " for " + std::to_string(seconds) + " s";
+}
+
+void TunnelHost::close_captive_exception() {
+    if (!kill_switch_) return;
+    if (Status s = kill_switch_->close_captive_exception(); !s) LOG_ERROR << s.error().message;
 }
 
 void TunnelHost::tear_down() {

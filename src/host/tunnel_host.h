@@ -54,6 +54,15 @@ public:
     void queue_script(ScriptReason reason) override;
     // The disconnect script, then the device goes (with our addresses and routes).
     void tear_down() override;
+    // The same, but the kill switch stays (a captive portal: docs/SERVICE.md) until the next
+    // bring_up replaces its rules or a tear_down() removes it.
+    void tear_down_holding_kill_switch();
+    bool holds_kill_switch() const { return !tun_ && kill_switch_ != nullptr; }
+    // While the kill switch is held: DNS to the network's servers (nameserver lines of
+    // /etc/resolv.conf and of systemd-resolved's upstream list; loopback passes anyway) and
+    // TCP 80/443 to anywhere, for `seconds`. Returns what was opened, for the log.
+    Result<std::string> open_captive_exception(int seconds);
+    void close_captive_exception();
 
     // The domain-based split tunnel (session/domain_split): a host route for one resolved
     // address, via the tun (include) or the gateway's path (exclude), as plan_domain_route

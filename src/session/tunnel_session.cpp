@@ -13,6 +13,7 @@
 #include "src/io/route_watch.h"
 #include "src/io/sleep_watch.h"
 #include "src/log/logger.h"
+#include "src/session/captive_portal.h"
 #include "src/session/domain_split.h"
 #include "src/session/path_rule.h"
 #include "src/session/signal_watch.h"
@@ -221,13 +222,14 @@ public:
         publish_state();
         while (!end_) {
             // A new link is made on its own thread: signals are served meanwhile, and its end wakes us.
-            pollfd p[5 + DomainSplit::kMaxFds] = {
+            pollfd p[6 + DomainSplit::kMaxFds] = {
                 {signals.fd(), POLLIN, 0},
                 {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0},
                 {watch_ ? watch_->fd() : -1, POLLIN, 0},
                 {sleep_ ? sleep_->fd() : -1, sleep_ ? sleep_->events() : short(0), 0},
-                {o_.status_server ? o_.status_server->commands_fd() : -1, POLLIN, 0}};
-            nfds_t n = 5;
+                {o_.status_server ? o_.status_server->commands_fd() : -1, POLLIN, 0},
+                {probe_ ? probe_->done_fd() : -1, POLLIN, 0}};
+            nfds_t n = 6;
             if (domains_ && carried_)  // stepped only then: a query waiting before would spin the loop
                 for (int fd : domains_->fds()) p[n++] = {fd, POLLIN, 0};  // at most kMaxFds
             const int timeout = poll_timeout();
@@ -249,7 +251,9 @@ public:
                     o_.status_board->set_error(r.why);
                 apply(control_.attempt_finished(Clock::now(), r));
                 if (auto fresh = d_.take_new_config(); fresh && !end_) refresh_domains(*fresh);
+                if (!end_ && r.kind == AttemptResult::Kind::failed && control_.in_outage()) start_probe();
             }
+            if (!end_ && probe_ && probe_->done()) finish_probe();
             if (!end_) apply(control_.tick(Clock::now()));
             if (end_) break;
             for (const LinkEvent& e : d_.step(Clock::now(), control_)) {
@@ -265,8 +269,31 @@ public:
             LOG_INFO << "the connection attempt in progress (" << control_.attempt_why() << ") cancelled in "
                      << ms_of(Clock::now() - t0) << " ms";
         }
+        probe_.reset();  // cancelled: its waits end at once
         if (domains_) domains_->stop();  // its routes go before the links stop
         return *end_;
+    }
+
+    // Captive portals: a reconnect attempt failed; is a portal in the way? (one probe at a time)
+    void start_probe() {
+        if (!o_.captive_probe || probe_) return;
+        probe_ = std::make_unique<BackgroundProbe>(*o_.captive_probe);
+    }
+    void finish_probe() {
+        const captive::Verdict v = probe_->verdict();
+        probe_.reset();
+        if (v.kind != captive::Verdict::Kind::portal || !control_.in_outage()) return;
+        // Its routes and DNS would take the browser's traffic into the dead tunnel: the session
+        // ends (its cookie kept), the tun goes, the kill switch stays (held by the host).
+        const bool held = o_.host.kill_switch && host_.hold_kill_switch();
+        if (o_.captive_portal) *o_.captive_portal = v.portal_url;
+        if (o_.status_board) {
+            o_.status_board->set_state(status::State::captive_portal, "captive portal (" + v.why + ")");
+            o_.status_board->set_portal(v.portal_url);
+        }
+        apply(control_.link_ended(TunnelEnd::captive_portal,
+                                  "captive portal (" + v.why + ") at " + v.portal_url + ": the tunnel goes down" +
+                                      (held ? " (the kill switch stays)" : "") + " until the portal lets traffic through"));
     }
 
     std::optional<TunnelEnd> end_;
@@ -277,6 +304,7 @@ private:
     host::Host& host_;
     SessionControl control_;
     std::unique_ptr<LinkAttempt> attempt_;
+    std::unique_ptr<BackgroundProbe> probe_;  // a captive-portal probe (start_probe)
     std::optional<io::RouteWatch> watch_;
     std::optional<io::SleepWatch> sleep_;  // logind's PrepareForSleep, when there is a bus
     PathRule path_;

@@ -1,0 +1,56 @@
+#include "src/session/captive_portal.h"
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "src/io/cancel_event.h"
+#include "src/io/http_probe.h"
+#include "src/log/logger.h"
+
+namespace espvpn::session {
+
+captive::Verdict probe_for_captive_portal(const captive::ProbeSpec& spec, int cancel_fd) {
+    auto answer = io::http_probe(spec.url, kProbeTimeout, cancel_fd);
+    if (!answer) {
+        captive::Verdict v;
+        v.why = captive::printable_url(answer.error().message);
+        LOG_DEBUG << "captive-portal probe " << spec.url.text() << ": " << v.why;
+        return v;
+    }
+    captive::Verdict v = captive::classify(spec, *answer);
+    LOG_DEBUG << "captive-portal probe " << spec.url.text() << ": " << v.why;
+    return v;
+}
+
+struct BackgroundProbe::Shared {
+    io::CancelEvent cancel;
+    io::CancelEvent done;
+    std::atomic<bool> finished{false};
+    mutable std::mutex mu;
+    captive::Verdict verdict;
+};
+
+BackgroundProbe::BackgroundProbe(const captive::ProbeSpec& spec) : shared_(std::make_shared<Shared>()) {
+    std::thread([shared = shared_, spec] {
+        captive::Verdict v = probe_for_captive_portal(spec, shared->cancel.fd());
+        {
+            std::lock_guard lock(shared->mu);
+            shared->verdict = std::move(v);
+        }
+        shared->finished = true;
+        shared->done.cancel();
+    }).detach();
+}
+
+BackgroundProbe::~BackgroundProbe() { shared_->cancel.cancel(); }
+
+int BackgroundProbe::done_fd() const { return shared_->done.fd(); }
+bool BackgroundProbe::done() const { return shared_->finished; }
+
+captive::Verdict BackgroundProbe::verdict() const {
+    std::lock_guard lock(shared_->mu);
+    return shared_->verdict;
+}
+
+}  // namespace espvpn::session

@@ -1,0 +1,39 @@
+// Captive portals (docs/SERVICE.md): when the gateway cannot be reached, one plain-HTTP probe
+// (io/http_probe, judged by protocols/captive) tells whether a portal stands in between. Run
+// by the session loop after a failed reconnect attempt (on a thread of its own) and by the CLI
+// between sessions; unprivileged, bounded by kProbeTimeout and captive::kMaxAnswerBytes.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "protocols/captive/captive_probe.h"
+
+namespace espvpn::session {
+
+inline constexpr std::chrono::milliseconds kProbeTimeout{5000};
+
+// The verdict on the network now; a probe that got no answer is Kind::unknown with why.
+// `cancel_fd` (-1: none): readable ends it at once (unknown).
+captive::Verdict probe_for_captive_portal(const captive::ProbeSpec& spec, int cancel_fd = -1);
+
+// One probe on a detached thread: the session loop polls done_fd(). Dropping it never waits
+// (a name lookup cannot be interrupted: the thread finishes on its own and is forgotten), so a
+// probe never delays the end of a session.
+class BackgroundProbe {
+public:
+    explicit BackgroundProbe(const captive::ProbeSpec& spec);
+    ~BackgroundProbe();
+    BackgroundProbe(const BackgroundProbe&) = delete;
+    BackgroundProbe& operator=(const BackgroundProbe&) = delete;
+    int done_fd() const;
+    bool done() const;
+    // After done().
+    captive::Verdict verdict() const;
+
+private:
+    struct Shared;
+    std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace espvpn::session
