@@ -18,7 +18,9 @@
 #include "src/log/logger.h"
 #include "src/session/gp/portal_cookie_cache.h"
 #include "src/session/signal_watch.h"
+#include "src/session/captive_portal.h"
 #include "src/session/trusted_network.h"
+#include "src/io/tls_stream.h"
 #include "src/sso/invoking_user.h"
 
 namespace espvpn::cli {
@@ -146,6 +148,92 @@ session::TrustedRules trusted_rules(const ClientOptions& o) {
 // rewrite /etc/resolv.conf after the routes, or a --trusted-server go away on the same link).
 constexpr std::chrono::seconds kTrustedRecheck{30};
 
+// --captive-probe / --no-captive-probe (checked by the option parser): nullopt = never probe.
+std::optional<captive::ProbeSpec> captive_probe_spec(const ClientOptions& o) {
+    if (o.no_captive_probe) return std::nullopt;
+    if (o.captive_probe.empty()) return captive::default_probe_spec();
+    auto s = captive::parse_probe_spec(o.captive_probe);
+    if (!s) return std::nullopt;
+    return std::move(*s);
+}
+
+// The portal's page (printable already) in the user's browser, as the invoking user, when
+// there is a display or --external-browser; else on stderr for the user to open.
+void show_portal(const ClientOptions& o, const std::string& url) {
+    auto user = sso::invoking_user();
+    std::string program = o.external_program;
+    bool launch = user.ok();
+    if (launch && program.empty()) {
+        if (!user->has_display() || user->is_root_alone) launch = false;
+        else program = "xdg-open";
+    }
+    if (launch) {
+        if (auto st = sso::start_as_user(*user, program, url); !st) {
+            LOG_WARN << "captive portal: " << st.error().message;
+            launch = false;
+        } else {
+            LOG_INFO << "captive portal: its page opened in " << program << " as " << user->name;
+        }
+    }
+    if (!launch) {
+        const std::string msg = "A captive portal stands before the VPN gateway. Log in to it in a browser:\n  " + url + "\n";
+        std::fputs(msg.c_str(), stderr);
+        std::fflush(stderr);
+    }
+}
+
+// Whether TCP to the login server fails (refused, unreachable, no answer within 3 s): only
+// then is a failed login worth a captive-portal probe.
+bool login_server_unreachable(const http::Url& server) {
+    auto fd = io::tcp_connect(server.host, server.port, std::chrono::seconds(3));
+    if (!fd) return true;
+    ::close(*fd);
+    return false;
+}
+
+// A captive portal was found (`verdict`): say so, show its page, open the kill switch's exception
+// when the broker holds the kill switch for it, and probe again (2, 4 ... 30 s apart; at once on a
+// route change or `espvpn reconnect`) until the portal lets traffic through (true: connect now).
+// false: stop (a disconnect, a signal; without --always-on, --reconnect-timeout used up).
+bool wait_out_captive_portal(const ClientOptions& o, StatusService* status, const captive::ProbeSpec& probe,
+                             captive::Verdict verdict, host::BrokerChannel* held_kill_switch, int exception_s) {
+    session::StatusBoard* board = status ? &status->board : nullptr;
+    const auto began = std::chrono::steady_clock::now();
+    std::chrono::seconds wait{2};
+    std::string shown;
+    for (;;) {
+        if (verdict.kind == captive::Verdict::Kind::online) {
+            LOG_INFO << "captive portal: the probe gets the expected answer now: connecting";
+            return true;
+        }
+        if (verdict.kind == captive::Verdict::Kind::portal && verdict.portal_url != shown) {
+            shown = verdict.portal_url;
+            LOG_WARN << "captive portal (" << verdict.why << "): log in at " << shown;
+            if (board) {
+                board->set_state(status::State::captive_portal, "captive portal (" + verdict.why + ")");
+                board->set_portal(shown);
+            }
+            show_portal(o, shown);
+            if (held_kill_switch) {
+                auto opened = held_kill_switch->open_captive_exception(exception_s);
+                if (opened) LOG_INFO << "captive portal: the kill switch lets through " << *opened;
+                else LOG_WARN << "captive portal: no exception in the kill switch: " << opened.error().message;
+                held_kill_switch = nullptr;  // once per portal
+            }
+        } else if (verdict.kind == captive::Verdict::Kind::unknown) {
+            LOG_INFO << "captive portal: the probe got no verdict (" << verdict.why << "): trying the gateway";
+            return true;
+        }
+        if (!o.always_on && std::chrono::steady_clock::now() - began > std::chrono::seconds(o.reconnect_timeout_s)) {
+            LOG_ERROR << "captive portal: still in the way after --reconnect-timeout " << o.reconnect_timeout_s << " s";
+            return false;
+        }
+        if (!wait_to_retry(status, wait)) return false;
+        wait = std::min(wait * 2, std::chrono::seconds(30));
+        verdict = session::probe_for_captive_portal(probe);
+    }
+}
+
 // The error logged; the exit code for it.
 int failed(const Error& e) {
     LOG_ERROR << e.message;
@@ -191,7 +279,8 @@ int exit_code(session::TunnelEnd end, bool always_on) {
 namespace {
 int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https,
                 ProcessControl& process, StatusService* service, session::StateFiles& files,
-                const std::shared_ptr<host::BrokerChannel>& broker);
+                const std::shared_ptr<host::BrokerChannel>& broker, const std::optional<captive::ProbeSpec>& probe,
+                std::string* portal);
 }  // namespace
 
 int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol,
@@ -276,6 +365,12 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     if (!trusted.empty() && !options.always_on)
         LOG_INFO << "--trusted-domain/--trusted-server are used with --always-on only: connecting";
     std::string trusted_said;  // the last verdict logged (one line when it changes)
+    // Captive portals: the probe; after a session ended for one, its cookie is used again
+    // (no new login) and the broker holds the kill switch until the next bring-up.
+    const std::optional<captive::ProbeSpec> probe = options.action == Action::connect && !options.dry_run
+                                                        ? captive_probe_spec(options)
+                                                        : std::nullopt;
+    bool resume_session = false;
     for (;;) {
         if (options.always_on && !trusted.empty()) {
             const auto verdict = session::detect_trusted_network(trusted);
@@ -296,6 +391,9 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
             auto line = read_stdin_line("the cookie on standard input");
             if (!line) return failed(line.error());
             login_rc = protocol.use_cookie(options, line->reveal_text());
+        } else if (resume_session) {
+            LOG_INFO << "the session from before the captive portal is used again";
+            resume_session = false;
         } else if (!given_cookie.empty()) {
             login_rc = protocol.use_cookie(options, given_cookie.reveal_text());
         } else {
@@ -325,6 +423,19 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
                 if (board) board->set_state(status::State::needs_login, "a new login is needed");
                 if (!wait_to_retry(service, std::nullopt)) return kExitOk;
                 backoff = std::chrono::seconds(1);
+            } else if (probe && login_server_unreachable(protocol.login_server())) {
+                // The gateway cannot be reached: a captive portal in the way?
+                captive::Verdict v = session::probe_for_captive_portal(*probe);
+                if (v.kind == captive::Verdict::Kind::portal) {
+                    if (!wait_out_captive_portal(options, service, *probe, std::move(v), nullptr, 0)) return kExitOk;
+                    backoff = std::chrono::seconds(1);
+                    continue;
+                }
+                LOG_WARN << "the login failed (no captive portal: " << v.why << "); trying again in " << backoff.count()
+                         << " s (--always-on)";
+                if (board) board->set_state(status::State::reconnecting, "the login failed (see the log)");
+                if (!wait_to_retry(service, backoff)) return kExitOk;
+                backoff = std::min(backoff * 2, std::chrono::seconds(60));
             } else {
                 LOG_WARN << "the login failed; trying again in " << backoff.count() << " s (--always-on)";
                 if (board) board->set_state(status::State::reconnecting, "the login failed (see the log)");
@@ -334,7 +445,25 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
             continue;
         }
         const auto began = std::chrono::steady_clock::now();
-        const int rc = run_session(options, out, protocol, *https, *process, service, state_files, broker);
+        std::string portal;
+        const int rc = run_session(options, out, protocol, *https, *process, service, state_files, broker, probe, &portal);
+        if (!portal.empty() && probe) {
+            // The session ended for a captive portal (its cookie still good): wait it out, then
+            // the same session again.
+            const int seconds = options.captive_exception_timeout_s > 0 ? options.captive_exception_timeout_s
+                                : protocol.captive_exception_timeout_s() > 0 ? protocol.captive_exception_timeout_s()
+                                                                               : 300;
+            captive::Verdict v;
+            v.kind = captive::Verdict::Kind::portal;
+            v.portal_url = portal;
+            v.why = "found after a reconnect attempt failed";
+            host::BrokerChannel* held = options.kill_switch && broker ? broker.get() : nullptr;
+            if (!wait_out_captive_portal(options, service, *probe, std::move(v), held, seconds))
+                return options.always_on ? kExitOk : kExitError;
+            resume_session = true;
+            backoff = std::chrono::seconds(1);
+            continue;
+        }
         if (!options.always_on || rc == kExitOk || options.action != Action::connect) return rc;
         // A session that ran a while: the next one starts from the shortest wait again.
         if (std::chrono::steady_clock::now() - began > std::chrono::seconds(60)) backoff = std::chrono::seconds(1);
@@ -353,7 +482,8 @@ namespace {
 // One session: print it (--authenticate, --cookieonly), or run the tunnel; the exit code.
 int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https_client,
                 ProcessControl& process_control, StatusService* service, session::StateFiles& files,
-                const std::shared_ptr<host::BrokerChannel>& broker) {
+                const std::shared_ptr<host::BrokerChannel>& broker, const std::optional<captive::ProbeSpec>& probe,
+                std::string* portal) {
     io::HttpsClient* const https = &https_client;
     ProcessControl* const process = &process_control;
 
@@ -392,6 +522,8 @@ int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& prot
             return broker->open_udp(family, send_buffer, receive_buffer);
         };
     }
+    t.captive_probe = probe;
+    t.captive_portal = portal;
     t.after_setup = [&] { return process->drop_privileges(); };
     t.on_connected = [&] { process->tunnel_up(); };
     const int rc = protocol.connect(options, *https, *process, t);
