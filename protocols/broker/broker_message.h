@@ -45,6 +45,7 @@ enum class Type : std::uint16_t {
     write_state = 12,
     remove_state = 13,
     open_captive_exception = 14,
+    open_probe_socket = 15,
     // broker → session
     reply = 64,
     tun_reply = 65,
@@ -96,6 +97,9 @@ struct RemoveState { std::string path; };
 inline constexpr int kMinCaptiveSeconds = 1;
 inline constexpr int kMaxCaptiveSeconds = 3600;
 struct OpenCaptiveException { int seconds = 300; };
+// The captive-portal probe's TCP socket, marked for the kill switch and the probe's route
+// (host/kill_switch.h kProbeMark); only while the host is up.
+struct OpenProbeSocket { int family = 0; };  // AF_INET/AF_INET6
 
 // The answer to every request but bring_up. `text`: the error when !ok, else what was done
 // (add_domain_route); `count`: the domain routes the host holds now; `data`: read_state's bytes.
@@ -134,7 +138,7 @@ struct SignalEvent { int signo = 0; };
 
 using Message = std::variant<BringUp, RunScript, QueueScript, TearDown, AddDomainRoute, RemoveDomainRoute,
                              PointDnsAt, SetMtu, OpenUdp, OpenDnsListener, ReadState, WriteState, RemoveState,
-                             OpenCaptiveException, Reply, TunReply, StateReply, SignalEvent>;
+                             OpenCaptiveException, OpenProbeSocket, Reply, TunReply, StateReply, SignalEvent>;
 
 Type type_of(const Message& m);
 std::vector<std::uint8_t> encode(const Message& m);

@@ -232,6 +232,9 @@ void Broker::serve(const io::Packet& packet) {
         else host_.tear_down();
         state_.after(type, true, host_.holds_kill_switch());
         reply(type, {});
+    } else if (const auto* ps = std::get_if<broker::OpenProbeSocket>(&m)) {
+        auto fd = host_.open_probe_socket(ps->family);
+        reply(type, fd ? Status{} : Status(fd.error()), {}, {}, fd ? fd->get() : -1);
     } else if (const auto* c = std::get_if<broker::OpenCaptiveException>(&m)) {
         state_.after(type, true);  // once per captive portal, whatever comes of it
         auto opened = host_.open_captive_exception(c->seconds);

@@ -107,6 +107,12 @@ Result<io::UniqueFd> BrokerHost::open_dns_listener(const std::string& address, i
     return fd;
 }
 
+Result<io::UniqueFd> BrokerHost::open_probe_socket(int family) {
+    io::UniqueFd fd;
+    if (auto r = ask(broker::OpenProbeSocket{family}, &fd); !r) return r.error();
+    return fd;
+}
+
 Result<io::UniqueFd> BrokerChannel::open_udp(int family, int send_buffer, int receive_buffer) {
     io::UniqueFd fd;
     if (auto r = ask(broker::OpenUdp{family, send_buffer, receive_buffer}, &fd); !r) return r.error();

@@ -92,6 +92,7 @@ public:
     bool domain_routes_possible() const override { return domain_routes_possible_; }
     std::size_t domain_route_count() const override { return domain_routes_; }
     Result<io::UniqueFd> open_dns_listener(const std::string& address, int port, const std::string& device) override;
+    Result<io::UniqueFd> open_probe_socket(int family) override;
     io::TunDevice& tun() override { return *tun_; }
     int mtu() const override { return mtu_; }
 

@@ -105,6 +105,7 @@ std::string kill_switch_script(const KillSwitchRules& r) {
     s += "    udp sport 546 udp dport 547 accept\n";  // DHCPv6
     s += "    icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert, mld-listener-report, "
          "mld2-listener-report } accept\n";
+    s += "    meta mark " + std::to_string(kProbeMark) + " tcp dport 80 accept\n";  // the captive-portal probe
     s += "    tcp dport @captive_tcp accept\n";
     s += "    ip daddr @captive_dns4 meta l4proto { tcp, udp } th dport 53 accept\n";
     s += "    ip6 daddr @captive_dns6 meta l4proto { tcp, udp } th dport 53 accept\n";

@@ -7,6 +7,7 @@
 // removed) by the next start.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,14 @@
 namespace espvpn::host {
 
 inline constexpr const char* kKillSwitchTable = "espvpn_kill_switch";  // family inet
+
+// The captive-portal probe's sockets (Host::open_probe_socket) carry this mark: the kill switch
+// lets them through to TCP port 80, and a policy rule (priority kProbeRulePriority) sends them
+// by table kProbeTable, where the default route is the gateway's path outside the tunnel: the
+// probe sees the network even while the tunnel's routes are there and its link is down.
+inline constexpr std::uint32_t kProbeMark = 0x65737076;  // "espv"
+inline constexpr std::uint32_t kProbeTable = 0x65737076;
+inline constexpr std::uint32_t kProbeRulePriority = 1100;
 
 // A server the rules let through by address and TCP port only: the portal (login server) when
 // it is not the gateway, so that a new login to it is not blocked.

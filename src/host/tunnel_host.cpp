@@ -22,6 +22,16 @@ TunnelHost::TunnelHost(TunnelHostOptions options) : o_(std::move(options)) {
 
 TunnelHost::~TunnelHost() { tear_down(); }
 
+Result<io::UniqueFd> TunnelHost::open_probe_socket(int family) {
+    if (family != AF_INET && family != AF_INET6) return make_error("probe socket: not an IP family");
+    io::UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return make_error(std::string("probe socket: ") + std::strerror(errno));
+    const std::uint32_t mark = kProbeMark;
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_MARK, &mark, sizeof mark) != 0)
+        return make_error(std::string("probe socket: SO_MARK: ") + std::strerror(errno));
+    return fd;
+}
+
 Result<io::UniqueFd> TunnelHost::open_dns_listener(const std::string& address, int port, const std::string& device) {
     return io::DnsSocket::listen_fd(address, static_cast<unsigned>(port), device);
 }
@@ -205,7 +215,35 @@ Status TunnelHost::add_routes() {
         if (Status s = tun_->add_route(*dst); !s) return make_error("route " + r.to_string() + ": " + s.error().message);
         LOG_INFO << "route " << r.to_string() << " dev " << tun_->name();
     }
+    add_probe_routes();
     return {};
+}
+
+void TunnelHost::add_probe_routes() {
+    for (int v6 = 0; v6 < 2; ++v6) {
+        if (!gateway_path_[v6]) continue;
+        auto dst = io::InterfaceAddress::parse(v6 ? "::/0" : "0.0.0.0/0");
+        auto hop = to_next_hop(*gateway_path_[v6], v6 != 0);
+        if (!dst || !hop) continue;
+        if (Status s = netlink_->replace_route_in(kProbeTable, *dst, *hop); !s) {
+            LOG_WARN << "captive-portal probe: " << s.error().message << "; during an outage it follows the tunnel's routes";
+            continue;
+        }
+        if (Status s = netlink_->add_fwmark_rule(v6 ? AF_INET6 : AF_INET, kProbeMark, kProbeTable, kProbeRulePriority); !s)
+            LOG_DEBUG << "captive-portal probe: " << s.error().message << " (left by an earlier run?)";
+        probe_routes_.emplace_back(*dst, *hop);
+        LOG_DEBUG << "captive-portal probe: its packets take " << gateway_path_[v6]->to_string()
+                  << " (fwmark " << kProbeMark << ", table " << kProbeTable << ")";
+    }
+}
+
+void TunnelHost::remove_probe_routes() {
+    for (const auto& [dst, hop] : probe_routes_) {
+        if (Status s = netlink_->delete_fwmark_rule(dst.family, kProbeMark, kProbeTable, kProbeRulePriority); !s)
+            LOG_WARN << s.error().message;
+        if (Status s = netlink_->delete_route_in(kProbeTable, dst, hop); !s) LOG_DEBUG << s.error().message;
+    }
+    probe_routes_.clear();
 }
 
 void TunnelHost::remove_bypass_routes() {
@@ -302,7 +340,10 @@ void TunnelHost::tear_down() {
     dns_.reset();
     if (tun_ && netlink_) remove_domain_routes();
     remove_bypass_routes();
+    if (netlink_) remove_probe_routes();
     tun_.reset();  // removes the device (or our addresses/routes on a persistent one)
+    gateway_path_[0].reset();  // the next session (--always-on) finds the way to its gateway anew
+    gateway_path_[1].reset();
     kill_switch_.reset();  // a clean exit: traffic may leave outside the tunnel again
 }
 

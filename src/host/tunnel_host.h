@@ -78,6 +78,7 @@ public:
     std::size_t domain_route_count() const override { return domain_routes_.size(); }
 
     Result<io::UniqueFd> open_dns_listener(const std::string& address, int port, const std::string& device) override;
+    Result<io::UniqueFd> open_probe_socket(int family) override;
 
     io::TunDevice& tun() override { return *tun_; }
     int mtu() const override { return mtu_; }
@@ -90,6 +91,9 @@ private:
     Status add_routes();
     Status install_kill_switch();
     void remove_bypass_routes();
+    // The captive-portal probe's way around the tunnel (kill_switch.h: kProbeTable).
+    void add_probe_routes();
+    void remove_probe_routes();
     void remove_domain_routes();
     // The path the host takes to `p` outside the tun (nullopt: none, or into the tun).
     std::optional<RoutePath> path_now(const IpPrefix& p);
@@ -105,6 +109,7 @@ private:
     std::optional<io::RtNetlink> netlink_;  // built-in setup: routes outside the tun
     // Added outside the tun (gateway host route, excludes): removed at tear-down.
     std::vector<std::pair<io::InterfaceAddress, io::RouteNextHop>> bypass_routes_;
+    std::vector<std::pair<io::InterfaceAddress, io::RouteNextHop>> probe_routes_;  // in kProbeTable, with a rule each
     // How the gateway is reached outside the tunnel, per family ([1]: IPv6), found at setup.
     std::optional<RoutePath> gateway_path_[2];
     struct DomainHostRoute {

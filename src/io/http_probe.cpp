@@ -1,15 +1,16 @@
 #include "src/io/http_probe.h"
 
+#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "protocols/http/response_parser.h"
-#include "src/io/tls_stream.h"
-#include "src/io/unique_fd.h"
+#include "src/io/udp_socket.h"
 
 namespace espvpn::io {
 
@@ -35,13 +36,66 @@ Status wait_for(int fd, short events, int cancel_fd, Clock::time_point deadline,
     }
 }
 
+// The first address of `route` that takes a TCP connection before the deadline.
+Result<UniqueFd> connect_probe(ProbeRoute& route, std::uint16_t port, int cancel_fd, Clock::time_point deadline) {
+    std::string failures;
+    for (const std::string& address : route.addresses) {
+        auto sa = SocketAddress::parse(endpoint_text(address, port));
+        if (!sa) continue;
+        UniqueFd& given = sa->family() == AF_INET6 ? route.v6 : route.v4;
+        UniqueFd fd = given.valid() ? std::move(given)
+                                    : UniqueFd(::socket(sa->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        if (!fd.valid()) {
+            failures += "; " + address + ": " + std::strerror(errno);
+            continue;
+        }
+        int err = 0;
+        if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&sa->storage), sa->length) != 0) {
+            err = errno;
+            if (err == EINPROGRESS) {
+                Status w = wait_for(fd.get(), POLLOUT, cancel_fd, deadline, "connecting");
+                if (!w) return w.error();
+                socklen_t len = sizeof err;
+                if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+            }
+        }
+        if (err == 0) return fd;
+        failures += "; " + address + ": " + std::strerror(err);
+    }
+    return make_error("cannot connect" + (failures.empty() ? std::string(": no address") : failures));
+}
+
 }  // namespace
 
-Result<captive::ProbeAnswer> http_probe(const captive::HttpUrl& url, std::chrono::milliseconds timeout, int cancel_fd) {
+Result<std::vector<std::string>> resolve_probe_host(const std::string& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* list = nullptr;
+    if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &list); rc != 0)
+        return make_error("cannot resolve " + host + ": " + gai_strerror(rc));
+    std::vector<std::string> v4, v6;
+    for (addrinfo* a = list; a; a = a->ai_next) {
+        std::string n = numeric_host(a->ai_addr);
+        auto& out = a->ai_family == AF_INET6 ? v6 : v4;
+        if (!n.empty() && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+    }
+    ::freeaddrinfo(list);
+    v4.insert(v4.end(), v6.begin(), v6.end());
+    return v4;
+}
+
+Result<captive::ProbeAnswer> http_probe(const captive::HttpUrl& url, std::chrono::milliseconds timeout, int cancel_fd,
+                                        ProbeRoute route) {
+    if (route.addresses.empty()) {
+        auto found = resolve_probe_host(url.host);
+        if (!found) return found.error();
+        route.addresses = std::move(*found);
+    }
     const Clock::time_point deadline = Clock::now() + timeout;
-    auto connected = tcp_connect(url.host, url.port, timeout, cancel_fd);
+    auto connected = connect_probe(route, url.port, cancel_fd, deadline);
     if (!connected) return connected.error();
-    UniqueFd fd(*connected);
+    UniqueFd fd = std::move(*connected);
     const std::string host = url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
     const std::string request = "GET " + url.target + " HTTP/1.1\r\nHost: " + host +
                                 (url.port == 80 ? std::string() : ":" + std::to_string(url.port)) +

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <linux/if.h>
 #include <linux/netlink.h>
+#include <linux/fib_rules.h>
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -151,11 +152,11 @@ Request address_request(std::uint16_t type, std::uint16_t flags, int ifindex, co
 // A main-table route; with a next hop (`via`, same family) it is a universe
 // route through that router, without one a link route on the device.
 Request route_request(std::uint16_t type, std::uint16_t flags, int ifindex, const InterfaceAddress& p, unsigned metric,
-                      const std::uint8_t* via = nullptr) {
+                      const std::uint8_t* via = nullptr, std::uint32_t table = RT_TABLE_MAIN) {
     rtmsg msg{};
     msg.rtm_family = static_cast<std::uint8_t>(p.family);
     msg.rtm_dst_len = p.prefix_len;
-    msg.rtm_table = RT_TABLE_MAIN;
+    msg.rtm_table = static_cast<std::uint8_t>(table < 256 ? table : static_cast<std::uint32_t>(RT_TABLE_UNSPEC));
     msg.rtm_protocol = RTPROT_STATIC;
     msg.rtm_scope = via ? RT_SCOPE_UNIVERSE : RT_SCOPE_LINK;
     msg.rtm_type = RTN_UNICAST;
@@ -169,6 +170,21 @@ Request route_request(std::uint16_t type, std::uint16_t flags, int ifindex, cons
     if (via) r.attr(RTA_GATEWAY, via, len);
     r.attr_u32(RTA_OIF, static_cast<std::uint32_t>(ifindex));
     if (metric) r.attr_u32(RTA_PRIORITY, metric);
+    if (table >= 256) r.attr_u32(RTA_TABLE, table);
+    return r;
+}
+
+Request rule_request(std::uint16_t type, std::uint16_t flags, int family, std::uint32_t fwmark, std::uint32_t table,
+                     std::uint32_t priority) {
+    fib_rule_hdr h{};
+    h.family = static_cast<std::uint8_t>(family);
+    h.action = FR_ACT_TO_TBL;
+    h.table = static_cast<std::uint8_t>(table < 256 ? table : static_cast<std::uint32_t>(RT_TABLE_UNSPEC));
+    Request r(type, flags, &h, sizeof h);
+    r.attr_u32(FRA_FWMARK, fwmark);
+    r.attr_u32(FRA_FWMASK, 0xffffffffu);
+    r.attr_u32(FRA_TABLE, table);
+    r.attr_u32(FRA_PRIORITY, priority);
     return r;
 }
 }  // namespace
@@ -249,6 +265,29 @@ Status RtNetlink::add_route_via(const InterfaceAddress& destination, const Route
     Status s = transact(r.buf, r.hdr()->nlmsg_len, ("add route " + destination.to_string()).c_str(), {}, &err);
     if (exists) *exists = err == EEXIST;
     return s;
+}
+
+Status RtNetlink::replace_route_in(std::uint32_t table, const InterfaceAddress& destination, const RouteNextHop& hop) {
+    Request r = route_request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, hop.ifindex, destination, 0,
+                              hop.has_gateway ? hop.gateway : nullptr, table);
+    return transact(r.buf, r.hdr()->nlmsg_len,
+                    ("add route " + destination.to_string() + " table " + std::to_string(table)).c_str());
+}
+
+Status RtNetlink::delete_route_in(std::uint32_t table, const InterfaceAddress& destination, const RouteNextHop& hop) {
+    Request r = route_request(RTM_DELROUTE, 0, hop.ifindex, destination, 0, hop.has_gateway ? hop.gateway : nullptr, table);
+    return transact(r.buf, r.hdr()->nlmsg_len,
+                    ("delete route " + destination.to_string() + " table " + std::to_string(table)).c_str());
+}
+
+Status RtNetlink::add_fwmark_rule(int family, std::uint32_t fwmark, std::uint32_t table, std::uint32_t priority) {
+    Request r = rule_request(RTM_NEWRULE, NLM_F_CREATE | NLM_F_EXCL, family, fwmark, table, priority);
+    return transact(r.buf, r.hdr()->nlmsg_len, ("add rule fwmark " + std::to_string(fwmark)).c_str());
+}
+
+Status RtNetlink::delete_fwmark_rule(int family, std::uint32_t fwmark, std::uint32_t table, std::uint32_t priority) {
+    Request r = rule_request(RTM_DELRULE, 0, family, fwmark, table, priority);
+    return transact(r.buf, r.hdr()->nlmsg_len, ("delete rule fwmark " + std::to_string(fwmark)).c_str());
 }
 
 Status RtNetlink::delete_route_via(const InterfaceAddress& destination, const RouteNextHop& hop) {

@@ -58,6 +58,12 @@ public:
     // existing route: fails with `exists` set when the same one is already there.
     Status add_route_via(const InterfaceAddress& destination, const RouteNextHop& hop, bool* exists = nullptr);
     Status delete_route_via(const InterfaceAddress& destination, const RouteNextHop& hop);
+    // The same in routing table `table` (replacing what is there for `destination`).
+    Status replace_route_in(std::uint32_t table, const InterfaceAddress& destination, const RouteNextHop& hop);
+    Status delete_route_in(std::uint32_t table, const InterfaceAddress& destination, const RouteNextHop& hop);
+    // A policy rule: packets of `family` marked `fwmark` look up `table`, at `priority`.
+    Status add_fwmark_rule(int family, std::uint32_t fwmark, std::uint32_t table, std::uint32_t priority);
+    Status delete_fwmark_rule(int family, std::uint32_t fwmark, std::uint32_t table, std::uint32_t priority);
 
 private:
     explicit RtNetlink(int fd) : fd_(fd) {}

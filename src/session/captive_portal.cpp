@@ -7,11 +7,12 @@
 #include "src/io/cancel_event.h"
 #include "src/io/http_probe.h"
 #include "src/log/logger.h"
+#include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::session {
 
-captive::Verdict probe_for_captive_portal(const captive::ProbeSpec& spec, int cancel_fd) {
-    auto answer = io::http_probe(spec.url, kProbeTimeout, cancel_fd);
+captive::Verdict probe_for_captive_portal(const captive::ProbeSpec& spec, int cancel_fd, io::ProbeRoute route) {
+    auto answer = io::http_probe(spec.url, kProbeTimeout, cancel_fd, std::move(route));
     if (!answer) {
         captive::Verdict v;
         v.why = captive::printable_url(answer.error().message);
@@ -23,6 +24,32 @@ captive::Verdict probe_for_captive_portal(const captive::ProbeSpec& spec, int ca
     return v;
 }
 
+struct ProbeAddresses::Shared {
+    mutable std::mutex mu;
+    std::vector<std::string> addresses;
+};
+
+ProbeAddresses::ProbeAddresses(const captive::ProbeSpec& spec) : shared_(std::make_shared<Shared>()) {
+    if (normalise_ip(spec.url.host)) {
+        shared_->addresses.push_back(spec.url.host);
+        return;
+    }
+    std::thread([shared = shared_, host = spec.url.host] {
+        auto found = io::resolve_probe_host(host);
+        if (!found) {
+            LOG_DEBUG << "captive-portal probe: " << found.error().message;
+            return;
+        }
+        std::lock_guard lock(shared->mu);
+        shared->addresses = std::move(*found);
+    }).detach();
+}
+
+std::vector<std::string> ProbeAddresses::get() const {
+    std::lock_guard lock(shared_->mu);
+    return shared_->addresses;
+}
+
 struct BackgroundProbe::Shared {
     io::CancelEvent cancel;
     io::CancelEvent done;
@@ -31,9 +58,10 @@ struct BackgroundProbe::Shared {
     captive::Verdict verdict;
 };
 
-BackgroundProbe::BackgroundProbe(const captive::ProbeSpec& spec) : shared_(std::make_shared<Shared>()) {
-    std::thread([shared = shared_, spec] {
-        captive::Verdict v = probe_for_captive_portal(spec, shared->cancel.fd());
+BackgroundProbe::BackgroundProbe(const captive::ProbeSpec& spec, io::ProbeRoute route)
+    : shared_(std::make_shared<Shared>()) {
+    std::thread([shared = shared_, spec, route = std::move(route)]() mutable {
+        captive::Verdict v = probe_for_captive_portal(spec, shared->cancel.fd(), std::move(route));
         {
             std::lock_guard lock(shared->mu);
             shared->verdict = std::move(v);

@@ -7,7 +7,11 @@
 #include <chrono>
 #include <memory>
 
+#include <string>
+#include <vector>
+
 #include "protocols/captive/captive_probe.h"
+#include "src/io/http_probe.h"
 
 namespace espvpn::session {
 
@@ -15,14 +19,27 @@ inline constexpr std::chrono::milliseconds kProbeTimeout{5000};
 
 // The verdict on the network now; a probe that got no answer is Kind::unknown with why.
 // `cancel_fd` (-1: none): readable ends it at once (unknown).
-captive::Verdict probe_for_captive_portal(const captive::ProbeSpec& spec, int cancel_fd = -1);
+// `route`: where to connect (io::ProbeRoute; by default the URL's host looked up now).
+captive::Verdict probe_for_captive_portal(const captive::ProbeSpec& spec, int cancel_fd = -1, io::ProbeRoute route = {});
+
+// The probe host's addresses, looked up once on a detached thread when a session starts (the
+// network's or the tunnel's DNS answers then; during an outage neither may): empty until known.
+class ProbeAddresses {
+public:
+    explicit ProbeAddresses(const captive::ProbeSpec& spec);
+    std::vector<std::string> get() const;
+
+private:
+    struct Shared;
+    std::shared_ptr<Shared> shared_;
+};
 
 // One probe on a detached thread: the session loop polls done_fd(). Dropping it never waits
 // (a name lookup cannot be interrupted: the thread finishes on its own and is forgotten), so a
 // probe never delays the end of a session.
 class BackgroundProbe {
 public:
-    explicit BackgroundProbe(const captive::ProbeSpec& spec);
+    BackgroundProbe(const captive::ProbeSpec& spec, io::ProbeRoute route);
     ~BackgroundProbe();
     BackgroundProbe(const BackgroundProbe&) = delete;
     BackgroundProbe& operator=(const BackgroundProbe&) = delete;

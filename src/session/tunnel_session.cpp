@@ -277,7 +277,18 @@ public:
     // Captive portals: a reconnect attempt failed; is a portal in the way? (one probe at a time)
     void start_probe() {
         if (!o_.captive_probe || probe_) return;
-        probe_ = std::make_unique<BackgroundProbe>(*o_.captive_probe);
+        // The host's marked sockets take the way around the tunnel and past the kill switch.
+        io::ProbeRoute route;
+        if (probe_addresses_) route.addresses = probe_addresses_->get();
+        for (int family : {AF_INET, AF_INET6}) {
+            auto fd = host_.open_probe_socket(family);
+            if (!fd) {
+                LOG_DEBUG << "captive-portal probe: " << fd.error().message;
+                continue;
+            }
+            (family == AF_INET ? route.v4 : route.v6) = std::move(*fd);
+        }
+        probe_ = std::make_unique<BackgroundProbe>(*o_.captive_probe, std::move(route));
     }
     void finish_probe() {
         const captive::Verdict v = probe_->verdict();
@@ -305,6 +316,9 @@ private:
     SessionControl control_;
     std::unique_ptr<LinkAttempt> attempt_;
     std::unique_ptr<BackgroundProbe> probe_;  // a captive-portal probe (start_probe)
+public:
+    std::optional<ProbeAddresses> probe_addresses_;  // looked up when the session starts
+private:
     std::optional<io::RouteWatch> watch_;
     std::optional<io::SleepWatch> sleep_;  // logind's PrepareForSleep, when there is a bus
     PathRule path_;
@@ -338,6 +352,7 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     if (Status s = host.bring_up(hp.config, hp.mtu); !s) return s.error();
     StopLinks stop_links{d};
     SessionLoop loop(d, o, host);
+    if (o.captive_probe) loop.probe_addresses_.emplace(*o.captive_probe);
     // Subscribed before the first link starts: no change between them is missed.
     loop.watch_path();
     // Before after_setup: its sockets are bound to the tun, and --setuid comes there.
