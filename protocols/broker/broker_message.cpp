@@ -528,6 +528,9 @@ Status BrokerState::admit(Type t) const {
         case Type::tear_down:
             if (phase_ == Phase::down) return refuse("after the tear-down");
             return {};
+        case Type::open_probe_socket:
+            if (phase_ != Phase::up && !captive_) return refuse("without a tun or a captive portal");
+            return {};
         case Type::open_captive_exception:
             if (!captive_) return refuse("unless the kill switch was held for a captive portal");
             if (exception_opened_) return refuse("twice for one captive portal");

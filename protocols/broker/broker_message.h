@@ -98,7 +98,7 @@ inline constexpr int kMinCaptiveSeconds = 1;
 inline constexpr int kMaxCaptiveSeconds = 3600;
 struct OpenCaptiveException { int seconds = 300; };
 // The captive-portal probe's TCP socket, marked for the kill switch and the probe's route
-// (host/kill_switch.h kProbeMark); only while the host is up.
+// (host/kill_switch.h kProbeMark); only while the host is up or its kill switch is held.
 struct OpenProbeSocket { int family = 0; };  // AF_INET/AF_INET6
 
 // The answer to every request but bring_up. `text`: the error when !ok, else what was done

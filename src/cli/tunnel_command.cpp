@@ -1,6 +1,7 @@
 #include "src/cli/tunnel_command.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -198,6 +199,21 @@ bool login_server_unreachable(const http::Url& server) {
 bool wait_out_captive_portal(const ClientOptions& o, StatusService* status, const captive::ProbeSpec& probe,
                              captive::Verdict verdict, host::BrokerChannel* held_kill_switch, int exception_s) {
     session::StatusBoard* board = status ? &status->board : nullptr;
+    // Past the held kill switch (to port 80), also once its exception has closed.
+    host::BrokerChannel* const marks = held_kill_switch;
+    std::vector<std::string> addresses;  // the last ones found: DNS may be blocked once the exception closes
+    auto probe_now = [&] {
+        io::ProbeRoute route;
+        if (auto found = io::resolve_probe_host(probe.url.host); found && !found->empty()) addresses = *found;
+        route.addresses = addresses;
+        if (marks) {
+            for (int family : {AF_INET, AF_INET6}) {
+                auto fd = marks->open_probe_socket(family);
+                if (fd) (family == AF_INET ? route.v4 : route.v6) = std::move(*fd);
+            }
+        }
+        return session::probe_for_captive_portal(probe, -1, std::move(route));
+    };
     const auto began = std::chrono::steady_clock::now();
     std::chrono::seconds wait{2};
     std::string shown;
@@ -230,7 +246,7 @@ bool wait_out_captive_portal(const ClientOptions& o, StatusService* status, cons
         }
         if (!wait_to_retry(status, wait)) return false;
         wait = std::min(wait * 2, std::chrono::seconds(30));
-        verdict = session::probe_for_captive_portal(probe);
+        verdict = probe_now();
     }
 }
 

@@ -107,7 +107,9 @@ Result<io::UniqueFd> BrokerHost::open_dns_listener(const std::string& address, i
     return fd;
 }
 
-Result<io::UniqueFd> BrokerHost::open_probe_socket(int family) {
+Result<io::UniqueFd> BrokerHost::open_probe_socket(int family) { return channel_->open_probe_socket(family); }
+
+Result<io::UniqueFd> BrokerChannel::open_probe_socket(int family) {
     io::UniqueFd fd;
     if (auto r = ask(broker::OpenProbeSocket{family}, &fd); !r) return r.error();
     return fd;

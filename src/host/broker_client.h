@@ -49,6 +49,8 @@ public:
     // After a tear-down that held the kill switch (a captive portal): the time-limited exception
     // for the portal's login (broker::OpenCaptiveException); what it opened, for the log.
     Result<std::string> open_captive_exception(int seconds);
+    // The captive-portal probe's marked socket (broker::OpenProbeSocket).
+    Result<io::UniqueFd> open_probe_socket(int family);
 
 private:
     io::UniqueFd socket_;

@@ -193,6 +193,12 @@ Status TunnelHost::add_routes() {
     for (const std::string* peer : {&config_.gateway_address, &config_.direct_udp_address})
         if (auto gw = IpPrefix::parse(*peer); !peer->empty() && gw && !gateway_path_[gw->v6])
             gateway_path_[gw->v6] = path_now(*gw);
+    // ... and the host's default route (where a documentation address goes), for the
+    // captive-portal probe; the gateway's path when there is none.
+    for (int v6 = 0; v6 < 2; ++v6) {
+        probe_path_[v6] = path_now(IpPrefix::parse(v6 ? "2001:db8::1" : "198.51.100.1").value());
+        if (!probe_path_[v6]) probe_path_[v6] = gateway_path_[v6];
+    }
     for (const std::string& note : plan.notes) LOG_INFO << note;
     for (const BypassRoute& b : plan.bypass) {
         auto dst = to_interface_address(b.destination);
@@ -221,9 +227,9 @@ Status TunnelHost::add_routes() {
 
 void TunnelHost::add_probe_routes() {
     for (int v6 = 0; v6 < 2; ++v6) {
-        if (!gateway_path_[v6]) continue;
+        if (!probe_path_[v6]) continue;
         auto dst = io::InterfaceAddress::parse(v6 ? "::/0" : "0.0.0.0/0");
-        auto hop = to_next_hop(*gateway_path_[v6], v6 != 0);
+        auto hop = to_next_hop(*probe_path_[v6], v6 != 0);
         if (!dst || !hop) continue;
         if (Status s = netlink_->replace_route_in(kProbeTable, *dst, *hop); !s) {
             LOG_WARN << "captive-portal probe: " << s.error().message << "; during an outage it follows the tunnel's routes";
@@ -232,7 +238,7 @@ void TunnelHost::add_probe_routes() {
         if (Status s = netlink_->add_fwmark_rule(v6 ? AF_INET6 : AF_INET, kProbeMark, kProbeTable, kProbeRulePriority); !s)
             LOG_DEBUG << "captive-portal probe: " << s.error().message << " (left by an earlier run?)";
         probe_routes_.emplace_back(*dst, *hop);
-        LOG_DEBUG << "captive-portal probe: its packets take " << gateway_path_[v6]->to_string()
+        LOG_DEBUG << "captive-portal probe: its packets take " << probe_path_[v6]->to_string()
                   << " (fwmark " << kProbeMark << ", table " << kProbeTable << ")";
     }
 }
@@ -344,6 +350,8 @@ void TunnelHost::tear_down() {
     tun_.reset();  // removes the device (or our addresses/routes on a persistent one)
     gateway_path_[0].reset();  // the next session (--always-on) finds the way to its gateway anew
     gateway_path_[1].reset();
+    probe_path_[0].reset();
+    probe_path_[1].reset();
     kill_switch_.reset();  // a clean exit: traffic may leave outside the tunnel again
 }
 

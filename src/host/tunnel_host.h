@@ -112,6 +112,8 @@ private:
     std::vector<std::pair<io::InterfaceAddress, io::RouteNextHop>> probe_routes_;  // in kProbeTable, with a rule each
     // How the gateway is reached outside the tunnel, per family ([1]: IPv6), found at setup.
     std::optional<RoutePath> gateway_path_[2];
+    // The host's default path before the tunnel's routes, per family: the probe's (kProbeTable).
+    std::optional<RoutePath> probe_path_[2];
     struct DomainHostRoute {
         IpPrefix address;
         bool include;
