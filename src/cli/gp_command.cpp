@@ -198,7 +198,8 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
 // Gateway config and HIP, the tunnel until a signal, then logout.
 int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                        session::TunnelOptions& t) {
-    session::GpGatewaySession gateway(requests(options, https), auth_.gateway, std::move(auth_.cookie), client_);
+    // A copy: a session ended for a captive portal is used again (tunnel_command.cpp).
+    session::GpGatewaySession gateway(requests(options, https), auth_.gateway, auth_.cookie.clone(), client_);
     int rc = kExitOk;
     auto setup = gateway.fetch_config();
     if (!setup) {

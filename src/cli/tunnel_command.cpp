@@ -232,8 +232,7 @@ bool wait_out_captive_portal(const ClientOptions& o, StatusService* status, cons
             show_portal(o, shown);
             if (held_kill_switch) {
                 auto opened = held_kill_switch->open_captive_exception(exception_s);
-                if (opened) LOG_INFO << "captive portal: the kill switch lets through " << *opened;
-                else LOG_WARN << "captive portal: no exception in the kill switch: " << opened.error().message;
+                if (!opened) LOG_WARN << "captive portal: no exception in the kill switch: " << opened.error().message;
                 held_kill_switch = nullptr;  // once per portal
             }
         } else if (verdict.kind == captive::Verdict::Kind::unknown) {

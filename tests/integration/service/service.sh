@@ -24,6 +24,19 @@
 #              run as systemd would, with the profile /etc/espvpn/gp.conf moved to the test's
 #              directory (server, CA, user, -F password): connected on the status socket, ping;
 #              `espvpn disconnect gp`-style: logout, exit 0
+#   captive:   a hotel's captive portal (captive_portal.py on 198.51.100.80, off the client's link,
+#              through the default route) with --always-on --kill-switch and a full tunnel: connected;
+#              the gateway blocked (TCP reset, ESP dropped) while the portal redirects everything:
+#              the status says captive-portal with the portal's URL (its control character escaped),
+#              the URL is printed (no display), the tunnel is down, the kill switch stays and lets
+#              HTTP to the portal pass (its DNS server named in the exception) while TCP 8080 and
+#              UDP 5353 to the same host are dropped; a GET /login through the exception, the
+#              gateway back: connected again with the same session (no new login), the exception
+#              closed when the tunnel came up, ping; SIGTERM: exit 0, no kill switch left
+#   captive_deadline: the same portal, the exception's length from the GP portal config
+#              (captive-portal-exception-timeout 3): after 3 s the broker closes it by itself,
+#              HTTP to the portal is dropped, the status still says captive-portal; SIGTERM: exit
+#              0, the kill switch gone, TCP 8080 reachable again
 #   anyconnect: the project's AnyConnect gateway (tools/https-tunnel-gateway, beside GATEWAY_BIN's
 #              folder): the status says connected, protocol anyconnect, transport DTLS once DTLS
 #              carries, bytes grow with a ping; `espvpn disconnect`: exit 0
@@ -221,6 +234,100 @@ anyconnect)
   [[ $rc -eq 0 ]] || fail "espvpn exited $rc after espvpn disconnect"
   no_tun_left "$nsc" || fail "tun device left behind"
   echo "RESULT anyconnect: $(cut -c1-200 "$work/status2.json")"
+  ;;
+captive|captive_deadline)
+  portal=198.51.100.80
+  ip -n "$nsg" addr add $portal/32 dev lo
+  ip -n "$nsc" route add default via $gw_ip
+  touch "$work/portal.log"
+  ip netns exec "$nsg" $py "$here/captive_portal.py" $portal "$work/portal-login" "$work/portal.log" \
+    >"$work/portal.out" 2>&1 &
+  pids+=("$!")
+  wait_listening "$nsg" tcp 80 10 || fail "the captive portal did not start"
+  fake_routes=(--full-tunnel)
+  probe=(--captive-probe "http://$portal/check_network_status.txt")
+  if [[ $mode == captive ]]; then
+    up --always-on --kill-switch --force-dpd 1 "${probe[@]}" --captive-exception-timeout 120
+  else
+    fake_extra=(--captive-exception-timeout 3)
+    up --always-on --kill-switch --force-dpd 1 "${probe[@]}"
+  fi
+  wait_until 20 state_is connected || fail "not connected at the start: $(status_json)"
+  logins0=$(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)')
+  # The hotel: the gateway does not answer, the portal redirects everything.
+  ip netns exec "$nsg" nft -f - <<NFT
+table inet hotel {
+  chain input {
+    type filter hook input priority filter;
+    ip saddr $cl_ip ip daddr $gw_ip tcp dport 4443 reject with tcp reset
+    ip saddr $cl_ip ip daddr $gw_ip udp dport 4501 drop
+  }
+}
+NFT
+  t0=$SECONDS
+  wait_until 90 state_is captive-portal || fail "the status did not say captive-portal: $(status_json)"
+  echo "RESULT $mode: captive-portal $((SECONDS - t0)) s after the gateway was blocked"
+  status_json >"$work/status-captive.json" || true  # exit 3: reachable, not connected
+  $py - "$repo/docs/status.schema.json" "$work/status-captive.json" <<'PY' || fail "status --json does not match the schema"
+import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))
+PY
+  url=$(json "$work/status-captive.json" 'd["portal"]')
+  [[ $url == "http://$portal/login?from=probe&x=%1B[31mred" ]] || fail "the portal's URL: $url"
+  grep -qF "Log in to it in a browser:" "$work/espvpn.log" || fail "the portal's URL is not printed"
+  grep -qF "  $url" "$work/espvpn.log" || fail "the printed URL is not the escaped one"
+  ! grep -q $'\x1b' "$work/espvpn.log" "$work/espvpn.out" || fail "a raw control character reached the terminal"
+  bar=$("$py" "$repo/tools/status-bar/espvpn-status-bar" --status-socket "$sock") || true
+  [[ $(json /dev/stdin 'd["class"]' <<<"$bar") == captive-portal ]] || fail "the status bar example says: $bar"
+  rc=0; out=$("$espvpn" status --status-socket "$sock") || rc=$?
+  [[ $rc -eq 3 ]] && grep -qF "portal:     $url" <<<"$out" || fail "espvpn status (exit $rc): $out"
+  no_tun_left "$nsc" || fail "the tun device is still there during the captive portal"
+  nft_list() { ip netns exec "$nsc" nft list table inet espvpn_kill_switch 2>/dev/null; }
+  nft_list >/dev/null || fail "the kill switch went with the tunnel"
+  blocked_out() { nft_list | sed -n 's/.*counter packets \([0-9]*\) bytes [0-9]* drop comment "blocked out".*/\1/p'; }
+  if [[ $mode == captive ]]; then
+    wait_for "$work/espvpn.log" "the kill switch lets through TCP 80/443" 20 "$client_pid" || fail "no exception opened"
+    nft_list | grep -A4 "set captive_dns4" | grep -q "192.0.2.53" || fail "the network's DNS server is not in the exception: $(nft_list)"
+    code=$(ip netns exec "$nsc" curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://$portal/") || true
+    [[ $code == 302 ]] || fail "HTTP to the portal through the exception: $code"
+    b0=$(blocked_out)
+    rc=0; ip netns exec "$nsc" curl -s -o /dev/null --max-time 2 "http://$portal:8080/" || rc=$?
+    [[ $rc -eq 28 ]] || fail "TCP 8080 to the portal's host was not dropped (curl exit $rc)"
+    ip netns exec "$nsc" bash -c "echo hello >/dev/udp/$portal/5353" 2>/dev/null || true  # EPERM: dropped on the way out
+    b1=$(blocked_out)
+    ((b1 > b0)) || fail "the kill switch counted no blocked packet ($b0 -> $b1)"
+    ! grep -q "tcp 8080\|udp 5353" "$work/portal.log" || fail "TCP 8080 or UDP 5353 reached the portal's host: $(cat "$work/portal.log")"
+    # The user logs in on the portal's page; the hotel lets the gateway through.
+    code=$(ip netns exec "$nsc" curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://$portal/login") || true
+    [[ $code == 200 && -e $work/portal-login ]] || fail "the portal's login through the exception: $code"
+    ip netns exec "$nsg" nft delete table inet hotel
+    t0=$SECONDS
+    wait_until 90 state_is connected || fail "not connected after the portal let go: $(status_json)"
+    echo "RESULT captive: connected $((SECONDS - t0)) s after the portal's login"
+    grep -q "the kill switch's exception is closed (a tunnel is being brought up)" "$work/espvpn.log" \
+      || fail "the exception was not closed when the tunnel came up"
+    ! nft_list | grep -A4 "set captive_tcp" | grep -q "elements" || fail "exception elements left: $(nft_list)"
+    [[ $(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)') == "$logins0" ]] \
+      || fail "a new login after the captive portal (the session should have been used again)"
+    ping_lan || fail "no ping after the captive portal"
+  else
+    grep -q "for 3 s" "$work/espvpn.log" || wait_for "$work/espvpn.log" "for 3 s" 20 "$client_pid" \
+      || fail "the exception is not the portal config's 3 s"
+    wait_for "$work/espvpn.log" "the kill switch's exception is closed (its time is up)" 30 "$client_pid" \
+      || fail "the broker did not close the exception at its deadline"
+    rc=0; ip netns exec "$nsc" curl -s -o /dev/null --max-time 2 "http://$portal/" || rc=$?
+    [[ $rc -eq 28 ]] || fail "HTTP to the portal passed after the exception closed (curl exit $rc)"
+    state_is captive-portal || fail "not captive-portal after the exception closed: $(status_json)"
+  fi
+  kill -TERM "$client_pid"
+  rc=0; wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM"
+  ! nft_list >/dev/null || fail "the kill switch was left behind"
+  ! ip netns exec "$nsc" ip rule | grep -q 0x65737076 || fail "the probe's policy rule was left behind"
+  if [[ $mode == captive_deadline ]]; then
+    ip netns exec "$nsc" curl -s -o /dev/null --max-time 5 "http://$portal:8080/" || true
+    wait_for "$work/portal.log" "tcp 8080" 5 || fail "TCP 8080 to the portal's host is not reachable without espvpn (the check above proved nothing)"
+  fi
   ;;
 *) fail "unknown mode $mode" ;;
 esac
