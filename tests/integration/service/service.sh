@@ -37,6 +37,9 @@
 #              (captive-portal-exception-timeout 3): after 3 s the broker closes it by itself,
 #              HTTP to the portal is dropped, the status still says captive-portal; SIGTERM: exit
 #              0, the kill switch gone, TCP 8080 reachable again
+#   captive_login: --always-on started in the hotel (the gateway blocked from the start, no kill
+#              switch): the login's server takes no TCP connection, the probe finds the portal:
+#              captive-portal, the URL printed; the portal's login and the gateway back: connected
 #   anyconnect: the project's AnyConnect gateway (tools/https-tunnel-gateway, beside GATEWAY_BIN's
 #              folder): the status says connected, protocol anyconnect, transport DTLS once DTLS
 #              carries, bytes grow with a ping; `espvpn disconnect`: exit 0
@@ -57,7 +60,7 @@ up() {
 }
 ping_lan() { ip netns exec "$nsc" ping -c "${1:-3}" -i 0.2 -W 2 "$lan_ip" >/dev/null; }
 status_json() { "$espvpn" status --json --status-socket "$sock"; }
-state_is() { [[ $(status_json 2>/dev/null | json /dev/stdin 'd["state"]') == "$1" ]]; }
+state_is() { [[ $(status_json 2>/dev/null | json /dev/stdin 'd["state"]' 2>/dev/null) == "$1" ]]; }
 fake_extra=()
 
 case $mode in
@@ -235,7 +238,7 @@ anyconnect)
   no_tun_left "$nsc" || fail "tun device left behind"
   echo "RESULT anyconnect: $(cut -c1-200 "$work/status2.json")"
   ;;
-captive|captive_deadline)
+captive|captive_deadline|captive_login)
   portal=198.51.100.80
   ip -n "$nsg" addr add $portal/32 dev lo
   ip -n "$nsc" route add default via $gw_ip
@@ -246,6 +249,39 @@ captive|captive_deadline)
   wait_listening "$nsg" tcp 80 10 || fail "the captive portal did not start"
   fake_routes=(--full-tunnel)
   probe=(--captive-probe "http://$portal/check_network_status.txt")
+  hotel() {
+    ip netns exec "$nsg" nft -f - <<NFT
+table inet hotel {
+  chain input {
+    type filter hook input priority filter;
+    ip saddr $cl_ip ip daddr $gw_ip tcp dport 4443 reject with tcp reset
+    ip saddr $cl_ip ip daddr $gw_ip udp dport 4501 drop
+  }
+}
+NFT
+  }
+  if [[ $mode == captive_login ]]; then
+    gateway_https_up
+    gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
+    hotel
+    espvpn_up --timestamp --status-socket "$sock" --always-on "${probe[@]}"
+    wait_until 60 state_is captive-portal || fail "the status did not say captive-portal: $(status_json)"
+    grep -qF "Log in to it in a browser:" "$work/espvpn.log" || fail "the portal's URL is not printed"
+    [[ $(status_json | json /dev/stdin 'd["portal"]') == "http://$portal/login?from=probe&x=%1B[31mred" ]] \
+      || fail "the portal's URL: $(status_json)"
+    code=$(ip netns exec "$nsc" curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://$portal/login") || true
+    [[ $code == 200 ]] || fail "the portal's login: $code"
+    ip netns exec "$nsg" nft delete table inet hotel
+    wait_until 90 state_is connected || fail "not connected after the portal let go: $(status_json)"
+    ping_lan || fail "no ping after the captive portal"
+    kill -TERM "$client_pid"
+    rc=0; wait "$client_pid" || rc=$?
+    [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM"
+    echo "RESULT captive_login: captive-portal before the first login, connected after the portal's login"
+    gateway_down
+    echo PASS
+    exit 0
+  fi
   if [[ $mode == captive ]]; then
     up --always-on --kill-switch --force-dpd 1 "${probe[@]}" --captive-exception-timeout 120
   else
@@ -255,15 +291,7 @@ captive|captive_deadline)
   wait_until 20 state_is connected || fail "not connected at the start: $(status_json)"
   logins0=$(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)')
   # The hotel: the gateway does not answer, the portal redirects everything.
-  ip netns exec "$nsg" nft -f - <<NFT
-table inet hotel {
-  chain input {
-    type filter hook input priority filter;
-    ip saddr $cl_ip ip daddr $gw_ip tcp dport 4443 reject with tcp reset
-    ip saddr $cl_ip ip daddr $gw_ip udp dport 4501 drop
-  }
-}
-NFT
+  hotel
   t0=$SECONDS
   wait_until 90 state_is captive-portal || fail "the status did not say captive-portal: $(status_json)"
   echo "RESULT $mode: captive-portal $((SECONDS - t0)) s after the gateway was blocked"
