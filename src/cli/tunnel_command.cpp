@@ -194,9 +194,10 @@ bool login_server_unreachable(const http::Url& server) {
 
 // A captive portal was found (`verdict`): say so, show its page, open the kill switch's exception
 // when the broker holds the kill switch for it, and probe again (2, 4 ... 30 s apart; at once on a
-// route change or `espvpn reconnect`) until the portal lets traffic through (true: connect now).
-// false: stop (a disconnect, a signal; without --always-on, --reconnect-timeout used up).
-bool wait_out_captive_portal(const ClientOptions& o, StatusService* status, const captive::ProbeSpec& probe,
+// route change or `espvpn reconnect`) until the portal lets traffic through (nullopt: connect
+// now). Else the exit code: 0 for a disconnect or a signal, 1 when, without --always-on,
+// --reconnect-timeout is used up.
+std::optional<int> wait_out_captive_portal(const ClientOptions& o, StatusService* status, const captive::ProbeSpec& probe,
                              captive::Verdict verdict, host::BrokerChannel* held_kill_switch, int exception_s) {
     session::StatusBoard* board = status ? &status->board : nullptr;
     // Past the held kill switch (to port 80), also once its exception has closed.
@@ -220,7 +221,7 @@ bool wait_out_captive_portal(const ClientOptions& o, StatusService* status, cons
     for (;;) {
         if (verdict.kind == captive::Verdict::Kind::online) {
             LOG_INFO << "captive portal: the probe gets the expected answer now: connecting";
-            return true;
+            return std::nullopt;
         }
         if (verdict.kind == captive::Verdict::Kind::portal && verdict.portal_url != shown) {
             shown = verdict.portal_url;
@@ -237,13 +238,13 @@ bool wait_out_captive_portal(const ClientOptions& o, StatusService* status, cons
             }
         } else if (verdict.kind == captive::Verdict::Kind::unknown) {
             LOG_INFO << "captive portal: the probe got no verdict (" << verdict.why << "): trying the gateway";
-            return true;
+            return std::nullopt;
         }
         if (!o.always_on && std::chrono::steady_clock::now() - began > std::chrono::seconds(o.reconnect_timeout_s)) {
             LOG_ERROR << "captive portal: still in the way after --reconnect-timeout " << o.reconnect_timeout_s << " s";
-            return false;
+            return kExitError;
         }
-        if (!wait_to_retry(status, wait)) return false;
+        if (!wait_to_retry(status, wait)) return kExitOk;
         wait = std::min(wait * 2, std::chrono::seconds(30));
         verdict = probe_now();
     }
@@ -438,11 +439,12 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
                 if (board) board->set_state(status::State::needs_login, "a new login is needed");
                 if (!wait_to_retry(service, std::nullopt)) return kExitOk;
                 backoff = std::chrono::seconds(1);
-            } else if (probe && login_server_unreachable(protocol.login_server())) {
+            } else if (probe && options.proxy.empty() && !options.libproxy &&
+                       login_server_unreachable(protocol.login_server())) {
                 // The gateway cannot be reached: a captive portal in the way?
                 captive::Verdict v = session::probe_for_captive_portal(*probe);
                 if (v.kind == captive::Verdict::Kind::portal) {
-                    if (!wait_out_captive_portal(options, service, *probe, std::move(v), nullptr, 0)) return kExitOk;
+                    if (auto rc = wait_out_captive_portal(options, service, *probe, std::move(v), nullptr, 0)) return *rc;
                     backoff = std::chrono::seconds(1);
                     continue;
                 }
@@ -473,8 +475,7 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
             v.portal_url = portal;
             v.why = "found after a reconnect attempt failed";
             host::BrokerChannel* held = options.kill_switch && broker ? broker.get() : nullptr;
-            if (!wait_out_captive_portal(options, service, *probe, std::move(v), held, seconds))
-                return options.always_on ? kExitOk : kExitError;
+            if (auto code = wait_out_captive_portal(options, service, *probe, std::move(v), held, seconds)) return *code;
             resume_session = true;
             backoff = std::chrono::seconds(1);
             continue;

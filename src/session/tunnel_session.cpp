@@ -29,7 +29,9 @@ class SessionLoop {
 public:
     SessionLoop(SessionDriver& driver, const TunnelOptions& options, host::Host& host)
         : d_(driver), o_(options), host_(host),
-          control_(driver.peer(), options.reconnect_timeout, driver.attempt_text(), options.always_on) {}
+          control_(driver.peer(), options.reconnect_timeout, driver.attempt_text(), options.always_on) {
+        if (options.captive_probe) probe_addresses_.emplace(*options.captive_probe);
+    }
 
     void apply(SessionActions a) {
         for (const LogLine& line : a.log)
@@ -316,9 +318,7 @@ private:
     SessionControl control_;
     std::unique_ptr<LinkAttempt> attempt_;
     std::unique_ptr<BackgroundProbe> probe_;  // a captive-portal probe (start_probe)
-public:
     std::optional<ProbeAddresses> probe_addresses_;  // looked up when the session starts
-private:
     std::optional<io::RouteWatch> watch_;
     std::optional<io::SleepWatch> sleep_;  // logind's PrepareForSleep, when there is a bus
     PathRule path_;
@@ -352,7 +352,6 @@ Result<TunnelEnd> run_tunnel_session(SessionDriver& d, const TunnelOptions& o) {
     if (Status s = host.bring_up(hp.config, hp.mtu); !s) return s.error();
     StopLinks stop_links{d};
     SessionLoop loop(d, o, host);
-    if (o.captive_probe) loop.probe_addresses_.emplace(*o.captive_probe);
     // Subscribed before the first link starts: no change between them is missed.
     loop.watch_path();
     // Before after_setup: its sockets are bound to the tun, and --setuid comes there.
