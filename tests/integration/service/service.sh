@@ -40,6 +40,11 @@
 #   captive_login: --always-on started in the hotel (the gateway blocked from the start, no kill
 #              switch): the login's server takes no TCP connection, the probe finds the portal:
 #              captive-portal, the URL printed; the portal's login and the gateway back: connected
+#   captive_anyconnect: the same portal before the project's AnyConnect gateway (split tunnel,
+#              DTLS), --always-on --kill-switch: the CSTP and DTLS blocked: captive-portal, HTTP to
+#              the portal passes the kept kill switch; the portal's login and the gateway back:
+#              connected again with the same cookie (the password on stdin is spent: a new login
+#              could not pass), the exception closed
 #   anyconnect: the project's AnyConnect gateway (tools/https-tunnel-gateway, beside GATEWAY_BIN's
 #              folder): the status says connected, protocol anyconnect, transport DTLS once DTLS
 #              carries, bytes grow with a ping; `espvpn disconnect`: exit 0
@@ -238,7 +243,7 @@ anyconnect)
   no_tun_left "$nsc" || fail "tun device left behind"
   echo "RESULT anyconnect: $(cut -c1-200 "$work/status2.json")"
   ;;
-captive|captive_deadline|captive_login)
+captive|captive_deadline|captive_login|captive_anyconnect)
   portal=198.51.100.80
   ip -n "$nsg" addr add $portal/32 dev lo
   ip -n "$nsc" route add default via $gw_ip
@@ -260,6 +265,44 @@ table inet hotel {
 }
 NFT
   }
+  if [[ $mode == captive_anyconnect ]]; then
+    gateway_anyconnect_up || fail "anyconnect-gateway did not start"
+    echo test123 | ip netns exec "$nsc" "$espvpn" --protocol=anyconnect --cafile "$repo/certs/ca.pem" -u testuser \
+      --passwd-on-stdin --status-socket "$sock" --always-on --kill-switch --force-dpd 1 "${probe[@]}" \
+      "https://$gw_ip:4443/" >"$work/espvpn.out" 2>"$work/espvpn.log" &
+    client_pid=$!; pids+=("$client_pid")
+    wait_until 30 state_is connected || fail "AnyConnect: not connected: $(status_json)"
+    wait_for "$work/espvpn.log" "data over DTLS" 20 "$client_pid" || fail "AnyConnect: no DTLS"
+    ip netns exec "$nsg" nft -f - <<NFT
+table inet hotel {
+  chain input {
+    type filter hook input priority filter;
+    ip saddr $cl_ip ip daddr $gw_ip tcp dport 4443 reject with tcp reset
+    ip saddr $cl_ip ip daddr $gw_ip udp dport 4443 drop
+  }
+}
+NFT
+    # The test gateway serves one tunnel at a time and would hold the old one until its DPD
+    # gives up: it learns now that the client has gone (a real gateway takes the reconnect).
+    ip netns exec "$nsg" ss -K src $gw_ip sport = :4443 dst $cl_ip >/dev/null 2>&1
+    wait_until 90 state_is captive-portal || fail "AnyConnect: the status did not say captive-portal: $(status_json)"
+    wait_for "$work/espvpn.log" "the kill switch lets through TCP 80/443" 20 "$client_pid" || fail "no exception opened"
+    code=$(ip netns exec "$nsc" curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://$portal/login") || true
+    [[ $code == 200 ]] || fail "the portal's login through the exception: $code"
+    ip netns exec "$nsg" nft delete table inet hotel
+    wait_until 90 state_is connected || fail "AnyConnect: not connected after the portal let go: $(status_json)"
+    grep -q "the kill switch's exception is closed (a tunnel is being brought up)" "$work/espvpn.log" \
+      || fail "the exception was not closed when the tunnel came up"
+    ping_lan || fail "AnyConnect: no ping after the captive portal"
+    kill -TERM "$client_pid"
+    rc=0; wait "$client_pid" || rc=$?
+    [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM"
+    ! ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null 2>&1 || fail "the kill switch was left behind"
+    echo "RESULT captive_anyconnect: captive-portal, connected again with the same cookie after the portal's login"
+    gateway_down
+    echo PASS
+    exit 0
+  fi
   if [[ $mode == captive_login ]]; then
     gateway_https_up
     gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
