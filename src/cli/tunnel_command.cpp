@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <ostream>
 
 #include "src/cli/exit_codes.h"
@@ -158,12 +159,23 @@ std::optional<captive::ProbeSpec> captive_probe_spec(const ClientOptions& o) {
     return std::move(*s);
 }
 
+// Whether this process runs under a seccomp filter (/proc/self/status "Seccomp: 2"): a
+// browser started from it would inherit the filter, which its own sandbox cannot live with.
+bool under_seccomp_filter() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind("Seccomp:", 0) == 0) return line.find('2') != std::string::npos;
+    return false;
+}
+
 // The portal's page (printable already) in the user's browser, as the invoking user, when
-// there is a display or --external-browser; else on stderr for the user to open.
+// there is a display or --external-browser (and no seccomp filter in the way); else on
+// stderr for the user to open.
 void show_portal(const ClientOptions& o, const std::string& url) {
     auto user = sso::invoking_user();
     std::string program = o.external_program;
-    bool launch = user.ok();
+    bool launch = user.ok() && !under_seccomp_filter();
     if (launch && program.empty()) {
         if (!user->has_display() || user->is_root_alone) launch = false;
         else program = "xdg-open";

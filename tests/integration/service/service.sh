@@ -39,7 +39,8 @@
 #              0, the kill switch gone, TCP 8080 reachable again
 #   captive_login: --always-on started in the hotel (the gateway blocked from the start, no kill
 #              switch): the login's server takes no TCP connection, the probe finds the portal:
-#              captive-portal, the URL printed; the portal's login and the gateway back: connected
+#              captive-portal, the escaped URL handed to the user's browser (--external-browser=a
+#              program that notes it); the portal's login and the gateway back: connected
 #   captive_anyconnect: the same portal before the project's AnyConnect gateway (split tunnel,
 #              DTLS), --always-on --kill-switch: the CSTP and DTLS blocked: captive-portal, HTTP to
 #              the portal passes the kept kill switch; the portal's login and the gateway back:
@@ -307,11 +308,17 @@ NFT
     gateway_https_up
     gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
     hotel
-    espvpn_up --timestamp --status-socket "$sock" --always-on "${probe[@]}"
+    # The user's browser: a program that notes what it was asked to open (the session user,
+    # not root, runs it: it writes where anyone may).
+    mkdir -m 1777 "$work/browser"
+    printf '#!/bin/sh\nprintf "%%s\\n" "$1" >>%s/browser/opened\n' "$work" >"$work/open-portal"
+    chmod 0755 "$work/open-portal"
+    espvpn_up --timestamp --status-socket "$sock" --always-on "${probe[@]}" --external-browser="$work/open-portal"
     wait_until 60 state_is captive-portal || fail "the status did not say captive-portal: $(status_json)"
-    grep -qF "Log in to it in a browser:" "$work/espvpn.log" || fail "the portal's URL is not printed"
-    [[ $(status_json | json /dev/stdin 'd["portal"]') == "http://$portal/login?from=probe&x=%1B[31mred" ]] \
-      || fail "the portal's URL: $(status_json)"
+    url="http://$portal/login?from=probe&x=%1B[31mred"
+    [[ $(status_json | json /dev/stdin 'd["portal"]') == "$url" ]] || fail "the portal's URL: $(status_json)"
+    wait_for "$work/browser/opened" "." 10 || fail "the browser was not started: $(grep -i 'captive' "$work/espvpn.log")"
+    [[ $(cat "$work/browser/opened") == "$url" ]] || fail "the browser was asked to open: $(cat -v "$work/browser/opened")"
     code=$(ip netns exec "$nsc" curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://$portal/login") || true
     [[ $code == 200 ]] || fail "the portal's login: $code"
     ip netns exec "$nsg" nft delete table inet hotel
