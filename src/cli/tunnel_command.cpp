@@ -225,7 +225,9 @@ std::optional<int> wait_out_captive_portal(const ClientOptions& o, StatusService
                 if (fd) (family == AF_INET ? route.v4 : route.v6) = std::move(*fd);
             }
         }
-        return session::probe_for_captive_portal(probe, -1, std::move(route));
+        captive::Verdict v = session::probe_for_captive_portal(probe, -1, std::move(route));
+        LOG_DEBUG << "captive-portal probe " << probe.url.text() << ": " << v.why;
+        return v;
     };
     const auto began = std::chrono::steady_clock::now();
     std::chrono::seconds wait{2};

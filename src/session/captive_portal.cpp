@@ -6,7 +6,6 @@
 
 #include "src/io/cancel_event.h"
 #include "src/io/http_probe.h"
-#include "src/log/logger.h"
 #include "protocols/tunnel/tunnel_config.h"
 
 namespace espvpn::session {
@@ -16,12 +15,9 @@ captive::Verdict probe_for_captive_portal(const captive::ProbeSpec& spec, int ca
     if (!answer) {
         captive::Verdict v;
         v.why = captive::printable_url(answer.error().message);
-        LOG_DEBUG << "captive-portal probe " << spec.url.text() << ": " << v.why;
         return v;
     }
-    captive::Verdict v = captive::classify(spec, *answer);
-    LOG_DEBUG << "captive-portal probe " << spec.url.text() << ": " << v.why;
-    return v;
+    return captive::classify(spec, *answer);
 }
 
 struct ProbeAddresses::Shared {
@@ -35,11 +31,8 @@ ProbeAddresses::ProbeAddresses(const captive::ProbeSpec& spec) : shared_(std::ma
         return;
     }
     std::thread([shared = shared_, host = spec.url.host] {
-        auto found = io::resolve_probe_host(host);
-        if (!found) {
-            LOG_DEBUG << "captive-portal probe: " << found.error().message;
-            return;
-        }
+        auto found = io::resolve_probe_host(host);  // nothing logged here: the process may be exiting
+        if (!found) return;
         std::lock_guard lock(shared->mu);
         shared->addresses = std::move(*found);
     }).detach();

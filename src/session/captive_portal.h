@@ -18,7 +18,8 @@ namespace espvpn::session {
 inline constexpr std::chrono::milliseconds kProbeTimeout{5000};
 
 // The verdict on the network now; a probe that got no answer is Kind::unknown with why.
-// `cancel_fd` (-1: none): readable ends it at once (unknown).
+// `cancel_fd` (-1: none): readable ends it at once (unknown). Logs nothing (it runs on
+// detached threads, which may outlive the logger at exit): the caller logs the verdict.
 // `route`: where to connect (io::ProbeRoute; by default the URL's host looked up now).
 captive::Verdict probe_for_captive_portal(const captive::ProbeSpec& spec, int cancel_fd = -1, io::ProbeRoute route = {});
 

@@ -295,6 +295,7 @@ public:
     void finish_probe() {
         const captive::Verdict v = probe_->verdict();
         probe_.reset();
+        LOG_DEBUG << "captive-portal probe " << o_.captive_probe->url.text() << ": " << v.why;
         if (v.kind != captive::Verdict::Kind::portal || !control_.in_outage()) return;
         // Its routes and DNS would take the browser's traffic into the dead tunnel: the session
         // ends (its cookie kept), the tun goes, the kill switch stays (held by the host).
