@@ -350,6 +350,7 @@ SessionEnd Broker::run() {
         }
         if (!requests_open && !end_) reap(WNOHANG);
     }
+    close_captive("the session has ended");  // the tear-down below removes the kill switch too
     if (!end_) {
         reap(0);
         if (!end_) end_ = SessionEnd{true, 1, 0};
@@ -367,7 +368,6 @@ SessionEnd Broker::run() {
             LOG_ERROR << "the session process was killed by " << sig << why << "; the tunnel is down";
         }
     }
-    close_captive("the session has ended");
     host_.tear_down();
     return *end_;
 }
