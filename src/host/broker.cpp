@@ -104,12 +104,12 @@ private:
     // dropped right after) and kept for every later session on the same tunnel address.
     io::UniqueFd dns_listener_;
     std::string dns_listener_address_;
+    std::optional<SessionEnd> end_;
     // A captive portal's exception through the held kill switch: when it closes, on this
     // process's own clock (the session's word is not needed for it to end).
     std::optional<std::chrono::steady_clock::time_point> captive_until_;
     void close_captive(const char* why);
     int poll_timeout_ms() const;
-    std::optional<SessionEnd> end_;
 };
 
 void Broker::answer(const broker::Message& m, int fd) {
@@ -117,6 +117,20 @@ void Broker::answer(const broker::Message& m, int fd) {
     if (Status s = io::send_packet(requests_.get(), wire, fd); !s)
         LOG_DEBUG << "broker: answer not sent: " << s.error().message;
     secure_zero(wire.data(), wire.size());  // a state reply carries a cookie cache's bytes
+}
+
+void Broker::close_captive(const char* why) {
+    if (!captive_until_) return;
+    captive_until_.reset();
+    host_.close_captive_exception();
+    LOG_INFO << "captive portal: the kill switch's exception is closed (" << why << ")";
+}
+
+int Broker::poll_timeout_ms() const {
+    if (!captive_until_) return -1;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*captive_until_ -
+                                                                            std::chrono::steady_clock::now());
+    return static_cast<int>(std::clamp<long long>(left.count() + 1, 0, 60000));
 }
 
 void Broker::reply(broker::Type to, const Status& s, std::string text, std::vector<std::uint8_t> data, int fd) {
@@ -164,20 +178,6 @@ Status Broker::open_dns_listener(const broker::OpenDnsListener& l) {
     dns_listener_ = std::move(*fd);
     dns_listener_address_ = l.address;
     return {};
-}
-
-void Broker::close_captive(const char* why) {
-    if (!captive_until_) return;
-    captive_until_.reset();
-    host_.close_captive_exception();
-    LOG_INFO << "captive portal: the kill switch's exception is closed (" << why << ")";
-}
-
-int Broker::poll_timeout_ms() const {
-    if (!captive_until_) return -1;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*captive_until_ -
-                                                                            std::chrono::steady_clock::now());
-    return static_cast<int>(std::clamp<long long>(left.count() + 1, 0, 60000));
 }
 
 void Broker::serve(const io::Packet& packet) {
