@@ -300,6 +300,15 @@ public:
         // Its routes and DNS would take the browser's traffic into the dead tunnel: the session
         // ends (its cookie kept), the tun goes, the kill switch stays (held by the host).
         const bool held = o_.host.kill_switch && host_.hold_kill_switch();
+        if (o_.host.kill_switch && !held) {
+            // No privilege split: the kill switch would go with the tunnel. Fail closed.
+            if (!captive_said_)
+                LOG_WARN << "captive portal (" << v.why << ") at " << v.portal_url
+                         << ": the tunnel and --kill-switch stay (its rules are kept through a portal only when "
+                            "espvpn was started as root)";
+            captive_said_ = true;
+            return;
+        }
         if (o_.captive_portal) *o_.captive_portal = v.portal_url;
         if (o_.status_board) {
             o_.status_board->set_state(status::State::captive_portal, "captive portal (" + v.why + ")");
@@ -319,6 +328,7 @@ private:
     SessionControl control_;
     std::unique_ptr<LinkAttempt> attempt_;
     std::unique_ptr<BackgroundProbe> probe_;  // a captive-portal probe (start_probe)
+    bool captive_said_ = false;               // the portal that cannot be let through was logged
     std::optional<ProbeAddresses> probe_addresses_;  // looked up when the session starts
     std::optional<io::RouteWatch> watch_;
     std::optional<io::SleepWatch> sleep_;  // logind's PrepareForSleep, when there is a bus
