@@ -210,14 +210,19 @@ bool login_server_unreachable(const http::Url& server) {
 // now). Else the exit code: 0 for a disconnect or a signal, 1 when, without --always-on,
 // --reconnect-timeout is used up.
 std::optional<int> wait_out_captive_portal(const ClientOptions& o, StatusService* status, const captive::ProbeSpec& probe,
-                             captive::Verdict verdict, host::BrokerChannel* held_kill_switch, int exception_s) {
+                             captive::Verdict verdict, host::BrokerChannel* held_kill_switch, int exception_s,
+                             std::vector<std::string> addresses = {}) {
     session::StatusBoard* board = status ? &status->board : nullptr;
     // Past the held kill switch (to port 80), also once its exception has closed.
     host::BrokerChannel* const marks = held_kill_switch;
-    std::vector<std::string> addresses;  // the last ones found: DNS may be blocked once the exception closes
+    // The probe host's addresses: the session's (from the tunnel's DNS), else looked up once
+    // here (a name server that does not answer costs its timeout, and the kill switch may
+    // block DNS once the exception has closed).
     auto probe_now = [&] {
         io::ProbeRoute route;
-        if (auto found = io::resolve_probe_host(probe.url.host); found && !found->empty()) addresses = *found;
+        if (addresses.empty()) {
+            if (auto found = io::resolve_probe_host(probe.url.host); found) addresses = *found;
+        }
         route.addresses = addresses;
         if (marks) {
             for (int family : {AF_INET, AF_INET6}) {
@@ -310,7 +315,7 @@ namespace {
 int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https,
                 ProcessControl& process, StatusService* service, session::StateFiles& files,
                 const std::shared_ptr<host::BrokerChannel>& broker, const std::optional<captive::ProbeSpec>& probe,
-                std::string* portal);
+                session::TunnelOptions::CaptiveFound* portal);
 }  // namespace
 
 int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol,
@@ -476,9 +481,9 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
             continue;
         }
         const auto began = std::chrono::steady_clock::now();
-        std::string portal;
+        session::TunnelOptions::CaptiveFound portal;
         const int rc = run_session(options, out, protocol, *https, *process, service, state_files, broker, probe, &portal);
-        if (!portal.empty() && probe) {
+        if (!portal.url.empty() && probe) {
             // The session ended for a captive portal (its cookie still good): wait it out, then
             // the same session again.
             const int seconds = options.captive_exception_timeout_s > 0 ? options.captive_exception_timeout_s
@@ -486,10 +491,12 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
                                                                                : 300;
             captive::Verdict v;
             v.kind = captive::Verdict::Kind::portal;
-            v.portal_url = portal;
+            v.portal_url = portal.url;
             v.why = "found after a reconnect attempt failed";
             host::BrokerChannel* held = options.kill_switch && broker ? broker.get() : nullptr;
-            if (auto code = wait_out_captive_portal(options, service, *probe, std::move(v), held, seconds)) return *code;
+            if (auto code = wait_out_captive_portal(options, service, *probe, std::move(v), held, seconds,
+                                                    std::move(portal.probe_addresses)))
+                return *code;
             resume_session = true;
             backoff = std::chrono::seconds(1);
             continue;
@@ -513,7 +520,7 @@ namespace {
 int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https_client,
                 ProcessControl& process_control, StatusService* service, session::StateFiles& files,
                 const std::shared_ptr<host::BrokerChannel>& broker, const std::optional<captive::ProbeSpec>& probe,
-                std::string* portal) {
+                session::TunnelOptions::CaptiveFound* portal) {
     io::HttpsClient* const https = &https_client;
     ProcessControl* const process = &process_control;
 

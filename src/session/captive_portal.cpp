@@ -26,13 +26,15 @@ struct ProbeAddresses::Shared {
 };
 
 ProbeAddresses::ProbeAddresses(const captive::ProbeSpec& spec) : shared_(std::make_shared<Shared>()) {
-    if (normalise_ip(spec.url.host)) {
-        shared_->addresses.push_back(spec.url.host);
-        return;
-    }
-    std::thread([shared = shared_, host = spec.url.host] {
+    if (normalise_ip(spec.url.host)) shared_->addresses.push_back(spec.url.host);
+    else host_ = spec.url.host;
+}
+
+void ProbeAddresses::look_up() {
+    if (host_.empty()) return;
+    std::thread([shared = shared_, host = host_] {
         auto found = io::resolve_probe_host(host);  // nothing logged here: the process may be exiting
-        if (!found) return;
+        if (!found || found->empty()) return;
         std::lock_guard lock(shared->mu);
         shared->addresses = std::move(*found);
     }).detach();

@@ -23,16 +23,20 @@ inline constexpr std::chrono::milliseconds kProbeTimeout{5000};
 // `route`: where to connect (io::ProbeRoute; by default the URL's host looked up now).
 captive::Verdict probe_for_captive_portal(const captive::ProbeSpec& spec, int cancel_fd = -1, io::ProbeRoute route = {});
 
-// The probe host's addresses, looked up once on a detached thread when a session starts (the
-// network's or the tunnel's DNS answers then; during an outage neither may): empty until known.
+// The probe host's addresses, looked up on a detached thread each time the tunnel carries
+// (its DNS answers then; during an outage no DNS server may): the last ones found, empty until
+// one lookup succeeded. A numeric host needs none.
 class ProbeAddresses {
 public:
     explicit ProbeAddresses(const captive::ProbeSpec& spec);
+    // Starts a lookup (not for a numeric host); a failed one keeps what was found before.
+    void look_up();
     std::vector<std::string> get() const;
 
 private:
     struct Shared;
     std::shared_ptr<Shared> shared_;
+    std::string host_;  // "" when numeric
 };
 
 // One probe on a detached thread: the session loop polls done_fd(). Dropping it never waits

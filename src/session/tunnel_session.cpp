@@ -45,6 +45,9 @@ public:
             if (o_.on_connected) o_.on_connected();
             carried_ = true;
         }
+        // The tunnel carries (first, or after an outage): its DNS finds the captive-portal
+        // probe's host for a later outage.
+        if ((a.first_up || a.outage_ended) && probe_addresses_) probe_addresses_->look_up();
         if (a.end && !end_) end_ = a.end;
     }
 
@@ -309,7 +312,7 @@ public:
             captive_said_ = true;
             return;
         }
-        if (o_.captive_portal) *o_.captive_portal = v.portal_url;
+        if (o_.captive_portal) *o_.captive_portal = {v.portal_url, probe_addresses_ ? probe_addresses_->get() : std::vector<std::string>{}};
         if (o_.status_board) {
             o_.status_board->set_state(status::State::captive_portal, "captive portal (" + v.why + ")");
             o_.status_board->set_portal(v.portal_url);

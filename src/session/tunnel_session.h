@@ -62,10 +62,14 @@ struct TunnelOptions {
     StatusServer* status_server = nullptr;
     // Captive portals (captive_portal.h): probed after each failed reconnect attempt (nullopt:
     // never, --no-captive-probe). When a portal answers, the session ends (TunnelEnd::captive_portal,
-    // its cookie still valid) with the kill switch held by the host, and the portal's page is
+    // its cookie still valid) with the kill switch held by the host, and what was found is
     // written to *captive_portal (when set) for the caller, which waits for the portal to let go.
     std::optional<captive::ProbeSpec> captive_probe;
-    std::string* captive_portal = nullptr;
+    struct CaptiveFound {
+        std::string url;                           // the portal's page (printable)
+        std::vector<std::string> probe_addresses;  // the probe host's, as the tunnel's DNS gave them
+    };
+    CaptiveFound* captive_portal = nullptr;
     // Host-integration hooks (src/cli), called on the control thread.
     // after_setup: the tun, its configuration and the first link exist, nothing else needs
     // privileges (--setuid drops them here); an error ends the session.

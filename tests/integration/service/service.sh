@@ -25,7 +25,8 @@
 #              directory (server, CA, user, -F password): connected on the status socket, ping;
 #              `espvpn disconnect gp`-style: logout, exit 0
 #   captive:   a hotel's captive portal (captive_portal.py on 198.51.100.80, off the client's link,
-#              through the default route) with --always-on --kill-switch and a full tunnel: connected;
+#              through the default route) with --always-on --kill-switch and a full tunnel, the probe
+#              by a name only the tunnel's DNS knows (tiny_dns.py on the lan): connected;
 #              the gateway blocked (TCP reset, ESP dropped) while the portal redirects everything:
 #              the status says captive-portal with the portal's URL (its control character escaped),
 #              the URL is printed (no display), the tunnel is down, the kill switch stays and lets
@@ -333,6 +334,14 @@ NFT
     exit 0
   fi
   if [[ $mode == captive ]]; then
+    # The probe by name, as NetworkManager's: the tunnel's DNS (a server on the lan, the only
+    # one that knows the name) answers it while the tunnel carries; during the outage and the
+    # portal no DNS server answers it (the network's, 192.0.2.53, is a black hole).
+    ip netns exec "$nsl" $py "$here/tiny_dns.py" $lan_ip portal.hotel.test $portal >"$work/dns.out" 2>&1 &
+    pids+=("$!")
+    wait_listening "$nsl" udp 53 10 || fail "the DNS server did not start"
+    probe=(--captive-probe "http://portal.hotel.test/check_network_status.txt")
+    fake_extra=(--dns $lan_ip)
     up --always-on --kill-switch --force-dpd 1 "${probe[@]}" --captive-exception-timeout 120
   else
     fake_extra=(--captive-exception-timeout 3)
