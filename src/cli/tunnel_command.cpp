@@ -23,6 +23,7 @@
 #include "src/session/captive_portal.h"
 #include "src/session/trusted_network.h"
 #include "src/io/tls_stream.h"
+#include "src/sso/browser_launcher.h"
 #include "src/sso/invoking_user.h"
 
 namespace espvpn::cli {
@@ -169,30 +170,29 @@ bool under_seccomp_filter() {
     return false;
 }
 
-// The portal's page (printable already) in the user's browser, as the invoking user, when
-// there is a display or --external-browser (and no seccomp filter in the way); else on
-// stderr for the user to open.
+// The portal's page (printable already) on stderr for the user to open, and in the user's
+// browser: through the browser launcher when the session has one (forked before its seccomp
+// filter: src/sso/browser_launcher.h), else as the invoking user when there is a display or
+// --external-browser and no seccomp filter is in the way.
 void show_portal(const ClientOptions& o, const std::string& url) {
+    const std::string msg = "A captive portal stands before the VPN gateway. Log in to it in a browser:\n  " + url + "\n";
+    std::fputs(msg.c_str(), stderr);
+    std::fflush(stderr);
+    if (sso::has_browser_launcher()) {
+        if (Status st = sso::launch_browser(url); !st) LOG_WARN << "captive portal: " << st.error().message;
+        else LOG_INFO << "captive portal: its page opened by the browser launcher";
+        return;
+    }
+    if (under_seccomp_filter()) return;
     auto user = sso::invoking_user();
+    if (!user) return;
     std::string program = o.external_program;
-    bool launch = user.ok() && !under_seccomp_filter();
-    if (launch && program.empty()) {
-        if (!user->has_display() || user->is_root_alone) launch = false;
-        else program = "xdg-open";
+    if (program.empty()) {
+        if (!user->has_display() || user->is_root_alone) return;
+        program = "xdg-open";
     }
-    if (launch) {
-        if (auto st = sso::start_as_user(*user, program, url); !st) {
-            LOG_WARN << "captive portal: " << st.error().message;
-            launch = false;
-        } else {
-            LOG_INFO << "captive portal: its page opened in " << program << " as " << user->name;
-        }
-    }
-    if (!launch) {
-        const std::string msg = "A captive portal stands before the VPN gateway. Log in to it in a browser:\n  " + url + "\n";
-        std::fputs(msg.c_str(), stderr);
-        std::fflush(stderr);
-    }
+    if (auto st = sso::start_as_user(*user, program, url); !st) LOG_WARN << "captive portal: " << st.error().message;
+    else LOG_INFO << "captive portal: its page opened in " << program << " as " << user->name;
 }
 
 // Whether TCP to the login server fails (refused, unreachable, no answer within 3 s): only
