@@ -40,8 +40,10 @@
 #              0, the kill switch gone, TCP 8080 reachable again
 #   captive_login: --always-on started in the hotel (the gateway blocked from the start, no kill
 #              switch): the login's server takes no TCP connection, the probe finds the portal:
-#              captive-portal, the escaped URL handed to the user's browser (--external-browser=a
-#              program that notes it); the portal's login and the gateway back: connected
+#              captive-portal, the escaped URL printed and handed to the user's browser
+#              (--external-browser=a program that notes it) by the browser launcher, as the
+#              session process runs under its seccomp filter; the portal's login and the gateway
+#              back: connected
 #   captive_anyconnect: the same portal before the project's AnyConnect gateway (split tunnel,
 #              DTLS), --always-on --kill-switch: the CSTP and DTLS blocked: captive-portal, HTTP to
 #              the portal passes the kept kill switch; the portal's login and the gateway back:
@@ -320,6 +322,14 @@ NFT
     [[ $(status_json | json /dev/stdin 'd["portal"]') == "$url" ]] || fail "the portal's URL: $(status_json)"
     wait_for "$work/browser/opened" "." 10 || fail "the browser was not started: $(grep -i 'captive' "$work/espvpn.log")"
     [[ $(cat "$work/browser/opened") == "$url" ]] || fail "the browser was asked to open: $(cat -v "$work/browser/opened")"
+    # Opened from under the session's seccomp filter: by the launcher forked before it; the
+    # escaped URL is printed as well.
+    if [[ ${ESPVPN_SECCOMP:-} != 0 ]]; then
+      [[ $(status_field "$(session_of "$client_pid")" Seccomp) == 2 ]] || fail "the session process has no seccomp filter"
+    fi
+    grep -qF "its page opened by the browser launcher" "$work/espvpn.log" \
+      || fail "the page was not opened by the browser launcher: $(grep -i 'captive' "$work/espvpn.log")"
+    grep -qF "  $url" "$work/espvpn.log" || fail "the escaped URL is not printed"
     code=$(ip netns exec "$nsc" curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://$portal/login") || true
     [[ $code == 200 ]] || fail "the portal's login: $code"
     ip netns exec "$nsg" nft delete table inet hotel
