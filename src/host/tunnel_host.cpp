@@ -24,6 +24,7 @@ TunnelHost::~TunnelHost() { tear_down(); }
 
 Result<io::UniqueFd> TunnelHost::open_probe_socket(int family) {
     if (family != AF_INET && family != AF_INET6) return make_error("probe socket: not an IP family");
+    refresh_probe_route(family);  // the network may have changed during the outage
     io::UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd.valid()) return make_error(std::string("probe socket: ") + std::strerror(errno));
     const std::uint32_t mark = kProbeMark;
@@ -193,12 +194,6 @@ Status TunnelHost::add_routes() {
     for (const std::string* peer : {&config_.gateway_address, &config_.direct_udp_address})
         if (auto gw = IpPrefix::parse(*peer); !peer->empty() && gw && !gateway_path_[gw->v6])
             gateway_path_[gw->v6] = path_now(*gw);
-    // ... and the host's default route (where a documentation address goes), for the
-    // captive-portal probe; the gateway's path when there is none.
-    for (int v6 = 0; v6 < 2; ++v6) {
-        probe_path_[v6] = path_now(IpPrefix::parse(v6 ? "2001:db8::1" : "198.51.100.1").value());
-        if (!probe_path_[v6]) probe_path_[v6] = gateway_path_[v6];
-    }
     for (const std::string& note : plan.notes) LOG_INFO << note;
     for (const BypassRoute& b : plan.bypass) {
         auto dst = to_interface_address(b.destination);
@@ -226,30 +221,59 @@ Status TunnelHost::add_routes() {
 }
 
 void TunnelHost::add_probe_routes() {
-    for (int v6 = 0; v6 < 2; ++v6) {
-        if (!probe_path_[v6]) continue;
-        auto dst = io::InterfaceAddress::parse(v6 ? "::/0" : "0.0.0.0/0");
-        auto hop = to_next_hop(*probe_path_[v6], v6 != 0);
-        if (!dst || !hop) continue;
-        if (Status s = netlink_->replace_route_in(kProbeTable, *dst, *hop); !s) {
-            LOG_WARN << "captive-portal probe: " << s.error().message << "; during an outage it follows the tunnel's routes";
-            continue;
-        }
-        if (Status s = netlink_->add_fwmark_rule(v6 ? AF_INET6 : AF_INET, kProbeMark, kProbeTable, kProbeRulePriority); !s)
-            LOG_DEBUG << "captive-portal probe: " << s.error().message << " (left by an earlier run?)";
-        probe_routes_.emplace_back(*dst, *hop);
-        LOG_DEBUG << "captive-portal probe: its packets take " << probe_path_[v6]->to_string()
-                  << " (fwmark " << kProbeMark << ", table " << kProbeTable << ")";
+    for (int family : {AF_INET, AF_INET6}) refresh_probe_route(family);
+}
+
+void TunnelHost::refresh_probe_route(int family) {
+    if (!netlink_ || !tun_) return;
+    const int v6 = family == AF_INET6 ? 1 : 0;
+    // The host's own default route (the tunnel's are /1 halves beside it): the one a new
+    // network (a resume in a hotel) brings too.
+    auto routes = netlink_->default_routes(family, tun_->ifindex());
+    if (!routes) {
+        LOG_DEBUG << "captive-portal probe: " << routes.error().message;
+        return;
     }
+    if (routes->empty()) return;  // none outside the tunnel: the probe follows the main table
+    const io::RouteNextHop& hop = routes->front();
+    auto dst = io::InterfaceAddress::parse(v6 ? "::/0" : "0.0.0.0/0");
+    if (!dst) return;
+    // Replaced each time: a link that went down took the table's route with it, even when
+    // the network that comes back gives the same one.
+    const bool same = probe_hop_[v6] && probe_hop_[v6]->ifindex == hop.ifindex &&
+                      probe_hop_[v6]->has_gateway == hop.has_gateway &&
+                      std::memcmp(probe_hop_[v6]->gateway, hop.gateway, sizeof hop.gateway) == 0;
+    if (Status s = netlink_->replace_route_in(kProbeTable, *dst, hop); !s) {
+        LOG_WARN << "captive-portal probe: " << s.error().message << "; during an outage it follows the tunnel's routes";
+        return;
+    }
+    probe_hop_[v6] = hop;
+    if (!same) LOG_DEBUG << "captive-portal probe: its packets take the default route via "
+              << (hop.has_gateway ? hop.gateway_text() : std::string("the link")) << " (ifindex " << hop.ifindex
+              << "; fwmark " << kProbeMark << ", table " << kProbeTable << ")";
+    if (probe_rule_[v6]) return;
+    if (Status s = netlink_->add_fwmark_rule(family, kProbeMark, kProbeTable, kProbeRulePriority); !s)
+        LOG_DEBUG << "captive-portal probe: " << s.error().message << " (left by an earlier run?)";
+    probe_rule_[v6] = true;
 }
 
 void TunnelHost::remove_probe_routes() {
-    for (const auto& [dst, hop] : probe_routes_) {
-        if (Status s = netlink_->delete_fwmark_rule(dst.family, kProbeMark, kProbeTable, kProbeRulePriority); !s)
-            LOG_WARN << s.error().message;
-        if (Status s = netlink_->delete_route_in(kProbeTable, dst, hop); !s) LOG_DEBUG << s.error().message;
+    for (int v6 = 0; v6 < 2; ++v6) {
+        const int family = v6 ? AF_INET6 : AF_INET;
+        if (probe_rule_[v6]) {
+            if (Status s = netlink_->delete_fwmark_rule(family, kProbeMark, kProbeTable, kProbeRulePriority); !s)
+                LOG_WARN << s.error().message;
+        }
+        if (probe_hop_[v6]) {
+            auto dst = io::InterfaceAddress::parse(v6 ? "::/0" : "0.0.0.0/0");
+            if (dst) {
+                if (Status s = netlink_->delete_route_in(kProbeTable, *dst, *probe_hop_[v6]); !s)
+                    LOG_DEBUG << s.error().message;
+            }
+        }
+        probe_rule_[v6] = false;
+        probe_hop_[v6].reset();
     }
-    probe_routes_.clear();
 }
 
 void TunnelHost::remove_bypass_routes() {
@@ -350,8 +374,6 @@ void TunnelHost::tear_down() {
     tun_.reset();  // removes the device (or our addresses/routes on a persistent one)
     gateway_path_[0].reset();  // the next session (--always-on) finds the way to its gateway anew
     gateway_path_[1].reset();
-    probe_path_[0].reset();
-    probe_path_[1].reset();
     kill_switch_.reset();  // a clean exit: traffic may leave outside the tunnel again
 }
 

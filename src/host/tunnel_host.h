@@ -93,6 +93,7 @@ private:
     void remove_bypass_routes();
     // The captive-portal probe's way around the tunnel (kill_switch.h: kProbeTable).
     void add_probe_routes();
+    void refresh_probe_route(int family);
     void remove_probe_routes();
     void remove_domain_routes();
     // The path the host takes to `p` outside the tun (nullopt: none, or into the tun).
@@ -109,11 +110,12 @@ private:
     std::optional<io::RtNetlink> netlink_;  // built-in setup: routes outside the tun
     // Added outside the tun (gateway host route, excludes): removed at tear-down.
     std::vector<std::pair<io::InterfaceAddress, io::RouteNextHop>> bypass_routes_;
-    std::vector<std::pair<io::InterfaceAddress, io::RouteNextHop>> probe_routes_;  // in kProbeTable, with a rule each
     // How the gateway is reached outside the tunnel, per family ([1]: IPv6), found at setup.
     std::optional<RoutePath> gateway_path_[2];
-    // The host's default path before the tunnel's routes, per family: the probe's (kProbeTable).
-    std::optional<RoutePath> probe_path_[2];
+    // The captive-portal probe's table (kProbeTable): its default route per family ([1]: IPv6),
+    // the host's own outside the tun, made again when it changed; and whether its rule is in.
+    std::optional<io::RouteNextHop> probe_hop_[2];
+    bool probe_rule_[2] = {false, false};
     struct DomainHostRoute {
         IpPrefix address;
         bool include;

@@ -34,7 +34,8 @@
 #              UDP 5353 to the same host are dropped; a GET /login through the exception, the
 #              gateway back: connected again with the same session (no new login), the exception
 #              closed when the tunnel came up, ping; SIGTERM: exit 0, no kill switch left
-#   captive_deadline: the same portal, the exception's length from the GP portal config
+#   captive_deadline: the same portal, found after the client's link went down and up (a new
+#              network: the kernel flushed the probe's route), the exception's length from the GP portal config
 #              (captive-portal-exception-timeout 3): after 3 s the broker closes it by itself,
 #              HTTP to the portal is dropped, the status still says captive-portal; SIGTERM: exit
 #              0, the kill switch gone, TCP 8080 reachable again
@@ -359,6 +360,15 @@ NFT
   fi
   wait_until 20 state_is connected || fail "not connected at the start: $(status_json)"
   logins0=$(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)')
+  if [[ $mode == captive_deadline ]]; then
+    # The laptop joins the hotel's network: its link goes down and up and the default route
+    # comes back as DHCP gives it. The kernel flushed every route through the link, the
+    # probe's own table's too: the probe's way around the tunnel must be found again.
+    ip -n "$nsc" link set "${topo}cg" down
+    ip -n "$nsc" link set "${topo}cg" up
+    ip -n "$nsc" addr replace $cl_ip6/64 dev "${topo}cg" nodad
+    ip -n "$nsc" route replace default via $gw_ip
+  fi
   # The hotel: the gateway does not answer, the portal redirects everything.
   hotel
   t0=$SECONDS
