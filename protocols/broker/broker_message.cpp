@@ -274,6 +274,8 @@ std::string_view type_name(Type t) {
         case Type::read_state: return "read_state";
         case Type::write_state: return "write_state";
         case Type::remove_state: return "remove_state";
+        case Type::open_captive_exception: return "open_captive_exception";
+        case Type::open_probe_socket: return "open_probe_socket";
         case Type::reply: return "reply";
         case Type::tun_reply: return "tun_reply";
         case Type::state_reply: return "state_reply";
@@ -287,7 +289,7 @@ Type type_of(const Message& m) {
                                       Type::tear_down,        Type::add_domain_route,  Type::remove_domain_route,
                                       Type::point_dns_at,     Type::set_mtu,           Type::open_udp,
                                       Type::open_dns_listener, Type::read_state,       Type::write_state,
-                                      Type::remove_state,     Type::reply,             Type::tun_reply,
+                                      Type::remove_state,     Type::open_captive_exception, Type::open_probe_socket, Type::reply,             Type::tun_reply,
                                       Type::state_reply,      Type::signal_event};
     static_assert(std::size(kTypes) == std::variant_size_v<Message>);
     return kTypes[m.index()];
@@ -317,6 +319,12 @@ std::vector<std::uint8_t> encode(const Message& m) {
                 w.str(v.forwarder);
             } else if constexpr (std::is_same_v<T, SetMtu>) {
                 w.i32(v.mtu);
+            } else if constexpr (std::is_same_v<T, TearDown>) {
+                w.u8(v.hold_kill_switch);
+            } else if constexpr (std::is_same_v<T, OpenCaptiveException>) {
+                w.i32(v.seconds);
+            } else if constexpr (std::is_same_v<T, OpenProbeSocket>) {
+                w.u8(v.family == AF_INET6 ? 6 : v.family == AF_INET ? 4 : 0);
             } else if constexpr (std::is_same_v<T, OpenUdp>) {
                 w.u8(v.family == AF_INET6 ? 6 : v.family == AF_INET ? 4 : 0);
                 w.i32(v.send_buffer);
@@ -394,7 +402,16 @@ Result<Message> decode(std::span<const std::uint8_t> bytes) {
         case Type::queue_script:
             m = QueueScript{enumeration<ScriptReason>(r, "script reason", static_cast<unsigned>(ScriptReason::reconnect))};
             break;
-        case Type::tear_down: m = TearDown{}; break;
+        case Type::tear_down: m = TearDown{r.boolean("hold kill switch")}; break;
+        case Type::open_captive_exception:
+            m = OpenCaptiveException{r.integer("exception seconds", kMinCaptiveSeconds, kMaxCaptiveSeconds)};
+            break;
+        case Type::open_probe_socket: {
+            const auto f = r.u8("address family");
+            if (f != 4 && f != 6) r.fail("address family: neither 4 nor 6");
+            m = OpenProbeSocket{f == 6 ? AF_INET6 : AF_INET};
+            break;
+        }
         case Type::add_domain_route:
         case Type::remove_domain_route: {
             IpPrefix p = prefix(r, "domain route");
@@ -436,7 +453,7 @@ Result<Message> decode(std::span<const std::uint8_t> bytes) {
         case Type::reply: {
             Reply p;
             const auto to = r.u16("reply to");
-            if (!r.failed() && (to < static_cast<unsigned>(Type::run_script) || to > static_cast<unsigned>(Type::remove_state)))
+            if (!r.failed() && (to < static_cast<unsigned>(Type::run_script) || to > static_cast<unsigned>(Type::open_probe_socket)))
                 r.fail("reply to: not a request that gets a reply");
             p.to = static_cast<Type>(to);
             p.ok = r.boolean("ok");
@@ -511,13 +528,23 @@ Status BrokerState::admit(Type t) const {
         case Type::tear_down:
             if (phase_ == Phase::down) return refuse("after the tear-down");
             return {};
+        case Type::open_probe_socket:
+            if (phase_ != Phase::up && !captive_) return refuse("without a tun or a captive portal");
+            return {};
+        case Type::open_captive_exception:
+            if (!captive_) return refuse("unless the kill switch was held for a captive portal");
+            if (exception_opened_) return refuse("twice for one captive portal");
+            return {};
         default:
             if (phase_ != Phase::up) return refuse(phase_ == Phase::down ? "after the tear-down" : "before the host is up");
             return {};
     }
 }
 
-void BrokerState::after(Type t, bool ok) {
+void BrokerState::after(Type t, bool ok, bool held) {
+    if (t == Type::bring_up) captive_ = exception_opened_ = false;
+    if (t == Type::tear_down) captive_ = held && ok;
+    if (t == Type::open_captive_exception) exception_opened_ = true;
     if (t == Type::bring_up && ok) phase_ = Phase::up;
     if (t == Type::bring_up && !ok) phase_ = Phase::down;  // a failed bring-up has been undone
     if (t == Type::tear_down) phase_ = Phase::down;

@@ -44,6 +44,8 @@ enum class Type : std::uint16_t {
     read_state = 11,
     write_state = 12,
     remove_state = 13,
+    open_captive_exception = 14,
+    open_probe_socket = 15,
     // broker → session
     reply = 64,
     tun_reply = 65,
@@ -68,7 +70,10 @@ struct BringUp {
 };
 struct RunScript { ScriptReason reason = ScriptReason::connect; };
 struct QueueScript { ScriptReason reason = ScriptReason::reconnect; };
-struct TearDown {};
+// hold_kill_switch: a captive portal stands before the gateway (docs/SERVICE.md): the tun,
+// routes and DNS go, the kill switch stays (the next bring_up replaces it), and one
+// open_captive_exception may follow.
+struct TearDown { bool hold_kill_switch = false; };
 struct AddDomainRoute { IpPrefix address; bool include = true; };
 struct RemoveDomainRoute { IpPrefix address; bool include = true; };
 struct PointDnsAt { std::string forwarder; };  // numeric address, "" = the VPN's servers again
@@ -85,6 +90,16 @@ struct WriteState {
     int mode = 0600;
 };
 struct RemoveState { std::string path; };
+// A captive portal's login through the held kill switch: DNS to the network's servers and TCP
+// 80/443 to anywhere, for `seconds` (kMinCaptiveSeconds..kMaxCaptiveSeconds); the broker
+// closes it on its own timer, or when a tunnel is brought up. Only after a tear_down that
+// held the kill switch, once.
+inline constexpr int kMinCaptiveSeconds = 1;
+inline constexpr int kMaxCaptiveSeconds = 3600;
+struct OpenCaptiveException { int seconds = 300; };
+// The captive-portal probe's TCP socket, marked for the kill switch and the probe's route
+// (host/kill_switch.h kProbeMark); only while the host is up or its kill switch is held.
+struct OpenProbeSocket { int family = 0; };  // AF_INET/AF_INET6
 
 // The answer to every request but bring_up. `text`: the error when !ok, else what was done
 // (add_domain_route); `count`: the domain routes the host holds now; `data`: read_state's bytes.
@@ -123,7 +138,7 @@ struct SignalEvent { int signo = 0; };
 
 using Message = std::variant<BringUp, RunScript, QueueScript, TearDown, AddDomainRoute, RemoveDomainRoute,
                              PointDnsAt, SetMtu, OpenUdp, OpenDnsListener, ReadState, WriteState, RemoveState,
-                             Reply, TunReply, StateReply, SignalEvent>;
+                             OpenCaptiveException, OpenProbeSocket, Reply, TunReply, StateReply, SignalEvent>;
 
 Type type_of(const Message& m);
 std::vector<std::uint8_t> encode(const Message& m);
@@ -131,16 +146,22 @@ Result<Message> decode(std::span<const std::uint8_t> bytes);
 
 // Which requests the broker takes when: before the tun exists only bring_up, the pre-init
 // script and what needs no tun (sockets, state files); once it is up everything; after
-// tear_down nothing that would change the host again. An Error names the refused request.
+// tear_down nothing that would change the host again (but a new bring_up for --always-on's
+// next session); open_captive_exception only after a tear_down that held the kill switch for a
+// captive portal, once. An Error names the refused request.
 class BrokerState {
 public:
     Status admit(Type request) const;
-    // Called after the broker has acted on a request (its outcome: ok or not).
-    void after(Type request, bool ok);
+    // Called after the broker has acted on a request (its outcome: ok or not); `held`: a
+    // tear_down held the kill switch (a captive portal).
+    void after(Type request, bool ok, bool held = false);
     bool up() const { return phase_ == Phase::up; }
+    bool captive() const { return captive_; }
 
 private:
     enum class Phase { before_up, up, down } phase_ = Phase::before_up;
+    bool captive_ = false;            // down with the kill switch held for a captive portal
+    bool exception_opened_ = false;   // ... and its one exception asked for
 };
 
 }  // namespace espvpn::broker

@@ -190,6 +190,11 @@ Result<GpPortalConfig> parse_portal_config(const xml::Document& doc) {
     }
     for (xml::Node m : p.child("hip-collection/default/category").children("member"))
         c.hip_categories.push_back(m.text());
+    for (xml::Node e : p.child("gp-app-config/config").children("entry")) {
+        if (e.attribute("name") != "captive-portal-exception-timeout") continue;
+        auto n = parse_int(e.child_text_or_empty("value/member"));
+        if (n && *n >= 1 && *n <= 3600) c.captive_portal_exception_timeout = static_cast<unsigned>(*n);
+    }
     return c;
 }
 

@@ -57,6 +57,9 @@ struct GpPortalConfig {
     std::optional<std::chrono::seconds> cookie_lifetime;
     std::optional<unsigned> hip_report_interval;  // seconds
     std::vector<std::string> hip_categories;
+    // gp-app-config's captive-portal-exception-timeout (seconds, 1..3600): how long a captive
+    // portal's login may pass an enforced (kill-switch) network; nullopt when absent, 0 or bad.
+    std::optional<unsigned> captive_portal_exception_timeout;
     bool has_config = true;  // false when the portal refused this client
 
     // External (or, `internal`, internal) gateways sorted by priority_for(region) (stable;

@@ -47,13 +47,14 @@ const char* state_name(State s) {
         case State::reconnecting: return "reconnecting";
         case State::needs_login: return "needs-login";
         case State::trusted_network: return "trusted-network";
+        case State::captive_portal: return "captive-portal";
     }
     return "off";
 }
 
 std::optional<State> state_from_name(std::string_view name) {
     for (State s : {State::off, State::connecting, State::connected, State::reconnecting, State::needs_login,
-                    State::trusted_network})
+                    State::trusted_network, State::captive_portal})
         if (name == state_name(s)) return s;
     return std::nullopt;
 }
@@ -93,7 +94,8 @@ std::string status_reply(const Snapshot& s) {
               {"bytes_in", s.bytes_in},
               {"bytes_out", s.bytes_out},
               {"last_error", s.last_error},
-              {"always_on", s.always_on}};
+              {"always_on", s.always_on},
+              {"portal", s.portal}};
     j["expires"] = s.expires > 0 ? json(s.expires) : json(nullptr);
     return line_of(j);
 }
@@ -113,7 +115,7 @@ Result<Reply> parse_reply(std::string_view line) {
     if (!get(*j, "state", state) || !get(*j, "protocol", s.protocol) || !get(*j, "gateway", s.gateway) ||
         !get(*j, "transport", s.transport) || !get(*j, "interface", s.interface_name) || !get(*j, "since", s.since) ||
         !get(*j, "bytes_in", s.bytes_in) || !get(*j, "bytes_out", s.bytes_out) ||
-        !get(*j, "last_error", s.last_error) || !get(*j, "always_on", s.always_on))
+        !get(*j, "last_error", s.last_error) || !get(*j, "always_on", s.always_on) || !get(*j, "portal", s.portal))
         return make_error("the status reply has a member of the wrong type");
     if (auto e = j->find("expires"); e != j->end() && !e->is_null() && !get(*j, "expires", s.expires))
         return make_error("the status reply's expires is not a number");

@@ -17,9 +17,10 @@ namespace espvpn::status {
 inline constexpr std::size_t kMaxRequestLine = 1024;
 
 // trusted_network: --always-on on a trusted network (--trusted-domain, --trusted-server, GP's
-// internal host detection): no tunnel until the host leaves it.
-enum class State { off, connecting, connected, reconnecting, needs_login, trusted_network };
-// "off", "connecting", "connected", "reconnecting", "needs-login", "trusted-network"
+// internal host detection): no tunnel until the host leaves it. captive_portal: the gateway
+// cannot be reached and a captive portal answers instead (Snapshot::portal: its page).
+enum class State { off, connecting, connected, reconnecting, needs_login, trusted_network, captive_portal };
+// "off", "connecting", "connected", "reconnecting", "needs-login", "trusted-network", "captive-portal"
 const char* state_name(State s);
 std::optional<State> state_from_name(std::string_view name);
 
@@ -36,6 +37,7 @@ struct Snapshot {
     std::string last_error;     // the last loss or failure ("" none)
     std::string interface_name; // the tun device ("" while there is none)
     bool always_on = false;
+    std::string portal;         // captive_portal: the portal's page (printable ASCII); else ""
 };
 
 enum class Request { status, disconnect, reconnect };

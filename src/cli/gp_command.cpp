@@ -80,6 +80,9 @@ public:
     http::Url login_server() const override { return target_.server; }
     Secret cookie_text() const override { return auth_.cookie.encode(); }
     std::string no_tunnel_reason() const override { return no_tunnel_; }
+    int captive_exception_timeout_s() const override {
+        return static_cast<int>(auth_.captive_portal_exception_timeout.value_or(0));
+    }
     int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                 session::TunnelOptions& tunnel) override;
 
@@ -195,7 +198,8 @@ std::optional<int> GpCommand::log_in(ClientOptions& options, io::HttpsClient& ht
 // Gateway config and HIP, the tunnel until a signal, then logout.
 int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,
                        session::TunnelOptions& t) {
-    session::GpGatewaySession gateway(requests(options, https), auth_.gateway, std::move(auth_.cookie), client_);
+    // A copy: a session ended for a captive portal is used again (tunnel_command.cpp).
+    session::GpGatewaySession gateway(requests(options, https), auth_.gateway, auth_.cookie.clone(), client_);
     int rc = kExitOk;
     auto setup = gateway.fetch_config();
     if (!setup) {
@@ -247,7 +251,9 @@ int GpCommand::connect(ClientOptions& options, io::HttpsClient& https, ProcessCo
         } else {
             rc = exit_code(*end, t.always_on);
             // SIGINT/SIGTERM: the session loop sent the logout (or could not: no connection).
-            logout = *end != session::TunnelEnd::user_detach && *end != session::TunnelEnd::user_logout;
+            // A captive portal: the session is kept for when the portal lets go (no logout).
+            logout = *end != session::TunnelEnd::user_detach && *end != session::TunnelEnd::user_logout &&
+                     *end != session::TunnelEnd::captive_portal;
         }
     }
     if (logout) logged_out = gateway.logout();

@@ -13,6 +13,7 @@
 #include "protocols/proxy/proxy.h"
 #include "protocols/tunnel/tunnel_config.h"
 #include "src/session/trusted_network.h"
+#include "protocols/captive/captive_probe.h"
 
 namespace espvpn::cli {
 namespace {
@@ -135,6 +136,20 @@ const std::vector<OptionSpec>& option_table() {
              o.trusted_servers.emplace_back(v);
              return {};
          }},
+        {"captive-probe", 0, Arg::required, "Internet connectivity",
+         "when the gateway cannot be reached, look for a captive portal with this http:// URL and the body it "
+         "answers on an open network (URL[,EXPECTED]; NetworkManager's check by default)",
+         [](ClientOptions& o, const char* v) -> Status {
+             if (auto s = captive::parse_probe_spec(v); !s) return s.error();
+             o.captive_probe = v;
+             return {};
+         }},
+        {"no-captive-probe", 0, Arg::none, "Internet connectivity", "never look for a captive portal",
+         SET_FLAG(no_captive_probe)},
+        {"captive-exception-timeout", 0, Arg::required, "Internet connectivity",
+         "with --kill-switch: let a captive portal's login (DNS, TCP 80/443) through for SECONDS (1-3600; the GP "
+         "portal config's captive-portal-exception-timeout, else 300)",
+         SET_INT(captive_exception_timeout_s, "captive-exception-timeout", 1, 3600)},
         {"dry-run", 0, Arg::none, "Authentication (two-phase)",
          "log in, print the tunnel configuration, log out: no tun device, no traffic", SET_FLAG(dry_run)},
 
@@ -677,7 +692,7 @@ const char* metavar(std::string_view name) {
         {"os", "OS"}, {"token-mode", "MODE"}, {"token-secret", "SECRET"}, {"csd-wrapper", "SCRIPT"}, {"csd-user", "USER"}, {"force-trojan", "SECONDS"}, {"gateway-select", "HOW"},
         {"sso-browser", "COMMAND"},
         {"useragent", "STRING"}, {"version-string", "STRING"}, {"local-hostname", "NAME"}, {"http-timeout", "SECONDS"},
-        {"servercert", "PIN"}, {"trusted-domain", "DOMAIN"}, {"trusted-server", "HOST:PORT,PIN"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
+        {"servercert", "PIN"}, {"trusted-domain", "DOMAIN"}, {"trusted-server", "HOST:PORT,PIN"}, {"captive-probe", "URL[,EXPECTED]"}, {"captive-exception-timeout", "SECONDS"}, {"cafile", "FILE"}, {"resolve", "HOST:IP"}, {"certificate", "CERT"},
         {"sslkey", "KEY"}, {"key-password", "PASS"}, {"script", "CMD"}, {"interface", "IFNAME"},
         {"dtls-local-port", "PORT"}, {"reconnect-timeout", "SECONDS"}, {"force-dpd", "SECONDS"},
         {"esp-retry-interval", "SECONDS"}, {"mtu", "MTU"}, {"base-mtu", "MTU"}, {"queue-len", "N"}, {"allow-lan", "PREFIXES"},

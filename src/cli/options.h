@@ -102,6 +102,11 @@ struct ClientOptions {
     bool always_on = false;                  // --always-on
     std::vector<std::string> trusted_domains;  // --trusted-domain DOMAIN[,DOMAIN] (with --always-on)
     std::vector<std::string> trusted_servers;  // --trusted-server HOST:PORT,PIN (with --always-on)
+    // Captive portals (docs/SERVICE.md): --captive-probe URL[,EXPECTED] ("" = NetworkManager's
+    // check), --no-captive-probe, --captive-exception-timeout SECONDS (0 = the portal config's, else 300)
+    std::string captive_probe;
+    bool no_captive_probe = false;
+    int captive_exception_timeout_s = 0;
     bool dry_run = false;    // --dry-run: log in, show the tunnel configuration, log out; no tun
 
     // openconnect compatibility (issue 17)

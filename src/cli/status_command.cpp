@@ -221,6 +221,10 @@ void print_status(const status::Snapshot& s, std::ostream& out) {
         out << "A new login is needed: see the log (journalctl -u espvpn@NAME), then run 'espvpn reconnect'.\n";
     if (s.state == State::trusted_network)
         out << "On a trusted network: no tunnel until the host leaves it (the log says why it is trusted).\n";
+    if (s.state == State::captive_portal)
+        out << "portal:     " << one_line(s.portal)
+            << "\nA captive portal stands before the gateway: log in to it in a browser; the tunnel comes up once it lets\n"
+               "traffic through.\n";
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 #include "src/cli/tunnel_command.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <ostream>
 
 #include "src/cli/exit_codes.h"
@@ -18,7 +20,10 @@
 #include "src/log/logger.h"
 #include "src/session/gp/portal_cookie_cache.h"
 #include "src/session/signal_watch.h"
+#include "src/session/captive_portal.h"
 #include "src/session/trusted_network.h"
+#include "src/io/tls_stream.h"
+#include "src/sso/browser_launcher.h"
 #include "src/sso/invoking_user.h"
 
 namespace espvpn::cli {
@@ -146,6 +151,124 @@ session::TrustedRules trusted_rules(const ClientOptions& o) {
 // rewrite /etc/resolv.conf after the routes, or a --trusted-server go away on the same link).
 constexpr std::chrono::seconds kTrustedRecheck{30};
 
+// --captive-probe / --no-captive-probe (checked by the option parser): nullopt = never probe.
+std::optional<captive::ProbeSpec> captive_probe_spec(const ClientOptions& o) {
+    if (o.no_captive_probe) return std::nullopt;
+    if (o.captive_probe.empty()) return captive::default_probe_spec();
+    auto s = captive::parse_probe_spec(o.captive_probe);
+    if (!s) return std::nullopt;
+    return std::move(*s);
+}
+
+// Whether this process runs under a seccomp filter (/proc/self/status "Seccomp: 2"): a
+// browser started from it would inherit the filter, which its own sandbox cannot live with.
+bool under_seccomp_filter() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind("Seccomp:", 0) == 0) return line.find('2') != std::string::npos;
+    return false;
+}
+
+// The portal's page (printable already) on stderr for the user to open, and in the user's
+// browser: through the browser launcher when the session has one (forked before its seccomp
+// filter: src/sso/browser_launcher.h), else as the invoking user when there is a display or
+// --external-browser and no seccomp filter is in the way.
+void show_portal(const ClientOptions& o, const std::string& url) {
+    const std::string msg = "A captive portal stands before the VPN gateway. Log in to it in a browser:\n  " + url + "\n";
+    std::fputs(msg.c_str(), stderr);
+    std::fflush(stderr);
+    if (sso::has_browser_launcher()) {
+        if (Status st = sso::launch_browser(url); !st) LOG_WARN << "captive portal: " << st.error().message;
+        else LOG_INFO << "captive portal: its page opened by the browser launcher";
+        return;
+    }
+    if (under_seccomp_filter()) return;
+    auto user = sso::invoking_user();
+    if (!user) return;
+    std::string program = o.external_program;
+    if (program.empty()) {
+        if (!user->has_display() || user->is_root_alone) return;
+        program = "xdg-open";
+    }
+    if (auto st = sso::start_as_user(*user, program, url); !st) LOG_WARN << "captive portal: " << st.error().message;
+    else LOG_INFO << "captive portal: its page opened in " << program << " as " << user->name;
+}
+
+// Whether TCP to the login server fails (refused, unreachable, no answer within 3 s): only
+// then is a failed login worth a captive-portal probe.
+bool login_server_unreachable(const http::Url& server) {
+    auto fd = io::tcp_connect(server.host, server.port, std::chrono::seconds(3));
+    if (!fd) return true;
+    ::close(*fd);
+    return false;
+}
+
+// A captive portal was found (`verdict`): say so, show its page, open the kill switch's exception
+// when the broker holds the kill switch for it, and probe again (2, 4 ... 30 s apart; at once on a
+// route change or `espvpn reconnect`) until the portal lets traffic through (nullopt: connect
+// now). Else the exit code: 0 for a disconnect or a signal, 1 when, without --always-on,
+// --reconnect-timeout is used up.
+std::optional<int> wait_out_captive_portal(const ClientOptions& o, StatusService* status, const captive::ProbeSpec& probe,
+                             captive::Verdict verdict, host::BrokerChannel* held_kill_switch, int exception_s,
+                             std::vector<std::string> addresses = {}) {
+    session::StatusBoard* board = status ? &status->board : nullptr;
+    // Past the held kill switch (to port 80), also once its exception has closed.
+    host::BrokerChannel* const marks = held_kill_switch;
+    // The probe host's addresses: the session's (from the tunnel's DNS), else looked up once
+    // here (a name server that does not answer costs its timeout, and the kill switch may
+    // block DNS once the exception has closed).
+    auto probe_now = [&] {
+        io::ProbeRoute route;
+        if (addresses.empty()) {
+            if (auto found = io::resolve_probe_host(probe.url.host); found) addresses = *found;
+        }
+        route.addresses = addresses;
+        if (marks) {
+            for (int family : {AF_INET, AF_INET6}) {
+                auto fd = marks->open_probe_socket(family);
+                if (fd) (family == AF_INET ? route.v4 : route.v6) = std::move(*fd);
+            }
+        }
+        captive::Verdict v = session::probe_for_captive_portal(probe, -1, std::move(route));
+        LOG_DEBUG << "captive-portal probe " << probe.url.text() << ": " << v.why;
+        return v;
+    };
+    const auto began = std::chrono::steady_clock::now();
+    std::chrono::seconds wait{2};
+    std::string shown;
+    for (;;) {
+        if (verdict.kind == captive::Verdict::Kind::online) {
+            LOG_INFO << "captive portal: the probe gets the expected answer now: connecting";
+            return std::nullopt;
+        }
+        if (verdict.kind == captive::Verdict::Kind::portal && verdict.portal_url != shown) {
+            shown = verdict.portal_url;
+            LOG_WARN << "captive portal (" << verdict.why << "): log in at " << shown;
+            if (board) {
+                board->set_state(status::State::captive_portal, "captive portal (" + verdict.why + ")");
+                board->set_portal(shown);
+            }
+            show_portal(o, shown);
+            if (held_kill_switch) {
+                auto opened = held_kill_switch->open_captive_exception(exception_s);
+                if (!opened) LOG_WARN << "captive portal: no exception in the kill switch: " << opened.error().message;
+                held_kill_switch = nullptr;  // once per portal
+            }
+        } else if (verdict.kind == captive::Verdict::Kind::unknown) {
+            LOG_INFO << "captive portal: the probe got no verdict (" << verdict.why << "): trying the gateway";
+            return std::nullopt;
+        }
+        if (!o.always_on && std::chrono::steady_clock::now() - began > std::chrono::seconds(o.reconnect_timeout_s)) {
+            LOG_ERROR << "captive portal: still in the way after --reconnect-timeout " << o.reconnect_timeout_s << " s";
+            return kExitError;
+        }
+        if (!wait_to_retry(status, wait)) return kExitOk;
+        wait = std::min(wait * 2, std::chrono::seconds(30));
+        verdict = probe_now();
+    }
+}
+
 // The error logged; the exit code for it.
 int failed(const Error& e) {
     LOG_ERROR << e.message;
@@ -176,6 +299,7 @@ int exit_code(session::TunnelEnd end, bool always_on) {
         case session::TunnelEnd::user_detach:
             LOG_INFO << "disconnected; the session stays valid (SIGHUP)";
             return kExitOk;
+        case session::TunnelEnd::captive_portal: return kExitError;  // the caller waits for the portal
         case session::TunnelEnd::cookie_rejected:
             if (always_on) LOG_WARN << "the server rejected the cookie: the session is over";
             else LOG_ERROR << "the server rejected the cookie; exiting";
@@ -190,7 +314,8 @@ int exit_code(session::TunnelEnd end, bool always_on) {
 namespace {
 int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https,
                 ProcessControl& process, StatusService* service, session::StateFiles& files,
-                const std::shared_ptr<host::BrokerChannel>& broker);
+                const std::shared_ptr<host::BrokerChannel>& broker, const std::optional<captive::ProbeSpec>& probe,
+                session::TunnelOptions::CaptiveFound* portal);
 }  // namespace
 
 int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol,
@@ -275,6 +400,12 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     if (!trusted.empty() && !options.always_on)
         LOG_INFO << "--trusted-domain/--trusted-server are used with --always-on only: connecting";
     std::string trusted_said;  // the last verdict logged (one line when it changes)
+    // Captive portals: the probe; after a session ended for one, its cookie is used again
+    // (no new login) and the broker holds the kill switch until the next bring-up.
+    const std::optional<captive::ProbeSpec> probe = options.action == Action::connect && !options.dry_run
+                                                        ? captive_probe_spec(options)
+                                                        : std::nullopt;
+    bool resume_session = false;
     for (;;) {
         if (options.always_on && !trusted.empty()) {
             const auto verdict = session::detect_trusted_network(trusted);
@@ -295,6 +426,9 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
             auto line = read_stdin_line("the cookie on standard input");
             if (!line) return failed(line.error());
             login_rc = protocol.use_cookie(options, line->reveal_text());
+        } else if (resume_session) {
+            LOG_INFO << "the session from before the captive portal is used again";
+            resume_session = false;
         } else if (!given_cookie.empty()) {
             login_rc = protocol.use_cookie(options, given_cookie.reveal_text());
         } else {
@@ -324,6 +458,20 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
                 if (board) board->set_state(status::State::needs_login, "a new login is needed");
                 if (!wait_to_retry(service, std::nullopt)) return kExitOk;
                 backoff = std::chrono::seconds(1);
+            } else if (probe && options.proxy.empty() && !options.libproxy &&
+                       login_server_unreachable(protocol.login_server())) {
+                // The gateway cannot be reached: a captive portal in the way?
+                captive::Verdict v = session::probe_for_captive_portal(*probe);
+                if (v.kind == captive::Verdict::Kind::portal) {
+                    if (auto rc = wait_out_captive_portal(options, service, *probe, std::move(v), nullptr, 0)) return *rc;
+                    backoff = std::chrono::seconds(1);
+                    continue;
+                }
+                LOG_WARN << "the login failed (no captive portal: " << v.why << "); trying again in " << backoff.count()
+                         << " s (--always-on)";
+                if (board) board->set_state(status::State::reconnecting, "the login failed (see the log)");
+                if (!wait_to_retry(service, backoff)) return kExitOk;
+                backoff = std::min(backoff * 2, std::chrono::seconds(60));
             } else {
                 LOG_WARN << "the login failed; trying again in " << backoff.count() << " s (--always-on)";
                 if (board) board->set_state(status::State::reconnecting, "the login failed (see the log)");
@@ -333,7 +481,26 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
             continue;
         }
         const auto began = std::chrono::steady_clock::now();
-        const int rc = run_session(options, out, protocol, *https, *process, service, state_files, broker);
+        session::TunnelOptions::CaptiveFound portal;
+        const int rc = run_session(options, out, protocol, *https, *process, service, state_files, broker, probe, &portal);
+        if (!portal.url.empty() && probe) {
+            // The session ended for a captive portal (its cookie still good): wait it out, then
+            // the same session again.
+            const int seconds = options.captive_exception_timeout_s > 0 ? options.captive_exception_timeout_s
+                                : protocol.captive_exception_timeout_s() > 0 ? protocol.captive_exception_timeout_s()
+                                                                               : 300;
+            captive::Verdict v;
+            v.kind = captive::Verdict::Kind::portal;
+            v.portal_url = portal.url;
+            v.why = "found after a reconnect attempt failed";
+            host::BrokerChannel* held = options.kill_switch && broker ? broker.get() : nullptr;
+            if (auto code = wait_out_captive_portal(options, service, *probe, std::move(v), held, seconds,
+                                                    std::move(portal.probe_addresses)))
+                return *code;
+            resume_session = true;
+            backoff = std::chrono::seconds(1);
+            continue;
+        }
         if (!options.always_on || rc == kExitOk || options.action != Action::connect) return rc;
         // A session that ran a while: the next one starts from the shortest wait again.
         if (std::chrono::steady_clock::now() - began > std::chrono::seconds(60)) backoff = std::chrono::seconds(1);
@@ -352,7 +519,8 @@ namespace {
 // One session: print it (--authenticate, --cookieonly), or run the tunnel; the exit code.
 int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https_client,
                 ProcessControl& process_control, StatusService* service, session::StateFiles& files,
-                const std::shared_ptr<host::BrokerChannel>& broker) {
+                const std::shared_ptr<host::BrokerChannel>& broker, const std::optional<captive::ProbeSpec>& probe,
+                session::TunnelOptions::CaptiveFound* portal) {
     io::HttpsClient* const https = &https_client;
     ProcessControl* const process = &process_control;
 
@@ -391,6 +559,8 @@ int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& prot
             return broker->open_udp(family, send_buffer, receive_buffer);
         };
     }
+    t.captive_probe = probe;
+    t.captive_portal = portal;
     t.after_setup = [&] { return process->drop_privileges(); };
     t.on_connected = [&] { process->tunnel_up(); };
     const int rc = protocol.connect(options, *https, *process, t);

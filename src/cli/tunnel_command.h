@@ -43,6 +43,9 @@ public:
     // After log_in() returned 0 with no session: why no tunnel is needed (GP: inside the
     // corporate network, no internal gateway); --authenticate prints it as NO_TUNNEL=.
     virtual std::string no_tunnel_reason() const { return {}; }
+    // How long a captive portal's exception through the kill switch lasts, when the server
+    // says (GP: the portal config's captive-portal-exception-timeout); 0: not said.
+    virtual int captive_exception_timeout_s() const { return 0; }
     // The tunnel (and whatever the protocol does around it); returns the exit code.
     // `process.background()` is called here, before any thread starts.
     virtual int connect(ClientOptions& options, io::HttpsClient& https, ProcessControl& process,

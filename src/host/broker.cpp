@@ -11,7 +11,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <optional>
 #include <csignal>
 #include <cstring>
 
@@ -102,6 +105,11 @@ private:
     io::UniqueFd dns_listener_;
     std::string dns_listener_address_;
     std::optional<SessionEnd> end_;
+    // A captive portal's exception through the held kill switch: when it closes, on this
+    // process's own clock (the session's word is not needed for it to end).
+    std::optional<std::chrono::steady_clock::time_point> captive_until_;
+    void close_captive(const char* why);
+    int poll_timeout_ms() const;
 };
 
 void Broker::answer(const broker::Message& m, int fd) {
@@ -109,6 +117,20 @@ void Broker::answer(const broker::Message& m, int fd) {
     if (Status s = io::send_packet(requests_.get(), wire, fd); !s)
         LOG_DEBUG << "broker: answer not sent: " << s.error().message;
     secure_zero(wire.data(), wire.size());  // a state reply carries a cookie cache's bytes
+}
+
+void Broker::close_captive(const char* why) {
+    if (!captive_until_) return;
+    captive_until_.reset();
+    host_.close_captive_exception();
+    LOG_INFO << "captive portal: the kill switch's exception is closed (" << why << ")";
+}
+
+int Broker::poll_timeout_ms() const {
+    if (!captive_until_) return -1;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*captive_until_ -
+                                                                            std::chrono::steady_clock::now());
+    return static_cast<int>(std::clamp<long long>(left.count() + 1, 0, 60000));
 }
 
 void Broker::reply(broker::Type to, const Status& s, std::string text, std::vector<std::uint8_t> data, int fd) {
@@ -177,6 +199,7 @@ void Broker::serve(const io::Packet& packet) {
         return;
     }
     if (const auto* b = std::get_if<broker::BringUp>(&m)) {
+        close_captive("a tunnel is being brought up");
         std::vector<KillSwitchService> servers;
         for (const auto& s : b->login_servers) servers.push_back({s.address, s.port});
         host_.set_login_servers(std::move(servers));
@@ -204,10 +227,22 @@ void Broker::serve(const io::Packet& packet) {
     } else if (const auto* q = std::get_if<broker::QueueScript>(&m)) {
         host_.queue_script(static_cast<ScriptReason>(q->reason));
         reply(type, {});
-    } else if (std::holds_alternative<broker::TearDown>(m)) {
-        host_.tear_down();
-        state_.after(type, true);
+    } else if (const auto* t = std::get_if<broker::TearDown>(&m)) {
+        if (t->hold_kill_switch) host_.tear_down_holding_kill_switch();
+        else host_.tear_down();
+        state_.after(type, true, host_.holds_kill_switch());
         reply(type, {});
+    } else if (const auto* ps = std::get_if<broker::OpenProbeSocket>(&m)) {
+        auto fd = host_.open_probe_socket(ps->family);
+        reply(type, fd ? Status{} : Status(fd.error()), {}, {}, fd ? fd->get() : -1);
+    } else if (const auto* c = std::get_if<broker::OpenCaptiveException>(&m)) {
+        state_.after(type, true);  // once per captive portal, whatever comes of it
+        auto opened = host_.open_captive_exception(c->seconds);
+        if (opened) {
+            captive_until_ = std::chrono::steady_clock::now() + std::chrono::seconds(c->seconds);
+            LOG_INFO << "captive portal: the kill switch lets through " << *opened;
+        }
+        reply(type, opened ? Status{} : Status(opened.error()), opened ? *opened : std::string());
     } else if (const auto* a = std::get_if<broker::AddDomainRoute>(&m)) {
         auto done = host_.add_domain_route(a->address, a->include);
         reply(type, done ? Status{} : Status(done.error()), done ? *done : std::string());
@@ -293,7 +328,11 @@ SessionEnd Broker::run() {
     bool requests_open = true;
     while (!end_) {
         pollfd fds[2] = {{requests_open ? requests_.get() : -1, POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
-        if (::poll(fds, 2, requests_open ? -1 : 1000) < 0 && errno != EINTR) break;
+        const int captive_ms = poll_timeout_ms();
+        int timeout = requests_open ? captive_ms : 1000;
+        if (!requests_open && captive_ms >= 0) timeout = std::min(timeout, captive_ms);
+        if (::poll(fds, 2, timeout) < 0 && errno != EINTR) break;
+        if (captive_until_ && std::chrono::steady_clock::now() >= *captive_until_) close_captive("its time is up");
         if (fds[1].revents & POLLIN) {
             signalfd_siginfo si;
             while (::read(sigfd.get(), &si, sizeof si) == sizeof si) on_signal(si);
@@ -311,6 +350,7 @@ SessionEnd Broker::run() {
         }
         if (!requests_open && !end_) reap(WNOHANG);
     }
+    close_captive("the session has ended");  // the tear-down below removes the kill switch too
     if (!end_) {
         reap(0);
         if (!end_) end_ = SessionEnd{true, 1, 0};

@@ -76,7 +76,7 @@ void BrokerHost::tear_down() {
     if (torn_down_ || !tun_) return;
     torn_down_ = true;
     tun_.reset();  // our descriptor first: the device goes with the broker's
-    if (auto r = ask(broker::TearDown{}); !r) LOG_WARN << "tear-down: " << r.error().message;
+    if (auto r = ask(broker::TearDown{hold_}); !r) LOG_WARN << "tear-down: " << r.error().message;
 }
 
 Result<std::string> BrokerHost::add_domain_route(const IpPrefix& address, bool include) {
@@ -107,10 +107,24 @@ Result<io::UniqueFd> BrokerHost::open_dns_listener(const std::string& address, i
     return fd;
 }
 
+Result<io::UniqueFd> BrokerHost::open_probe_socket(int family) { return channel_->open_probe_socket(family); }
+
+Result<io::UniqueFd> BrokerChannel::open_probe_socket(int family) {
+    io::UniqueFd fd;
+    if (auto r = ask(broker::OpenProbeSocket{family}, &fd); !r) return r.error();
+    return fd;
+}
+
 Result<io::UniqueFd> BrokerChannel::open_udp(int family, int send_buffer, int receive_buffer) {
     io::UniqueFd fd;
     if (auto r = ask(broker::OpenUdp{family, send_buffer, receive_buffer}, &fd); !r) return r.error();
     return fd;
+}
+
+Result<std::string> BrokerChannel::open_captive_exception(int seconds) {
+    auto r = ask(broker::OpenCaptiveException{seconds});
+    if (!r) return r.error();
+    return r->text;
 }
 
 Result<std::optional<BrokerChannel::StateFile>> BrokerChannel::read_state(const std::string& path) {

@@ -46,6 +46,11 @@ public:
     Result<std::optional<StateFile>> read_state(const std::string& path);
     Status write_state(const std::string& path, std::vector<std::uint8_t> bytes, bool sync, int mode);
     Result<bool> remove_state(const std::string& path);
+    // After a tear-down that held the kill switch (a captive portal): the time-limited exception
+    // for the portal's login (broker::OpenCaptiveException); what it opened, for the log.
+    Result<std::string> open_captive_exception(int seconds);
+    // The captive-portal probe's marked socket (broker::OpenProbeSocket).
+    Result<io::UniqueFd> open_probe_socket(int family);
 
 private:
     io::UniqueFd socket_;
@@ -79,12 +84,17 @@ public:
     void run_script(ScriptReason reason) override;
     void queue_script(ScriptReason reason) override;
     void tear_down() override;
+    bool hold_kill_switch() override {
+        hold_ = true;
+        return true;
+    }
     Result<std::string> add_domain_route(const IpPrefix& address, bool include) override;
     void remove_domain_route(const IpPrefix& address, bool include) override;
     Status point_dns_at(const std::string& forwarder) override;
     bool domain_routes_possible() const override { return domain_routes_possible_; }
     std::size_t domain_route_count() const override { return domain_routes_; }
     Result<io::UniqueFd> open_dns_listener(const std::string& address, int port, const std::string& device) override;
+    Result<io::UniqueFd> open_probe_socket(int family) override;
     io::TunDevice& tun() override { return *tun_; }
     int mtu() const override { return mtu_; }
 
@@ -100,6 +110,7 @@ private:
     bool domain_routes_possible_ = false;
     std::size_t domain_routes_ = 0;
     bool torn_down_ = false;
+    bool hold_ = false;  // hold_kill_switch: the tear-down keeps the kill switch
 };
 
 }  // namespace espvpn::host

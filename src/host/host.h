@@ -28,6 +28,13 @@ public:
     virtual void queue_script(ScriptReason reason) = 0;
     // The disconnect script, then the device goes (with our addresses and routes).
     virtual void tear_down() = 0;
+    // A captive portal stands before the gateway (docs/SERVICE.md): the coming tear-down keeps
+    // the kill switch up (the next session's bring_up replaces its rules; the end of espvpn
+    // removes it). false: this host cannot (its kill switch goes with it).
+    virtual bool hold_kill_switch() { return false; }
+    // A TCP socket (non-blocking) for the captive-portal probe, marked kProbeMark (kill_switch.h):
+    // past the kill switch to port 80 and around the tunnel's routes. Needs CAP_NET_ADMIN.
+    virtual Result<io::UniqueFd> open_probe_socket(int family) = 0;
 
     // The domain-based split tunnel's host routes (TunnelHost::add_domain_route).
     virtual Result<std::string> add_domain_route(const IpPrefix& address, bool include) = 0;

@@ -86,6 +86,10 @@ std::string kill_switch_script(const KillSwitchRules& r) {
     // The first two lines make the replacement atomic: create if missing, delete, define.
     std::string s = "table " + kTable + "\ndelete table " + kTable + "\ntable " + kTable + " {\n";
     s += "  comment \"espvpn pid " + std::to_string(r.pid) + " --kill-switch\"\n";
+    // A captive portal's exception (open_captive_exception): empty but while it is open.
+    s += "  set captive_tcp {\n    type inet_service; flags timeout;\n  }\n";
+    s += "  set captive_dns4 {\n    type ipv4_addr; flags timeout;\n  }\n";
+    s += "  set captive_dns6 {\n    type ipv6_addr; flags timeout;\n  }\n";
     s += "  chain output {\n    type filter hook output priority filter; policy drop;\n";
     s += "    oifname \"lo\" accept\n    oifname " + tun + " accept\n";
     s += address_rule("ip", "daddr", peers4) + address_rule("ip6", "daddr", peers6);
@@ -101,6 +105,10 @@ std::string kill_switch_script(const KillSwitchRules& r) {
     s += "    udp sport 546 udp dport 547 accept\n";  // DHCPv6
     s += "    icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert, mld-listener-report, "
          "mld2-listener-report } accept\n";
+    s += "    meta mark " + std::to_string(kProbeMark) + " tcp dport 80 accept\n";  // the captive-portal probe
+    s += "    tcp dport @captive_tcp accept\n";
+    s += "    ip daddr @captive_dns4 meta l4proto { tcp, udp } th dport 53 accept\n";
+    s += "    ip6 daddr @captive_dns6 meta l4proto { tcp, udp } th dport 53 accept\n";
     s += "    counter drop comment \"blocked out\"\n  }\n";
     s += "  chain input {\n    type filter hook input priority filter; policy drop;\n";
     s += "    iifname \"lo\" accept\n    iifname " + tun + " accept\n";
@@ -112,6 +120,18 @@ std::string kill_switch_script(const KillSwitchRules& r) {
     s += "    udp sport 547 udp dport 546 accept\n";
     s += "    icmpv6 type { nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, nd-redirect } accept\n";
     s += "    counter drop comment \"blocked in\"\n  }\n}\n";
+    return s;
+}
+
+std::string captive_exception_script(const std::vector<std::string>& dns_servers, int seconds) {
+    const std::string t = " timeout " + std::to_string(seconds) + "s";
+    std::string s = "add element " + kTable + " captive_tcp { 80" + t + ", 443" + t + " }\n";
+    for (const std::string& a : dns_servers) {
+        bool v6 = false;
+        auto n = normalise_ip(a, &v6);
+        if (!n) continue;
+        s += "add element " + kTable + (v6 ? " captive_dns6 { " : " captive_dns4 { ") + *n + t + " }\n";
+    }
     return s;
 }
 
@@ -173,6 +193,29 @@ Result<std::unique_ptr<KillSwitch>> KillSwitch::install(const KillSwitchRules& r
              << (rules.allowed.empty() ? "" : ", the allowed prefixes")
              << ", loopback, DHCP and neighbour discovery (nftables table inet " << kKillSwitchTable << ")";
     return std::unique_ptr<KillSwitch>(new KillSwitch());
+}
+
+Status KillSwitch::replace(const KillSwitchRules& rules) {
+    Nft nft;
+    auto done = nft.run(kill_switch_script(rules));
+    if (!done) return make_error("--kill-switch: " + done.error().message);
+    LOG_INFO << "kill switch: the rules made again for " << rules.tun_name << " and the gateway (no gap)";
+    return {};
+}
+
+Status KillSwitch::open_captive_exception(const std::vector<std::string>& dns_servers, int seconds) {
+    Nft nft;
+    auto done = nft.run(captive_exception_script(dns_servers, seconds));
+    if (!done) return make_error("kill switch: captive-portal exception: " + done.error().message);
+    return {};
+}
+
+Status KillSwitch::close_captive_exception() {
+    Nft nft;
+    auto done = nft.run("flush set " + kTable + " captive_tcp\nflush set " + kTable + " captive_dns4\nflush set " +
+                        kTable + " captive_dns6\n");
+    if (!done) return make_error("kill switch: closing the captive-portal exception: " + done.error().message);
+    return {};
 }
 
 KillSwitch::~KillSwitch() {

@@ -1,5 +1,8 @@
 #include "src/host/tunnel_host.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <net/if.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +21,17 @@ TunnelHost::TunnelHost(TunnelHostOptions options) : o_(std::move(options)) {
 }
 
 TunnelHost::~TunnelHost() { tear_down(); }
+
+Result<io::UniqueFd> TunnelHost::open_probe_socket(int family) {
+    if (family != AF_INET && family != AF_INET6) return make_error("probe socket: not an IP family");
+    refresh_probe_route(family);  // the network may have changed during the outage
+    io::UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return make_error(std::string("probe socket: ") + std::strerror(errno));
+    const std::uint32_t mark = kProbeMark;
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_MARK, &mark, sizeof mark) != 0)
+        return make_error(std::string("probe socket: SO_MARK: ") + std::strerror(errno));
+    return fd;
+}
 
 Result<io::UniqueFd> TunnelHost::open_dns_listener(const std::string& address, int port, const std::string& device) {
     return io::DnsSocket::listen_fd(address, static_cast<unsigned>(port), device);
@@ -88,6 +102,7 @@ Status TunnelHost::install_kill_switch() {
         rules.allowed.push_back(*p);
     }
     for (const IpPrefix& p : config_.split_exclude) rules.allowed.push_back(p);
+    if (kill_switch_) return kill_switch_->replace(rules);  // held through a captive portal
     auto ks = KillSwitch::install(rules);
     if (!ks) return ks.error();
     kill_switch_ = std::move(*ks);
@@ -201,7 +216,64 @@ Status TunnelHost::add_routes() {
         if (Status s = tun_->add_route(*dst); !s) return make_error("route " + r.to_string() + ": " + s.error().message);
         LOG_INFO << "route " << r.to_string() << " dev " << tun_->name();
     }
+    add_probe_routes();
     return {};
+}
+
+void TunnelHost::add_probe_routes() {
+    for (int family : {AF_INET, AF_INET6}) refresh_probe_route(family);
+}
+
+void TunnelHost::refresh_probe_route(int family) {
+    if (!netlink_ || !tun_) return;
+    const int v6 = family == AF_INET6 ? 1 : 0;
+    // The host's own default route (the tunnel's are /1 halves beside it): the one a new
+    // network (a resume in a hotel) brings too.
+    auto routes = netlink_->default_routes(family, tun_->ifindex());
+    if (!routes) {
+        LOG_DEBUG << "captive-portal probe: " << routes.error().message;
+        return;
+    }
+    if (routes->empty()) return;  // none outside the tunnel: the probe follows the main table
+    const io::RouteNextHop& hop = routes->front();
+    auto dst = io::InterfaceAddress::parse(v6 ? "::/0" : "0.0.0.0/0");
+    if (!dst) return;
+    // Replaced each time: a link that went down took the table's route with it, even when
+    // the network that comes back gives the same one.
+    const bool same = probe_hop_[v6] && probe_hop_[v6]->ifindex == hop.ifindex &&
+                      probe_hop_[v6]->has_gateway == hop.has_gateway &&
+                      std::memcmp(probe_hop_[v6]->gateway, hop.gateway, sizeof hop.gateway) == 0;
+    if (Status s = netlink_->replace_route_in(kProbeTable, *dst, hop); !s) {
+        LOG_WARN << "captive-portal probe: " << s.error().message << "; during an outage it follows the tunnel's routes";
+        return;
+    }
+    probe_hop_[v6] = hop;
+    if (!same) LOG_DEBUG << "captive-portal probe: its packets take the default route via "
+              << (hop.has_gateway ? hop.gateway_text() : std::string("the link")) << " (ifindex " << hop.ifindex
+              << "; fwmark " << kProbeMark << ", table " << kProbeTable << ")";
+    if (probe_rule_[v6]) return;
+    if (Status s = netlink_->add_fwmark_rule(family, kProbeMark, kProbeTable, kProbeRulePriority); !s)
+        LOG_DEBUG << "captive-portal probe: " << s.error().message << " (left by an earlier run?)";
+    probe_rule_[v6] = true;
+}
+
+void TunnelHost::remove_probe_routes() {
+    for (int v6 = 0; v6 < 2; ++v6) {
+        const int family = v6 ? AF_INET6 : AF_INET;
+        if (probe_rule_[v6]) {
+            if (Status s = netlink_->delete_fwmark_rule(family, kProbeMark, kProbeTable, kProbeRulePriority); !s)
+                LOG_WARN << s.error().message;
+        }
+        if (probe_hop_[v6]) {
+            auto dst = io::InterfaceAddress::parse(v6 ? "::/0" : "0.0.0.0/0");
+            if (dst) {
+                if (Status s = netlink_->delete_route_in(kProbeTable, *dst, *probe_hop_[v6]); !s)
+                    LOG_DEBUG << s.error().message;
+            }
+        }
+        probe_rule_[v6] = false;
+        probe_hop_[v6].reset();
+    }
 }
 
 void TunnelHost::remove_bypass_routes() {
@@ -251,13 +323,57 @@ void TunnelHost::remove_domain_routes() {
     }
 }
 
+void TunnelHost::tear_down_holding_kill_switch() {
+    std::unique_ptr<KillSwitch> held = std::move(kill_switch_);
+    tear_down();
+    kill_switch_ = std::move(held);
+    if (kill_switch_) LOG_INFO << "kill switch kept while a captive portal stands before the gateway";
+}
+
+namespace {
+// The numeric, non-loopback nameserver addresses of a resolv.conf-format file.
+void nameservers_of(const char* path, std::vector<std::string>& out) {
+    std::ifstream in(path);
+    std::string line;
+    for (int lines = 0; lines < 1000 && std::getline(in, line); ++lines) {
+        std::istringstream words(line);
+        std::string key, value;
+        if (!(words >> key >> value) || key != "nameserver") continue;
+        bool v6 = false;
+        auto n = normalise_ip(value, &v6);
+        if (!n || n->rfind("127.", 0) == 0 || *n == "::1") continue;
+        if (std::find(out.begin(), out.end(), *n) == out.end()) out.push_back(*n);
+    }
+}
+}  // namespace
+
+Result<std::string> TunnelHost::open_captive_exception(int seconds) {
+    if (!holds_kill_switch()) return make_error("no kill switch is held for a captive portal");
+    std::vector<std::string> dns;
+    nameservers_of("/etc/resolv.conf", dns);
+    nameservers_of("/run/systemd/resolve/resolv.conf", dns);  // systemd-resolved's upstream servers
+    if (Status s = kill_switch_->open_captive_exception(dns, seconds); !s) return s.error();
+    std::string list;
+    for (const std::string& a : dns) list += (list.empty() ? "" : ", ") + a;
+    return "TCP 80/443 to any address, DNS to " + (list.empty() ? std::string("no server (none found)") : list) +
+           " for " + std::to_string(seconds) + " s";
+}
+
+void TunnelHost::close_captive_exception() {
+    if (!kill_switch_) return;
+    if (Status s = kill_switch_->close_captive_exception(); !s) LOG_ERROR << s.error().message;
+}
+
 void TunnelHost::tear_down() {
     if (tun_) run_script(ScriptReason::disconnect);
     scripts_.reset();
     dns_.reset();
     if (tun_ && netlink_) remove_domain_routes();
     remove_bypass_routes();
+    if (netlink_) remove_probe_routes();
     tun_.reset();  // removes the device (or our addresses/routes on a persistent one)
+    gateway_path_[0].reset();  // the next session (--always-on) finds the way to its gateway anew
+    gateway_path_[1].reset();
     kill_switch_.reset();  // a clean exit: traffic may leave outside the tunnel again
 }
 

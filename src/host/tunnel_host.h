@@ -54,6 +54,15 @@ public:
     void queue_script(ScriptReason reason) override;
     // The disconnect script, then the device goes (with our addresses and routes).
     void tear_down() override;
+    // The same, but the kill switch stays (a captive portal: docs/SERVICE.md) until the next
+    // bring_up replaces its rules or a tear_down() removes it.
+    void tear_down_holding_kill_switch();
+    bool holds_kill_switch() const { return !tun_ && kill_switch_ != nullptr; }
+    // While the kill switch is held: DNS to the network's servers (nameserver lines of
+    // /etc/resolv.conf and of systemd-resolved's upstream list; loopback passes anyway) and
+    // TCP 80/443 to anywhere, for `seconds`. Returns what was opened, for the log.
+    Result<std::string> open_captive_exception(int seconds);
+    void close_captive_exception();
 
     // The domain-based split tunnel (session/domain_split): a host route for one resolved
     // address, via the tun (include) or the gateway's path (exclude), as plan_domain_route
@@ -69,6 +78,7 @@ public:
     std::size_t domain_route_count() const override { return domain_routes_.size(); }
 
     Result<io::UniqueFd> open_dns_listener(const std::string& address, int port, const std::string& device) override;
+    Result<io::UniqueFd> open_probe_socket(int family) override;
 
     io::TunDevice& tun() override { return *tun_; }
     int mtu() const override { return mtu_; }
@@ -81,6 +91,10 @@ private:
     Status add_routes();
     Status install_kill_switch();
     void remove_bypass_routes();
+    // The captive-portal probe's way around the tunnel (kill_switch.h: kProbeTable).
+    void add_probe_routes();
+    void refresh_probe_route(int family);
+    void remove_probe_routes();
     void remove_domain_routes();
     // The path the host takes to `p` outside the tun (nullopt: none, or into the tun).
     std::optional<RoutePath> path_now(const IpPrefix& p);
@@ -98,6 +112,10 @@ private:
     std::vector<std::pair<io::InterfaceAddress, io::RouteNextHop>> bypass_routes_;
     // How the gateway is reached outside the tunnel, per family ([1]: IPv6), found at setup.
     std::optional<RoutePath> gateway_path_[2];
+    // The captive-portal probe's table (kProbeTable): its default route per family ([1]: IPv6),
+    // the host's own outside the tun, made again when it changed; and whether its rule is in.
+    std::optional<io::RouteNextHop> probe_hop_[2];
+    bool probe_rule_[2] = {false, false};
     struct DomainHostRoute {
         IpPrefix address;
         bool include;

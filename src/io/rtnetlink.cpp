@@ -3,10 +3,12 @@
 #include <arpa/inet.h>
 #include <linux/if.h>
 #include <linux/netlink.h>
+#include <linux/fib_rules.h>
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -109,6 +111,37 @@ Status RtNetlink::transact(void* request, std::size_t length, const char* what,
     return make_error(std::string(what) + ": no netlink acknowledgement");
 }
 
+Status RtNetlink::dump(void* request, std::size_t length, const char* what,
+                       const std::function<void(const nlmsghdr&)>& on_reply) {
+    auto* hdr = static_cast<nlmsghdr*>(request);
+    hdr->nlmsg_seq = ++seq_;
+    sockaddr_nl kernel{};
+    kernel.nl_family = AF_NETLINK;
+    if (::sendto(fd_.get(), request, length, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
+        return make_error(std::string(what) + ": netlink send: " + errno_text(errno));
+    alignas(NLMSG_ALIGNTO) std::uint8_t reply[32768];
+    for (int reads = 0; reads < 4096; ++reads) {  // a routing table of some 100 000 routes at most
+        ssize_t n = ::recv(fd_.get(), reply, sizeof reply, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return make_error(std::string(what) + ": netlink receive: " + errno_text(errno));
+        }
+        int left = static_cast<int>(n);
+        for (auto* m = reinterpret_cast<nlmsghdr*>(reply); NLMSG_OK(m, left); m = NLMSG_NEXT(m, left)) {
+            if (m->nlmsg_seq != seq_) continue;
+            if (m->nlmsg_type == NLMSG_DONE) return {};
+            if (m->nlmsg_type == NLMSG_ERROR) {
+                if (m->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) return make_error(std::string(what) + ": short netlink error");
+                const auto* err = static_cast<const nlmsgerr*>(NLMSG_DATA(m));
+                if (err->error == 0) return {};
+                return make_error(std::string(what) + ": " + errno_text(-err->error));
+            }
+            on_reply(*m);
+        }
+    }
+    return make_error(std::string(what) + ": the dump did not end");
+}
+
 Status RtNetlink::set_link_u32(int ifindex, std::uint16_t attr, std::uint32_t value, const std::string& what) {
     ifinfomsg info{};
     info.ifi_family = AF_UNSPEC;
@@ -151,11 +184,11 @@ Request address_request(std::uint16_t type, std::uint16_t flags, int ifindex, co
 // A main-table route; with a next hop (`via`, same family) it is a universe
 // route through that router, without one a link route on the device.
 Request route_request(std::uint16_t type, std::uint16_t flags, int ifindex, const InterfaceAddress& p, unsigned metric,
-                      const std::uint8_t* via = nullptr) {
+                      const std::uint8_t* via = nullptr, std::uint32_t table = RT_TABLE_MAIN) {
     rtmsg msg{};
     msg.rtm_family = static_cast<std::uint8_t>(p.family);
     msg.rtm_dst_len = p.prefix_len;
-    msg.rtm_table = RT_TABLE_MAIN;
+    msg.rtm_table = static_cast<std::uint8_t>(table < 256 ? table : static_cast<std::uint32_t>(RT_TABLE_UNSPEC));
     msg.rtm_protocol = RTPROT_STATIC;
     msg.rtm_scope = via ? RT_SCOPE_UNIVERSE : RT_SCOPE_LINK;
     msg.rtm_type = RTN_UNICAST;
@@ -169,6 +202,21 @@ Request route_request(std::uint16_t type, std::uint16_t flags, int ifindex, cons
     if (via) r.attr(RTA_GATEWAY, via, len);
     r.attr_u32(RTA_OIF, static_cast<std::uint32_t>(ifindex));
     if (metric) r.attr_u32(RTA_PRIORITY, metric);
+    if (table >= 256) r.attr_u32(RTA_TABLE, table);
+    return r;
+}
+
+Request rule_request(std::uint16_t type, std::uint16_t flags, int family, std::uint32_t fwmark, std::uint32_t table,
+                     std::uint32_t priority) {
+    fib_rule_hdr h{};
+    h.family = static_cast<std::uint8_t>(family);
+    h.action = FR_ACT_TO_TBL;
+    h.table = static_cast<std::uint8_t>(table < 256 ? table : static_cast<std::uint32_t>(RT_TABLE_UNSPEC));
+    Request r(type, flags, &h, sizeof h);
+    r.attr_u32(FRA_FWMARK, fwmark);
+    r.attr_u32(FRA_FWMASK, 0xffffffffu);
+    r.attr_u32(FRA_TABLE, table);
+    r.attr_u32(FRA_PRIORITY, priority);
     return r;
 }
 }  // namespace
@@ -242,6 +290,44 @@ Result<std::optional<RouteNextHop>> RtNetlink::get_route(const InterfaceAddress&
     return found;
 }
 
+Result<std::vector<RouteNextHop>> RtNetlink::default_routes(int family, int skip_ifindex) {
+    rtmsg msg{};
+    msg.rtm_family = static_cast<std::uint8_t>(family);
+    Request r(RTM_GETROUTE, NLM_F_DUMP, &msg, sizeof msg);
+    r.hdr()->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;  // no ACK: the dump ends with NLMSG_DONE
+    std::vector<std::pair<std::uint32_t, RouteNextHop>> found;
+    auto on_reply = [&](const nlmsghdr& m) {
+        if (m.nlmsg_type != RTM_NEWROUTE || m.nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg))) return;
+        const auto* rt = static_cast<const rtmsg*>(NLMSG_DATA(&m));
+        if (rt->rtm_family != family || rt->rtm_dst_len != 0 || rt->rtm_type != RTN_UNICAST) return;
+        std::uint32_t table = rt->rtm_table, metric = 0;
+        RouteNextHop hop;
+        hop.family = family;
+        const std::size_t addr_len = family == AF_INET ? 4 : 16;
+        int left = static_cast<int>(RTM_PAYLOAD(&m));
+        for (const rtattr* a = RTM_RTA(rt); RTA_OK(a, left); a = RTA_NEXT(a, left)) {
+            if (RTA_PAYLOAD(a) >= 4 && a->rta_type == RTA_OIF) {
+                std::uint32_t oif;
+                std::memcpy(&oif, RTA_DATA(a), 4);
+                hop.ifindex = static_cast<int>(oif);
+            } else if (RTA_PAYLOAD(a) >= 4 && a->rta_type == RTA_TABLE) {
+                std::memcpy(&table, RTA_DATA(a), 4);
+            } else if (RTA_PAYLOAD(a) >= 4 && a->rta_type == RTA_PRIORITY) {
+                std::memcpy(&metric, RTA_DATA(a), 4);
+            } else if (a->rta_type == RTA_GATEWAY && RTA_PAYLOAD(a) == addr_len) {
+                std::memcpy(hop.gateway, RTA_DATA(a), addr_len);
+                hop.has_gateway = true;
+            }
+        }
+        if (table == RT_TABLE_MAIN && hop.ifindex > 0 && hop.ifindex != skip_ifindex) found.emplace_back(metric, hop);
+    };
+    if (Status s = dump(r.buf, r.hdr()->nlmsg_len, "route dump", on_reply); !s) return s.error();
+    std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<RouteNextHop> out;
+    for (auto& f : found) out.push_back(f.second);
+    return out;
+}
+
 Status RtNetlink::add_route_via(const InterfaceAddress& destination, const RouteNextHop& hop, bool* exists) {
     Request r = route_request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, hop.ifindex, destination, 0,
                               hop.has_gateway ? hop.gateway : nullptr);
@@ -249,6 +335,29 @@ Status RtNetlink::add_route_via(const InterfaceAddress& destination, const Route
     Status s = transact(r.buf, r.hdr()->nlmsg_len, ("add route " + destination.to_string()).c_str(), {}, &err);
     if (exists) *exists = err == EEXIST;
     return s;
+}
+
+Status RtNetlink::replace_route_in(std::uint32_t table, const InterfaceAddress& destination, const RouteNextHop& hop) {
+    Request r = route_request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, hop.ifindex, destination, 0,
+                              hop.has_gateway ? hop.gateway : nullptr, table);
+    return transact(r.buf, r.hdr()->nlmsg_len,
+                    ("add route " + destination.to_string() + " table " + std::to_string(table)).c_str());
+}
+
+Status RtNetlink::delete_route_in(std::uint32_t table, const InterfaceAddress& destination, const RouteNextHop& hop) {
+    Request r = route_request(RTM_DELROUTE, 0, hop.ifindex, destination, 0, hop.has_gateway ? hop.gateway : nullptr, table);
+    return transact(r.buf, r.hdr()->nlmsg_len,
+                    ("delete route " + destination.to_string() + " table " + std::to_string(table)).c_str());
+}
+
+Status RtNetlink::add_fwmark_rule(int family, std::uint32_t fwmark, std::uint32_t table, std::uint32_t priority) {
+    Request r = rule_request(RTM_NEWRULE, NLM_F_CREATE | NLM_F_EXCL, family, fwmark, table, priority);
+    return transact(r.buf, r.hdr()->nlmsg_len, ("add rule fwmark " + std::to_string(fwmark)).c_str());
+}
+
+Status RtNetlink::delete_fwmark_rule(int family, std::uint32_t fwmark, std::uint32_t table, std::uint32_t priority) {
+    Request r = rule_request(RTM_DELRULE, 0, family, fwmark, table, priority);
+    return transact(r.buf, r.hdr()->nlmsg_len, ("delete rule fwmark " + std::to_string(fwmark)).c_str());
 }
 
 Status RtNetlink::delete_route_via(const InterfaceAddress& destination, const RouteNextHop& hop) {

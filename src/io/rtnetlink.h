@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "protocols/base/result.h"
 #include "src/io/unique_fd.h"
@@ -58,12 +59,23 @@ public:
     // existing route: fails with `exists` set when the same one is already there.
     Status add_route_via(const InterfaceAddress& destination, const RouteNextHop& hop, bool* exists = nullptr);
     Status delete_route_via(const InterfaceAddress& destination, const RouteNextHop& hop);
+    // The same in routing table `table` (replacing what is there for `destination`).
+    Status replace_route_in(std::uint32_t table, const InterfaceAddress& destination, const RouteNextHop& hop);
+    Status delete_route_in(std::uint32_t table, const InterfaceAddress& destination, const RouteNextHop& hop);
+    // The main table's unicast default routes (0/0) of `family` that do not use the device
+    // `skip_ifindex` (the tun), lowest metric first.
+    Result<std::vector<RouteNextHop>> default_routes(int family, int skip_ifindex);
+    // A policy rule: packets of `family` marked `fwmark` look up `table`, at `priority`.
+    Status add_fwmark_rule(int family, std::uint32_t fwmark, std::uint32_t table, std::uint32_t priority);
+    Status delete_fwmark_rule(int family, std::uint32_t fwmark, std::uint32_t table, std::uint32_t priority);
 
 private:
     explicit RtNetlink(int fd) : fd_(fd) {}
     // Sends a request and waits for its ACK; `on_reply` (if any) sees the other replies to it.
     Status transact(void* request, std::size_t length, const char* what,
                     const std::function<void(const nlmsghdr&)>& on_reply = {}, int* error = nullptr);
+    // A dump request: every reply to `on_reply` until NLMSG_DONE.
+    Status dump(void* request, std::size_t length, const char* what, const std::function<void(const nlmsghdr&)>& on_reply);
     // RTM_NEWLINK setting one u32 link attribute (IFLA_MTU, IFLA_TXQLEN).
     Status set_link_u32(int ifindex, std::uint16_t attr, std::uint32_t value, const std::string& what);
     UniqueFd fd_;

@@ -17,6 +17,7 @@ const char* describe(TunnelEnd end) {
         case TunnelEnd::connection_lost: return "the connection to the server was lost";
         case TunnelEnd::reconnect_timed_out: return "no connection came back within --reconnect-timeout";
         case TunnelEnd::cookie_rejected: return "cookie rejected";
+        case TunnelEnd::captive_portal: return "a captive portal stands before the gateway";
         case TunnelEnd::error: return "the tunnel ended on the error above";  // "error: error; exiting" said nothing
     }
     return "?";

@@ -27,6 +27,7 @@ enum class TunnelEnd {
     connection_lost,      // a link failed or closed: reconnectable, the session goes on
     reconnect_timed_out,  // no link came back within --reconnect-timeout
     cookie_rejected,      // the server refused the session cookie
+    captive_portal,       // the gateway cannot be reached, a captive portal answers instead (the session stays valid)
     error,
 };
 const char* describe(TunnelEnd end);

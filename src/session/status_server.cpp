@@ -42,7 +42,13 @@ void StatusBoard::set_state(State state, const std::string& error) {
     std::lock_guard lock(mu_);
     if (s_.state != state) s_.since = unix_now();
     s_.state = state;
+    if (state != State::captive_portal) s_.portal.clear();
     if (!error.empty()) s_.last_error = error;
+}
+
+void StatusBoard::set_portal(const std::string& url) {
+    std::lock_guard lock(mu_);
+    s_.portal = url;
 }
 
 void StatusBoard::set_error(const std::string& error) {

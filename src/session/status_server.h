@@ -44,6 +44,9 @@ public:
     // A new state (its "since" is now when it changed); `error` replaces last_error when non-empty.
     void set_state(status::State state, const std::string& error = {});
     void set_error(const std::string& error);
+    // The captive portal's page (printable: captive::printable_url), shown while the state is
+    // captive_portal; any other state clears it.
+    void set_portal(const std::string& url);
     void set_gateway(const std::string& gateway);
     // The tunnel's interface (0: none) and what names its transport now (empty: none);
     // both cleared when the tunnel goes.

@@ -13,6 +13,7 @@
 #include "src/io/route_watch.h"
 #include "src/io/sleep_watch.h"
 #include "src/log/logger.h"
+#include "src/session/captive_portal.h"
 #include "src/session/domain_split.h"
 #include "src/session/path_rule.h"
 #include "src/session/signal_watch.h"
@@ -28,7 +29,9 @@ class SessionLoop {
 public:
     SessionLoop(SessionDriver& driver, const TunnelOptions& options, host::Host& host)
         : d_(driver), o_(options), host_(host),
-          control_(driver.peer(), options.reconnect_timeout, driver.attempt_text(), options.always_on) {}
+          control_(driver.peer(), options.reconnect_timeout, driver.attempt_text(), options.always_on) {
+        if (options.captive_probe) probe_addresses_.emplace(*options.captive_probe);
+    }
 
     void apply(SessionActions a) {
         for (const LogLine& line : a.log)
@@ -42,6 +45,9 @@ public:
             if (o_.on_connected) o_.on_connected();
             carried_ = true;
         }
+        // The tunnel carries (first, or after an outage): its DNS finds the captive-portal
+        // probe's host for a later outage.
+        if ((a.first_up || a.outage_ended) && probe_addresses_) probe_addresses_->look_up();
         if (a.end && !end_) end_ = a.end;
     }
 
@@ -221,13 +227,14 @@ public:
         publish_state();
         while (!end_) {
             // A new link is made on its own thread: signals are served meanwhile, and its end wakes us.
-            pollfd p[5 + DomainSplit::kMaxFds] = {
+            pollfd p[6 + DomainSplit::kMaxFds] = {
                 {signals.fd(), POLLIN, 0},
                 {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0},
                 {watch_ ? watch_->fd() : -1, POLLIN, 0},
                 {sleep_ ? sleep_->fd() : -1, sleep_ ? sleep_->events() : short(0), 0},
-                {o_.status_server ? o_.status_server->commands_fd() : -1, POLLIN, 0}};
-            nfds_t n = 5;
+                {o_.status_server ? o_.status_server->commands_fd() : -1, POLLIN, 0},
+                {probe_ ? probe_->done_fd() : -1, POLLIN, 0}};
+            nfds_t n = 6;
             if (domains_ && carried_)  // stepped only then: a query waiting before would spin the loop
                 for (int fd : domains_->fds()) p[n++] = {fd, POLLIN, 0};  // at most kMaxFds
             const int timeout = poll_timeout();
@@ -249,7 +256,9 @@ public:
                     o_.status_board->set_error(r.why);
                 apply(control_.attempt_finished(Clock::now(), r));
                 if (auto fresh = d_.take_new_config(); fresh && !end_) refresh_domains(*fresh);
+                if (!end_ && r.kind == AttemptResult::Kind::failed && control_.in_outage()) start_probe();
             }
+            if (!end_ && probe_ && probe_->done()) finish_probe();
             if (!end_) apply(control_.tick(Clock::now()));
             if (end_) break;
             for (const LinkEvent& e : d_.step(Clock::now(), control_)) {
@@ -265,8 +274,52 @@ public:
             LOG_INFO << "the connection attempt in progress (" << control_.attempt_why() << ") cancelled in "
                      << ms_of(Clock::now() - t0) << " ms";
         }
+        probe_.reset();  // cancelled: its waits end at once
         if (domains_) domains_->stop();  // its routes go before the links stop
         return *end_;
+    }
+
+    // Captive portals: a reconnect attempt failed; is a portal in the way? (one probe at a time)
+    void start_probe() {
+        if (!o_.captive_probe || probe_) return;
+        // The host's marked sockets take the way around the tunnel and past the kill switch.
+        io::ProbeRoute route;
+        if (probe_addresses_) route.addresses = probe_addresses_->get();
+        for (int family : {AF_INET, AF_INET6}) {
+            auto fd = host_.open_probe_socket(family);
+            if (!fd) {
+                LOG_DEBUG << "captive-portal probe: " << fd.error().message;
+                continue;
+            }
+            (family == AF_INET ? route.v4 : route.v6) = std::move(*fd);
+        }
+        probe_ = std::make_unique<BackgroundProbe>(*o_.captive_probe, std::move(route));
+    }
+    void finish_probe() {
+        const captive::Verdict v = probe_->verdict();
+        probe_.reset();
+        LOG_DEBUG << "captive-portal probe " << o_.captive_probe->url.text() << ": " << v.why;
+        if (v.kind != captive::Verdict::Kind::portal || !control_.in_outage()) return;
+        // Its routes and DNS would take the browser's traffic into the dead tunnel: the session
+        // ends (its cookie kept), the tun goes, the kill switch stays (held by the host).
+        const bool held = o_.host.kill_switch && host_.hold_kill_switch();
+        if (o_.host.kill_switch && !held) {
+            // No privilege split: the kill switch would go with the tunnel. Fail closed.
+            if (!captive_said_)
+                LOG_WARN << "captive portal (" << v.why << ") at " << v.portal_url
+                         << ": the tunnel and --kill-switch stay (its rules are kept through a portal only when "
+                            "espvpn was started as root)";
+            captive_said_ = true;
+            return;
+        }
+        if (o_.captive_portal) *o_.captive_portal = {v.portal_url, probe_addresses_ ? probe_addresses_->get() : std::vector<std::string>{}};
+        if (o_.status_board) {
+            o_.status_board->set_state(status::State::captive_portal, "captive portal (" + v.why + ")");
+            o_.status_board->set_portal(v.portal_url);
+        }
+        apply(control_.link_ended(TunnelEnd::captive_portal,
+                                  "captive portal (" + v.why + ") at " + v.portal_url + ": the tunnel goes down" +
+                                      (held ? " (the kill switch stays)" : "") + " until the portal lets traffic through"));
     }
 
     std::optional<TunnelEnd> end_;
@@ -277,6 +330,9 @@ private:
     host::Host& host_;
     SessionControl control_;
     std::unique_ptr<LinkAttempt> attempt_;
+    std::unique_ptr<BackgroundProbe> probe_;  // a captive-portal probe (start_probe)
+    bool captive_said_ = false;               // the portal that cannot be let through was logged
+    std::optional<ProbeAddresses> probe_addresses_;  // looked up when the session starts
     std::optional<io::RouteWatch> watch_;
     std::optional<io::SleepWatch> sleep_;  // logind's PrepareForSleep, when there is a bus
     PathRule path_;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "protocols/base/result.h"
+#include "protocols/captive/captive_probe.h"
 #include "src/datapath/stats_reporter.h"
 #include "src/io/state_files.h"
 #include "src/session/link_attempt.h"
@@ -59,6 +60,16 @@ struct TunnelOptions {
     // `status_board` and serves the disconnect/reconnect requests of `status_server`.
     StatusBoard* status_board = nullptr;
     StatusServer* status_server = nullptr;
+    // Captive portals (captive_portal.h): probed after each failed reconnect attempt (nullopt:
+    // never, --no-captive-probe). When a portal answers, the session ends (TunnelEnd::captive_portal,
+    // its cookie still valid) with the kill switch held by the host, and what was found is
+    // written to *captive_portal (when set) for the caller, which waits for the portal to let go.
+    std::optional<captive::ProbeSpec> captive_probe;
+    struct CaptiveFound {
+        std::string url;                           // the portal's page (printable)
+        std::vector<std::string> probe_addresses;  // the probe host's, as the tunnel's DNS gave them
+    };
+    CaptiveFound* captive_portal = nullptr;
     // Host-integration hooks (src/cli), called on the control thread.
     // after_setup: the tun, its configuration and the first link exist, nothing else needs
     // privileges (--setuid drops them here); an error ends the session.

@@ -23,7 +23,8 @@ _espvpn() {
     --passtos --allow-insecure-crypto --http-auth --force-trojan --external-browser --sso-timeout --sso-callback --mca-certificate --mca-key
     --mca-key-password --juniper --no-cookie-cache --no-internal-detection --forget-cookies
     --script-tun -S --token-mode --token-secret --xmlconfig -x --sso-browser
-    --status-socket --status-user --status-group --always-on --trusted-domain --trusted-server"
+    --status-socket --status-user --status-group --always-on --trusted-domain --trusted-server
+    --captive-probe --no-captive-probe --captive-exception-timeout"
   # options:end
 
   # --name=value: bash splits at '=' when it is in COMP_WORDBREAKS (the default).
@@ -53,7 +54,7 @@ _espvpn() {
     --script|-s|--csd-wrapper|--hip-wrapper|--sso-browser)
       mapfile -t COMPREPLY < <(compgen -c -- "$cur"); return ;;
     --server|--user|-u|--authgroup|--form-entry|-F|--cookie|-C|--useragent|--version-string|\
-    --local-hostname|--http-timeout|--prompt-fd|--servercert|--trusted-domain|--trusted-server|--resolve|--key-password|-p|--dtls-local-port|\
+    --local-hostname|--http-timeout|--prompt-fd|--servercert|--trusted-domain|--trusted-server|--captive-probe|--captive-exception-timeout|--resolve|--key-password|-p|--dtls-local-port|\
     --reconnect-timeout|--force-dpd|--esp-retry-interval|--mtu|-m|--base-mtu|--queue-len|-Q|--proxy|-P|--token-mode|\
     --dtls-ciphers|--dtls12-ciphers|--gnutls-debug|--cert-expire-warning|-e|--http-auth|--force-trojan|\
     --external-browser|--sso-timeout|--sso-callback|--mca-key-password|--token-secret|--forget-cookies)

@@ -273,6 +273,7 @@ Result<GpAuthenticated> GpLogin::via_portal(bool* portal_missing) {
     const bool replay = have_cookie || !creds->interactive || creds->sso;
     auto done = via_gateway(*gateway, replay ? &*creds : nullptr, &*config);
     if (done && config->hip_report_interval) done->hip_report_interval = config->hip_report_interval;
+    if (done) done->captive_portal_exception_timeout = config->captive_portal_exception_timeout;
     if (done && have_cookie && !(creds->saved_cookie && saved_refused_)) {
         done->portal_user = creds->form.user;
         done->portal_userauthcookie = creds->form.portal_userauthcookie.clone();

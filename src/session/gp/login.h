@@ -83,6 +83,7 @@ struct GpAuthenticated {
     gp::GpSessionCookie cookie;
     std::string app_version;      // portal <version>, sent back as app-version
     std::optional<unsigned> hip_report_interval;
+    std::optional<unsigned> captive_portal_exception_timeout;  // the portal config's (seconds)
     // The portal's authentication-override cookie of this login (empty: none), for the user
     // `portal_user`, valid for `portal_cookie_lifetime` when the portal says so; fresh when
     // the portal handed it out now (false: the saved one was used and not renewed).

@@ -24,6 +24,32 @@
 #              run as systemd would, with the profile /etc/espvpn/gp.conf moved to the test's
 #              directory (server, CA, user, -F password): connected on the status socket, ping;
 #              `espvpn disconnect gp`-style: logout, exit 0
+#   captive:   a hotel's captive portal (captive_portal.py on 198.51.100.80, off the client's link,
+#              through the default route) with --always-on --kill-switch and a full tunnel, the probe
+#              by a name only the tunnel's DNS knows (tiny_dns.py on the lan): connected;
+#              the gateway blocked (TCP reset, ESP dropped) while the portal redirects everything:
+#              the status says captive-portal with the portal's URL (its control character escaped),
+#              the URL is printed (no display), the tunnel is down, the kill switch stays and lets
+#              HTTP to the portal pass (its DNS server named in the exception) while TCP 8080 and
+#              UDP 5353 to the same host are dropped; a GET /login through the exception, the
+#              gateway back: connected again with the same session (no new login), the exception
+#              closed when the tunnel came up, ping; SIGTERM: exit 0, no kill switch left
+#   captive_deadline: the same portal, found after the client's link went down and up (a new
+#              network: the kernel flushed the probe's route), the exception's length from the GP portal config
+#              (captive-portal-exception-timeout 3): after 3 s the broker closes it by itself,
+#              HTTP to the portal is dropped, the status still says captive-portal; SIGTERM: exit
+#              0, the kill switch gone, TCP 8080 reachable again
+#   captive_login: --always-on started in the hotel (the gateway blocked from the start, no kill
+#              switch): the login's server takes no TCP connection, the probe finds the portal:
+#              captive-portal, the escaped URL printed and handed to the user's browser
+#              (--external-browser=a program that notes it) by the browser launcher, as the
+#              session process runs under its seccomp filter; the portal's login and the gateway
+#              back: connected
+#   captive_anyconnect: the same portal before the project's AnyConnect gateway (split tunnel,
+#              DTLS), --always-on --kill-switch: the CSTP and DTLS blocked: captive-portal, HTTP to
+#              the portal passes the kept kill switch; the portal's login and the gateway back:
+#              connected again with the same cookie (the password on stdin is spent: a new login
+#              could not pass), the exception closed
 #   anyconnect: the project's AnyConnect gateway (tools/https-tunnel-gateway, beside GATEWAY_BIN's
 #              folder): the status says connected, protocol anyconnect, transport DTLS once DTLS
 #              carries, bytes grow with a ping; `espvpn disconnect`: exit 0
@@ -44,7 +70,7 @@ up() {
 }
 ping_lan() { ip netns exec "$nsc" ping -c "${1:-3}" -i 0.2 -W 2 "$lan_ip" >/dev/null; }
 status_json() { "$espvpn" status --json --status-socket "$sock"; }
-state_is() { [[ $(status_json 2>/dev/null | json /dev/stdin 'd["state"]') == "$1" ]]; }
+state_is() { [[ $(status_json 2>/dev/null | json /dev/stdin 'd["state"]' 2>/dev/null) == "$1" ]]; }
 fake_extra=()
 
 case $mode in
@@ -221,6 +247,194 @@ anyconnect)
   [[ $rc -eq 0 ]] || fail "espvpn exited $rc after espvpn disconnect"
   no_tun_left "$nsc" || fail "tun device left behind"
   echo "RESULT anyconnect: $(cut -c1-200 "$work/status2.json")"
+  ;;
+captive|captive_deadline|captive_login|captive_anyconnect)
+  portal=198.51.100.80
+  ip -n "$nsg" addr add $portal/32 dev lo
+  ip -n "$nsc" route add default via $gw_ip
+  touch "$work/portal.log"
+  ip netns exec "$nsg" $py "$here/captive_portal.py" $portal "$work/portal-login" "$work/portal.log" \
+    >"$work/portal.out" 2>&1 &
+  pids+=("$!")
+  wait_listening "$nsg" tcp 80 10 || fail "the captive portal did not start"
+  fake_routes=(--full-tunnel)
+  probe=(--captive-probe "http://$portal/check_network_status.txt")
+  hotel() {
+    ip netns exec "$nsg" nft -f - <<NFT
+table inet hotel {
+  chain input {
+    type filter hook input priority filter;
+    ip saddr $cl_ip ip daddr $gw_ip tcp dport 4443 reject with tcp reset
+    ip saddr $cl_ip ip daddr $gw_ip udp dport 4501 drop
+  }
+}
+NFT
+  }
+  if [[ $mode == captive_anyconnect ]]; then
+    gateway_anyconnect_up || fail "anyconnect-gateway did not start"
+    echo test123 | ip netns exec "$nsc" "$espvpn" --protocol=anyconnect --cafile "$repo/certs/ca.pem" -u testuser \
+      --passwd-on-stdin --status-socket "$sock" --always-on --kill-switch --force-dpd 1 "${probe[@]}" \
+      "https://$gw_ip:4443/" >"$work/espvpn.out" 2>"$work/espvpn.log" &
+    client_pid=$!; pids+=("$client_pid")
+    wait_until 30 state_is connected || fail "AnyConnect: not connected: $(status_json)"
+    wait_for "$work/espvpn.log" "data over DTLS" 20 "$client_pid" || fail "AnyConnect: no DTLS"
+    ip netns exec "$nsg" nft -f - <<NFT
+table inet hotel {
+  chain input {
+    type filter hook input priority filter;
+    ip saddr $cl_ip ip daddr $gw_ip tcp dport 4443 reject with tcp reset
+    ip saddr $cl_ip ip daddr $gw_ip udp dport 4443 drop
+  }
+}
+NFT
+    # The test gateway serves one tunnel at a time and would hold the old one until its DPD
+    # gives up: it learns now that the client has gone (a real gateway takes the reconnect).
+    ip netns exec "$nsg" ss -K src $gw_ip sport = :4443 dst $cl_ip >/dev/null 2>&1
+    wait_until 90 state_is captive-portal || fail "AnyConnect: the status did not say captive-portal: $(status_json)"
+    wait_for "$work/espvpn.log" "the kill switch lets through TCP 80/443" 20 "$client_pid" || fail "no exception opened"
+    code=$(ip netns exec "$nsc" curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://$portal/login") || true
+    [[ $code == 200 ]] || fail "the portal's login through the exception: $code"
+    ip netns exec "$nsg" nft delete table inet hotel
+    wait_until 90 state_is connected || fail "AnyConnect: not connected after the portal let go: $(status_json)"
+    grep -q "the kill switch's exception is closed (a tunnel is being brought up)" "$work/espvpn.log" \
+      || fail "the exception was not closed when the tunnel came up"
+    ping_lan || fail "AnyConnect: no ping after the captive portal"
+    kill -TERM "$client_pid"
+    rc=0; wait "$client_pid" || rc=$?
+    [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM"
+    ! ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null 2>&1 || fail "the kill switch was left behind"
+    echo "RESULT captive_anyconnect: captive-portal, connected again with the same cookie after the portal's login"
+    gateway_down
+    echo PASS
+    exit 0
+  fi
+  if [[ $mode == captive_login ]]; then
+    gateway_https_up
+    gateway_up aes-128-gcm --tun "$ht_dev" || fail "fake gateway did not start"
+    hotel
+    # The user's browser: a program that notes what it was asked to open (the session user,
+    # not root, runs it: it writes where anyone may).
+    mkdir -m 1777 "$work/browser"
+    printf '#!/bin/sh\nprintf "%%s\\n" "$1" >>%s/browser/opened\n' "$work" >"$work/open-portal"
+    chmod 0755 "$work/open-portal"
+    espvpn_up --timestamp --status-socket "$sock" --always-on "${probe[@]}" --external-browser="$work/open-portal"
+    wait_until 60 state_is captive-portal || fail "the status did not say captive-portal: $(status_json)"
+    url="http://$portal/login?from=probe&x=%1B[31mred"
+    [[ $(status_json | json /dev/stdin 'd["portal"]') == "$url" ]] || fail "the portal's URL: $(status_json)"
+    wait_for "$work/browser/opened" "." 10 || fail "the browser was not started: $(grep -i 'captive' "$work/espvpn.log")"
+    [[ $(cat "$work/browser/opened") == "$url" ]] || fail "the browser was asked to open: $(cat -v "$work/browser/opened")"
+    # Opened from under the session's seccomp filter: by the launcher forked before it; the
+    # escaped URL is printed as well.
+    if [[ ${ESPVPN_SECCOMP:-} != 0 ]]; then
+      [[ $(status_field "$(session_of "$client_pid")" Seccomp) == 2 ]] || fail "the session process has no seccomp filter"
+    fi
+    grep -qF "its page opened by the browser launcher" "$work/espvpn.log" \
+      || fail "the page was not opened by the browser launcher: $(grep -i 'captive' "$work/espvpn.log")"
+    grep -qF "  $url" "$work/espvpn.log" || fail "the escaped URL is not printed"
+    code=$(ip netns exec "$nsc" curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://$portal/login") || true
+    [[ $code == 200 ]] || fail "the portal's login: $code"
+    ip netns exec "$nsg" nft delete table inet hotel
+    wait_until 90 state_is connected || fail "not connected after the portal let go: $(status_json)"
+    ping_lan || fail "no ping after the captive portal"
+    kill -TERM "$client_pid"
+    rc=0; wait "$client_pid" || rc=$?
+    [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM"
+    echo "RESULT captive_login: captive-portal before the first login, connected after the portal's login"
+    gateway_down
+    echo PASS
+    exit 0
+  fi
+  if [[ $mode == captive ]]; then
+    # The probe by name, as NetworkManager's: the tunnel's DNS (a server on the lan, the only
+    # one that knows the name) answers it while the tunnel carries; during the outage and the
+    # portal no DNS server answers it (the network's, 192.0.2.53, is a black hole).
+    ip netns exec "$nsl" $py "$here/tiny_dns.py" $lan_ip portal.hotel.test $portal >"$work/dns.out" 2>&1 &
+    pids+=("$!")
+    wait_listening "$nsl" udp 53 10 || fail "the DNS server did not start"
+    probe=(--captive-probe "http://portal.hotel.test/check_network_status.txt")
+    fake_extra=(--dns $lan_ip)
+    up --always-on --kill-switch --force-dpd 1 "${probe[@]}" --captive-exception-timeout 120
+  else
+    fake_extra=(--captive-exception-timeout 3)
+    up --always-on --kill-switch --force-dpd 1 "${probe[@]}"
+  fi
+  wait_until 20 state_is connected || fail "not connected at the start: $(status_json)"
+  logins0=$(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)')
+  if [[ $mode == captive_deadline ]]; then
+    # The laptop joins the hotel's network: its link goes down and up and the default route
+    # comes back as DHCP gives it. The kernel flushed every route through the link, the
+    # probe's own table's too: the probe's way around the tunnel must be found again.
+    ip -n "$nsc" link set "${topo}cg" down
+    ip -n "$nsc" link set "${topo}cg" up
+    ip -n "$nsc" addr replace $cl_ip6/64 dev "${topo}cg" nodad
+    ip -n "$nsc" route replace default via $gw_ip
+  fi
+  # The hotel: the gateway does not answer, the portal redirects everything.
+  hotel
+  t0=$SECONDS
+  wait_until 90 state_is captive-portal || fail "the status did not say captive-portal: $(status_json)"
+  echo "RESULT $mode: captive-portal $((SECONDS - t0)) s after the gateway was blocked"
+  status_json >"$work/status-captive.json" || true  # exit 3: reachable, not connected
+  $py - "$repo/docs/status.schema.json" "$work/status-captive.json" <<'PY' || fail "status --json does not match the schema"
+import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))
+PY
+  url=$(json "$work/status-captive.json" 'd["portal"]')
+  [[ $url == "http://$portal/login?from=probe&x=%1B[31mred" ]] || fail "the portal's URL: $url"
+  grep -qF "Log in to it in a browser:" "$work/espvpn.log" || fail "the portal's URL is not printed"
+  grep -qF "  $url" "$work/espvpn.log" || fail "the printed URL is not the escaped one"
+  ! grep -q $'\x1b' "$work/espvpn.log" "$work/espvpn.out" || fail "a raw control character reached the terminal"
+  bar=$("$py" "$repo/tools/status-bar/espvpn-status-bar" --status-socket "$sock") || true
+  [[ $(json /dev/stdin 'd["class"]' <<<"$bar") == captive-portal ]] || fail "the status bar example says: $bar"
+  rc=0; out=$("$espvpn" status --status-socket "$sock") || rc=$?
+  [[ $rc -eq 3 ]] && grep -qF "portal:     $url" <<<"$out" || fail "espvpn status (exit $rc): $out"
+  no_tun_left "$nsc" || fail "the tun device is still there during the captive portal"
+  nft_list() { ip netns exec "$nsc" nft list table inet espvpn_kill_switch 2>/dev/null; }
+  nft_list >/dev/null || fail "the kill switch went with the tunnel"
+  blocked_out() { nft_list | sed -n 's/.*counter packets \([0-9]*\) bytes [0-9]* drop comment "blocked out".*/\1/p'; }
+  if [[ $mode == captive ]]; then
+    wait_for "$work/espvpn.log" "the kill switch lets through TCP 80/443" 20 "$client_pid" || fail "no exception opened"
+    nft_list | grep -A4 "set captive_dns4" | grep -q "192.0.2.53" || fail "the network's DNS server is not in the exception: $(nft_list)"
+    code=$(ip netns exec "$nsc" curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://$portal/") || true
+    [[ $code == 302 ]] || fail "HTTP to the portal through the exception: $code"
+    b0=$(blocked_out)
+    rc=0; ip netns exec "$nsc" curl -s -o /dev/null --max-time 2 "http://$portal:8080/" || rc=$?
+    [[ $rc -eq 28 ]] || fail "TCP 8080 to the portal's host was not dropped (curl exit $rc)"
+    ip netns exec "$nsc" bash -c "echo hello >/dev/udp/$portal/5353" 2>/dev/null || true  # EPERM: dropped on the way out
+    b1=$(blocked_out)
+    ((b1 > b0)) || fail "the kill switch counted no blocked packet ($b0 -> $b1)"
+    ! grep -q "tcp 8080\|udp 5353" "$work/portal.log" || fail "TCP 8080 or UDP 5353 reached the portal's host: $(cat "$work/portal.log")"
+    # The user logs in on the portal's page; the hotel lets the gateway through.
+    code=$(ip netns exec "$nsc" curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://$portal/login") || true
+    [[ $code == 200 && -e $work/portal-login ]] || fail "the portal's login through the exception: $code"
+    ip netns exec "$nsg" nft delete table inet hotel
+    t0=$SECONDS
+    wait_until 90 state_is connected || fail "not connected after the portal let go: $(status_json)"
+    echo "RESULT captive: connected $((SECONDS - t0)) s after the portal's login"
+    grep -q "the kill switch's exception is closed (a tunnel is being brought up)" "$work/espvpn.log" \
+      || fail "the exception was not closed when the tunnel came up"
+    ! nft_list | grep -A4 "set captive_tcp" | grep -q "elements" || fail "exception elements left: $(nft_list)"
+    [[ $(json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)') == "$logins0" ]] \
+      || fail "a new login after the captive portal (the session should have been used again)"
+    ping_lan || fail "no ping after the captive portal"
+  else
+    grep -q "for 3 s" "$work/espvpn.log" || wait_for "$work/espvpn.log" "for 3 s" 20 "$client_pid" \
+      || fail "the exception is not the portal config's 3 s"
+    wait_for "$work/espvpn.log" "the kill switch's exception is closed (its time is up)" 30 "$client_pid" \
+      || fail "the broker did not close the exception at its deadline"
+    rc=0; ip netns exec "$nsc" curl -s -o /dev/null --max-time 2 "http://$portal/" || rc=$?
+    [[ $rc -eq 28 ]] || fail "HTTP to the portal passed after the exception closed (curl exit $rc)"
+    state_is captive-portal || fail "not captive-portal after the exception closed: $(status_json)"
+  fi
+  kill -TERM "$client_pid"
+  rc=0; wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM"
+  ! nft_list >/dev/null || fail "the kill switch was left behind"
+  ! ip netns exec "$nsc" ip rule | grep -q 0x65737076 || fail "the probe's policy rule was left behind"
+  if [[ $mode == captive_deadline ]]; then
+    ip netns exec "$nsc" curl -s -o /dev/null --max-time 5 "http://$portal:8080/" || true
+    wait_for "$work/portal.log" "tcp 8080" 5 || fail "TCP 8080 to the portal's host is not reachable without espvpn (the check above proved nothing)"
+  fi
   ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -61,6 +61,8 @@ std::string error_of(const Bytes& wire) {
     return m.ok() ? std::string("(decoded)") : m.error().message;
 }
 
+std::string error_text(const Status& s) { return s.ok() ? std::string() : s.error().message; }
+
 }  // namespace
 
 TEST_CASE("broker messages: every type encodes, decodes and re-encodes to the same bytes") {
@@ -77,6 +79,22 @@ TEST_CASE("broker messages: every type encodes, decodes and re-encodes to the sa
     roundtrip(RunScript{ScriptReason::connect});
     roundtrip(QueueScript{ScriptReason::reconnect});
     roundtrip(TearDown{});
+    CHECK(std::get<TearDown>(*decode(roundtrip(TearDown{true}))).hold_kill_switch);
+    CHECK(std::get<OpenCaptiveException>(*decode(roundtrip(OpenCaptiveException{3}))).seconds == 3);
+    CHECK(std::get<OpenProbeSocket>(*decode(roundtrip(OpenProbeSocket{AF_INET6}))).family == AF_INET6);
+    roundtrip(Reply{Type::open_captive_exception, true, "TCP 80/443 to any address", 0, {}});
+    roundtrip(Reply{Type::open_probe_socket, true, "", 0, {}});
+    // The exception is bounded: 1 s .. 1 h.
+    for (int bad : {0, -5, kMaxCaptiveSeconds + 1}) {
+        Bytes wire = encode(OpenCaptiveException{300});
+        const auto v = static_cast<std::uint32_t>(bad);
+        wire[4] = static_cast<std::uint8_t>(v >> 24);
+        wire[5] = static_cast<std::uint8_t>(v >> 16);
+        wire[6] = static_cast<std::uint8_t>(v >> 8);
+        wire[7] = static_cast<std::uint8_t>(v);
+        CHECK(error_of(wire).find("exception seconds") != std::string::npos);
+    }
+    CHECK_FALSE(decode(patched(OpenProbeSocket{AF_INET}, 4, 1, {5})).ok());
     roundtrip(AddDomainRoute{*IpPrefix::parse("198.51.100.7"), true});
     roundtrip(RemoveDomainRoute{*IpPrefix::parse("2001:db8::7"), false});
     roundtrip(PointDnsAt{"10.201.0.5"});
@@ -202,6 +220,26 @@ TEST_CASE("broker state: requests out of order are refused") {
     s.after(Type::bring_up, true);
     CHECK(s.up());
     CHECK_FALSE(s.admit(Type::bring_up).ok());
+    // A captive portal: only after a tear-down that held the kill switch, once; its probe's
+    // socket while the host is up or the kill switch held.
+    CHECK_FALSE(s.admit(Type::open_captive_exception).ok());
+    CHECK(s.admit(Type::open_probe_socket).ok());
+    s.after(Type::tear_down, true, true);
+    CHECK(s.captive());
+    CHECK(s.admit(Type::open_probe_socket).ok());
+    REQUIRE(s.admit(Type::open_captive_exception).ok());
+    s.after(Type::open_captive_exception, true);
+    CHECK(error_text(s.admit(Type::open_captive_exception)).find("twice") != std::string::npos);
+    CHECK(s.admit(Type::bring_up).ok());
+    s.after(Type::bring_up, true);
+    CHECK_FALSE(s.captive());
+    CHECK_FALSE(s.admit(Type::open_captive_exception).ok());
+    s.after(Type::tear_down, true, false);  // an ordinary tear-down (or no kill switch to hold)
+    CHECK_FALSE(s.admit(Type::open_captive_exception).ok());
+    CHECK_FALSE(s.admit(Type::open_probe_socket).ok());
+    s.after(Type::bring_up, true);
+    s.after(Type::tear_down, true, true);  // the next portal: its own exception
+    CHECK(s.admit(Type::open_captive_exception).ok());
     BrokerState failed;
     failed.after(Type::bring_up, false);
     CHECK_FALSE(failed.up());

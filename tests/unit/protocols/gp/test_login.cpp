@@ -85,6 +85,28 @@ TEST_CASE("gp portal config: refusal, missing gateways, bad values") {
     CHECK(std::get<GpServerError>(*fail).kind == GpErrorKind::AuthFailed);
 }
 
+TEST_CASE("gp portal config: gp-app-config's captive-portal-exception-timeout") {
+    auto with = [](const std::string& entries) {
+        auto r = parse_portal_config_reply(
+            R"(<policy><gateways><external><list><entry name="g"/></list></external></gateways><gp-app-config><config>)" +
+            entries + "</config></gp-app-config></policy>");
+        REQUIRE(r.ok());
+        return std::get<GpPortalConfig>(*r).captive_portal_exception_timeout;
+    };
+    const auto entry = [](const char* name, const char* value) {
+        return std::string("<entry name=\"") + name + "\"><value><member>" + value + "</member></value></entry>";
+    };
+    CHECK(with(entry("enforce-globalprotect", "yes") + entry("captive-portal-exception-timeout", "90")) ==
+          std::optional<unsigned>(90));
+    CHECK(with(entry("captive-portal-exception-timeout", "3600")) == std::optional<unsigned>(3600));
+    // 0, out of range, not a number, absent: not set (espvpn's default then)
+    for (const char* v : {"0", "3601", "-5", "ten", ""})
+        CHECK_FALSE(with(entry("captive-portal-exception-timeout", v)).has_value());
+    CHECK_FALSE(with(entry("retry-timeout", "5")).has_value());
+    CHECK_FALSE(std::get<GpPortalConfig>(*parse_portal_config_reply(gp_fixture("portal_config.xml")))
+                    .captive_portal_exception_timeout.has_value());
+}
+
 TEST_CASE("gp gateway login: jnlp to session cookie fields") {
     auto r = parse_gateway_login_reply(gp_fixture("login_jnlp.xml"), "my-laptop");
     REQUIRE(r.ok());

@@ -52,6 +52,13 @@ TEST_CASE("status reply: round trip, server text escaped, invalid UTF-8 replaced
     s.state = State::trusted_network;
     CHECK(status_reply(s).find("\"state\":\"trusted-network\"") != std::string::npos);
     CHECK(parse_reply(status_reply(s))->status->state == State::trusted_network);
+    s.state = State::captive_portal;
+    s.portal = "http://portal.example/login?x=%1B";
+    CHECK(status_reply(s).find("\"state\":\"captive-portal\"") != std::string::npos);
+    auto captive = parse_reply(status_reply(s));
+    REQUIRE(captive->status);
+    CHECK(captive->status->state == State::captive_portal);
+    CHECK(captive->status->portal == s.portal);
 }
 
 TEST_CASE("replies: ok and error lines; a hostile reply is an error, not a crash") {

@@ -301,3 +301,36 @@ TEST_CASE("--always-on, --kill-switch and --status-socket with --setuid: the pri
     Argv c({"--status-socket", "/run/espvpn/x.sock", "-b", "gw.test"});
     CHECK_FALSE(parse(c).ok());
 }
+
+TEST_CASE("captive portals: --captive-probe URL[,EXPECTED], --no-captive-probe, --captive-exception-timeout") {
+    Argv a({"--captive-probe", "http://192.0.2.80/check.txt,It works", "--captive-exception-timeout", "3", "gw.test"});
+    auto o = parse(a);
+    REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.error().message));
+    CHECK(o->captive_probe == "http://192.0.2.80/check.txt,It works");
+    CHECK(o->captive_exception_timeout_s == 3);
+    CHECK_FALSE(o->no_captive_probe);
+    Argv n({"--no-captive-probe", "gw.test"});
+    CHECK(parse(n)->no_captive_probe);
+    for (std::vector<std::string> bad : {std::vector<std::string>{"--captive-probe", "https://portal.example/"},
+                                         {"--captive-probe", "http://a b/"},
+                                         {"--captive-exception-timeout", "0"},
+                                         {"--captive-exception-timeout", "3601"}}) {
+        bad.push_back("gw.test");
+        Argv b(bad);
+        auto r = parse(b);
+        CHECK_MESSAGE(!r.ok(), std::string(bad[0] + " " + bad[1]));
+        if (!r.ok()) CHECK(r.error().message.find("captive") != std::string::npos);
+    }
+    // and in a profile, as the service reads it
+    char path[] = "/tmp/espvpn-config-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    std::ofstream(path) << "captive-probe http://192.0.2.80/\ncaptive-exception-timeout=120\n";
+    Argv c({"--config", path, "gw.test"});
+    auto p = parse(c);
+    unlink(path);
+    REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+    CHECK(p->captive_probe == "http://192.0.2.80/");
+    CHECK(p->captive_exception_timeout_s == 120);
+}

@@ -95,3 +95,26 @@ TEST_CASE("kill switch: the portal's addresses pass on their TCP port only") {
     // its replies come back by ct state, nothing else from it
     CHECK(chain(s, "input").find("192.0.2.20") == std::string::npos);
 }
+
+TEST_CASE("kill switch: a captive portal's exception: empty sets, TCP 80/443 and DNS only, with timeouts") {
+    const std::string s = kill_switch_script(rules());
+    for (const char* set : {"set captive_tcp {\n    type inet_service; flags timeout;",
+                            "set captive_dns4 {\n    type ipv4_addr; flags timeout;",
+                            "set captive_dns6 {\n    type ipv6_addr; flags timeout;"})
+        CHECK_MESSAGE(s.find(set) != std::string::npos, set);
+    CHECK(s.find("elements") == std::string::npos);  // closed until it is opened
+    const std::string out = chain(s, "output");
+    CHECK(out.find("tcp dport @captive_tcp accept") != std::string::npos);
+    CHECK(out.find("ip daddr @captive_dns4 meta l4proto { tcp, udp } th dport 53 accept") != std::string::npos);
+    CHECK(out.find("ip6 daddr @captive_dns6 meta l4proto { tcp, udp } th dport 53 accept") != std::string::npos);
+    // the probe's marked sockets: to port 80 only
+    CHECK(out.find("meta mark " + std::to_string(kProbeMark) + " tcp dport 80 accept") != std::string::npos);
+    // ... all before the final drop
+    CHECK(out.find("@captive_tcp") < out.find("counter drop"));
+    CHECK(chain(s, "input").find("captive") == std::string::npos);  // replies come back by ct state
+
+    const std::string open = captive_exception_script({"192.0.2.53", "2001:db8::53", "not an address", "10.0.0.1; flush ruleset"}, 300);
+    CHECK(open == "add element inet espvpn_kill_switch captive_tcp { 80 timeout 300s, 443 timeout 300s }\n"
+                  "add element inet espvpn_kill_switch captive_dns4 { 192.0.2.53 timeout 300s }\n"
+                  "add element inet espvpn_kill_switch captive_dns6 { 2001:db8::53 timeout 300s }\n");
+}
