@@ -22,6 +22,13 @@ gnome_settings.py WORK [SHOT_DIR]   (env: LIVE_GP_URL, LIVE_CA, LIVE_PING, GW_ST
             off and on: asked again
   terminal: `nmcli --ask connection up` in a pseudo-terminal on the same display: nmcli's own
             prompt, no window (the dialog leaves the asking to a client with a terminal)
+GS_CASE=ac (env: LIVE_AC_URL, LIVE_AC_USER, LIVE_AC_PASSWORD, OCCTL_SOCKET, LIVE_CA, LIVE_PING):
+  ocserv with a group list and a banner instead of the GP steps: an AnyConnect profile (made
+  with nmcli; the editor's AnyConnect form is nm_editor_nce's) switched on in the panel:
+  nm-applet's request brings up the login window: the group list as a drop-down (the second
+  group chosen by keyboard), the password, the banner accepted; activated, a ping crosses to
+  LIVE_PING, ocserv (occtl) has the user's session in the chosen group, the password in the
+  keyring; off and on: the window asks the group and the banner, not the password
 """
 import os
 import pty
@@ -39,8 +46,9 @@ from login_window_test import Failure, Screen  # the login window's own driver
 
 WORK = sys.argv[1]
 SHOTS = sys.argv[2] if len(sys.argv) > 2 else None
-URL, CA, TARGET = os.environ["LIVE_GP_URL"], os.environ["LIVE_CA"], os.environ["LIVE_PING"]
-GW_STATS = os.environ["GW_STATS"]
+CASE = os.environ.get("GS_CASE", "gp")
+URL, CA, TARGET = os.environ.get("LIVE_GP_URL"), os.environ["LIVE_CA"], os.environ["LIVE_PING"]
+GW_STATS = os.environ.get("GW_STATS")
 PASSWORD = "secret"  # the fake GP gateway's alice
 OTP = "111111"  # its portal's OTP round (gnome_settings.sh: --portal-otp xml:111111)
 OTP_LABEL = "Enter response 1 of 1 from your token"  # the portal's own wording of it
@@ -283,10 +291,10 @@ def nmcli_in_terminal(name):
     return out.decode(errors="replace"), window
 
 
-def switch_on(switch):
+def switch_on(switch, name="office"):
     """The panel's switch: Settings asks NetworkManager to activate the profile."""
     click(switch)
-    wait("Settings to activate 'office' (the switch)", lambda: state("office") in ("activating", "activated"), 15)
+    wait(f"Settings to activate '{name}' (the switch)", lambda: state(name) in ("activating", "activated"), 15)
 
 
 def esp_ok():
@@ -298,14 +306,105 @@ def esp_ok():
         return 0
 
 
-def check_tunnel(name):
+def check_tunnel(name, esp=True):
     wait(f"'{name}' activated", lambda: state(name) == "activated", 40)
     route = run("ip", "route", "get", TARGET)
     if " dev tun" not in route:
         fail(f"{TARGET} is not routed through the tunnel: {route}")
-    before = esp_ok()
+    before = esp_ok() if esp else 0
     run("ping", "-c", "2", "-i", "0.2", "-W", "2", TARGET, timeout=20)
-    wait("the ESP gateway to count the pings", lambda: esp_ok() >= before + 2, 5)
+    if esp:
+        wait("the ESP gateway to count the pings", lambda: esp_ok() >= before + 2, 5)
+
+
+def ac_window_login(applet, name, password):
+    """nm-espvpn-auth-dialog's login window for ocserv, brought up by nm-applet's request: the
+    group list (a drop-down; the second group picked by keyboard), the password (None: it must
+    not be asked, the keyring's answers it), the banner accepted. Returns when the window is gone."""
+    screen = Screen(pyatspi, _Shots(), None)
+    try:
+        wait("the login window (nm-espvpn-auth-dialog)", lambda: screen.app() is not None
+             or applet_prompt(applet, name) is not None, 30)
+        if applet_prompt(applet, name) is not None:
+            fail("nm-applet drew its own password prompt instead of the login window")
+        combo = screen.wait_for("the group list", lambda n: n.getRoleName() == "combo box", 30)
+        if not screen.focused(combo):
+            fail(f"the group list '{combo.name}' does not have the focus")
+        if SHOTS and not os.path.exists(os.path.join(SHOTS, "nm-applet-login-window-ac.png")):
+            shot("nm-applet-login-window-ac.png", (0, 0, 640, 360))
+        screen.pick_second(combo)
+        screen.key("Return")
+        if password is not None:
+            pw = screen.field("password text", "Password:")
+            if not screen.focused(pw):
+                fail("the login window's password field does not have the focus")
+            screen.type(password)
+            screen.key("Return")
+        # The banner comes after the login (ocserv sends it with the session's cookie).
+        seen = screen.wait_for("the server's banner", lambda n: (
+            n.getRoleName() == "label" and "Hello from test ocserv" in n.name)
+            or (n.getRoleName() == "password text" and n.name == "Password:"), 30)
+        if seen.getRoleName() != "label":
+            fail("the login window asked the password although the keyring has it")
+        accept = screen.wait_for("the Accept button", lambda n: n.getRoleName() == "push button"
+                                 and "Accept" in n.name)
+        if not screen.focused(accept):
+            fail("the banner's Accept button does not have the focus")
+        if SHOTS and not os.path.exists(os.path.join(SHOTS, "nm-applet-login-window-ac-banner.png")):
+            shot("nm-applet-login-window-ac-banner.png", (0, 0, 640, 360))
+        screen.key("Return")
+    except Failure as e:
+        fail(f"the login window: {e}")
+    wait("the login window to close", lambda: screen.app() is None, 30)
+    if applet_prompt(applet, name) is not None:
+        fail("nm-applet drew its own password prompt after the login window")
+
+
+def ocserv_group(user):
+    """The group of USER's session as ocserv has it (occtl), or None."""
+    import json
+    r = subprocess.run(["occtl", "-s", os.environ["OCCTL_SOCKET"], "-j", "show", "users"],
+                       capture_output=True, text=True, timeout=15)
+    try:
+        users = json.loads(r.stdout) if r.returncode == 0 else []
+    except ValueError:
+        fail(f"occtl: {r.stdout[:200]!r} {r.stderr[:200]!r}")
+    return next((u.get("Groupname") for u in users if u.get("Username") == user), None)
+
+
+def anyconnect(ui, applet):
+    """GS_CASE=ac: an AnyConnect profile against ocserv, switched on in the panel; the login
+    window nm-applet's request brings up asks the group, the password and the banner."""
+    url, user, password = os.environ["LIVE_AC_URL"], os.environ["LIVE_AC_USER"], os.environ["LIVE_AC_PASSWORD"]
+    name = "office-ac"
+    run("nmcli", "connection", "add", "type", "vpn", "con-name", name, "autoconnect", "no",
+        "vpn-type", SERVICE, "vpn.data",
+        f"gateway={url}, protocol=anyconnect, user={user}, cafile={CA}, password-flags=1, "
+        "cookie-flags=2, gateway-flags=2, gwcert-flags=2, resolve-flags=2")
+    uuid = run("nmcli", "-g", "connection.uuid", "connection", "show", name)
+    switch = ui.find(f"Turn VPN connection off {name}", ("check box",))
+    switch_on(switch, name)
+    ac_window_login(applet, name, password)
+    check_tunnel(name, esp=False)
+    wait("ocserv's session in the chosen group", lambda: ocserv_group(user) == "group2", 10)
+    shot("gnome-settings-connected-ac.png", (0, 0, 980, 640))
+    wait("password-flags 1: the password in the user's keyring", lambda: keyring_password(uuid) == password, 15)
+    keyfile = run("grep", "-rl", uuid, "/etc/NetworkManager/system-connections")
+    with open(keyfile.splitlines()[0]) as f:
+        saved = f.read()
+    if re.search(r"^password=", saved, re.M) or "[vpn-secrets]" in saved:
+        fail("NetworkManager's keyfile keeps the password or the login's session secrets")
+    say("ac: switched on in Settings, nm-applet ran the espvpn dialog: its login window asked ocserv's group "
+        "(a drop-down: group2), the password and the banner (nm-applet's own prompt never shown); activated, "
+        "a ping crossed, ocserv has the session in group2; the password in the keyring only")
+    click(switch)
+    wait(f"{name} down", lambda: state(name) == "", 20)
+    switch_on(switch, name)
+    ac_window_login(applet, name, None)
+    check_tunnel(name, esp=False)
+    click(switch)
+    wait(f"{name} down", lambda: state(name) == "", 20)
+    say("ac again: off and on: the window asked the group and the banner, the keyring's password answered")
 
 
 def main():
@@ -342,6 +441,11 @@ def main():
     ui = Ui(find_app("gnome-control-center", gcc.pid, timeout=60), 4)
     applet = Ui(find_app("nm-applet", timeout=30), 3)
     say("GNOME Settings (network panel) and nm-applet up, the keyring unlocked")
+    if CASE == "ac":
+        anyconnect(ui, applet)
+        stop()
+        print("PASS gnome_settings ac", flush=True)
+        return
 
     # add: VPN "+" > espvpn > the editor inside Settings > Add
     click(ui.find("Add connection", ("push button",)))
