@@ -4,7 +4,7 @@
 # NetworkManager (the real_nm_env.sh harness: its own namespaces and system bus), under Xvfb
 # on a session bus of their own with an unlocked gnome-keyring, driven through AT-SPI by
 # gnome_settings.py (label "gui"; root; ~30 s):
-#   gnome_settings.sh [ac] SERVICE ESPVPN PLUGIN_SO GATEWAY_BIN [SHOT_DIR]
+#   gnome_settings.sh [ac|shell] SERVICE ESPVPN PLUGIN_SO GATEWAY_BIN [SHOT_DIR]
 # A GP profile added in Settings (VPN + > espvpn > the GTK4 editor), edited there, switched
 # on in the panel: nm-applet runs nm-espvpn-auth-dialog, whose login window asks the password
 # and the portal's OTP round (--portal-otp), the tunnel carries a ping as ESP to the fake GP
@@ -13,8 +13,13 @@
 # With "ac": AnyConnect against ocserv (group list, banner) instead: an AnyConnect profile
 # switched on in the panel, nm-applet's request brings up the login window, which asks the group
 # (a drop-down), the password and the banner; a ping crosses the tunnel to ocserv's LAN, ocserv
-# has the session in the chosen group; the next connect asks the group and banner only (the
-# keyring's password answers) (~20 s).
+# has the session in the chosen group (~10 s).
+# With "shell": GNOME Shell 43 instead of Settings and nm-applet (`gnome-shell --x11`, an X11
+# session on the Xvfb, in NetworkManager's mount namespace: its private /run has no
+# /run/systemd/seats, so the Shell uses no logind; its network agent on the harness's system
+# bus): a GP profile switched on with the VPN toggle of the Shell's quick settings, the Shell's
+# agent runs the dialog (external UI), the login window asks the password and the OTP round,
+# the Shell hands the cookie on; a ping as ESP (~20 s).
 # What Settings needs here: a session bus (dbus-run-session: the AT-SPI bus is activated
 # on it), NetworkManager's system bus, XDG_CURRENT_DESKTOP=GNOME; no gnome-session, no
 # gnome-shell, no accounts-daemon, no window manager.
@@ -22,7 +27,7 @@
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
 case=gp
-[[ ${1:-} == ac ]] && { case=ac; shift; }
+[[ ${1:-} == ac || ${1:-} == shell ]] && { case=$1; shift; }
 service=$1 espvpn=$2 plugin=$3 gw_bin=$4 shots=${5:-}
 missing=()
 for c in NetworkManager dbus-daemon Xvfb dbus-run-session gnome-control-center nm-applet gnome-keyring-daemon \
@@ -30,7 +35,8 @@ for c in NetworkManager dbus-daemon Xvfb dbus-run-session gnome-control-center n
   command -v $c >/dev/null || missing+=("$c")
 done
 /usr/bin/python3 -c 'import pyatspi' 2>/dev/null || missing+=(python3-pyatspi)
-[[ $case == gp ]] || command -v ocserv >/dev/null || missing+=(ocserv)
+[[ $case != ac ]] || command -v ocserv >/dev/null || missing+=(ocserv)
+[[ $case != shell ]] || command -v gnome-shell >/dev/null || missing+=(gnome-shell)
 if ((${#missing[@]})); then echo "SKIP: missing ${missing[*]} (tools/install-deps installs them)"; exit 77; fi
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
@@ -67,7 +73,7 @@ if [[ $case == ac ]]; then
     OCCTL_SOCKET="$work/oc/occtl.socket")
 else
   gateway_up aes-128-gcm --portal-otp xml:111111 --portal-cookie || fail "the fake gateway did not start"
-  live=(GS_CASE=gp LIVE_GP_URL="https://$gw_ip:4443/" GW_STATS="$work/gw-stats.json")
+  live=(GS_CASE=$case LIVE_GP_URL="https://$gw_ip:4443/" GW_STATS="$work/gw-stats.json")
 fi
 
 # The X server's socket is a file in /tmp (shared with NM's mount namespace).
@@ -86,4 +92,4 @@ nm_ns env -u DBUS_SESSION_BUS_ADDRESS -u XDG_RUNTIME_DIR DISPLAY="$display" NO_A
   HOME="$work/home" XDG_CURRENT_DESKTOP=GNOME "${live[@]}" LIVE_CA="$repo/certs/ca.pem" LIVE_PING="$lan_ip" \
   timeout 170 dbus-run-session -- /usr/bin/python3 "$here/gnome_settings.py" "$work" $shots \
   2> >(grep -v 'Failed to set fd limit\|dbus-daemon\[' >&2) || fail "gnome_settings.py failed"
-[[ $case == ac ]] && echo "RESULT gnome_settings ac: passed" || echo "RESULT gnome_settings: passed"
+if [[ $case == gp ]]; then echo "RESULT gnome_settings: passed"; else echo "RESULT gnome_settings $case: passed"; fi
