@@ -472,7 +472,8 @@ def main():
         fail("office is not an espvpn VPN")
     want = {"protocol": "gp", "gateway": URL, "user": "alice", "password-flags": "1", "cafile": CA,
             # the login's session secrets, never saved
-            "cookie-flags": "2", "gateway-flags": "2", "gwcert-flags": "2", "resolve-flags": "2"}
+            "cookie-flags": "2", "gateway-flags": "2", "gwcert-flags": "2", "resolve-flags": "2",
+            "challenge-flags": "2", "challenge2-flags": "2", "challenge3-flags": "2"}
     if vpn_data("office") != want:
         fail(f"add: vpn.data is {vpn_data('office')}, expected {want}")
     uuid = run("nmcli", "-g", "connection.uuid", "connection", "show", "office")

@@ -19,6 +19,9 @@
 #     the right one connects
 #   a soft token (token_mode=totp, secret token_secret): nothing asked, the key on
 #     espvpn's descriptor 3 answers the server's prompt
+#   gp: prompt rounds: a plain password profile, the gateway asking two code rounds after
+#     the password: each asked by nmcli in the server's words (secrets challenge,
+#     challenge2), one login; not asked without challenge-flags=2
 # Each up: activated, a tun; each down: espvpn and the tun gone. The code and the
 # password never in espvpn's argv nor in NM's log.
 set -euo pipefail
@@ -210,6 +213,43 @@ logins_are 5  # after the four logins above
 check_down token
 ! grep -qF -- "$key" "$work/nm.log" || fail "the token's key is in NetworkManager's log"
 say "soft token: the service passed the key on descriptor 3, espvpn answered the server's code prompt"
+
+# 6 (gp). Prompt rounds: a plain password profile (no otp=yes) against a gateway asking two
+# code rounds after the password, each known only when the server sends it. The service runs
+# espvpn's prompt channel: the password answers the first prompt, each round goes to nmcli as
+# a new secrets request (the server's words as nmcli's prompt), the answer back to the waiting
+# espvpn; one login, both codes checked by the server; nothing of it saved in the profile
+# (challenge-flags=2, challenge2-flags=2: the editor writes them). Without those flags the
+# round is not asked (NetworkManager would save the code in the profile): the connection
+# fails and NetworkManager's log says what to add.
+if [[ $mode == gp ]]; then
+  gateway_down
+  gateway_up aes-128-gcm --user "alice:$password" --gw-otp xml:111111 --gw-otp xml:222222 ||
+    fail "fake gateway (two rounds) did not start"
+  add_profile rounds "gateway=$url, protocol=gp, user=alice, cafile=$repo/certs/ca.pem, password-flags=2, challenge-flags=2, challenge2-flags=2"
+  code=111111
+  out=$(printf '%s\n%s\n%s\n' "$password" 111111 222222 | nmc --ask --wait 60 connection up rounds 2>&1) ||
+    fail "nmcli --ask connection up rounds: $out"
+  grep -q "^Password (vpn.secrets.password):" <<<"$out" || fail "no password prompt: $out"
+  grep -q "Enter response 1 of 2 from your token (vpn.secrets.challenge):" <<<"$out" ||
+    fail "the first round was not asked in the server's words: $out"
+  grep -q "Enter response 2 of 2 from your token (vpn.secrets.challenge2):" <<<"$out" ||
+    fail "the second round was not asked in the server's words: $out"
+  check_up rounds
+  # (fixed answers: the fake counts the login by its rounds, not in otp_codes_ok)
+  [[ $(stat 'd["login_via"]') == "{'password+otp+2otp': 1}" ]] ||
+    fail "the gateway did not take both codes in one login: $(stat 'd["login_via"]')"
+  check_down rounds
+  ! grep -rq "challenge2\?=\|111111\|222222" "$nm_root/etc/system-connections" ||
+    fail "a round's answer was saved in the profile"
+  say "two code rounds through nmcli: each asked in the server's words after the password, one login"
+  add_profile noflags "gateway=$url, protocol=gp, user=alice, cafile=$repo/certs/ca.pem, password-flags=2"
+  ! out=$(printf '%s\n%s\n' "$password" 111111 | nmc --ask --wait 30 connection up noflags 2>&1) ||
+    fail "a round without challenge-flags=2 connected: $out"
+  ! grep -q "vpn.secrets.challenge" <<<"$out" || fail "a round without challenge-flags=2 was asked: $out"
+  grep -q "vpn.data has no challenge-flags=2" "$work/nm.log" || fail "NetworkManager's log does not say why"
+  say "without challenge-flags=2 the round is not asked; NetworkManager's log says to add it"
+fi
 
 # (a 6-digit code can be part of a timestamp: only lines about secrets count)
 while read -r c; do
