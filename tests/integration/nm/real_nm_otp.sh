@@ -21,7 +21,8 @@
 #     espvpn's descriptor 3 answers the server's prompt
 #   gp: prompt rounds: a plain password profile, the gateway asking two code rounds after
 #     the password: each asked by nmcli in the server's words (secrets challenge,
-#     challenge2), one login; not asked without challenge-flags=2
+#     challenge2), one login; the same from a passwd-file; not asked without
+#     challenge-flags=2
 # Each up: activated, a tun; each down: espvpn and the tun gone. The code and the
 # password never in espvpn's argv nor in NM's log.
 set -euo pipefail
@@ -240,9 +241,18 @@ if [[ $mode == gp ]]; then
   [[ $(stat 'd["login_via"]') == "{'password+otp+2otp': 1}" ]] ||
     fail "the gateway did not take both codes in one login: $(stat 'd["login_via"]')"
   check_down rounds
+  # The same rounds from a passwd-file (nmcli reads it at each request).
+  printf 'vpn.secrets.password:%s\nvpn.secrets.challenge:111111\nvpn.secrets.challenge2:222222\n' "$password" \
+    >"$work/passwd-rounds"
+  out=$(nmc --wait 60 connection up rounds passwd-file "$work/passwd-rounds" 2>&1) ||
+    fail "up rounds passwd-file: $out"
+  check_up rounds
+  [[ $(stat 'd["login_via"]') == "{'password+otp+2otp': 2}" ]] ||
+    fail "the passwd-file's rounds did not log in: $(stat 'd["login_via"]')"
+  check_down rounds
   ! grep -rq "challenge2\?=\|111111\|222222" "$nm_root/etc/system-connections" ||
     fail "a round's answer was saved in the profile"
-  say "two code rounds through nmcli: each asked in the server's words after the password, one login"
+  say "two code rounds through nmcli: each asked in the server's words after the password, one login; the same from a passwd-file"
   add_profile noflags "gateway=$url, protocol=gp, user=alice, cafile=$repo/certs/ca.pem, password-flags=2"
   ! out=$(printf '%s\n%s\n' "$password" 111111 | nmc --ask --wait 30 connection up noflags 2>&1) ||
     fail "a round without challenge-flags=2 connected: $out"
