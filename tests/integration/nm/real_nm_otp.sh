@@ -23,6 +23,8 @@
 #     the password: each asked by nmcli in the server's words (secrets challenge,
 #     challenge2), one login; the same from a passwd-file; not asked without
 #     challenge-flags=2
+#   ac: prompt rounds: a plain password profile, ocserv's OTP form asked by nmcli as a round
+#     in ocserv's words
 # Each up: activated, a tun; each down: espvpn and the tun gone. The code and the
 # password never in espvpn's argv nor in NM's log.
 set -euo pipefail
@@ -87,12 +89,12 @@ if [[ $mode == gp ]]; then
 else
   password=$oc_password
   hexkey=$($py -c "import base64, sys; print(base64.b32decode(sys.argv[1]).hex())" "$key")
-  for u in otp1 otp2 otp3 otp4 otp5; do echo "HOTP/T30 $u - $hexkey"; done >"$work/users.oath"
+  for u in otp1 otp2 otp3 otp4 otp5 otp6; do echo "HOTP/T30 $u - $hexkey"; done >"$work/users.oath"
   chmod 600 "$work/users.oath"
   oc_auth=("auth = \"plain[passwd=$work/oc/passwd,otp=$work/users.oath]\"")
   # ocserv scores each plain+otp login like a wrong password and bans the address after a few.
   ocserv_up "max-ban-score = 0" || fail "ocserv did not start"
-  for u in otp1 otp2 otp3 otp4 otp5; do printf '%s\n%s\n' "$password" "$password" | ocpasswd -c "$work/oc/passwd" $u; done
+  for u in otp1 otp2 otp3 otp4 otp5 otp6; do printf '%s\n%s\n' "$password" "$password" | ocpasswd -c "$work/oc/passwd" $u; done
   url="https://$gw_ip:$oc_port/"
   base() { echo "gateway=$url, protocol=anyconnect, user=$1, cafile=$repo/certs/ca.pem, otp=yes, otp-flags=2"; }
 fi
@@ -259,6 +261,23 @@ if [[ $mode == gp ]]; then
   ! grep -q "vpn.secrets.challenge" <<<"$out" || fail "a round without challenge-flags=2 was asked: $out"
   grep -q "vpn.data has no challenge-flags=2" "$work/nm.log" || fail "NetworkManager's log does not say why"
   say "without challenge-flags=2 the round is not asked; NetworkManager's log says to add it"
+fi
+
+# 6 (ac). ocserv's second form as a prompt round: a plain password profile (no otp=yes), the
+# code asked by nmcli in ocserv's words after the password; one login.
+if [[ $mode == ac ]]; then
+  add_profile rounds "$(base otp6 | sed 's/, otp=yes, otp-flags=2//'), password-flags=2, challenge-flags=2"
+  avoid_step_edge
+  code=$(totp)
+  out=$(printf '%s\n%s\n' "$password" "$code" | nmc --ask --wait 40 connection up rounds 2>&1) ||
+    fail "nmcli --ask connection up rounds: $out"
+  grep -q "Please enter your OTP password" <<<"$out" || fail "ocserv's words were not shown: $out"
+  grep -q "(vpn.secrets.challenge):" <<<"$out" || fail "the code was not asked as a round: $out"
+  ! grep -q "vpn.secrets.otp" <<<"$out" || fail "the profile's otp was asked: $out"
+  check_up rounds
+  logins_are 6
+  check_down rounds
+  say "ocserv's OTP form as a prompt round: asked by nmcli in ocserv's words after the password, one login"
 fi
 
 # (a 6-digit code can be part of a timestamp: only lines about secrets count)
