@@ -73,7 +73,7 @@ if [[ $case == ac ]]; then
     OCCTL_SOCKET="$work/oc/occtl.socket")
 else
   gateway_up aes-128-gcm --portal-otp xml:111111 --portal-cookie || fail "the fake gateway did not start"
-  live=(GS_CASE=$case LIVE_GP_URL="https://$gw_ip:4443/" GW_STATS="$work/gw-stats.json")
+  live=("GS_CASE=$case" LIVE_GP_URL="https://$gw_ip:4443/" GW_STATS="$work/gw-stats.json")
 fi
 
 # The X server's socket is a file in /tmp (shared with NM's mount namespace).
