@@ -23,8 +23,8 @@ gnome_settings.py WORK [SHOT_DIR]   (env: LIVE_GP_URL, LIVE_CA, LIVE_PING, GW_ST
   terminal: `nmcli --ask connection up` in a pseudo-terminal on the same display: nmcli's own
             prompt, no window (the dialog leaves the asking to a client with a terminal)
 GS_CASE=ac (env: LIVE_AC_URL, LIVE_AC_USER, LIVE_AC_PASSWORD, OCCTL_SOCKET, LIVE_CA, LIVE_PING):
-  ocserv with a group list and a banner instead of the GP steps: an AnyConnect profile (made
-  with nmcli; the editor's AnyConnect form is nm_editor_nce's) switched on in the panel:
+  ocserv with a group list and a banner instead of the GP steps: an AnyConnect profile made in
+  Settings (VPN "+" > espvpn, the editor's fields; nmcli shows exactly those items), switched on in the panel:
   nm-applet's request brings up the login window: the group list as a drop-down (the second
   group chosen by keyboard), the password, the banner accepted; activated, a ping crosses to
   LIVE_PING, ocserv (occtl) has the user's session in the chosen group; nothing saved
@@ -361,6 +361,38 @@ def ac_window_login(applet, name, password):
         fail("nm-applet drew its own password prompt after the login window")
 
 
+def add_profile(ui, name, protocol, url, user, storage, add_shot=None, editor_shot=None):
+    """Network > VPN "+" > espvpn > the GTK4 editor inside Settings, filled field by field > Add;
+    returns once NetworkManager has the profile NAME and the dialog is gone."""
+    click(ui.find("Add connection", ("push button",)))
+    add = ui.dialog("Add VPN")
+    ui.find_in(add, "GlobalProtect and Cisco AnyConnect (ocserv) VPNs with espvpn", ("label",))
+    if add_shot:
+        shot(add_shot, (0, 0, 500, 600))
+    click(ui.find_in(add, "espvpn", ("label",)))
+    ui.find_in(add, "Gateway", ("text",))
+    ui.choose("Protocol", protocol)
+    ui.type("Gateway", url)
+    ui.type("User name", user)
+    ui.choose("Password storage", storage)
+    ui.type("CA certificate", CA)
+    ui.type("Name", name, ui.find_in(add, "Name", ("text",)))
+    apply = ui.find_in(add, "_Add Add", ("push button",))
+    wait("Add to be offered", lambda: ui.sensitive(apply), 30)
+    if editor_shot:
+        box = add.queryComponent().getExtents(pyatspi.DESKTOP_COORDS)
+        shot(editor_shot, (0, 0, box.x + box.width + 8, min(box.y + box.height + 8, 1000)))
+    click(apply)
+    # NetworkManager's side first: GTK 4.8 has crashed when its accessibility tree was read
+    # while the dialog was being destroyed.
+    wait("the profile", lambda: run("nmcli", "-g", "connection.id", "connection", "show", name,
+                                    check=False) == name, 30)
+    time.sleep(1)
+    wait("the Add VPN dialog to close", lambda: ui.gone("Add VPN"), 30)
+    if run("nmcli", "-g", "vpn.service-type", "connection", "show", name) != SERVICE:
+        fail(f"{name} is not an espvpn VPN")
+
+
 def ocserv_group(user):
     """The group of USER's session as ocserv has it (occtl), or None."""
     import json
@@ -379,10 +411,14 @@ def anyconnect(ui, applet):
     password is asked every time (password-flags=2: the keyring's part is the GP case's)."""
     url, user, password = os.environ["LIVE_AC_URL"], os.environ["LIVE_AC_USER"], os.environ["LIVE_AC_PASSWORD"]
     name = "office-ac"
-    run("nmcli", "connection", "add", "type", "vpn", "con-name", name, "autoconnect", "no",
-        "vpn-type", SERVICE, "vpn.data",
-        f"gateway={url}, protocol=anyconnect, user={user}, cafile={CA}, password-flags=2, "
-        "cookie-flags=2, gateway-flags=2, gwcert-flags=2, resolve-flags=2")
+    add_profile(ui, name, "Cisco AnyConnect (ocserv)", url, user, "Ask every time",
+                editor_shot="gnome-settings-editor-ac.png")
+    want = {"protocol": "anyconnect", "gateway": url, "user": user, "password-flags": "2", "cafile": CA,
+            "cookie-flags": "2", "gateway-flags": "2", "gwcert-flags": "2", "resolve-flags": "2",
+            "challenge-flags": "2", "challenge2-flags": "2", "challenge3-flags": "2"}
+    if vpn_data(name) != want:
+        fail(f"ac add: vpn.data is {vpn_data(name)}, expected {want}")
+    say(f"ac add: an AnyConnect profile made in Settings' editor: vpn.data {want}")
     uuid = run("nmcli", "-g", "connection.uuid", "connection", "show", name)
     switch = ui.find(f"Turn VPN connection off {name}", ("check box",))
     switch_on(switch, name)
@@ -445,31 +481,8 @@ def main():
         return
 
     # add: VPN "+" > espvpn > the editor inside Settings > Add
-    click(ui.find("Add connection", ("push button",)))
-    add = ui.dialog("Add VPN")
-    ui.find_in(add, "GlobalProtect and Cisco AnyConnect (ocserv) VPNs with espvpn", ("label",))
-    shot("gnome-settings-add-vpn.png", (0, 0, 500, 600))
-    click(ui.find_in(add, "espvpn", ("label",)))
-    ui.find_in(add, "Gateway", ("text",))
-    ui.choose("Protocol", "GlobalProtect")
-    ui.type("Gateway", URL)
-    ui.type("User name", "alice")
-    ui.choose("Password storage", "Saved for this user (keyring)")
-    ui.type("CA certificate", CA)
-    ui.type("Name", "office", ui.find_in(add, "Name", ("text",)))
-    apply = ui.find_in(add, "_Add Add", ("push button",))
-    wait("Add to be offered", lambda: ui.sensitive(apply), 10)
-    box = add.queryComponent().getExtents(pyatspi.DESKTOP_COORDS)
-    shot("gnome-settings-editor.png", (0, 0, box.x + box.width + 8, min(box.y + box.height + 8, 1000)))
-    click(apply)
-    # NetworkManager's side first: GTK 4.8 has crashed when its accessibility tree was read
-    # while the dialog was being destroyed.
-    wait("the profile", lambda: run("nmcli", "-g", "connection.id", "connection", "show", "office",
-                                    check=False) == "office", 20)
-    time.sleep(1)
-    wait("the Add VPN dialog to close", lambda: ui.gone("Add VPN"), 10)
-    if run("nmcli", "-g", "vpn.service-type", "connection", "show", "office") != SERVICE:
-        fail("office is not an espvpn VPN")
+    add_profile(ui, "office", "GlobalProtect", URL, "alice", "Saved for this user (keyring)",
+                "gnome-settings-add-vpn.png", "gnome-settings-editor.png")
     want = {"protocol": "gp", "gateway": URL, "user": "alice", "password-flags": "1", "cafile": CA,
             # the login's session secrets, never saved
             "cookie-flags": "2", "gateway-flags": "2", "gwcert-flags": "2", "resolve-flags": "2",

@@ -11,9 +11,9 @@
 # gateway + tools/esp-gateway (GATEWAY_BIN); the password kept as password-flags say (1: the
 # keyring, answering the next connect's password prompt; 2: asked each time, never saved).
 # With "ac": AnyConnect against ocserv (group list, banner) instead: an AnyConnect profile
-# switched on in the panel, nm-applet's request brings up the login window, which asks the group
+# made in Settings' editor (vpn.data checked item by item), switched on in the panel, nm-applet's request brings up the login window, which asks the group
 # (a drop-down), the password and the banner; a ping crosses the tunnel to ocserv's LAN, ocserv
-# has the session in the chosen group (~10 s).
+# has the session in the chosen group (~25 s).
 # With "shell": GNOME Shell 43 instead of Settings and nm-applet (`gnome-shell --x11`, an X11
 # session on the Xvfb, in NetworkManager's mount namespace: its private /run has no
 # /run/systemd/seats, so the Shell uses no logind; its network agent on the harness's system
@@ -81,7 +81,7 @@ exec 3>"$work/display"
 Xvfb -displayfd 3 -screen 0 1280x1000x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
 xvfb_pid=$!
 exec 3>&-
-for _ in $(seq 100); do [[ -s $work/display ]] && break; sleep 0.1; done
+for _ in $(seq 600); do [[ -s $work/display ]] && break; sleep 0.1; done  # 60 s: a loaded machine
 [[ -s $work/display ]] || fail "Xvfb did not start: $(cat "$work/xvfb.log")"
 display=":$(head -n1 "$work/display")"
 mkdir -p "$work/home"
