@@ -13,7 +13,7 @@
 # With "ac": AnyConnect against ocserv (group list, banner) instead: an AnyConnect profile
 # made in Settings' editor (vpn.data checked item by item), switched on in the panel, nm-applet's request brings up the login window, which asks the group
 # (a drop-down), the password and the banner; a ping crosses the tunnel to ocserv's LAN, ocserv
-# has the session in the chosen group (~25 s).
+# has the session in the chosen group (10-30 s).
 # With "shell": GNOME Shell 43 instead of Settings and nm-applet (`gnome-shell --x11`, an X11
 # session on the Xvfb, in NetworkManager's mount namespace: its private /run has no
 # /run/systemd/seats, so the Shell uses no logind; its network agent on the harness's system
