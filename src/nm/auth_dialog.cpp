@@ -6,6 +6,7 @@
 
 #include "protocols/base/ascii.h"
 #include "src/nm/libnm.h"
+#include "src/nm/service_prompts.h"
 
 namespace espvpn::nm {
 
@@ -35,7 +36,7 @@ bool needs_login(const VpnSettings& settings, bool reprompt) {
 }
 
 std::string external_ui_reply(const std::string& connection_name, const VpnSettings& settings,
-                              const std::vector<AskedSecret>& asked) {
+                              const std::vector<AskedSecret>& asked, std::string_view message) {
     GKeyFile* kf = g_key_file_new();
     const char* ui = "VPN Plugin UI";
     std::string server;
@@ -47,6 +48,7 @@ std::string external_ui_reply(const std::string& connection_name, const VpnSetti
                               " needed for the VPN connection '" + connection_name + "'";
     if (!server.empty()) description += " to " + server;
     if (user != settings.data.end() && !user->second.empty()) description += " as " + user->second;
+    if (!message.empty()) description = printable(message);
     g_key_file_set_integer(kf, ui, "Version", 2);
     g_key_file_set_string(kf, ui, "Description", description.c_str());
     g_key_file_set_string(kf, ui, "Title", ("Authenticate VPN " + connection_name).c_str());
@@ -65,6 +67,21 @@ std::string external_ui_reply(const std::string& connection_name, const VpnSetti
     g_free(text);
     g_key_file_free(kf);
     return out;
+}
+
+std::optional<ChallengeRound> challenge_round(const std::vector<std::string>& hints) {
+    auto key = std::find_if(hints.begin(), hints.end(), [](const std::string& h) { return is_challenge_secret(h); });
+    if (key == hints.end()) return std::nullopt;
+    ChallengeRound round;
+    round.field = {*key, "One-time code", true, {}};
+    constexpr std::string_view kMessage = "x-vpn-message:";
+    for (const auto& h : hints) {
+        if (h.starts_with(kLabelHint) && h.size() > kLabelHint.size())
+            round.field.label = printable(std::string_view(h).substr(kLabelHint.size()));
+        else if (h.starts_with(kMessage))
+            round.message = printable(std::string_view(h).substr(kMessage.size()));
+    }
+    return round;
 }
 
 std::vector<AskedSecret> handed_secrets(const std::map<std::string, Secret>& secrets) {

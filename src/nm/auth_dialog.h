@@ -17,6 +17,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,9 +56,20 @@ std::vector<AskedSecret> secrets_to_ask(const VpnSettings& settings, bool reprom
 // whose login the window runs in the browser.
 bool needs_login(const VpnSettings& settings, bool reprompt);
 
-// The external-UI key file (GLib key-file syntax, values escaped).
+// The external-UI key file (GLib key-file syntax, values escaped). description: the
+// client's message (empty: "Password needed for the VPN connection ...").
 std::string external_ui_reply(const std::string& connection_name, const VpnSettings& settings,
-                              const std::vector<AskedSecret>& asked);
+                              const std::vector<AskedSecret>& asked, std::string_view description = {});
+
+// A prompt round of the service (service_prompts.h: SecretsRequired with a round's secret
+// (challenge, challenge2, ...) and kLabelHint among the hints, which a client passes as -t when the .name file says
+// supports-hints): the one field to ask, labelled in the server's words, and the client's
+// message (NetworkManager's x-vpn-message: hint). nullopt without a round's secret.
+struct ChallengeRound {
+    AskedSecret field;
+    std::string message;
+};
+std::optional<ChallengeRound> challenge_round(const std::vector<std::string>& hints);
 
 // The secrets a login produced (cookie, gateway, ...) as external-UI fields not to ask,
 // each with its value: nm-applet and GNOME Shell hand such fields to NetworkManager as

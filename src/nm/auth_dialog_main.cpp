@@ -51,6 +51,7 @@ struct Options {
     std::string uuid, name, service;
     std::string espvpn = espvpn::nm::kDefaultEspvpnBinary;
     bool interactive = false, reprompt = false, external_ui = false;
+    std::vector<std::string> hints;  // -t: what NetworkManager asks for (a service's prompt round)
 };
 
 void usage(FILE* out) {
@@ -324,7 +325,7 @@ int main(int argc, char** argv) {
         else if (a == "-i" || a == "--allow-interaction") o.interactive = true;
         else if (a == "-r" || a == "--reprompt") o.reprompt = true;
         else if (a == "--external-ui-mode") o.external_ui = true;
-        else if (a == "-t" || a == "--hint") value();  // hints: nothing beyond the password is asked
+        else if (a == "-t" || a == "--hint") o.hints.push_back(value());
         else if (a == "--espvpn") o.espvpn = value();
         else if (a == "-h" || a == "--help") {
             usage(stdout);
@@ -356,7 +357,7 @@ int main(int argc, char** argv) {
 
     bool from_keyring = false;
 #ifdef ESPVPN_NM_LIBSECRET
-    if (!o.reprompt) {
+    if (!o.reprompt || espvpn::nm::challenge_round(o.hints)) {  // a round is not a refused password
         Secret kept = agent_owned_password(settings, o.uuid);
         if (!kept.empty()) {
             settings.secrets["password"] = std::move(kept);
@@ -365,6 +366,27 @@ int main(int argc, char** argv) {
     }
 #endif
     if (o.external_ui) {
+        // The service's prompt round (a challenge after the password, a second code): the one
+        // field the server asks, for a client that asks in its own prompt (nmcli, nmtui). A
+        // desktop agent gets the login window below instead: a whole login whose cookie
+        // replaces the service's (a round is not a refused password: the stored one answers).
+        auto round = espvpn::nm::challenge_round(o.hints);
+#ifdef ESPVPN_NM_LOGIN_WINDOW
+        if (round && o.interactive && !has_terminal_to_ask_on() && espvpn::nm::login_window_available()) {
+            Options fresh = o;
+            fresh.reprompt = false;
+            return external_ui_window(fresh, settings);
+        }
+#endif
+        if (round) {
+            if (!o.interactive) round->field.should_ask = false;
+            std::vector<espvpn::nm::AskedSecret> asked;
+            asked.push_back(std::move(round->field));
+            std::string reply = espvpn::nm::external_ui_reply(o.name, settings, asked, round->message);
+            const bool ok = write_all(1, reply);
+            explicit_bzero(reply.data(), reply.size());
+            return ok ? 0 : 1;
+        }
         auto asked = espvpn::nm::secrets_to_ask(settings, o.reprompt);
 #ifdef ESPVPN_NM_LOGIN_WINDOW
         // A login to do, interaction allowed, no terminal and a display (nm-applet, GNOME

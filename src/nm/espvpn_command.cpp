@@ -169,6 +169,14 @@ Status add_soft_token(const VpnSettings& s, EspvpnCommand& cmd) {
 
 }  // namespace
 
+bool use_prompt_channel(EspvpnCommand& cmd, int fd) {
+    auto it = std::find(cmd.argv.begin(), cmd.argv.end(), "--passwd-on-stdin");
+    if (it == cmd.argv.end()) return false;
+    *it = "--prompt-fd=" + std::to_string(fd);
+    cmd.stdin_line = Secret();
+    return true;
+}
+
 Result<EspvpnCommand> espvpn_command(const std::string& binary, const std::string& script_command,
                                      const VpnSettings& s, int verbosity) {
     EspvpnCommand cmd;

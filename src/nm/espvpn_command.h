@@ -75,6 +75,11 @@ void name_by_descriptor(EspvpnCommand& cmd, const ProfileFile& file, int fd);
 inline constexpr int kFirstFileFd = 4;
 
 
+// A password login whose prompts the service answers on espvpn's prompt channel
+// (ServicePrompts, service_prompts.h) instead of stdin lines: --passwd-on-stdin becomes
+// --prompt-fd=FD, nothing goes to stdin. False (cmd unchanged) for any other login.
+bool use_prompt_channel(EspvpnCommand& cmd, int fd);
+
 // The secrets a connection needs: a "cookie" (as `espvpn --authenticate` prints
 // it) or a "password". Returns false when neither is present.
 bool has_login_secret(const VpnSettings& settings);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <glib-unix.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "protocols/base/exec_array.h"
 #include "src/nm/espvpn_command.h"
 #include "src/nm/owner_files.h"
+#include "src/nm/service_prompts.h"
 #include "src/nm/write_all.h"
 
 namespace espvpn::nm {
@@ -50,6 +52,11 @@ struct PluginState {
     bool password_from_user = false;  // the password's flags say agent-owned or not saved
     int password_retries = 0;
     std::function<void()> on_child_gone;
+    // An interactive password login: espvpn's prompt channel (our end), what answers it.
+    int prompt_fd = -1;
+    guint prompt_watch = 0;
+    std::string prompt_partial;
+    std::optional<ServicePrompts> prompts;
 };
 
 }  // namespace
@@ -143,6 +150,76 @@ bool login_rejected(int code, const std::string& first_error) {
                           first_error.find("end of input while waiting for") != std::string::npos));
 }
 
+void close_prompts(PluginState& st) {
+    if (st.prompt_watch) g_source_remove(st.prompt_watch);
+    st.prompt_watch = 0;
+    if (st.prompt_fd >= 0) close(st.prompt_fd);
+    st.prompt_fd = -1;
+    st.prompt_partial.clear();
+}
+
+// One line to espvpn's prompt channel: the answer, or "cancel".
+void send_step(PluginState& st, NMVpnServicePlugin* plugin, PromptStep step) {
+    using Kind = PromptStep::Kind;
+    if (step.kind == Kind::ask_user) {
+        g_message("espvpn asks what the profile does not answer: asking the user (%s)", step.hints.back().c_str());
+        std::vector<const char*> hints;
+        for (const auto& h : step.hints) hints.push_back(h.c_str());
+        hints.push_back(nullptr);
+        nm_vpn_service_plugin_secrets_required(plugin, step.message.c_str(), hints.data());
+        return;
+    }
+    if (step.kind == Kind::none || st.prompt_fd < 0) return;
+    std::string line;  // encode_answer's line ends with its '\n'
+    if (step.kind == Kind::answer) {
+        auto encoded = prompt::encode_answer(step.value);
+        if (encoded) line = std::string(encoded->reveal_text());
+        else g_warning("espvpn's prompt not answered: %s", encoded.error().message.c_str());
+    }
+    if (line.empty()) {
+        line = std::string(prompt::kCancel) + '\n';
+        g_message("cancelling espvpn's prompt%s%s", step.message.empty() ? "" : ": ", step.message.c_str());
+    }
+    if (!write_all(st.prompt_fd, line)) g_warning("could not answer espvpn's prompt: %s", std::strerror(errno));
+    explicit_bzero(line.data(), line.size());
+}
+
+// espvpn's prompt records (--prompt-fd), a line each; the watch ends at end of file.
+gboolean on_prompt(gint, GIOCondition, gpointer plugin) {
+    PluginState& st = state_of(plugin);
+    char buf[4096];
+    for (;;) {
+        const ssize_t n = read(st.prompt_fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) break;
+        if (n <= 0) {
+            st.prompt_watch = 0;
+            close_prompts(st);
+            return G_SOURCE_REMOVE;
+        }
+        st.prompt_partial.append(buf, static_cast<std::size_t>(n));
+        if (st.prompt_partial.size() > prompt::kMaxLine + 1) {
+            g_warning("espvpn's prompt channel: a line longer than %zu bytes", prompt::kMaxLine);
+            st.prompt_watch = 0;
+            close_prompts(st);
+            return G_SOURCE_REMOVE;
+        }
+    }
+    std::size_t nl;
+    while ((nl = st.prompt_partial.find('\n')) != std::string::npos) {
+        const std::string line = st.prompt_partial.substr(0, nl);
+        st.prompt_partial.erase(0, nl + 1);
+        auto record = prompt::decode(line);
+        if (!record) {
+            g_warning("espvpn's prompt channel: %s", record.error().message.c_str());
+            send_step(st, NM_VPN_SERVICE_PLUGIN(plugin), PromptStep{PromptStep::Kind::cancel, {}, {}, {}});
+            continue;
+        }
+        if (st.prompts) send_step(st, NM_VPN_SERVICE_PLUGIN(plugin), st.prompts->on_record(*record));
+    }
+    return G_SOURCE_CONTINUE;
+}
+
 void child_gone(PluginState& st) {
     if (st.kill_timer) g_source_remove(st.kill_timer);
     st.kill_timer = 0;
@@ -161,6 +238,9 @@ void on_child_exit(GPid pid, gint wait_status, gpointer plugin) {
     PluginState& st = state_of(plugin);
     const bool expected = st.stop_requested;
     close_stderr(st);  // espvpn is gone: all it wrote is in the pipe, relayed before our verdict
+    close_prompts(st);
+    const bool refused = st.prompts && st.prompts->refused();
+    st.prompts.reset();
     g_spawn_close_pid(pid);
     int code = -1;
     if (WIFEXITED(wait_status)) code = WEXITSTATUS(wait_status);
@@ -171,7 +251,7 @@ void on_child_exit(GPid pid, gint wait_status, gpointer plugin) {
     if (expected) return;  // Disconnect already moved the state to stopped
     if (code != 0)
         g_message("espvpn failed: %s", st.first_error.empty() ? "(no error message)" : st.first_error.c_str());
-    if (login_rejected(code, st.first_error) && st.interactive && st.password_from_user &&
+    if ((login_rejected(code, st.first_error) || refused) && st.interactive && st.password_from_user &&
         st.password_retries < kMaxPasswordRetries) {
         // A password the user typed: ask for it again (the auth dialog gets -r), and
         // connect again from NewSecrets. A stored one fails: nobody would be asked.
@@ -182,7 +262,7 @@ void on_child_exit(GPid pid, gint wait_status, gpointer plugin) {
         nm_vpn_service_plugin_secrets_required(vpn, "The server rejected the password. Try again.", hints);
         return;
     }
-    if (login_rejected(code, st.first_error)) {
+    if (login_rejected(code, st.first_error) || refused) {
         st.final_failure = NM_VPN_PLUGIN_FAILURE_LOGIN_FAILED;
         nm_vpn_service_plugin_failure(vpn, NM_VPN_PLUGIN_FAILURE_LOGIN_FAILED);
     } else if (code != 0) {
@@ -270,6 +350,17 @@ gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GErr
         return FALSE;
     }
     run_session_as_owner(*command, owner_of(connection));
+    // ConnectInteractive with a password: espvpn's prompts come to us (service_prompts.h), so
+    // a prompt the profile does not answer is asked of the user through NetworkManager.
+    int prompt_pair[2] = {-1, -1};
+    const int prompt_target = kFirstFileFd + static_cast<int>(file_fds.size());
+    if (st.interactive && use_prompt_channel(*command, prompt_target) &&
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, prompt_pair) != 0) {
+        g_set_error(error, NM_VPN_PLUGIN_ERROR, NM_VPN_PLUGIN_ERROR_LAUNCH_FAILED,
+                    "could not make espvpn's prompt channel: %s", std::strerror(errno));
+        for (int fd : file_fds) close(fd);
+        return FALSE;
+    }
     const auto close_files = [&file_fds] {
         for (int fd : file_fds) close(fd);
         file_fds.clear();
@@ -311,21 +402,39 @@ gboolean start_espvpn(NMVpnServicePlugin* plugin, NMConnection* connection, GErr
         source_fds.push_back(file_fds[i]);
         target_fds.push_back(kFirstFileFd + static_cast<gint>(i));
     }
+    if (prompt_pair[1] >= 0) {
+        source_fds.push_back(prompt_pair[1]);
+        target_fds.push_back(prompt_target);
+    }
     const gboolean spawned = g_spawn_async_with_pipes_and_fds(
         nullptr, argv.data(), envp, G_SPAWN_DO_NOT_REAP_CHILD, nullptr, nullptr, -1, -1, -1, source_fds.data(),
         target_fds.data(), source_fds.size(), &pid, &stdin_fd, nullptr, &stderr_fd, error);
     if (token_pipe[0] >= 0) close(token_pipe[0]);
+    if (prompt_pair[1] >= 0) close(prompt_pair[1]);
     close_files();
     g_strfreev(envp);
-    if (!spawned) return FALSE;
+    if (!spawned) {
+        if (prompt_pair[0] >= 0) close(prompt_pair[0]);
+        return FALSE;
+    }
     g_message("started espvpn (pid %d): %s", pid, printable.c_str());  // argv holds no secret
 
-    std::string line(command->stdin_line.reveal_text());
-    line += '\n';
-    const bool written = write_all(stdin_fd, line);
-    explicit_bzero(line.data(), line.size());
-    close(stdin_fd);
-    if (!written) g_warning("could not write the login secret to espvpn's stdin: %s", std::strerror(errno));
+    if (prompt_pair[0] >= 0) {
+        close(stdin_fd);  // the answers go to the prompt channel
+        close_prompts(st);
+        st.prompts.emplace(settings_of(vpn));
+        st.prompt_fd = prompt_pair[0];
+        fcntl(st.prompt_fd, F_SETFL, fcntl(st.prompt_fd, F_GETFL) | O_NONBLOCK);
+        st.prompt_watch = g_unix_fd_add(st.prompt_fd, static_cast<GIOCondition>(G_IO_IN | G_IO_HUP | G_IO_ERR),
+                                        on_prompt, plugin);
+    } else {
+        std::string line(command->stdin_line.reveal_text());
+        line += '\n';
+        const bool written = write_all(stdin_fd, line);
+        explicit_bzero(line.data(), line.size());
+        close(stdin_fd);
+        if (!written) g_warning("could not write the login secret to espvpn's stdin: %s", std::strerror(errno));
+    }
 
     NMSettingSecretFlags flags = NM_SETTING_SECRET_FLAG_NONE;
     nm_setting_get_secret_flags(NM_SETTING(vpn), "password", &flags, nullptr);
@@ -359,8 +468,37 @@ gboolean plugin_connect_interactive(NMVpnServicePlugin* plugin, NMConnection* co
     return start_espvpn(plugin, connection, error);
 }
 
-// The secrets asked for after a rejected password (SecretsRequired).
+// The secrets asked for (SecretsRequired): the answer to the prompt espvpn waits on, or
+// after a rejected password, a new login.
 gboolean plugin_new_secrets(NMVpnServicePlugin* plugin, NMConnection* connection, GError** error) {
+    PluginState& st = state_of(plugin);
+    if (st.prompts && st.prompts->waiting_for_user() && st.child > 0) {
+        NMSettingVpn* vpn = vpn_setting_of(connection, NM_VPN_PLUGIN_ERROR_BAD_ARGUMENTS, error);
+        if (!vpn) return FALSE;
+        const auto settings = settings_of(vpn);
+        if (!st.prompts->has_answer(settings) && has_secret(settings, "cookie")) {
+            // A desktop agent's login window logged in anew (it asks a round in its window, not
+            // in the agent's prompt): its cookie replaces this login.
+            g_message("the agent's login window logged in: connecting with its cookie");
+            st.prompts.reset();
+            send_step(st, plugin, PromptStep{PromptStep::Kind::cancel, {}, {}, {}});
+            st.stop_requested = true;
+            st.kill_timer = g_timeout_add_seconds(kLogoutGraceSeconds, kill_child, plugin);
+            g_object_ref(connection);
+            st.on_child_gone = [plugin, connection] {
+                GError* err = nullptr;
+                if (!start_espvpn(plugin, connection, &err)) {
+                    g_warning("espvpn not started: %s", err ? err->message : "?");
+                    g_clear_error(&err);
+                    nm_vpn_service_plugin_failure(plugin, NM_VPN_PLUGIN_FAILURE_CONNECT_FAILED);
+                }
+                g_object_unref(connection);
+            };
+            return TRUE;
+        }
+        send_step(st, plugin, st.prompts->answer_from(settings));
+        return TRUE;
+    }
     return start_espvpn(plugin, connection, error);
 }
 
@@ -425,6 +563,7 @@ static void espvpn_nm_plugin_finalize(GObject* object) {
     if (self->state->child_watch) g_source_remove(self->state->child_watch);
     if (self->state->stderr_watch) g_source_remove(self->state->stderr_watch);
     if (self->state->stderr_fd >= 0) close(self->state->stderr_fd);
+    espvpn::nm::close_prompts(*self->state);
     if (self->state->kill_timer) g_source_remove(self->state->kill_timer);
     if (self->state->child > 0) kill(self->state->child, SIGKILL);
     delete self->state;

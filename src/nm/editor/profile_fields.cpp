@@ -313,7 +313,7 @@ void form_to_items(const FormValues& form, VpnItems& items) {
 }
 
 void add_session_secret_flags(VpnItems& items) {
-    for (const char* session : {"cookie", "gateway", "gwcert", "resolve"})
+    for (const char* session : {"cookie", "gateway", "gwcert", "resolve", "challenge", "challenge2", "challenge3"})
         if (!item(items.data, std::string(session) + "-flags"))
             items.data[std::string(session) + "-flags"] = std::to_string(kFlagsNotSaved);
 }

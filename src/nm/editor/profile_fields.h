@@ -80,8 +80,8 @@ std::vector<Invalid> validate_form(const FormValues& form);
 void form_to_items(const FormValues& form, VpnItems& items);
 
 // The secrets a login hands NetworkManager (the auth dialog's cookie, gateway, gwcert,
-// resolve) are for one session: "-flags" 2 (not saved), where the profile has no flags for
-// them. Else NetworkManager writes them into the profile, and the cookie, logged out at
+// resolve; the service's prompt rounds' challenge, challenge2, challenge3) are for one
+// session: "-flags" 2 (not saved), where the profile has no flags for them. Else NetworkManager writes them into the profile, and the cookie, logged out at
 // disconnect, answers the next connection and fails it. NetworkManager-openconnect's editor
 // writes the same flags. The editor's save and the import add them.
 void add_session_secret_flags(VpnItems& items);

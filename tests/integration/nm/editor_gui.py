@@ -85,7 +85,8 @@ class Host(Form):
 
 
 # The login's session secrets: never saved (the editor adds these flags on save).
-SESSION_FLAGS = {"cookie-flags": "2", "gateway-flags": "2", "gwcert-flags": "2", "resolve-flags": "2"}
+SESSION_FLAGS = {"cookie-flags": "2", "gateway-flags": "2", "gwcert-flags": "2", "resolve-flags": "2",
+                 "challenge-flags": "2", "challenge2-flags": "2", "challenge3-flags": "2"}
 
 
 def expect_items(got, want, what):

@@ -139,7 +139,8 @@ class Editor(Form):
 
 
 # The login's session secrets: never saved (the editor's save and the import add these flags).
-SESSION_FLAGS = {"cookie-flags": "2", "gateway-flags": "2", "gwcert-flags": "2", "resolve-flags": "2"}
+SESSION_FLAGS = {"cookie-flags": "2", "gateway-flags": "2", "gwcert-flags": "2", "resolve-flags": "2",
+                 "challenge-flags": "2", "challenge2-flags": "2", "challenge3-flags": "2"}
 
 
 def expect(got, want, what):

@@ -19,6 +19,12 @@
 #     the right one connects
 #   a soft token (token_mode=totp, secret token_secret): nothing asked, the key on
 #     espvpn's descriptor 3 answers the server's prompt
+#   gp: prompt rounds: a plain password profile, the gateway asking two code rounds after
+#     the password: each asked by nmcli in the server's words (secrets challenge,
+#     challenge2), one login; the same from a passwd-file; not asked without
+#     challenge-flags=2
+#   ac: prompt rounds: a plain password profile, ocserv's OTP form asked by nmcli as a round
+#     in ocserv's words
 # Each up: activated, a tun; each down: espvpn and the tun gone. The code and the
 # password never in espvpn's argv nor in NM's log.
 set -euo pipefail
@@ -83,12 +89,12 @@ if [[ $mode == gp ]]; then
 else
   password=$oc_password
   hexkey=$($py -c "import base64, sys; print(base64.b32decode(sys.argv[1]).hex())" "$key")
-  for u in otp1 otp2 otp3 otp4 otp5; do echo "HOTP/T30 $u - $hexkey"; done >"$work/users.oath"
+  for u in otp1 otp2 otp3 otp4 otp5 otp6; do echo "HOTP/T30 $u - $hexkey"; done >"$work/users.oath"
   chmod 600 "$work/users.oath"
   oc_auth=("auth = \"plain[passwd=$work/oc/passwd,otp=$work/users.oath]\"")
   # ocserv scores each plain+otp login like a wrong password and bans the address after a few.
   ocserv_up "max-ban-score = 0" || fail "ocserv did not start"
-  for u in otp1 otp2 otp3 otp4 otp5; do printf '%s\n%s\n' "$password" "$password" | ocpasswd -c "$work/oc/passwd" $u; done
+  for u in otp1 otp2 otp3 otp4 otp5 otp6; do printf '%s\n%s\n' "$password" "$password" | ocpasswd -c "$work/oc/passwd" $u; done
   url="https://$gw_ip:$oc_port/"
   base() { echo "gateway=$url, protocol=anyconnect, user=$1, cafile=$repo/certs/ca.pem, otp=yes, otp-flags=2"; }
 fi
@@ -210,6 +216,69 @@ logins_are 5  # after the four logins above
 check_down token
 ! grep -qF -- "$key" "$work/nm.log" || fail "the token's key is in NetworkManager's log"
 say "soft token: the service passed the key on descriptor 3, espvpn answered the server's code prompt"
+
+# 6 (gp). Prompt rounds: a plain password profile (no otp=yes) against a gateway asking two
+# code rounds after the password, each known only when the server sends it. The service runs
+# espvpn's prompt channel: the password answers the first prompt, each round goes to nmcli as
+# a new secrets request (the server's words as nmcli's prompt), the answer back to the waiting
+# espvpn; one login, both codes checked by the server; nothing of it saved in the profile
+# (challenge-flags=2, challenge2-flags=2: the editor writes them). Without those flags the
+# round is not asked (NetworkManager would save the code in the profile): the connection
+# fails and NetworkManager's log says what to add.
+if [[ $mode == gp ]]; then
+  gateway_down
+  gateway_up aes-128-gcm --user "alice:$password" --gw-otp xml:111111 --gw-otp xml:222222 ||
+    fail "fake gateway (two rounds) did not start"
+  add_profile rounds "gateway=$url, protocol=gp, user=alice, cafile=$repo/certs/ca.pem, password-flags=2, challenge-flags=2, challenge2-flags=2"
+  code=111111
+  out=$(printf '%s\n%s\n%s\n' "$password" 111111 222222 | nmc --ask --wait 60 connection up rounds 2>&1) ||
+    fail "nmcli --ask connection up rounds: $out"
+  grep -q "^Password (vpn.secrets.password):" <<<"$out" || fail "no password prompt: $out"
+  grep -q "Enter response 1 of 2 from your token (vpn.secrets.challenge):" <<<"$out" ||
+    fail "the first round was not asked in the server's words: $out"
+  grep -q "Enter response 2 of 2 from your token (vpn.secrets.challenge2):" <<<"$out" ||
+    fail "the second round was not asked in the server's words: $out"
+  check_up rounds
+  # (fixed answers: the fake counts the login by its rounds, not in otp_codes_ok)
+  [[ $(stat 'd["login_via"]') == "{'password+otp+2otp': 1}" ]] ||
+    fail "the gateway did not take both codes in one login: $(stat 'd["login_via"]')"
+  check_down rounds
+  # The same rounds from a passwd-file (nmcli reads it at each request).
+  printf 'vpn.secrets.password:%s\nvpn.secrets.challenge:111111\nvpn.secrets.challenge2:222222\n' "$password" \
+    >"$work/passwd-rounds"
+  out=$(nmc --wait 60 connection up rounds passwd-file "$work/passwd-rounds" 2>&1) ||
+    fail "up rounds passwd-file: $out"
+  check_up rounds
+  [[ $(stat 'd["login_via"]') == "{'password+otp+2otp': 2}" ]] ||
+    fail "the passwd-file's rounds did not log in: $(stat 'd["login_via"]')"
+  check_down rounds
+  ! grep -rq "challenge2\?=\|111111\|222222" "$nm_root/etc/system-connections" ||
+    fail "a round's answer was saved in the profile"
+  say "two code rounds through nmcli: each asked in the server's words after the password, one login; the same from a passwd-file"
+  add_profile noflags "gateway=$url, protocol=gp, user=alice, cafile=$repo/certs/ca.pem, password-flags=2"
+  ! out=$(printf '%s\n%s\n' "$password" 111111 | nmc --ask --wait 30 connection up noflags 2>&1) ||
+    fail "a round without challenge-flags=2 connected: $out"
+  ! grep -q "vpn.secrets.challenge" <<<"$out" || fail "a round without challenge-flags=2 was asked: $out"
+  grep -q "vpn.data has no challenge-flags=2" "$work/nm.log" || fail "NetworkManager's log does not say why"
+  say "without challenge-flags=2 the round is not asked; NetworkManager's log says to add it"
+fi
+
+# 6 (ac). ocserv's second form as a prompt round: a plain password profile (no otp=yes), the
+# code asked by nmcli in ocserv's words after the password; one login.
+if [[ $mode == ac ]]; then
+  add_profile rounds "$(base otp6 | sed 's/, otp=yes, otp-flags=2//'), password-flags=2, challenge-flags=2"
+  avoid_step_edge
+  code=$(totp)
+  out=$(printf '%s\n%s\n' "$password" "$code" | nmc --ask --wait 40 connection up rounds 2>&1) ||
+    fail "nmcli --ask connection up rounds: $out"
+  grep -q "Please enter your OTP password" <<<"$out" || fail "ocserv's words were not shown: $out"
+  grep -q "(vpn.secrets.challenge):" <<<"$out" || fail "the code was not asked as a round: $out"
+  ! grep -q "vpn.secrets.otp" <<<"$out" || fail "the profile's otp was asked: $out"
+  check_up rounds
+  logins_are 6
+  check_down rounds
+  say "ocserv's OTP form as a prompt round: asked by nmcli in ocserv's words after the password, one login"
+fi
 
 # (a 6-digit code can be part of a timestamp: only lines about secrets count)
 while read -r c; do

@@ -82,7 +82,8 @@ method=auto
     for (const char* gone : {"authtype", "cacert", "stoken_source", "enable_csd_trojan"})
         CHECK_MESSAGE(d.count(gone) == 0, gone);
     // The login's session secrets are never saved (NM-openconnect's flags dropped, set anew).
-    for (const char* session : {"cookie-flags", "gateway-flags", "gwcert-flags", "resolve-flags"})
+    for (const char* session : {"cookie-flags", "gateway-flags", "gwcert-flags", "resolve-flags", "challenge-flags",
+                                 "challenge2-flags", "challenge3-flags"})
         CHECK_MESSAGE(d.at(session) == "2", session);
     // The editor shows it without complaint.
     CHECK(validate_form(form_from_items(p.items)).empty());
@@ -180,7 +181,8 @@ TEST_CASE("export: the keyfile form without secrets, which import reads back") {
     const Profile back = imported(text);
     CHECK(back.name == p.name);
     auto want = p.items.data;  // and the session secrets' flags, which import adds
-    for (const char* session : {"cookie-flags", "gateway-flags", "gwcert-flags", "resolve-flags"}) want[session] = "2";
+    for (const char* session : {"cookie-flags", "gateway-flags", "gwcert-flags", "resolve-flags", "challenge-flags",
+                                 "challenge2-flags", "challenge3-flags"}) want[session] = "2";
     CHECK(back.items.data == want);
     CHECK(back.items.secrets.empty());
 }
