@@ -78,15 +78,20 @@ Result<RtNetlink> RtNetlink::open() {
     return RtNetlink(fd);
 }
 
-Status RtNetlink::transact(void* request, std::size_t length, const char* what,
-                           const std::function<void(const nlmsghdr&)>& on_reply, int* error) {
+Status RtNetlink::send_request(void* request, std::size_t length, const char* what) {
     auto* hdr = static_cast<nlmsghdr*>(request);
     hdr->nlmsg_seq = ++seq_;
-    if (error) *error = 0;
     sockaddr_nl kernel{};
     kernel.nl_family = AF_NETLINK;
     if (::sendto(fd_.get(), request, length, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
         return make_error(std::string(what) + ": netlink send: " + errno_text(errno));
+    return {};
+}
+
+Status RtNetlink::transact(void* request, std::size_t length, const char* what,
+                           const std::function<void(const nlmsghdr&)>& on_reply, int* error) {
+    if (error) *error = 0;
+    if (Status sent = send_request(request, length, what); !sent) return sent;
     alignas(NLMSG_ALIGNTO) std::uint8_t reply[8192];
     for (int attempts = 0; attempts < 16; ++attempts) {
         ssize_t n = ::recv(fd_.get(), reply, sizeof reply, 0);
@@ -113,12 +118,7 @@ Status RtNetlink::transact(void* request, std::size_t length, const char* what,
 
 Status RtNetlink::dump(void* request, std::size_t length, const char* what,
                        const std::function<void(const nlmsghdr&)>& on_reply) {
-    auto* hdr = static_cast<nlmsghdr*>(request);
-    hdr->nlmsg_seq = ++seq_;
-    sockaddr_nl kernel{};
-    kernel.nl_family = AF_NETLINK;
-    if (::sendto(fd_.get(), request, length, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
-        return make_error(std::string(what) + ": netlink send: " + errno_text(errno));
+    if (Status sent = send_request(request, length, what); !sent) return sent;
     alignas(NLMSG_ALIGNTO) std::uint8_t reply[32768];
     for (int reads = 0; reads < 4096; ++reads) {  // a routing table of some 100 000 routes at most
         ssize_t n = ::recv(fd_.get(), reply, sizeof reply, 0);

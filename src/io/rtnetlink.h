@@ -71,6 +71,8 @@ public:
 
 private:
     explicit RtNetlink(int fd) : fd_(fd) {}
+    // Numbers the request (seq_) and sends it to the kernel.
+    Status send_request(void* request, std::size_t length, const char* what);
     // Sends a request and waits for its ACK; `on_reply` (if any) sees the other replies to it.
     Status transact(void* request, std::size_t length, const char* what,
                     const std::function<void(const nlmsghdr&)>& on_reply = {}, int* error = nullptr);
