@@ -4,7 +4,9 @@
 # host's files and dpkg database are never written), then, from the installed files
 # only: `espvpn --version`, the package's file list and the real-NetworkManager test
 # (real_nm.sh gp with /usr/sbin/espvpn, /usr/lib/NetworkManager/nm-espvpn-service, the
-# installed .name file and the D-Bus policy the bus reads from /usr/share/dbus-1/system.d).
+# installed .name file and the D-Bus policy the bus reads from /usr/share/dbus-1/system.d);
+# with GNOME_DEB, the GUI test nm_gnome_settings (gnome_settings.sh --name-file) on the
+# installed .name file, editor plugin and GTK4 editor, auth dialog and service.
 #   deb_install.sh DEB GATEWAY_BIN [GNOME_DEB]
 # GNOME_DEB: espvpn-gnome (the GTK editors), installed beside it and checked too.
 # DEB: built with `dpkg-buildpackage -b -us -uc` (tools/package-check builds it and runs
@@ -90,6 +92,13 @@ if [[ -f /espvpn-gnome.deb ]]; then
 fi
 "$here/real_nm.sh" gp /usr/lib/NetworkManager/nm-espvpn-service /usr/sbin/espvpn "$gw_bin" \
   /usr/lib/NetworkManager/VPN/nm-espvpn-service.name
+if [[ -f /espvpn-gnome.deb ]]; then
+  # The desktop from the installed files only: GNOME Settings adds a GP profile in the installed
+  # GTK4 editor (found by libnm from the installed .name file's plugin), nm-applet runs the
+  # installed auth dialog, whose login window asks the password and an OTP round; the installed
+  # service connects, a ping crosses as ESP.
+  "$here/gnome_settings.sh" --name-file /usr/lib/NetworkManager/VPN/nm-espvpn-service.name - - - "$gw_bin"
+fi
 CHROOT
 INNER
 echo "RESULT deb_install: passed"

@@ -17,8 +17,10 @@ editor_nce.py WORK [SHOT_DIR]
            (its import of its [openconnect] form), added with nmcli, with the login its
            dialog saves; the keyfile NetworkManager wrote for it imported in the editor, saved,
            then `nmcli connection up` against the fake GP gateway (LIVE_GP_URL, CA LIVE_CA):
-           activated, a ping to LIVE_PING through the tun, down: the tun gone
+           activated, a ping to LIVE_PING through the tun, down: the tun gone; then the same
+           for an AnyConnect one against ocserv (LIVE_AC_URL, LIVE_AC_USER, LIVE_AC_PASSWORD)
 """
+import json
 import os
 import re
 import subprocess
@@ -380,12 +382,36 @@ form:_login:user=dave
     say("import in the editor: nm-connection-editor --import of an NM-openconnect GP profile, saved as espvpn")
 
 
-def case_import_connect():
-    """A user's NetworkManager-openconnect GP profile, switched to espvpn in one step and used."""
-    url, ca, target = os.environ["LIVE_GP_URL"], os.environ["LIVE_CA"], os.environ["LIVE_PING"]
-    src = os.path.join(WORK, "oc-live.conf")
+def tunnel_count(protocol):
+    """Packets the tunnel carried: the ESP gateway's good ESP packets (GW_STATS) for GP; for
+    AnyConnect, the packets received on the client's tun (only espvpn, from ocserv's session,
+    writes there). 0 when unknown."""
+    try:
+        if protocol == "gp":
+            with open(os.environ["GW_STATS"]) as f:
+                return json.load(f)["rx"]["esp_ok"]
+        links = json.loads(subprocess.run(["ip", "-j", "-s", "link", "show", "type", "tun"], capture_output=True,
+                                          text=True, timeout=15).stdout)
+        return sum(link["stats64"]["rx"]["packets"] for link in links)
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return 0
+
+
+def case_import_connect(protocol):
+    """A user's NetworkManager-openconnect profile (protocol "gp": the fake GP gateway;
+    "anyconnect": ocserv), switched to espvpn in one step and used."""
+    if protocol == "gp":
+        url, name, user, password = os.environ["LIVE_GP_URL"], "oc-live", "alice", "secret"
+        # The secrets NetworkManager-openconnect's auth dialog keeps after a GP login (its form ids).
+        login = f"form:_login:user={user}, form:_login:passwd={password}"
+    else:
+        url, name = os.environ["LIVE_AC_URL"], "oc-live-ac"
+        user, password = os.environ["LIVE_AC_USER"], os.environ["LIVE_AC_PASSWORD"]
+        login = f"form:main:username={user}, form:main:password={password}"
+    ca, target = os.environ["LIVE_CA"], os.environ["LIVE_PING"]
+    src = os.path.join(WORK, name + ".conf")
     with open(src, "w") as f:
-        f.write(f"[openconnect]\nDescription=oc-live\nHost={url}\nCACert={ca}\nProtocol=gp\n")
+        f.write(f"[openconnect]\nDescription={name}\nHost={url}\nCACert={ca}\nProtocol={protocol}\n")
     # NetworkManager-openconnect's plugin (its import, through libnm's loader) makes the profile's
     # items. `nmcli connection import type openconnect` would too, but NM-openconnect 1.2.8's
     # import leaves ipv4.method unset and NetworkManager refuses it; so the items go to nmcli's
@@ -394,12 +420,11 @@ def case_import_connect():
     plugin = NM.VpnPluginInfo.new_from_file("/usr/lib/NetworkManager/VPN/nm-openconnect-service.name")
     made = plugin.load_editor_plugin().import_(src).get_setting_vpn()
     oc_data = {k: made.get_data_item(k) for k in made.get_data_keys()}
-    if oc_data.get("gateway") != url or oc_data.get("protocol") != "gp":
+    if oc_data.get("gateway") != url or oc_data.get("protocol") != protocol:
         fail(f"NetworkManager-openconnect's import made {oc_data}")
-    nmcli("connection", "add", "type", "vpn", "con-name", "oc-live", "autoconnect", "no", "vpn-type", "openconnect",
-          "vpn.data", ", ".join(f"{k}={v}" for k, v in oc_data.items()),
-          "vpn.secrets", "form:_login:user=alice, form:_login:passwd=secret")
-    oc_uuid = nmcli("-g", "connection.uuid", "connection", "show", "oc-live")
+    nmcli("connection", "add", "type", "vpn", "con-name", name, "autoconnect", "no", "vpn-type", "openconnect",
+          "vpn.data", ", ".join(f"{k}={v}" for k, v in oc_data.items()), "vpn.secrets", login)
+    oc_uuid = nmcli("-g", "connection.uuid", "connection", "show", name)
     if nmcli("-g", "vpn.service-type", "connection", "show", oc_uuid) != "org.freedesktop.NetworkManager.openconnect":
         fail("NetworkManager-openconnect's import did not make an openconnect profile")
     keyfile = [fn for u, _, fn in (line.partition(":") for line in
@@ -413,16 +438,16 @@ def case_import_connect():
     e.save_and_close()
     uuids = [u for n, _, u in (line.partition(":") for line in
                                nmcli("-t", "-f", "NAME,UUID", "connection", "show").splitlines())
-             if n == "oc-live" and u != oc_uuid]
+             if n == name and u != oc_uuid]
     if len(uuids) != 1:
-        fail(f"the editor's import did not save one more oc-live: {uuids}")
+        fail(f"the editor's import did not save one more {name}: {uuids}")
     uuid = uuids[0]
     if nmcli("-g", "vpn.service-type", "connection", "show", uuid) != "org.freedesktop.NetworkManager.espvpn":
         fail("the profile imported in the editor is not an espvpn VPN")
-    want = {"protocol": "gp", "gateway": url, "cafile": ca, "user": "alice", "password-flags": "0", **SESSION_FLAGS}
+    want = {"protocol": protocol, "gateway": url, "cafile": ca, "user": user, "password-flags": "0", **SESSION_FLAGS}
     if vpn_data(uuid) != want:
-        fail(f"import and connect: {vpn_data(uuid)} != {want}")
-    if vpn_secrets(uuid, {"password": "secret"}) != {"password": "secret"}:
+        fail(f"import and connect ({protocol}): {vpn_data(uuid)} != {want}")
+    if vpn_secrets(uuid, {"password": password}) != {"password": password}:
         fail("the password NetworkManager-openconnect kept was not carried over")
     r = subprocess.run(["nmcli", "--wait", "40", "connection", "up", uuid], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
@@ -432,10 +457,22 @@ def case_import_connect():
     tun = subprocess.run(["ip", "-o", "link", "show", "type", "tun"], capture_output=True, text=True).stdout
     if not tun.strip():
         fail("no tun device after connection up")
+    # The gateway's namespace also forwards outside the tunnel: the route and the tunnel's
+    # own count show that the ping crossed it.
+    route = subprocess.run(["ip", "route", "get", target], capture_output=True, text=True).stdout
+    if " dev tun" not in route:
+        fail(f"{target} is not routed through the tunnel: {route.strip()}")
+    before = tunnel_count(protocol)
     ping = subprocess.run(["ping", "-c", "2", "-i", "0.2", "-W", "2", target], capture_output=True, text=True,
                           timeout=20)
     if ping.returncode != 0:
         fail(f"no ping to {target} through the tunnel: {ping.stdout.strip()}")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and tunnel_count(protocol) < before + 2:
+        time.sleep(0.2)
+    if tunnel_count(protocol) < before + 2:
+        fail(f"the tunnel did not carry the pings ({protocol}): {before} -> {tunnel_count(protocol)}")
+    carried = tunnel_count(protocol) - before
     nmcli("connection", "down", uuid)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and subprocess.run(["ip", "-o", "link", "show", "type", "tun"],
@@ -445,12 +482,14 @@ def case_import_connect():
         fail("a tun is left after connection down")
     if nmcli("-g", "vpn.service-type", "connection", "show", oc_uuid) != "org.freedesktop.NetworkManager.openconnect":
         fail("the NetworkManager-openconnect profile was changed")
-    say(f"import and connect: NetworkManager-openconnect's GP profile imported in the editor, up through "
-        f"NetworkManager with its saved login, ping {target} through {tun.split(':')[1].strip()}, down")
+    say(f"import and connect ({protocol}): NetworkManager-openconnect's profile imported in the editor, up through "
+        f"NetworkManager with its saved login, ping {target} through {tun.split(':')[1].strip()} "
+        f"({carried} packets counted by the {'ESP gateway' if protocol == 'gp' else 'tun'}), down")
 
 
 try:
-    case_import_connect()
+    case_import_connect("gp")
+    case_import_connect("anyconnect")
     case_import_editor()
     case_gp()
     case_ac()

@@ -10,13 +10,14 @@
 # a GP profile made by NetworkManager-openconnect itself (its plugin's import, Debian's
 # network-manager-openconnect), imported in the editor from the keyfile NetworkManager
 # wrote, saved, connected with `nmcli connection up` against the fake GP gateway +
-# tools/esp-gateway (GATEWAY_BIN), a ping through the tunnel, down.
+# tools/esp-gateway (GATEWAY_BIN), a ping through the tunnel, down; the same for an
+# AnyConnect profile NetworkManager-openconnect made, against Debian's ocserv.
 # Skips (77) only when a package tools/install-deps installs is missing.
 set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
 service=$1 espvpn=$2 plugin=$3 gw_bin=$4 shots=${5:-}
 missing=()
-for c in NetworkManager dbus-daemon Xvfb nm-connection-editor dbus-run-session; do
+for c in NetworkManager dbus-daemon Xvfb nm-connection-editor dbus-run-session ocserv; do
   command -v $c >/dev/null || missing+=("$c")
 done
 oc_name=/usr/lib/NetworkManager/VPN/nm-openconnect-service.name
@@ -32,16 +33,18 @@ xvfb_pid=
 fail() {
   echo "FAIL: $*"
   [[ -f $work/nm.log ]] && { echo "--- nm.log"; tail -30 "$work/nm.log"; }
+  [[ -f $work/ocserv.log ]] && { echo "--- ocserv.log"; tail -20 "$work/ocserv.log"; }
   exit 1
 }
-# shellcheck source=../../../tools/netns/gp-topology.sh
-. "$repo/tools/netns/gp-topology.sh"
+# shellcheck source=../anyconnect/ocserv_env.sh
+. "$repo/tests/integration/anyconnect/ocserv_env.sh"  # and tools/netns/gp-topology.sh
+oc_port=8443  # the fake GP portal has 4443
 # shellcheck source=real_nm_env.sh
 . "$here/real_nm_env.sh"
 cleanup() {
   [[ -z $xvfb_pid ]] || { kill "$xvfb_pid" 2>/dev/null || true; wait "$xvfb_pid" 2>/dev/null || true; }
   nm_down
-  topo_cleanup
+  ocserv_cleanup  # ocserv (if started), then topo_cleanup
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -51,10 +54,11 @@ nm_build_tree_name "$service" "$espvpn" "$plugin"
 nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" || fail "NetworkManager did not start"
 # NetworkManager-openconnect's .name file beside ours: nmcli finds its plugin (import) by it.
 cp "$oc_name" "$nm_root/vpn/"
-# For the imported profile's connect: a default route (NetworkManager wants one before a
-# VPN) and the fake GP portal/gateway + the ESP gateway.
+# For the imported profiles' connects: a default route (NetworkManager wants one before a
+# VPN), the fake GP portal/gateway + the ESP gateway, and ocserv (its LAN is the same $lan_ip).
 nm_base_up || fail "the base connection did not come up"
 gateway_up aes-128-gcm || fail "the fake gateway did not start"
+ocserv_up || fail "ocserv did not start"
 
 # The X server's socket is a file in /tmp (shared with NM's mount namespace); its
 # abstract socket would be in the host's network namespace only.
@@ -70,6 +74,8 @@ display=":$(head -n1 "$work/display")"
 # their own (dbus-run-session: the AT-SPI bus is activated there and ends with it).
 nm_ns env -u DBUS_SESSION_BUS_ADDRESS DISPLAY="$display" NO_AT_BRIDGE=0 GTK_USE_PORTAL=0 HOME="$work" \
   LIVE_GP_URL="https://$gw_ip:4443/" LIVE_CA="$repo/certs/ca.pem" LIVE_PING="$lan_ip" \
+  GW_STATS="$work/gw-stats.json" LIVE_AC_URL="https://$gw_ip:$oc_port/" LIVE_AC_USER=testuser \
+  LIVE_AC_PASSWORD="$oc_password" \
   timeout 150 dbus-run-session -- /usr/bin/python3 "$here/editor_nce.py" "$work" $shots \
   2> >(grep -v 'Failed to set fd limit\|dbus-daemon\[' >&2) || fail "editor_nce.py failed"
 echo "RESULT editor_nce: passed"

@@ -4,7 +4,11 @@
 # NetworkManager (the real_nm_env.sh harness: its own namespaces and system bus), under Xvfb
 # on a session bus of their own with an unlocked gnome-keyring, driven through AT-SPI by
 # gnome_settings.py (label "gui"; root; ~30 s):
-#   gnome_settings.sh [ac|shell] SERVICE ESPVPN PLUGIN_SO GATEWAY_BIN [SHOT_DIR]
+#   gnome_settings.sh [ac|shell] [--name-file FILE] SERVICE ESPVPN PLUGIN_SO GATEWAY_BIN [SHOT_DIR]
+# --name-file: an installed package's .name file (tests/integration/nm/deb_install.sh): the
+# programs and editor plugin it names are used as installed, and the bus takes the D-Bus policy
+# from /usr/share/dbus-1/system.d; SERVICE, ESPVPN and PLUGIN_SO are not used. Without it, the
+# build tree's SERVICE (run with ESPVPN) and PLUGIN_SO, through a .name file written here.
 # A GP profile added in Settings (VPN + > espvpn > the GTK4 editor), edited there, switched
 # on in the panel: nm-applet runs nm-espvpn-auth-dialog, whose login window asks the password
 # and the portal's OTP round (--portal-otp), the tunnel carries a ping as ESP to the fake GP
@@ -28,6 +32,8 @@ set -euo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
 case=gp
 [[ ${1:-} == ac || ${1:-} == shell ]] && { case=$1; shift; }
+name_file=
+[[ ${1:-} == --name-file ]] && { name_file=$2; shift 2; }
 service=$1 espvpn=$2 plugin=$3 gw_bin=$4 shots=${5:-}
 missing=()
 for c in NetworkManager dbus-daemon Xvfb dbus-run-session gnome-control-center nm-applet gnome-keyring-daemon \
@@ -63,8 +69,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 topo_up
-nm_build_tree_name "$service" "$espvpn" "$plugin"
-nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" || fail "NetworkManager did not start"
+if [[ -n $name_file ]]; then
+  nm_up "$name_file" || fail "NetworkManager did not start"
+else
+  nm_build_tree_name "$service" "$espvpn" "$plugin"
+  nm_up "$work/nm-espvpn-service.name" "$repo/src/nm/nm-espvpn-service.conf" || fail "NetworkManager did not start"
+fi
 nm_base_up || fail "the base connection did not come up"
 if [[ $case == ac ]]; then
   # ocserv_env.sh: grpuser in group1 ("First Group") and group2, its banner; ocserv's LAN is $lan_ip's.
