@@ -13,6 +13,7 @@
 #include "src/datapath/esp/esp_datapath.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/handover_queue.h"
+#include "src/datapath/send_turn.h"
 #include "src/datapath/too_big.h"
 #include "src/datapath/tun_counts.h"
 #include "src/datapath/udp_send.h"
@@ -36,7 +37,13 @@ public:
     EspTxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& from_rx);
     void run();
 
+    // For the rx thread holding `turn`, right after its tun write: one tun read (what
+    // batch_ takes), sealed and sent; `more` when the batch was full (more may wait).
+    enum class TunRead { empty, sent, more, failed };
+    TunRead send_from_tun(bool by_rx);
+
     ControlChannel control;
+    SendTurn turn;  // the send side below (tun reads, sa_, the socket's sends) is its holder's
     HandoverQueue<OutboundUpdate> sa_updates;
     std::atomic<std::uint32_t> probe_requests{0};
     EspTxCounters counters;
@@ -72,7 +79,9 @@ private:
 
 class EspRxPipeline {
 public:
-    EspRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& to_tx);
+    // tx: the pipeline whose send side this thread uses after its tun writes (null: never).
+    EspRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& to_tx,
+                  EspTxPipeline* tx);
     void run();
 
     ControlChannel control;
@@ -86,6 +95,7 @@ private:
     void handle_control();
     bool drain_udp();
     bool open_and_deliver();
+    bool send_replies();
     void retire_previous(Clock::time_point now);
     int poll_timeout_ms(Clock::time_point now) const;
     void publish_sa_state();
@@ -94,6 +104,7 @@ private:
     io::UdpSocket& udp_;
     EspDatapathOptions options_;
     EspRxToTx& to_tx_;
+    EspTxPipeline* tx_;
     io::PacketBatch batch_;
     std::unique_ptr<io::SocketAddress[]> sources_;
     std::unique_ptr<EspOpenItem[]> open_items_;  // one per datagram of batch_, made once
