@@ -79,6 +79,12 @@ private:
 
 class EspRxPipeline {
 public:
+    // When the rx thread sends the answers to its own tun write (open_and_deliver): after a
+    // receive of fewer datagrams than this (one recvmmsg takes up to 8 GRO buffers: fewer
+    // means it keeps up) whose inner packets average at least this many bytes (data, not ACKs).
+    static constexpr std::size_t kRepliesBelowDatagrams = 8;
+    static constexpr std::size_t kRepliesFromAverageBytes = 512;
+
     // tx: the pipeline whose send side this thread uses after its tun writes (null: never).
     EspRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& to_tx,
                   EspTxPipeline* tx);
@@ -105,6 +111,7 @@ private:
     EspDatapathOptions options_;
     EspRxToTx& to_tx_;
     EspTxPipeline* tx_;
+    bool replies_ = false;  // this batch's tun write is answered from here (send_replies)
     io::PacketBatch batch_;
     std::unique_ptr<io::SocketAddress[]> sources_;
     std::unique_ptr<EspOpenItem[]> open_items_;  // one per datagram of batch_, made once

@@ -109,6 +109,7 @@ bool EspRxPipeline::drain_udp() {
 // front of the batch and writes them (coalesced) with one call.
 bool EspRxPipeline::open_and_deliver() {
     const std::size_t n = batch_.size();
+    replies_ = false;
     std::size_t kept = 0, authentic = 0, probe_replies = 0;
     std::uint64_t udp_bytes = 0, inner_bytes = 0;
     std::uint32_t last_spi = 0;
@@ -156,9 +157,13 @@ bool EspRxPipeline::open_and_deliver() {
     if (kept == 0) return true;
     bump(counters.inner_packets, kept);
     bump(counters.inner_bytes, inner_bytes);
-    // The send side first when the tx thread is idle: the kernel's answers to this write
-    // (TCP's ACKs) then go out from here, without waking it (send_turn.h).
-    if (tx_) (void)tx_->turn.take_rx();
+    // A small batch of data (a download from a server that sends one datagram at a time,
+    // or a paced one): the send side first when the tx thread is idle, so that the kernel's
+    // answers to this write (TCP's ACKs) go out from here without waking it (send_turn.h).
+    // Not for a full batch (this thread is behind: the tx thread's core sends them) nor for
+    // one of small packets (the ACKs of an upload: what they make the host send is its data).
+    replies_ = tx_ && n < kRepliesBelowDatagrams && inner_bytes >= kRepliesFromAverageBytes * kept;
+    if (replies_) replies_ = tx_->turn.take_rx();
     Result<std::size_t> writes = tun_.write_packets(batch_);
     if (!writes) {
         failure.set(writes.error().message);
@@ -174,6 +179,11 @@ bool EspRxPipeline::open_and_deliver() {
 // tx thread's. The turn goes back when more is waiting or the tx thread asked for it.
 bool EspRxPipeline::send_replies() {
     if (!tx_ || !tx_->turn.rx_holds()) return true;
+    if (!replies_) {  // held from an earlier batch: the tx thread takes over (woken if the tun has packets)
+        tx_->turn.give_rx();
+        return true;
+    }
+    replies_ = false;
     const EspTxPipeline::TunRead got = tx_->send_from_tun(true);
     if (got == EspTxPipeline::TunRead::failed) return false;
     if (got == EspTxPipeline::TunRead::more || tx_->turn.tx_asked()) tx_->turn.give_rx();
