@@ -41,7 +41,6 @@ namespace espvpn::datapath {
     X(tun_super_packets)    /* reads carrying a TSO/USO super-packet */                       \
     X(inner_packets)        /* inner packets after splitting */                               \
     X(inner_bytes)                                                                            \
-    X(rx_thread_packets)    /* of those, read and sent by the rx thread after its tun write */ \
     X(esp_packets)          /* sealed */                                                      \
     X(esp_bytes)            /* UDP payload bytes sealed */                                    \
     ESPVPN_UDP_TX_COUNTERS(X) \

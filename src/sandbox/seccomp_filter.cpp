@@ -28,8 +28,6 @@ constexpr int kDatapathCalls[] = {
     // waiting and waking
     SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(futex), SCMP_SYS(sched_yield),
     SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(restart_syscall),
-    // the ESP tx thread's epoll set, which the rx thread mutes the tun in (src/datapath/send_turn.h)
-    SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait), SCMP_SYS(epoll_ctl),
     // clocks (normally the vDSO; the syscalls where it is absent)
     SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday), SCMP_SYS(time),
     // memory for the allocator; executable mappings are refused below

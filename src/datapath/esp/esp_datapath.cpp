@@ -36,10 +36,7 @@ Result<std::unique_ptr<EspDatapath>> EspDatapath::start(io::TunDevice& tun, io::
     Status started = p.start("datapath", "esp-tx", "esp-rx", [&] {
         dp->rx_to_tx_ = std::make_unique<EspRxToTx>();
         p.tx = std::make_unique<EspTxPipeline>(tun, udp, options, *dp->rx_to_tx_);
-        // A gateway (learn_peer) keeps its sends on the tx thread, which takes the peer's
-        // address from rx between batches.
-        p.rx = std::make_unique<EspRxPipeline>(tun, udp, options, *dp->rx_to_tx_,
-                                               options.learn_peer ? nullptr : p.tx.get());
+        p.rx = std::make_unique<EspRxPipeline>(tun, udp, options, *dp->rx_to_tx_);
         // Queued before the threads exist: each takes them in its first handle_control().
         if (sas.outbound) {
             (void)p.tx->sa_updates.post(

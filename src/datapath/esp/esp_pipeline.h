@@ -13,7 +13,6 @@
 #include "src/datapath/esp/esp_datapath.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/handover_queue.h"
-#include "src/datapath/send_turn.h"
 #include "src/datapath/too_big.h"
 #include "src/datapath/tun_counts.h"
 #include "src/datapath/udp_send.h"
@@ -37,13 +36,7 @@ public:
     EspTxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& from_rx);
     void run();
 
-    // For the rx thread holding `turn`, right after its tun write: one tun read (what
-    // batch_ takes), sealed and sent; `more` when the batch was full (more may wait).
-    enum class TunRead { empty, sent, more, failed };
-    TunRead send_from_tun(bool by_rx);
-
     ControlChannel control;
-    SendTurn turn;  // the send side below (tun reads, sa_, the socket's sends) is its holder's
     HandoverQueue<OutboundUpdate> sa_updates;
     std::atomic<std::uint32_t> probe_requests{0};
     EspTxCounters counters;
@@ -79,15 +72,7 @@ private:
 
 class EspRxPipeline {
 public:
-    // When the rx thread sends the answers to its own tun write (open_and_deliver): after a
-    // receive of fewer datagrams than this (one recvmmsg takes up to 8 GRO buffers: fewer
-    // means it keeps up) whose inner packets average at least this many bytes (data, not ACKs).
-    static constexpr std::size_t kRepliesBelowDatagrams = 8;
-    static constexpr std::size_t kRepliesFromAverageBytes = 512;
-
-    // tx: the pipeline whose send side this thread uses after its tun writes (null: never).
-    EspRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& to_tx,
-                  EspTxPipeline* tx);
+    EspRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& to_tx);
     void run();
 
     ControlChannel control;
@@ -101,7 +86,6 @@ private:
     void handle_control();
     bool drain_udp();
     bool open_and_deliver();
-    bool send_replies();
     void retire_previous(Clock::time_point now);
     int poll_timeout_ms(Clock::time_point now) const;
     void publish_sa_state();
@@ -110,8 +94,6 @@ private:
     io::UdpSocket& udp_;
     EspDatapathOptions options_;
     EspRxToTx& to_tx_;
-    EspTxPipeline* tx_;
-    bool replies_ = false;  // this batch's tun write is answered from here (send_replies)
     io::PacketBatch batch_;
     std::unique_ptr<io::SocketAddress[]> sources_;
     std::unique_ptr<EspOpenItem[]> open_items_;  // one per datagram of batch_, made once

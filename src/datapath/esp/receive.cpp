@@ -33,9 +33,8 @@ std::atomic<std::uint64_t>* drop_counter(EspRxCounters& c, EspDrop why) {
 }
 }  // namespace
 
-EspRxPipeline::EspRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& to_tx,
-                             EspTxPipeline* tx)
-    : tun_(tun), udp_(udp), options_(options), to_tx_(to_tx), tx_(tx),
+EspRxPipeline::EspRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& to_tx)
+    : tun_(tun), udp_(udp), options_(options), to_tx_(to_tx),
       // Headroom >= the virtio header the tun write prepends; a GRO buffer carries up to ~46
       // datagrams of 1400 bytes.
       batch_({.slots = options.rx_batch, .capacity = kRxSlotCapacity, .headroom = 16, .tailroom = 0,
@@ -47,9 +46,7 @@ void EspRxPipeline::run() {
     for (;;) {
         handle_control();
         if (control.stop.load(std::memory_order_acquire)) return;
-        const bool ok = drain_udp();
-        if (tx_) tx_->turn.give_rx();  // before sleeping (or ending): the tun is the tx thread's again
-        if (!ok) return;
+        if (!drain_udp()) return;
         const Clock::time_point now = Clock::now();
         retire_previous(now);
         if (!wait_for_work(control, udp_.fd(), poll_timeout_ms(now), failure)) return;
@@ -97,7 +94,7 @@ bool EspRxPipeline::drain_udp() {
         if (batch_.size() == 0) return true;
         const bool ok = open_and_deliver();
         batch_.clear();
-        if (!ok || !send_replies()) return false;
+        if (!ok) return false;
         if (control.pending()) {
             handle_control();
             if (control.stop.load(std::memory_order_acquire)) return true;
@@ -109,7 +106,6 @@ bool EspRxPipeline::drain_udp() {
 // front of the batch and writes them (coalesced) with one call.
 bool EspRxPipeline::open_and_deliver() {
     const std::size_t n = batch_.size();
-    replies_ = false;
     std::size_t kept = 0, authentic = 0, probe_replies = 0;
     std::uint64_t udp_bytes = 0, inner_bytes = 0;
     std::uint32_t last_spi = 0;
@@ -157,13 +153,6 @@ bool EspRxPipeline::open_and_deliver() {
     if (kept == 0) return true;
     bump(counters.inner_packets, kept);
     bump(counters.inner_bytes, inner_bytes);
-    // A small batch of data (a download from a server that sends one datagram at a time,
-    // or a paced one): the send side first when the tx thread is idle, so that the kernel's
-    // answers to this write (TCP's ACKs) go out from here without waking it (send_turn.h).
-    // Not for a full batch (this thread is behind: the tx thread's core sends them) nor for
-    // one of small packets (the ACKs of an upload: what they make the host send is its data).
-    replies_ = tx_ && n < kRepliesBelowDatagrams && inner_bytes >= kRepliesFromAverageBytes * kept;
-    if (replies_) replies_ = tx_->turn.take_rx();
     Result<std::size_t> writes = tun_.write_packets(batch_);
     if (!writes) {
         failure.set(writes.error().message);
@@ -171,22 +160,6 @@ bool EspRxPipeline::open_and_deliver() {
     }
     bump(counters.tun_writes, *writes);
     mirror(counters.drop_tun_write, tun_since_.write_errors(tun_.counters()));
-    return true;
-}
-
-// Holding the send turn: what the tun has now (the answers to the tun write just made,
-// or the host's own traffic) is read, sealed and sent by this thread, one batch of the
-// tx thread's. The turn goes back when more is waiting or the tx thread asked for it.
-bool EspRxPipeline::send_replies() {
-    if (!tx_ || !tx_->turn.rx_holds()) return true;
-    if (!replies_) {  // held from an earlier batch: the tx thread takes over (woken if the tun has packets)
-        tx_->turn.give_rx();
-        return true;
-    }
-    replies_ = false;
-    const EspTxPipeline::TunRead got = tx_->send_from_tun(true);
-    if (got == EspTxPipeline::TunRead::failed) return false;
-    if (got == EspTxPipeline::TunRead::more || tx_->turn.tx_asked()) tx_->turn.give_rx();
     return true;
 }
 

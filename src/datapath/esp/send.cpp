@@ -12,7 +12,7 @@ constexpr unsigned kMaxProbesPerWake = 4;
 }  // namespace
 
 EspTxPipeline::EspTxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDatapathOptions& options, EspRxToTx& from_rx)
-    : turn(tun.fd(), control), tun_(tun), udp_(udp), options_(options), from_rx_(from_rx),
+    : tun_(tun), udp_(udp), options_(options), from_rx_(from_rx),
       batch_({.slots = options.tx_batch,
               .capacity = std::max({options.max_inner_size, options.tun_mtu, kGpProbeMaxSize}),
               .headroom = kEspMaxHeadroom,
@@ -22,20 +22,12 @@ EspTxPipeline::EspTxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDa
 
 void EspTxPipeline::run() {
     for (;;) {
-        // Without the turn (the rx thread is sending what its tun write caused), nothing
-        // here is touched: the rx thread wakes this one when it gives the turn back.
-        if (turn.take_tx()) {
-            handle_control();
-            const bool stop = control.stop.load(std::memory_order_acquire);
-            const bool ok = stop || drain_tun();
-            turn.give_tx();
-            if (stop || !ok) return;
-        } else if (control.stop.load(std::memory_order_acquire)) {
-            return;
-        }
+        handle_control();
+        if (control.stop.load(std::memory_order_acquire)) return;
+        if (!drain_tun()) return;
         // A deferred SA switch may be due by its timeout even when nothing is sent.
         const int timeout = deferred_ ? 100 : -1;
-        if (turn.wait_tx(timeout, failure).failed) return;
+        if (!wait_for_work(control, tun_.fd(), timeout, failure)) return;
     }
 }
 
@@ -81,32 +73,23 @@ void EspTxPipeline::publish_sa_state() {
 
 bool EspTxPipeline::drain_tun() {
     for (;;) {
-        const TunRead got = send_from_tun(false);
-        if (got == TunRead::failed) return false;
-        if (got == TunRead::empty) return true;
+        Result<std::size_t> got = tun_.read_packets(batch_);
+        if (!got) {
+            failure.set(got.error().message);
+            return false;
+        }
+        const io::TunCounters& t = tun_.counters();  // the read-side fields are this thread's
+        mirror(counters.tun_reads, tun_since_.reads(t));
+        mirror(counters.tun_super_packets, tun_since_.super_packets(t));
+        mirror(counters.drop_split, tun_since_.split_drops(t));
+        if (batch_.size() == 0) return true;
+        seal_and_send(false);
+        batch_.clear();
         if (control.pending() || deferred_ || options_.learn_peer) {
             handle_control();
             if (control.stop.load(std::memory_order_acquire)) return true;
         }
     }
-}
-
-EspTxPipeline::TunRead EspTxPipeline::send_from_tun(bool by_rx) {
-    Result<std::size_t> got = tun_.read_packets(batch_);
-    if (!got) {
-        failure.set(got.error().message);
-        return TunRead::failed;
-    }
-    const io::TunCounters& t = tun_.counters();  // the read-side fields are the turn holder's
-    mirror(counters.tun_reads, tun_since_.reads(t));
-    mirror(counters.tun_super_packets, tun_since_.super_packets(t));
-    mirror(counters.drop_split, tun_since_.split_drops(t));
-    if (batch_.size() == 0) return TunRead::empty;
-    const bool full = batch_.full();
-    if (by_rx) bump(counters.rx_thread_packets, batch_.size());
-    seal_and_send(false);
-    batch_.clear();
-    return full ? TunRead::more : TunRead::sent;
 }
 
 void EspTxPipeline::seal_and_send(bool probes) {
