@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "src/io/udp_socket.h"
 #include "src/io/unique_fd.h"
 
 namespace espvpn::io {
@@ -22,8 +24,26 @@ bool is_ip_literal(const std::string& host) {
     return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
-// A TCP connection to one of `host`'s addresses within `budget`.
-Result<UniqueFd> connect_within(const std::string& host, std::uint16_t port, std::chrono::milliseconds budget) {
+// The device that holds the local address of a connected socket ("" when none is found).
+std::string device_of_local_address(int fd) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return {};
+    const std::string mine = numeric_host(reinterpret_cast<const sockaddr*>(&local));
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return {};
+    std::string device;
+    for (ifaddrs* i = list; i && device.empty(); i = i->ifa_next)
+        if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6) &&
+            numeric_host(i->ifa_addr) == mine)
+            device = i->ifa_name;
+    ::freeifaddrs(list);
+    return device;
+}
+
+// A TCP connection to one of `host`'s addresses within `budget` (on `route`'s sockets when given).
+Result<UniqueFd> connect_within(const std::string& host, std::uint16_t port, std::chrono::milliseconds budget,
+                                TlsProbeRoute& route) {
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_ADDRCONFIG;
@@ -34,8 +54,19 @@ Result<UniqueFd> connect_within(const std::string& host, std::uint16_t port, std
     std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(found, freeaddrinfo);
     const auto end = std::chrono::steady_clock::now() + budget;
     std::string why = "no address";
+    const bool given = route.given();
     for (addrinfo* a = found; a; a = a->ai_next) {
-        UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+        UniqueFd fd;
+        if (given) {
+            UniqueFd* own = a->ai_family == AF_INET ? &route.v4 : a->ai_family == AF_INET6 ? &route.v6 : nullptr;
+            if (!own || !own->valid()) {
+                why = "no socket around the tunnel for this address";
+                continue;
+            }
+            fd = std::move(*own);
+        } else {
+            fd.reset(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+        }
         if (!fd.valid()) return make_error(std::string("socket: ") + std::strerror(errno));
         if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
             why = std::strerror(errno);
@@ -55,6 +86,10 @@ Result<UniqueFd> connect_within(const std::string& host, std::uint16_t port, std
             why = std::strerror(n < 0 ? errno : err);
             continue;
         }
+        if (!route.avoid_device.empty() && device_of_local_address(fd.get()) == route.avoid_device) {
+            why = "the connection went into the tunnel (no route around it)";
+            continue;
+        }
         return fd;
     }
     return make_error("cannot connect: " + why);
@@ -63,8 +98,8 @@ Result<UniqueFd> connect_within(const std::string& host, std::uint16_t port, std
 }  // namespace
 
 Result<ServerFingerprints> probe_server_certificate(const std::string& host, std::uint16_t port,
-                                                    std::chrono::milliseconds budget) {
-    auto fd = connect_within(host, port, budget);
+                                                    std::chrono::milliseconds budget, TlsProbeRoute route) {
+    auto fd = connect_within(host, port, budget, route);
     if (!fd) return fd.error();
     // Blocking from here on: gnutls waits in its own poll, bounded by the handshake timeout.
     ::fcntl(fd->get(), F_SETFL, ::fcntl(fd->get(), F_GETFL) & ~O_NONBLOCK);

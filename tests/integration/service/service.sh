@@ -436,6 +436,102 @@ PY
     wait_for "$work/portal.log" "tcp 8080" 5 || fail "TCP 8080 to the portal's host is not reachable without espvpn (the check above proved nothing)"
   fi
   ;;
+trusted)
+  # The office: the trusted server ($lan_ip:8443, the pinned certificate) is on the corporate
+  # LAN behind the gateway's namespace; in the office it is reached directly (the namespace
+  # forwards the client's packets to the LAN), elsewhere only through the tunnel. The check
+  # while connected must go around the tunnel: through it the server answers everywhere.
+  ip -n "$nsc" route add default via $gw_ip
+  away() {
+    ip netns exec "$nsg" nft -f - <<NFT
+table inet office {
+  chain forward {
+    type filter hook forward priority filter;
+    iifname "${topo}gc" oifname "${topo}gl" drop
+  }
+}
+NFT
+  }
+  office() { ip netns exec "$nsg" nft delete table inet office; }
+  # What the laptop sees of a network change: a route on its own link comes or goes.
+  net_change() { ip -n "$nsc" route "$1" 198.18.0.0/24 via $gw_ip; }
+  touch "$work/tls.log"
+  ip netns exec "$nsl" $py - $lan_ip 8443 "$repo/certs/server.pem" "$repo/certs/server-key.pem" "$work/tls.log" <<'PY' &
+import socket, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+srv = socket.create_server((sys.argv[1], int(sys.argv[2])))
+while True:
+    conn, peer = srv.accept()
+    conn.settimeout(5)
+    try:
+        with ctx.wrap_socket(conn, server_side=True):
+            with open(sys.argv[5], "a") as log:
+                log.write(f"handshake from {peer[0]}\n")
+    except OSError:
+        pass
+PY
+  pids+=("$!")
+  wait_listening "$nsl" tcp 8443 10 || fail "the trusted server did not start"
+  pin=pin-sha256:$(openssl x509 -in "$repo/certs/server.pem" -pubkey -noout | openssl pkey -pubin -outform der \
+    | openssl dgst -sha256 -binary | base64)
+  fake_routes=(--full-tunnel)
+  # The portal's cookie is saved: the logins after the first need no person (stdin is spent).
+  fake_extra=(--portal-cookie)
+  gateway_https_up
+  gateway_up aes-128-gcm --tun "$ht_dev" --state-file "$work/fake-state.json" "${fake_extra[@]}" || fail "fake gateway did not start"
+  logins() { json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)'; }
+  # 1. Started in the office: no tunnel.
+  espvpn_up --timestamp --status-socket "$sock" --always-on --kill-switch --force-dpd 1 --trusted-server "$lan_ip:8443,$pin"
+  wait_until 30 state_is trusted-network || fail "not trusted-network in the office: $(status_json)"
+  [[ $(logins) == 0 ]] || fail "a login in the office"
+  # 2. Leaving: a real tunnel, a ping through it.
+  away
+  net_change add
+  t0=$(date +%s%N)
+  wait_until 30 state_is connected || fail "not connected after leaving the office: $(status_json)"
+  t_up=$((($(date +%s%N) - t0) / 1000000))
+  ping_lan || fail "no ping through the tunnel after leaving the office"
+  [[ $(status_json | json /dev/stdin 'd["transport"]') == ESP ]] || fail "not over ESP: $(status_json)"
+  # 3. A network change away from the office: the server answers through the tunnel, but the
+  # check goes around it, where the LAN is not reached: connected.
+  h0=$(grep -c . "$work/tls.log" || true)
+  n0=$(grep -c "staying connected" "$work/espvpn.log" || true)
+  checked() { [[ $(grep -c "staying connected" "$work/espvpn.log" || true) -gt $n0 ]]; }
+  net_change del
+  wait_until 20 checked || fail "no check around the tunnel on a network change"
+  grep -q "the host's network changed: untrusted network: $lan_ip:8443" "$work/espvpn.log" || fail "the verdict is not logged"
+  state_is connected || fail "not connected after a check away from the office: $(status_json)"
+  [[ $(grep -c . "$work/tls.log" || true) == "$h0" ]] || fail "the check reached the server (through the tunnel?)"
+  ping_lan || fail "no ping after the check"
+  ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null 2>&1 || fail "no kill switch while connected"
+  # 4. Arriving at the office with the tunnel up: logged out, off, the kill switch gone.
+  lo0=$(json "$work/fake-stats.json" 'd["logouts"]')
+  office
+  net_change add
+  t0=$(date +%s%N)
+  wait_until 30 state_is trusted-network || fail "not trusted-network after arriving with the tunnel up: $(status_json)"
+  t_off=$((($(date +%s%N) - t0) / 1000000))
+  grep -q "(asked around the tunnel): logging out (--always-on)" "$work/espvpn.log" || fail "the arrival is not logged"
+  grep -q "handshake from $cl_ip" "$work/tls.log" || fail "the server was not asked from the client's own address"
+  no_tun_left "$nsc" || fail "the tun device is still there on the trusted network"
+  ! ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null 2>&1 || fail "the kill switch stayed on the trusted network"
+  ! ip netns exec "$nsc" ip rule | grep -q 0x65737076 || fail "the probe's policy rule stayed on the trusted network"
+  [[ $(json "$work/fake-stats.json" 'd["logouts"]') -gt $lo0 ]] || fail "no logout at the gateway"
+  kill -0 "$client_pid" || fail "espvpn exited on the trusted network"
+  # 5. Leaving again: a new login (the saved portal cookie), the tunnel, a ping.
+  away
+  net_change del
+  t0=$(date +%s%N)
+  wait_until 30 state_is connected || fail "not connected after leaving again: $(status_json)"
+  t_up2=$((($(date +%s%N) - t0) / 1000000))
+  ping_lan || fail "no ping after leaving again"
+  kill -TERM "$client_pid"
+  rc=0; wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  echo "RESULT trusted: left the office: connected in $t_up ms; arrived with the tunnel up: trusted-network in $t_off ms; left again: connected in $t_up2 ms"
+  ;;
 *) fail "unknown mode $mode" ;;
 esac
 gateway_down
