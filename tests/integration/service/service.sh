@@ -2,7 +2,7 @@
 # The status socket and --always-on (issue 44; docs/SERVICE.md) on a GP tunnel, in three
 # namespaces of their own (tools/netns/gp-topology.sh: fake-gp-gateway + esp-gateway).
 #
-#   service.sh status|always_on|unit|anyconnect ESPVPN_BIN GATEWAY_BIN
+#   service.sh MODE ESPVPN_BIN GATEWAY_BIN  (MODE: one of those below)
 #   status:    espvpn --status-socket in a root-only directory, --status-user daemon: `espvpn status`
 #              says connected over ESP (exit 0), so does tools/status-bar (waybar's JSON), --json matches docs/status.schema.json with bytes
 #              that grow with a ping; a client of another uid (bin) is refused, daemon is let in;
@@ -53,6 +53,15 @@
 #   anyconnect: the project's AnyConnect gateway (tools/https-tunnel-gateway, beside GATEWAY_BIN's
 #              folder): the status says connected, protocol anyconnect, transport DTLS once DTLS
 #              carries, bytes grow with a ping; `espvpn disconnect`: exit 0
+#   trusted:   --always-on --kill-switch --trusted-server on the corporate LAN (reached directly in the
+#              office, else only through the tunnel), a full tunnel: trusted-network at the start;
+#              leaving (and a route change): connected, ping; a network change away from the office:
+#              the check goes around the tunnel, finds no server, stays connected; arriving with the
+#              tunnel up: logged out, trusted-network, the tun, kill switch and probe rule gone;
+#              leaving again: a new login with the saved portal cookie, connected, ping
+#   trusted_anyconnect: --always-on --trusted-domain with the project's AnyConnect gateway: the
+#              client namespace's resolv.conf says corp.example: trusted-network, no login; another
+#              search domain and a route change: connected over DTLS, ping
 # shellcheck source=../gp_test_head.sh
 . "$(dirname "$0")/../gp_test_head.sh" service "$@"
 topo_up
@@ -531,6 +540,41 @@ PY
   [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM"
   no_tun_left "$nsc" || fail "tun device left behind"
   echo "RESULT trusted: left the office: connected in $t_up ms; arrived with the tunnel up: trusted-network in $t_off ms; left again: connected in $t_up2 ms"
+  ;;
+trusted_anyconnect)
+  # --trusted-domain with the project's AnyConnect gateway: the search domain from the client
+  # namespace's own resolv.conf (ip netns exec mounts /etc/netns/NAME/resolv.conf; removed with
+  # the topology).
+  mkdir -p "/etc/netns/$nsc"
+  echo "search corp.example" >"/etc/netns/$nsc/resolv.conf"
+  gateway_anyconnect_up || fail "anyconnect-gateway did not start"
+  echo test123 | ip netns exec "$nsc" "$espvpn" --protocol=anyconnect --cafile "$repo/certs/ca.pem" -u testuser \
+    --passwd-on-stdin --status-socket "$sock" --always-on --trusted-domain corp.example --timestamp \
+    "https://$gw_ip:4443/" >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_until 30 state_is trusted-network || fail "AnyConnect: not trusted-network: $(status_json)"
+  grep -q "trusted network: search domain corp.example matches --trusted-domain corp.example: no tunnel" \
+    "$work/espvpn.log" || fail "the verdict is not logged"
+  ! grep -q "login of" "$work/ac.out" "$work/ac.log" || fail "AnyConnect: a login on the trusted network"
+  # Leaving: another search domain, a route change; a real tunnel (DTLS), a ping through it.
+  echo "search cafe.example" >"/etc/netns/$nsc/resolv.conf"
+  ip -n "$nsc" route add 198.18.0.0/24 via $gw_ip
+  t0=$(date +%s%N)
+  wait_until 30 state_is connected || fail "AnyConnect: not connected after leaving: $(status_json)"
+  t_up=$((($(date +%s%N) - t0) / 1000000))
+  wait_for "$work/espvpn.log" "data over DTLS" 20 "$client_pid" || fail "AnyConnect: no DTLS"
+  status_json >"$work/status1.json"
+  ping_lan 3 || fail "AnyConnect: no ping through the tunnel after leaving"
+  status_json >"$work/status2.json"
+  [[ $(json "$work/status2.json" 'd["bytes_in"] > '"$(json "$work/status1.json" 'd["bytes_in"]')") == True ]] \
+    || fail "bytes did not grow with a ping: $(cat "$work/status1.json" "$work/status2.json")"
+  grep -q "untrusted network: no search domain matches --trusted-domain (/etc/resolv.conf: cafe.example): connecting" \
+    "$work/espvpn.log" || fail "leaving is not logged"
+  kill -TERM "$client_pid"
+  rc=0; wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  echo "RESULT trusted_anyconnect: left the trusted network: connected $t_up ms after the route change"
   ;;
 *) fail "unknown mode $mode" ;;
 esac
