@@ -3,16 +3,16 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
-#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 
-#include "src/io/udp_socket.h"
 #include "src/io/unique_fd.h"
 
 namespace espvpn::io {
@@ -24,21 +24,12 @@ bool is_ip_literal(const std::string& host) {
     return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
-// The device that holds the local address of a connected socket ("" when none is found).
-std::string device_of_local_address(int fd) {
-    sockaddr_storage local{};
-    socklen_t len = sizeof local;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return {};
-    const std::string mine = numeric_host(reinterpret_cast<const sockaddr*>(&local));
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) != 0) return {};
-    std::string device;
-    for (ifaddrs* i = list; i && device.empty(); i = i->ifa_next)
-        if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6) &&
-            numeric_host(i->ifa_addr) == mine)
-            device = i->ifa_name;
-    ::freeifaddrs(list);
-    return device;
+// The device a socket is bound to (SO_BINDTODEVICE; "" when none).
+std::string bound_device(int fd) {
+    char name[IF_NAMESIZE + 1] = {};
+    socklen_t len = IF_NAMESIZE;
+    if (::getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, name, &len) != 0) return {};
+    return std::string(name, ::strnlen(name, std::min<std::size_t>(len, IF_NAMESIZE)));
 }
 
 // A TCP connection to one of `host`'s addresses within `budget` (on `route`'s sockets when given).
@@ -64,6 +55,11 @@ Result<UniqueFd> connect_within(const std::string& host, std::uint16_t port, std
                 continue;
             }
             fd = std::move(*own);
+            const std::string device = bound_device(fd.get());
+            if (device.empty() || device == route.avoid_device) {
+                why = "no way around the tunnel (no default route outside it)";
+                continue;
+            }
         } else {
             fd.reset(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
         }
@@ -84,10 +80,6 @@ Result<UniqueFd> connect_within(const std::string& host, std::uint16_t port, std
         ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
         if (n < 0 || err != 0) {
             why = std::strerror(n < 0 ? errno : err);
-            continue;
-        }
-        if (!route.avoid_device.empty() && device_of_local_address(fd.get()) == route.avoid_device) {
-            why = "the connection went into the tunnel (no route around it)";
             continue;
         }
         return fd;

@@ -56,7 +56,9 @@
 #   trusted:   --always-on --kill-switch --trusted-server on the corporate LAN (reached directly in the
 #              office, else only through the tunnel), a full tunnel: trusted-network at the start;
 #              leaving (and a route change): connected, ping; a network change away from the office:
-#              the check goes around the tunnel, finds no server, stays connected; arriving with the
+#              the check goes around the tunnel, finds no server, stays connected; no way around the
+#              tunnel (link flap, no default route): the check, bound to the link, does not fall
+#              back to the tunnel (where the server answers); arriving with the
 #              tunnel up: logged out, trusted-network, the tun, kill switch and probe rule gone;
 #              leaving again: a new login with the saved portal cookie, connected, ping
 #   trusted_anyconnect: --always-on --trusted-domain with the project's AnyConnect gateway: the
@@ -513,6 +515,19 @@ PY
   state_is connected || fail "not connected after a check away from the office: $(status_json)"
   [[ $(grep -c . "$work/tls.log" || true) == "$h0" ]] || fail "the check reached the server (through the tunnel?)"
   ping_lan || fail "no ping after the check"
+  # No way around the tunnel (the link went down and up, which flushed the probe's table, and
+  # no default route came back): the check's connection, bound to the link, must not fall
+  # back to the tunnel's routes, where the server answers.
+  n0=$(grep -c "staying connected" "$work/espvpn.log" || true)
+  ip -n "$nsc" route del default via $gw_ip
+  ip -n "$nsc" link set "${topo}cg" down
+  ip -n "$nsc" link set "${topo}cg" up
+  ip -n "$nsc" addr replace $cl_ip6/64 dev "${topo}cg" nodad
+  wait_until 20 checked || fail "no check after the link came back: $(grep 'network changed' "$work/espvpn.log" | tail -2)"
+  ! grep -q "logging out (--always-on)" "$work/espvpn.log" || fail "trusted by the tunnel's own path"
+  [[ $(grep -c . "$work/tls.log" || true) == "$h0" ]] || fail "the check made a handshake through the tunnel"
+  ip -n "$nsc" route add default via $gw_ip
+  wait_until 30 state_is connected || fail "not connected after the link came back: $(status_json)"
   ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null 2>&1 || fail "no kill switch while connected"
   # 4. Arriving at the office with the tunnel up: logged out, off, the kill switch gone.
   lo0=$(json "$work/fake-stats.json" 'd["logouts"]')

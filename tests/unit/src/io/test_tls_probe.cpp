@@ -38,14 +38,33 @@ io::UniqueFd tcp_socket(int family) { return io::UniqueFd(::socket(family, SOCK_
 
 }  // namespace
 
-TEST_CASE("trusted-server probe around a tunnel: a connection that ends up on the avoided device is refused") {
+TEST_CASE("trusted-server probe around a tunnel: a socket not bound to a device, or bound to the tun, is not used") {
     Listener server;
     io::TlsProbeRoute route;
-    route.v4 = tcp_socket(AF_INET);
-    route.avoid_device = "lo";  // stands for the tun: the way around it was missing
+    route.v4 = tcp_socket(AF_INET);  // unbound: it would follow the main table, i.e. the tunnel's routes
+    route.avoid_device = "tun-x";
     auto r = io::probe_server_certificate("127.0.0.1", server.port, 2s, std::move(route));
     REQUIRE(!r);
-    CHECK(r.error().message.find("went into the tunnel") != std::string::npos);
+    CHECK(r.error().message.find("no way around the tunnel") != std::string::npos);
+    CHECK(!server.connected_to());
+
+    io::TlsProbeRoute on_tun;
+    on_tun.v4 = tcp_socket(AF_INET);
+    REQUIRE(::setsockopt(on_tun.v4.get(), SOL_SOCKET, SO_BINDTODEVICE, "lo", 2) == 0);
+    on_tun.avoid_device = "lo";  // stands for the tun
+    r = io::probe_server_certificate("127.0.0.1", server.port, 2s, std::move(on_tun));
+    REQUIRE(!r);
+    CHECK(r.error().message.find("no way around the tunnel") != std::string::npos);
+    CHECK(!server.connected_to());
+
+    // Bound to another device: used (the listener sees the connection; it never answers TLS).
+    io::TlsProbeRoute around;
+    around.v4 = tcp_socket(AF_INET);
+    REQUIRE(::setsockopt(around.v4.get(), SOL_SOCKET, SO_BINDTODEVICE, "lo", 2) == 0);
+    around.avoid_device = "tun-x";
+    r = io::probe_server_certificate("127.0.0.1", server.port, 200ms, std::move(around));
+    CHECK(!r);
+    CHECK(server.connected_to());
 }
 
 TEST_CASE("trusted-server probe around a tunnel: no socket of the address's family, no connection made here") {
