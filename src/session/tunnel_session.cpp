@@ -364,7 +364,11 @@ public:
         const TrustedVerdict v = trusted_->verdict();
         trusted_.reset();
         if (!v.trusted) {
-            LOG_INFO << "the host's network changed: " << v.reason << ": staying connected";
+            // Said again (-v) only when the verdict is the same: a network's router
+            // advertisements change addresses every few minutes.
+            const log::Level level = v.reason == trusted_said_ ? log::Level::debug : log::Level::info;
+            if (log::enabled(level)) log::Line(level) << "the host's network changed: " << v.reason << ": staying connected";
+            trusted_said_ = v.reason;
             return;
         }
         if (o_.trusted_found) *o_.trusted_found = v.reason;
@@ -387,6 +391,7 @@ private:
     std::unique_ptr<BackgroundTrustedCheck> trusted_;  // a trusted-network check (start_trusted_check)
     bool trusted_due_ = false;                         // the host's network changed since the last one
     bool trusted_unasked_ = false;                     // no socket around the tunnel (logged once)
+    std::string trusted_said_;                         // the last verdict logged at info
     std::optional<ProbeAddresses> probe_addresses_;  // looked up when the session starts
     std::optional<io::RouteWatch> watch_;
     std::optional<io::SleepWatch> sleep_;  // logind's PrepareForSleep, when there is a bus

@@ -493,7 +493,7 @@ PY
   gateway_up aes-128-gcm --tun "$ht_dev" --state-file "$work/fake-state.json" "${fake_extra[@]}" || fail "fake gateway did not start"
   logins() { json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)'; }
   # 1. Started in the office: no tunnel.
-  espvpn_up --timestamp --status-socket "$sock" --always-on --kill-switch --force-dpd 1 --trusted-server "$lan_ip:8443,$pin"
+  espvpn_up -v --timestamp --status-socket "$sock" --always-on --kill-switch --force-dpd 1 --trusted-server "$lan_ip:8443,$pin"
   wait_until 30 state_is trusted-network || fail "not trusted-network in the office: $(status_json)"
   [[ $(logins) == 0 ]] || fail "a login in the office"
   # 2. Leaving: a real tunnel, a ping through it.
