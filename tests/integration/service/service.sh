@@ -56,7 +56,8 @@
 #   trusted:   --always-on --kill-switch --trusted-server on the corporate LAN (reached directly in the
 #              office, else only through the tunnel), a full tunnel: trusted-network at the start;
 #              leaving (and a route change): connected, ping; a network change away from the office:
-#              the check goes around the tunnel, finds no server, stays connected; no way around the
+#              the check goes around the tunnel, finds no server, stays connected, and its own rewrite
+#              of the probe's table (IPv6 notifies it) starts no other check; no way around the
 #              tunnel (link flap, no default route): the check, bound to the link, does not fall
 #              back to the tunnel (where the server answers); arriving with the
 #              tunnel up: logged out, trusted-network, the tun, kill switch and probe rule gone;
@@ -453,6 +454,7 @@ trusted)
   # forwards the client's packets to the LAN), elsewhere only through the tunnel. The check
   # while connected must go around the tunnel: through it the server answers everywhere.
   ip -n "$nsc" route add default via $gw_ip
+  ip -n "$nsc" -6 route add default via $gw_ip6  # dual stack: IPv6 route changes are notified even when unchanged
   away() {
     ip netns exec "$nsg" nft -f - <<NFT
 table inet office {
@@ -511,6 +513,11 @@ PY
   checked() { [[ $(grep -c "staying connected" "$work/espvpn.log" || true) -gt $n0 ]]; }
   net_change del
   wait_until 20 checked || fail "no check around the tunnel on a network change"
+  # Each check rewrites the probe's route table: that is no network change (no check after it).
+  sleep 1
+  asked=$(grep -c "asking --trusted-server around the tunnel" "$work/espvpn.log" || true)
+  answered=$(grep -c "staying connected" "$work/espvpn.log" || true)
+  [[ $asked == "$answered" ]] || fail "checks without a network change ($asked asked, $answered answered)"
   grep -q "the host's network changed: untrusted network: $lan_ip:8443" "$work/espvpn.log" || fail "the verdict is not logged"
   state_is connected || fail "not connected after a check away from the office: $(status_json)"
   [[ $(grep -c . "$work/tls.log" || true) == "$h0" ]] || fail "the check reached the server (through the tunnel?)"
