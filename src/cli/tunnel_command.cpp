@@ -315,7 +315,8 @@ namespace {
 int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https,
                 ProcessControl& process, StatusService* service, session::StateFiles& files,
                 const std::shared_ptr<host::BrokerChannel>& broker, const std::optional<captive::ProbeSpec>& probe,
-                session::TunnelOptions::CaptiveFound* portal);
+                session::TunnelOptions::CaptiveFound* portal, const session::TrustedRules& trusted_up,
+                std::string* trusted_found);
 }  // namespace
 
 int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol,
@@ -400,6 +401,14 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
     if (!trusted.empty() && !options.always_on)
         LOG_INFO << "--trusted-domain/--trusted-server are used with --always-on only: connecting";
     std::string trusted_said;  // the last verdict logged (one line when it changes)
+    // While connected only --trusted-server is asked (around the tunnel, on a change of the
+    // host's network): a search domain cannot be read soundly then (docs/SERVICE.md).
+    session::TrustedRules trusted_up;
+    if (options.always_on && options.action == Action::connect && !options.dry_run && trusted.domains.empty())
+        trusted_up.servers = trusted.servers;
+    else if (options.always_on && !trusted.servers.empty() && !trusted.domains.empty())
+        LOG_INFO << "--trusted-server with --trusted-domain: checked between sessions only (a search domain cannot be "
+                    "read while the tunnel's DNS is in place)";
     // Captive portals: the probe; after a session ended for one, its cookie is used again
     // (no new login) and the broker holds the kill switch until the next bring-up.
     const std::optional<captive::ProbeSpec> probe = options.action == Action::connect && !options.dry_run
@@ -482,7 +491,15 @@ int run_tunnel_command(ClientOptions& options, std::ostream& out, ProtocolComman
         }
         const auto began = std::chrono::steady_clock::now();
         session::TunnelOptions::CaptiveFound portal;
-        const int rc = run_session(options, out, protocol, *https, *process, service, state_files, broker, probe, &portal);
+        std::string trusted_found;
+        const int rc = run_session(options, out, protocol, *https, *process, service, state_files, broker, probe, &portal,
+                                   trusted_up, &trusted_found);
+        if (!trusted_found.empty() && rc == kExitOk) {
+            // Arrived on a trusted network while connected: logged out; off until it is left.
+            if (board) board->set_state(status::State::trusted_network);
+            backoff = std::chrono::seconds(1);
+            continue;
+        }
         if (!portal.url.empty() && probe) {
             // The session ended for a captive portal (its cookie still good): wait it out, then
             // the same session again.
@@ -520,7 +537,8 @@ namespace {
 int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& protocol, io::HttpsClient& https_client,
                 ProcessControl& process_control, StatusService* service, session::StateFiles& files,
                 const std::shared_ptr<host::BrokerChannel>& broker, const std::optional<captive::ProbeSpec>& probe,
-                session::TunnelOptions::CaptiveFound* portal) {
+                session::TunnelOptions::CaptiveFound* portal, const session::TrustedRules& trusted_up,
+                std::string* trusted_found) {
     io::HttpsClient* const https = &https_client;
     ProcessControl* const process = &process_control;
 
@@ -550,7 +568,19 @@ int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& prot
         t.status_board = &service->board;
         t.status_server = service->server.get();
     }
-    if (options.kill_switch) t.host.login_servers = login_servers(*https, protocol.login_server());
+    if (options.kill_switch) {
+        t.host.login_servers = login_servers(*https, protocol.login_server());
+        // The trusted servers, asked around the tunnel while it is up: TCP to their port only.
+        for (const session::TrustedServer& s : trusted_up.servers) {
+            auto found = io::resolve_probe_host(s.host);
+            if (!found) {
+                LOG_WARN << "--trusted-server " << s.host << ": " << found.error().message
+                         << ": --kill-switch blocks its check while connected";
+                continue;
+            }
+            for (std::string& a : *found) t.host.login_servers.push_back({std::move(a), s.port});
+        }
+    }
     if (broker) {
         t.make_host = [broker](const host::TunnelHostOptions& h) -> std::unique_ptr<host::Host> {
             return std::make_unique<host::BrokerHost>(broker, h.login_servers);
@@ -561,6 +591,8 @@ int run_session(ClientOptions& options, std::ostream& out, ProtocolCommand& prot
     }
     t.captive_probe = probe;
     t.captive_portal = portal;
+    t.trusted_while_up = trusted_up;
+    t.trusted_found = trusted_found;
     t.after_setup = [&] { return process->drop_privileges(); };
     t.on_connected = [&] { process->tunnel_up(); };
     const int rc = protocol.connect(options, *https, *process, t);

@@ -30,6 +30,14 @@ Result<io::UniqueFd> TunnelHost::open_probe_socket(int family) {
     const std::uint32_t mark = kProbeMark;
     if (::setsockopt(fd.get(), SOL_SOCKET, SO_MARK, &mark, sizeof mark) != 0)
         return make_error(std::string("probe socket: SO_MARK: ") + std::strerror(errno));
+    // Bound to the device of the host's own default route: its packets can never take the
+    // tunnel, also when that route goes (a link down) while it connects. Without one known,
+    // unbound: it follows the main table (a --trusted-server check refuses such a socket).
+    const auto& hop = probe_hop_[family == AF_INET6 ? 1 : 0];
+    char name[IF_NAMESIZE] = {};
+    if (hop && ::if_indextoname(static_cast<unsigned>(hop->ifindex), name) &&
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_BINDTODEVICE, name, static_cast<socklen_t>(std::strlen(name))) != 0)
+        return make_error(std::string("probe socket: SO_BINDTODEVICE ") + name + ": " + std::strerror(errno));
     return fd;
 }
 

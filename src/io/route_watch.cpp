@@ -13,7 +13,7 @@
 
 namespace espvpn::io {
 
-Result<RouteWatch> RouteWatch::open(int ignore_ifindex) {
+Result<RouteWatch> RouteWatch::open(int ignore_ifindex, std::uint32_t ignore_table) {
     const int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
     if (fd < 0) return make_error(std::string("route watch: netlink socket: ") + std::strerror(errno));
     sockaddr_nl sa{};
@@ -24,7 +24,7 @@ Result<RouteWatch> RouteWatch::open(int ignore_ifindex) {
         ::close(fd);
         return make_error(std::string("route watch: netlink bind: ") + std::strerror(e));
     }
-    return RouteWatch(fd, ignore_ifindex);
+    return RouteWatch(fd, ignore_ifindex, ignore_table);
 }
 
 namespace {
@@ -60,6 +60,18 @@ int message_ifindex(const nlmsghdr& h) {
     }
 }
 
+// The routing table a route change concerns (0: not a route).
+std::uint32_t message_table(const nlmsghdr& h) {
+    if ((h.nlmsg_type != RTM_NEWROUTE && h.nlmsg_type != RTM_DELROUTE) || h.nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg)))
+        return 0;
+    const auto* rt = static_cast<const rtmsg*>(NLMSG_DATA(&h));
+    std::uint32_t table = rt->rtm_table;
+    int len = static_cast<int>(RTM_PAYLOAD(&h));
+    for (const rtattr* a = RTM_RTA(rt); RTA_OK(a, len); a = RTA_NEXT(a, len))
+        if (a->rta_type == RTA_TABLE && RTA_PAYLOAD(a) >= sizeof table) std::memcpy(&table, RTA_DATA(a), sizeof table);
+    return table;
+}
+
 bool is_change(std::uint16_t type) {
     switch (type) {
         case RTM_NEWLINK: case RTM_DELLINK: case RTM_NEWADDR: case RTM_DELADDR:
@@ -89,6 +101,7 @@ unsigned RouteWatch::drain() {
             if (!is_change(h->nlmsg_type)) continue;
             const int ifindex = message_ifindex(*h);
             if (ignore_ifindex_ != 0 && ifindex == ignore_ifindex_) continue;
+            if (ignore_table_ != 0 && message_table(*h) == ignore_table_) continue;
             ++changes;
         }
     }

@@ -4,6 +4,7 @@
 // for a peer now: a connect()ed UDP socket's getsockname (no packet is sent).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "protocols/base/result.h"
@@ -13,8 +14,10 @@ namespace espvpn::io {
 
 class RouteWatch {
 public:
-    // `ignore_ifindex`: changes on this device (the tunnel's own tun) are not reported.
-    static Result<RouteWatch> open(int ignore_ifindex = 0);
+    // `ignore_ifindex`: changes on this device (the tunnel's own tun) are not reported, nor
+    // those of routes in table `ignore_table` (0: none; the captive-portal probe's own table,
+    // which espvpn rewrites itself).
+    static Result<RouteWatch> open(int ignore_ifindex = 0, std::uint32_t ignore_table = 0);
 
     int fd() const { return fd_.get(); }
     // Reads every pending message: the number of address/link/route changes among them
@@ -22,9 +25,10 @@ public:
     unsigned drain();
 
 private:
-    RouteWatch(int fd, int ignore) : fd_(fd), ignore_ifindex_(ignore) {}
+    RouteWatch(int fd, int ignore, std::uint32_t table) : fd_(fd), ignore_ifindex_(ignore), ignore_table_(table) {}
     UniqueFd fd_;
     int ignore_ifindex_ = 0;
+    std::uint32_t ignore_table_ = 0;
 };
 
 // The source address the kernel would use for `peer_host` (numeric IPv4/IPv6) now;

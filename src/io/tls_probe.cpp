@@ -3,10 +3,12 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -22,8 +24,17 @@ bool is_ip_literal(const std::string& host) {
     return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
-// A TCP connection to one of `host`'s addresses within `budget`.
-Result<UniqueFd> connect_within(const std::string& host, std::uint16_t port, std::chrono::milliseconds budget) {
+// The device a socket is bound to (SO_BINDTODEVICE; "" when none).
+std::string bound_device(int fd) {
+    char name[IF_NAMESIZE + 1] = {};
+    socklen_t len = IF_NAMESIZE;
+    if (::getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, name, &len) != 0) return {};
+    return std::string(name, ::strnlen(name, std::min<std::size_t>(len, IF_NAMESIZE)));
+}
+
+// A TCP connection to one of `host`'s addresses within `budget` (on `route`'s sockets when given).
+Result<UniqueFd> connect_within(const std::string& host, std::uint16_t port, std::chrono::milliseconds budget,
+                                TlsProbeRoute& route) {
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_ADDRCONFIG;
@@ -34,8 +45,24 @@ Result<UniqueFd> connect_within(const std::string& host, std::uint16_t port, std
     std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(found, freeaddrinfo);
     const auto end = std::chrono::steady_clock::now() + budget;
     std::string why = "no address";
+    const bool given = route.given();
     for (addrinfo* a = found; a; a = a->ai_next) {
-        UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+        UniqueFd fd;
+        if (given) {
+            UniqueFd* own = a->ai_family == AF_INET ? &route.v4 : a->ai_family == AF_INET6 ? &route.v6 : nullptr;
+            if (!own || !own->valid()) {
+                why = "no socket around the tunnel for this address";
+                continue;
+            }
+            fd = std::move(*own);
+            const std::string device = bound_device(fd.get());
+            if (device.empty() || device == route.avoid_device) {
+                why = "no way around the tunnel (no default route outside it)";
+                continue;
+            }
+        } else {
+            fd.reset(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+        }
         if (!fd.valid()) return make_error(std::string("socket: ") + std::strerror(errno));
         if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
             why = std::strerror(errno);
@@ -63,8 +90,8 @@ Result<UniqueFd> connect_within(const std::string& host, std::uint16_t port, std
 }  // namespace
 
 Result<ServerFingerprints> probe_server_certificate(const std::string& host, std::uint16_t port,
-                                                    std::chrono::milliseconds budget) {
-    auto fd = connect_within(host, port, budget);
+                                                    std::chrono::milliseconds budget, TlsProbeRoute route) {
+    auto fd = connect_within(host, port, budget, route);
     if (!fd) return fd.error();
     // Blocking from here on: gnutls waits in its own poll, bounded by the handshake timeout.
     ::fcntl(fd->get(), F_SETFL, ::fcntl(fd->get(), F_GETFL) & ~O_NONBLOCK);

@@ -1,5 +1,6 @@
 #include "src/session/trusted_network.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <fstream>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "src/io/cancel_event.h"
 #include "src/io/tls_probe.h"
 
 namespace espvpn::session {
@@ -205,6 +207,69 @@ TrustedVerdict detect_trusted_network(const TrustedRules& rules, const TrustedPr
         if (!found) return {false, "untrusted network: " + failures};
     }
     return {true, "trusted network: " + why};
+}
+
+struct BackgroundTrustedCheck::Shared {
+    io::CancelEvent done;
+    std::atomic<bool> finished{false};
+    mutable std::mutex mu;
+    TrustedVerdict verdict;
+};
+
+namespace {
+
+// The sockets around the tunnel, one pair per server, each taken once by its probe thread.
+struct RouteBoard {
+    std::mutex mu;
+    std::vector<std::pair<std::string, io::TlsProbeRoute>> routes;  // keyed by server_name + pin
+};
+
+}  // namespace
+
+BackgroundTrustedCheck::BackgroundTrustedCheck(const TrustedRules& rules, std::vector<io::TlsProbeRoute> routes,
+                                               std::chrono::milliseconds budget)
+    : shared_(std::make_shared<Shared>()) {
+    auto board = std::make_shared<RouteBoard>();
+    for (std::size_t i = 0; i < rules.servers.size() && i < routes.size(); ++i)
+        board->routes.emplace_back(server_name(rules.servers[i]) + "," + rules.servers[i].pin_text, std::move(routes[i]));
+    TrustedProbes probes;
+    probes.read_resolv_conf = []() -> Result<std::string> {
+        return make_error("the search domains are not read while a tunnel is up");
+    };
+    probes.fetch_certificate = [board](const TrustedServer& s,
+                                       std::chrono::milliseconds bound) -> Result<io::ServerFingerprints> {
+        io::TlsProbeRoute route;
+        {
+            std::lock_guard lock(board->mu);
+            const std::string key = server_name(s) + "," + s.pin_text;
+            for (auto& [k, r] : board->routes)
+                if (k == key && r.given()) {
+                    route = std::move(r);
+                    break;
+                }
+        }
+        if (!route.given()) return make_error("no socket around the tunnel");
+        return io::probe_server_certificate(s.host, s.port, bound, std::move(route));
+    };
+    TrustedRules servers_only;
+    servers_only.servers = rules.servers;
+    std::thread([shared = shared_, servers_only, probes, budget] {
+        TrustedVerdict v = detect_trusted_network(servers_only, probes, budget);
+        {
+            std::lock_guard lock(shared->mu);
+            shared->verdict = std::move(v);
+        }
+        shared->finished = true;
+        shared->done.cancel();
+    }).detach();
+}
+
+int BackgroundTrustedCheck::done_fd() const { return shared_->done.fd(); }
+bool BackgroundTrustedCheck::done() const { return shared_->finished; }
+
+TrustedVerdict BackgroundTrustedCheck::verdict() const {
+    std::lock_guard lock(shared_->mu);
+    return shared_->verdict;
 }
 
 }  // namespace espvpn::session

@@ -14,12 +14,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "protocols/base/result.h"
 #include "src/io/server_pin.h"
+#include "src/io/tls_probe.h"
 
 namespace espvpn::session {
 
@@ -65,5 +67,27 @@ inline constexpr std::chrono::milliseconds kTrustedServerBudget{2000};
 // returns after `budget` at most (a server still being asked then is left to finish).
 TrustedVerdict detect_trusted_network(const TrustedRules& rules, const TrustedProbes& probes = host_probes(),
                                       std::chrono::milliseconds budget = kTrustedServerBudget);
+
+// While a tunnel is up (--always-on, --trusted-server without --trusted-domain): one check of
+// the servers on a detached thread, on sockets the host made to take the way around the tunnel
+// (Host::open_probe_socket: marked, routed by the host's own default route), one pair per
+// server in `rules.servers`' order; a server without one is not asked (never through the
+// tunnel), nor is one whose connection ends up on `tun_name`. The session loop polls
+// done_fd(); dropping the check never waits (it ends by itself within `budget`).
+class BackgroundTrustedCheck {
+public:
+    BackgroundTrustedCheck(const TrustedRules& rules, std::vector<io::TlsProbeRoute> routes,
+                           std::chrono::milliseconds budget = kTrustedServerBudget);
+    BackgroundTrustedCheck(const BackgroundTrustedCheck&) = delete;
+    BackgroundTrustedCheck& operator=(const BackgroundTrustedCheck&) = delete;
+    int done_fd() const;
+    bool done() const;
+    // After done().
+    TrustedVerdict verdict() const;
+
+private:
+    struct Shared;
+    std::shared_ptr<Shared> shared_;
+};
 
 }  // namespace espvpn::session

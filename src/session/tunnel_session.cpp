@@ -72,7 +72,10 @@ public:
     void step_path(bool readable) {
         if (!watch_) return;
         const Clock::time_point now = Clock::now();
-        if (readable && watch_->drain() > 0) path_.event(now);
+        if (readable && watch_->drain() > 0) {
+            path_.event(now);
+            trusted_due_ = !o_.trusted_while_up.servers.empty();
+        }
         // Every turn, not only when the fd is readable: sd-bus may hold read messages in its queue.
         if (sleep_ && sleep_->watching()) {
             if (sleep_->drain() > 0) {
@@ -183,7 +186,8 @@ public:
             publish_path_json();
             return;
         }
-        auto w = io::RouteWatch::open(host_.tun().ifindex());
+        // Not the tun's changes, nor the captive-portal probe's table (rewritten by each probe).
+        auto w = io::RouteWatch::open(host_.tun().ifindex(), host::kProbeTable);
         if (!w) {
             LOG_WARN << "roaming: " << w.error().message << "; path changes are noticed by DPD only";
             return;
@@ -227,14 +231,15 @@ public:
         publish_state();
         while (!end_) {
             // A new link is made on its own thread: signals are served meanwhile, and its end wakes us.
-            pollfd p[6 + DomainSplit::kMaxFds] = {
+            pollfd p[7 + DomainSplit::kMaxFds] = {
                 {signals.fd(), POLLIN, 0},
                 {attempt_ ? attempt_->done_fd() : -1, POLLIN, 0},
                 {watch_ ? watch_->fd() : -1, POLLIN, 0},
                 {sleep_ ? sleep_->fd() : -1, sleep_ ? sleep_->events() : short(0), 0},
                 {o_.status_server ? o_.status_server->commands_fd() : -1, POLLIN, 0},
-                {probe_ ? probe_->done_fd() : -1, POLLIN, 0}};
-            nfds_t n = 6;
+                {probe_ ? probe_->done_fd() : -1, POLLIN, 0},
+                {trusted_ ? trusted_->done_fd() : -1, POLLIN, 0}};
+            nfds_t n = 7;
             if (domains_ && carried_)  // stepped only then: a query waiting before would spin the loop
                 for (int fd : domains_->fds()) p[n++] = {fd, POLLIN, 0};  // at most kMaxFds
             const int timeout = poll_timeout();
@@ -259,6 +264,8 @@ public:
                 if (!end_ && r.kind == AttemptResult::Kind::failed && control_.in_outage()) start_probe();
             }
             if (!end_ && probe_ && probe_->done()) finish_probe();
+            if (!end_ && trusted_ && trusted_->done()) finish_trusted_check();
+            if (!end_ && trusted_due_ && !trusted_) start_trusted_check();
             if (!end_) apply(control_.tick(Clock::now()));
             if (end_) break;
             for (const LinkEvent& e : d_.step(Clock::now(), control_)) {
@@ -275,6 +282,7 @@ public:
                      << ms_of(Clock::now() - t0) << " ms";
         }
         probe_.reset();  // cancelled: its waits end at once
+        trusted_.reset();  // not awaited: it ends by itself within its bound
         if (domains_) domains_->stop();  // its routes go before the links stop
         return *end_;
     }
@@ -322,6 +330,54 @@ public:
                                       (held ? " (the kill switch stays)" : "") + " until the portal lets traffic through"));
     }
 
+    // Trusted networks while connected: the host's network changed; are we in the office now?
+    // One check at a time; changes during one make another after it.
+    void start_trusted_check() {
+        trusted_due_ = false;
+        const TrustedRules& rules = o_.trusted_while_up;
+        std::vector<io::TlsProbeRoute> routes;
+        bool any = false;
+        for (std::size_t i = 0; i < rules.servers.size(); ++i) {
+            io::TlsProbeRoute r;
+            r.avoid_device = host_.tun().name();
+            for (int family : {AF_INET, AF_INET6}) {
+                auto fd = host_.open_probe_socket(family);
+                if (!fd) {
+                    LOG_DEBUG << "trusted-network check: " << fd.error().message;
+                    continue;
+                }
+                (family == AF_INET ? r.v4 : r.v6) = std::move(*fd);
+            }
+            any = any || r.given();
+            routes.push_back(std::move(r));
+        }
+        if (!any) {
+            if (std::exchange(trusted_unasked_, true)) return;
+            LOG_WARN << "trusted-network check: no socket around the tunnel could be made: --trusted-server is "
+                        "checked again only after this session";
+            return;
+        }
+        LOG_DEBUG << "the host's network changed: asking --trusted-server around the tunnel";
+        trusted_ = std::make_unique<BackgroundTrustedCheck>(rules, std::move(routes));
+    }
+    void finish_trusted_check() {
+        const TrustedVerdict v = trusted_->verdict();
+        trusted_.reset();
+        if (!v.trusted) {
+            // Said again (-v) only when the verdict is the same: a network's router
+            // advertisements change addresses every few minutes.
+            const log::Level level = v.reason == trusted_said_ ? log::Level::debug : log::Level::info;
+            if (log::enabled(level)) log::Line(level) << "the host's network changed: " << v.reason << ": staying connected";
+            trusted_said_ = v.reason;
+            return;
+        }
+        if (o_.trusted_found) *o_.trusted_found = v.reason;
+        if (o_.status_board) o_.status_board->set_state(status::State::trusted_network);
+        apply(control_.link_ended(TunnelEnd::user_logout,
+                                  "the host's network changed: " + v.reason + " (asked around the tunnel): logging out "
+                                  "(--always-on)"));
+    }
+
     std::optional<TunnelEnd> end_;
 
 private:
@@ -332,6 +388,10 @@ private:
     std::unique_ptr<LinkAttempt> attempt_;
     std::unique_ptr<BackgroundProbe> probe_;  // a captive-portal probe (start_probe)
     bool captive_said_ = false;               // the portal that cannot be let through was logged
+    std::unique_ptr<BackgroundTrustedCheck> trusted_;  // a trusted-network check (start_trusted_check)
+    bool trusted_due_ = false;                         // the host's network changed since the last one
+    bool trusted_unasked_ = false;                     // no socket around the tunnel (logged once)
+    std::string trusted_said_;                         // the last verdict logged at info
     std::optional<ProbeAddresses> probe_addresses_;  // looked up when the session starts
     std::optional<io::RouteWatch> watch_;
     std::optional<io::SleepWatch> sleep_;  // logind's PrepareForSleep, when there is a bus

@@ -23,6 +23,7 @@
 #include "src/io/state_files.h"
 #include "src/session/link_attempt.h"
 #include "src/session/session_control.h"
+#include "src/session/trusted_network.h"
 #include "protocols/tunnel/tunnel_config.h"
 #include "src/host/host.h"
 #include "src/host/tunnel_host.h"
@@ -70,6 +71,14 @@ struct TunnelOptions {
         std::vector<std::string> probe_addresses;  // the probe host's, as the tunnel's DNS gave them
     };
     CaptiveFound* captive_portal = nullptr;
+    // Trusted networks while connected (--always-on with --trusted-server and no
+    // --trusted-domain): on a change of the host's own links, addresses or routes (not the
+    // tun's), the servers are asked on the host's marked sockets around the tunnel
+    // (BackgroundTrustedCheck). When one passes, the session logs out (TunnelEnd::user_logout)
+    // and the verdict is written to *trusted_found for the caller, which stays off until the
+    // network is left.
+    TrustedRules trusted_while_up;
+    std::string* trusted_found = nullptr;
     // Host-integration hooks (src/cli), called on the control thread.
     // after_setup: the tun, its configuration and the first link exist, nothing else needs
     // privileges (--setuid drops them here); an error ends the session.

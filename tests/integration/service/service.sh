@@ -2,7 +2,7 @@
 # The status socket and --always-on (issue 44; docs/SERVICE.md) on a GP tunnel, in three
 # namespaces of their own (tools/netns/gp-topology.sh: fake-gp-gateway + esp-gateway).
 #
-#   service.sh status|always_on|unit|anyconnect ESPVPN_BIN GATEWAY_BIN
+#   service.sh MODE ESPVPN_BIN GATEWAY_BIN  (MODE: one of those below)
 #   status:    espvpn --status-socket in a root-only directory, --status-user daemon: `espvpn status`
 #              says connected over ESP (exit 0), so does tools/status-bar (waybar's JSON), --json matches docs/status.schema.json with bytes
 #              that grow with a ping; a client of another uid (bin) is refused, daemon is let in;
@@ -53,6 +53,18 @@
 #   anyconnect: the project's AnyConnect gateway (tools/https-tunnel-gateway, beside GATEWAY_BIN's
 #              folder): the status says connected, protocol anyconnect, transport DTLS once DTLS
 #              carries, bytes grow with a ping; `espvpn disconnect`: exit 0
+#   trusted:   --always-on --kill-switch --trusted-server on the corporate LAN (reached directly in the
+#              office, else only through the tunnel), a full tunnel: trusted-network at the start;
+#              leaving (and a route change): connected, ping; a network change away from the office:
+#              the check goes around the tunnel, finds no server, stays connected, and its own rewrite
+#              of the probe's table (IPv6 notifies it) starts no other check; no way around the
+#              tunnel (link flap, no default route): the check, bound to the link, does not fall
+#              back to the tunnel (where the server answers); arriving with the
+#              tunnel up: logged out, trusted-network, the tun, kill switch and probe rule gone;
+#              leaving again: a new login with the saved portal cookie, connected, ping
+#   trusted_anyconnect: --always-on --trusted-domain with the project's AnyConnect gateway: the
+#              client namespace's resolv.conf says corp.example: trusted-network, no login; another
+#              search domain and a route change: connected over DTLS, ping
 # shellcheck source=../gp_test_head.sh
 . "$(dirname "$0")/../gp_test_head.sh" service "$@"
 topo_up
@@ -435,6 +447,156 @@ PY
     ip netns exec "$nsc" curl -s -o /dev/null --max-time 5 "http://$portal:8080/" || true
     wait_for "$work/portal.log" "tcp 8080" 5 || fail "TCP 8080 to the portal's host is not reachable without espvpn (the check above proved nothing)"
   fi
+  ;;
+trusted)
+  # The office: the trusted server ($lan_ip:8443, the pinned certificate) is on the corporate
+  # LAN behind the gateway's namespace; in the office it is reached directly (the namespace
+  # forwards the client's packets to the LAN), elsewhere only through the tunnel. The check
+  # while connected must go around the tunnel: through it the server answers everywhere.
+  ip -n "$nsc" route add default via $gw_ip
+  ip -n "$nsc" -6 route add default via $gw_ip6  # dual stack: IPv6 route changes are notified even when unchanged
+  away() {
+    ip netns exec "$nsg" nft -f - <<NFT
+table inet office {
+  chain forward {
+    type filter hook forward priority filter;
+    iifname "${topo}gc" oifname "${topo}gl" drop
+  }
+}
+NFT
+  }
+  office() { ip netns exec "$nsg" nft delete table inet office; }
+  # What the laptop sees of a network change: a route on its own link comes or goes.
+  net_change() { ip -n "$nsc" route "$1" 198.18.0.0/24 via $gw_ip; }
+  touch "$work/tls.log"
+  ip netns exec "$nsl" $py - $lan_ip 8443 "$repo/certs/server.pem" "$repo/certs/server-key.pem" "$work/tls.log" <<'PY' &
+import socket, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+srv = socket.create_server((sys.argv[1], int(sys.argv[2])))
+while True:
+    conn, peer = srv.accept()
+    conn.settimeout(5)
+    try:
+        with ctx.wrap_socket(conn, server_side=True):
+            with open(sys.argv[5], "a") as log:
+                log.write(f"handshake from {peer[0]}\n")
+    except OSError:
+        pass
+PY
+  pids+=("$!")
+  wait_listening "$nsl" tcp 8443 10 || fail "the trusted server did not start"
+  pin=pin-sha256:$(openssl x509 -in "$repo/certs/server.pem" -pubkey -noout | openssl pkey -pubin -outform der \
+    | openssl dgst -sha256 -binary | base64)
+  fake_routes=(--full-tunnel)
+  # The portal's cookie is saved: the logins after the first need no person (stdin is spent).
+  fake_extra=(--portal-cookie)
+  gateway_https_up
+  gateway_up aes-128-gcm --tun "$ht_dev" --state-file "$work/fake-state.json" "${fake_extra[@]}" || fail "fake gateway did not start"
+  logins() { json "$work/fake-stats.json" 'd["requests_by_path"].get("/ssl-vpn/login.esp", 0)'; }
+  # 1. Started in the office: no tunnel.
+  espvpn_up -v --timestamp --status-socket "$sock" --always-on --kill-switch --force-dpd 1 --trusted-server "$lan_ip:8443,$pin"
+  wait_until 30 state_is trusted-network || fail "not trusted-network in the office: $(status_json)"
+  [[ $(logins) == 0 ]] || fail "a login in the office"
+  # 2. Leaving: a real tunnel, a ping through it.
+  away
+  net_change add
+  t0=$(date +%s%N)
+  wait_until 30 state_is connected || fail "not connected after leaving the office: $(status_json)"
+  t_up=$((($(date +%s%N) - t0) / 1000000))
+  ping_lan || fail "no ping through the tunnel after leaving the office"
+  [[ $(status_json | json /dev/stdin 'd["transport"]') == ESP ]] || fail "not over ESP: $(status_json)"
+  # 3. A network change away from the office: the server answers through the tunnel, but the
+  # check goes around it, where the LAN is not reached: connected.
+  h0=$(grep -c . "$work/tls.log" || true)
+  n0=$(grep -c "staying connected" "$work/espvpn.log" || true)
+  checked() { [[ $(grep -c "staying connected" "$work/espvpn.log" || true) -gt $n0 ]]; }
+  net_change del
+  wait_until 20 checked || fail "no check around the tunnel on a network change"
+  # Each check rewrites the probe's route table: that is no network change (no check after it).
+  sleep 1
+  asked=$(grep -c "asking --trusted-server around the tunnel" "$work/espvpn.log" || true)
+  answered=$(grep -c "staying connected" "$work/espvpn.log" || true)
+  [[ $asked == "$answered" ]] || fail "checks without a network change ($asked asked, $answered answered)"
+  grep -q "the host's network changed: untrusted network: $lan_ip:8443" "$work/espvpn.log" || fail "the verdict is not logged"
+  state_is connected || fail "not connected after a check away from the office: $(status_json)"
+  [[ $(grep -c . "$work/tls.log" || true) == "$h0" ]] || fail "the check reached the server (through the tunnel?)"
+  ping_lan || fail "no ping after the check"
+  # No way around the tunnel (the link went down and up, which flushed the probe's table, and
+  # no default route came back): the check's connection, bound to the link, must not fall
+  # back to the tunnel's routes, where the server answers.
+  n0=$(grep -c "staying connected" "$work/espvpn.log" || true)
+  ip -n "$nsc" route del default via $gw_ip
+  ip -n "$nsc" link set "${topo}cg" down
+  ip -n "$nsc" link set "${topo}cg" up
+  ip -n "$nsc" addr replace $cl_ip6/64 dev "${topo}cg" nodad
+  wait_until 20 checked || fail "no check after the link came back: $(grep 'network changed' "$work/espvpn.log" | tail -2)"
+  ! grep -q "logging out (--always-on)" "$work/espvpn.log" || fail "trusted by the tunnel's own path"
+  [[ $(grep -c . "$work/tls.log" || true) == "$h0" ]] || fail "the check made a handshake through the tunnel"
+  ip -n "$nsc" route add default via $gw_ip
+  wait_until 30 state_is connected || fail "not connected after the link came back: $(status_json)"
+  ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null 2>&1 || fail "no kill switch while connected"
+  # 4. Arriving at the office with the tunnel up: logged out, off, the kill switch gone.
+  lo0=$(json "$work/fake-stats.json" 'd["logouts"]')
+  office
+  net_change add
+  t0=$(date +%s%N)
+  wait_until 30 state_is trusted-network || fail "not trusted-network after arriving with the tunnel up: $(status_json)"
+  t_off=$((($(date +%s%N) - t0) / 1000000))
+  grep -q "(asked around the tunnel): logging out (--always-on)" "$work/espvpn.log" || fail "the arrival is not logged"
+  grep -q "handshake from $cl_ip" "$work/tls.log" || fail "the server was not asked from the client's own address"
+  no_tun_left "$nsc" || fail "the tun device is still there on the trusted network"
+  ! ip netns exec "$nsc" nft list table inet espvpn_kill_switch >/dev/null 2>&1 || fail "the kill switch stayed on the trusted network"
+  ! ip netns exec "$nsc" ip rule | grep -q 0x65737076 || fail "the probe's policy rule stayed on the trusted network"
+  [[ $(json "$work/fake-stats.json" 'd["logouts"]') -gt $lo0 ]] || fail "no logout at the gateway"
+  kill -0 "$client_pid" || fail "espvpn exited on the trusted network"
+  # 5. Leaving again: a new login (the saved portal cookie), the tunnel, a ping.
+  away
+  net_change del
+  t0=$(date +%s%N)
+  wait_until 30 state_is connected || fail "not connected after leaving again: $(status_json)"
+  t_up2=$((($(date +%s%N) - t0) / 1000000))
+  ping_lan || fail "no ping after leaving again"
+  kill -TERM "$client_pid"
+  rc=0; wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  echo "RESULT trusted: left the office: connected in $t_up ms; arrived with the tunnel up: trusted-network in $t_off ms; left again: connected in $t_up2 ms"
+  ;;
+trusted_anyconnect)
+  # --trusted-domain with the project's AnyConnect gateway: the search domain from the client
+  # namespace's own resolv.conf (ip netns exec mounts /etc/netns/NAME/resolv.conf; removed with
+  # the topology).
+  mkdir -p "/etc/netns/$nsc"
+  echo "search corp.example" >"/etc/netns/$nsc/resolv.conf"
+  gateway_anyconnect_up || fail "anyconnect-gateway did not start"
+  echo test123 | ip netns exec "$nsc" "$espvpn" --protocol=anyconnect --cafile "$repo/certs/ca.pem" -u testuser \
+    --passwd-on-stdin --status-socket "$sock" --always-on --trusted-domain corp.example --timestamp \
+    "https://$gw_ip:4443/" >"$work/espvpn.out" 2>"$work/espvpn.log" &
+  client_pid=$!; pids+=("$client_pid")
+  wait_until 30 state_is trusted-network || fail "AnyConnect: not trusted-network: $(status_json)"
+  grep -q "trusted network: search domain corp.example matches --trusted-domain corp.example: no tunnel" \
+    "$work/espvpn.log" || fail "the verdict is not logged"
+  ! grep -q "login of" "$work/ac.out" "$work/ac.log" || fail "AnyConnect: a login on the trusted network"
+  # Leaving: another search domain, a route change; a real tunnel (DTLS), a ping through it.
+  echo "search cafe.example" >"/etc/netns/$nsc/resolv.conf"
+  ip -n "$nsc" route add 198.18.0.0/24 via $gw_ip
+  t0=$(date +%s%N)
+  wait_until 30 state_is connected || fail "AnyConnect: not connected after leaving: $(status_json)"
+  t_up=$((($(date +%s%N) - t0) / 1000000))
+  wait_for "$work/espvpn.log" "data over DTLS" 20 "$client_pid" || fail "AnyConnect: no DTLS"
+  status_json >"$work/status1.json"
+  ping_lan 3 || fail "AnyConnect: no ping through the tunnel after leaving"
+  status_json >"$work/status2.json"
+  [[ $(json "$work/status2.json" 'd["bytes_in"] > '"$(json "$work/status1.json" 'd["bytes_in"]')") == True ]] \
+    || fail "bytes did not grow with a ping: $(cat "$work/status1.json" "$work/status2.json")"
+  grep -q "untrusted network: no search domain matches --trusted-domain (/etc/resolv.conf: cafe.example): connecting" \
+    "$work/espvpn.log" || fail "leaving is not logged"
+  kill -TERM "$client_pid"
+  rc=0; wait "$client_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "espvpn exited $rc after SIGTERM"
+  no_tun_left "$nsc" || fail "tun device left behind"
+  echo "RESULT trusted_anyconnect: left the trusted network: connected $t_up ms after the route change"
   ;;
 *) fail "unknown mode $mode" ;;
 esac

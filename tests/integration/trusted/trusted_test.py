@@ -3,13 +3,14 @@
 tools/fake-gp-gateway while the host's resolver and a TLS server on the namespace's loopback say
 whether the network is trusted.
 
-  trusted_test.py ESPVPN AC_GATEWAY CASE   (CASE = one of CASES below; "list" prints them;
-                                           AC_GATEWAY: tools/https-tunnel-gateway's anyconnect-gateway)
+  trusted_test.py ESPVPN CASE   (CASE = one of CASES below; "list" prints them)
 
 Each case runs in private mount and network namespaces (harness.in_private_namespaces and
 harness.resolver, as gp_internal does; root only, otherwise skipped, exit 77). espvpn runs with
 --dry-run: "the tunnel comes up" is the gateway login and the tunnel configuration printed, after
-which a dry run exits 0. Exit 0 = pass, 1 = fail, 77 = skipped.
+which a dry run exits 0 (tests/integration/service/service.sh's trusted and trusted_anyconnect
+bring real tunnels up, and check --trusted-server while connected). Exit 0 = pass, 1 = fail,
+77 = skipped.
 """
 
 import base64
@@ -31,7 +32,6 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 from harness import CA, CERTS, Failure, Fake, check, in_private_namespaces, resolver  # noqa: E402
 
 ESPVPN = None
-AC_GATEWAY = None
 INSIDE_ENV = "ESPVPN_TRUSTED_NS"
 LAN = "10.77.0.1"  # the trusted server's address, on the namespace's loopback
 
@@ -297,59 +297,16 @@ def case_gp_internal():
             c.stop()
 
 
-def case_anyconnect():
-    # The same rule for AnyConnect: the project's AnyConnect gateway on the namespace's loopback.
-    d = resolver([], search=["corp.example"])
-    work = tempfile.mkdtemp(prefix="trusted-ac.")
-    stats = os.path.join(work, "ac-stats.json")
-    out = open(os.path.join(work, "ac.out"), "w+")
-    gw = subprocess.Popen([AC_GATEWAY, "--listen", "127.0.0.1:4443", "--no-dtls", "--cert",
-                           os.path.join(CERTS, "server.pem"), "--key", os.path.join(CERTS, "server-key.pem"),
-                           "--tun-name", "trac0", "--client-ip", "10.203.0.2", "--stats-json", stats,
-                           "--seconds", "60"], stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 10
-        while "ready" not in open(out.name).read():
-            check(gw.poll() is None and time.monotonic() < deadline, "anyconnect-gateway starts")
-            time.sleep(0.05)
-        c = Client("https://127.0.0.1:4443/", ["--always-on", "--trusted-domain", "corp.example"], user="testuser",
-                   password="test123", protocol="anyconnect")
-        try:
-            st = c.state_when("trusted-network", 15)
-            if st != "trusted-network":
-                c.show()
-            check(st == "trusted-network", f"AnyConnect: the status says trusted-network ({st})")
-            time.sleep(1)
-            check(c.proc.poll() is None and "login of" not in open(out.name).read(),
-                  "no login at the gateway while trusted, still running")
-            with open(os.path.join(d, "resolv.conf"), "w") as r:
-                r.write("search cafe.example\n")
-            t0 = route_change()
-            rc = c.exit_within(20)
-            took = time.monotonic() - t0
-            if rc != 0:
-                c.show()
-            check(rc == 0 and "login of 'testuser'" in open(out.name).read() and "CSTP connected" in c.text(),
-                  f"after leaving: the AnyConnect login and the (dry-run) tunnel (exit {rc})")
-            check(took < 5, f"within 5 s of the change ({took:.2f} s)")
-        finally:
-            c.stop()
-    finally:
-        gw.terminate()
-        gw.wait(10)
-        shutil.rmtree(work, ignore_errors=True)
-
-
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
 
 def main():
-    global ESPVPN, AC_GATEWAY
+    global ESPVPN
     if len(sys.argv) == 2 and sys.argv[1] == "list":
         print("\n".join(CASES))
         return 0
-    if len(sys.argv) != 4 or sys.argv[3] not in CASES:
-        print(f"usage: {sys.argv[0]} ESPVPN AC_GATEWAY CASE  (CASE: {', '.join(CASES)})")
+    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
+        print(f"usage: {sys.argv[0]} ESPVPN CASE  (CASE: {', '.join(CASES)})")
         return 1
     if os.geteuid() != 0:
         print("SKIP: needs root (mount and network namespaces)")
@@ -358,8 +315,7 @@ def main():
     if rc is not None:
         return rc
     ESPVPN = os.path.abspath(sys.argv[1])
-    AC_GATEWAY = os.path.abspath(sys.argv[2])
-    name = sys.argv[3]
+    name = sys.argv[2]
     print(f"== {name}")
     try:
         CASES[name]()
