@@ -63,6 +63,7 @@ namespace espvpn::datapath {
     X(inner_packets)        /* delivered to the tun */                                        \
     X(inner_bytes)                                                                            \
     X(tun_writes)           /* write(2) calls (after coalescing) */                           \
+    X(lingers)              /* short waits before receiving a download (rx_linger.h) */       \
     X(probe_replies)        /* GP ESP probe replies (not delivered) */                        \
     X(sa_installs)          /* inbound SAs installed */                                       \
     X(sa_retired)           /* previous SAs dropped after the grace period */                 \
@@ -132,6 +133,7 @@ namespace espvpn::datapath {
     X(records)              /* authentic records opened */                                \
     X(inner_packets)        /* data packets delivered to the tun */                       \
     X(inner_bytes)                                                                        \
+    X(lingers)              /* short waits before receiving a download (rx_linger.h) */   \
     X(dpd_requests)         /* from the server (answered by tx) */                        \
     X(dpd_responses)                                                                      \
     X(keepalives)                                                                         \

@@ -53,6 +53,9 @@ struct DtlsDatapathOptions {
     std::function<void(io::PacketBatch&)> deliver;
     std::size_t tx_batch = 128;  // records per sendmmsg (larger batches from send() go in rounds)
     std::size_t rx_batch = 64;   // datagrams per rx batch
+    // How long the rx thread waits after a wake-up while a download arrives one datagram at
+    // a time (rx_linger.h; the client's is client_rx_linger()); zero: never.
+    std::chrono::microseconds rx_linger{0};
     unsigned icmp_too_big_per_second = 100;
 };
 

@@ -12,6 +12,7 @@
 #include "src/datapath/dtls/dtls_datapath.h"
 #include "src/datapath/handover_queue.h"
 #include "src/datapath/pipeline_threads.h"
+#include "src/datapath/rx_linger.h"
 #include "src/datapath/udp_send.h"
 #include "src/datapath/too_big.h"
 #include "src/io/packet_batch.h"
@@ -80,6 +81,7 @@ private:
     DtlsTxPipeline& tx_;
     io::PacketBatch in_;   // datagrams
     io::PacketBatch out_;  // plaintext records, then inner packets for the tun
+    RxLinger linger_;
 };
 
 }  // namespace espvpn::datapath

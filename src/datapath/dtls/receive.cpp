@@ -31,7 +31,8 @@ DtlsRxPipeline::DtlsRxPipeline(io::UdpSocket& udp, io::DtlsChannel& channel,
       in_({.slots = options.rx_batch, .capacity = kDatagramCapacity, .headroom = 0, .tailroom = 0,
            .views = 3 * options.rx_batch}),
       // Headroom >= the virtio header the tun write prepends.
-      out_({.slots = options.rx_batch, .capacity = kTunSlotCapacity, .headroom = 16, .tailroom = 0}) {}
+      out_({.slots = options.rx_batch, .capacity = kTunSlotCapacity, .headroom = 16, .tailroom = 0}),
+      linger_(options.rx_linger, options.rx_batch) {}
 
 void DtlsRxPipeline::run() {
     for (;;) {
@@ -39,6 +40,10 @@ void DtlsRxPipeline::run() {
         if (control.stop.load(std::memory_order_acquire)) return;
         if (!drain_udp()) return;
         if (!wait_for_work(control, udp_.fd(), -1, failure)) return;
+        if (const auto wait = linger_.wait_after_wakeup(Clock::now()); wait.count() > 0) {
+            bump(counters.lingers);
+            sleep_for_linger(wait);
+        }
     }
 }
 
@@ -56,6 +61,7 @@ bool DtlsRxPipeline::drain_udp() {
         for (std::size_t i = 0; i < in_.size(); ++i) bytes += in_.length(i);
         bump(counters.udp_datagrams, in_.size());
         bump(counters.udp_bytes, bytes);
+        linger_.received(in_.size(), bytes);
         if (!open_and_deliver()) return false;
         if (control.pending() && control.stop.load(std::memory_order_acquire)) return true;
     }
@@ -123,6 +129,7 @@ bool DtlsRxPipeline::deliver() {
     if (kept == 0) return true;
     bump(counters.inner_packets, kept);
     bump(counters.inner_bytes, bytes);
+    linger_.delivered(Clock::now());
     deliver_(out_);
     return true;
 }

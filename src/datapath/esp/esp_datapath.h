@@ -54,6 +54,9 @@ struct EspDatapathOptions {
     std::size_t tun_mtu = 0;
     std::size_t tx_batch = 128;  // inner packets per tx batch (a 64 KiB super-packet splits into ~48)
     std::size_t rx_batch = 64;   // datagrams per rx batch
+    // How long the rx thread waits after a wake-up while a download arrives one datagram at
+    // a time (rx_linger.h; the client's is client_rx_linger()); zero: never.
+    std::chrono::microseconds rx_linger{0};
     ProbeTarget probe;
     // Gateway side: the socket is unconnected; send to the address the latest
     // authentic packet came from.

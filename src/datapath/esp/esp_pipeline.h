@@ -13,6 +13,7 @@
 #include "src/datapath/esp/esp_datapath.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/handover_queue.h"
+#include "src/datapath/rx_linger.h"
 #include "src/datapath/too_big.h"
 #include "src/datapath/tun_counts.h"
 #include "src/datapath/udp_send.h"
@@ -101,6 +102,7 @@ private:
     EspInboundSas sas_;
     Clock::time_point previous_since_;
     TunCountsSince tun_since_;
+    RxLinger linger_;
 };
 
 }  // namespace espvpn::datapath

@@ -40,7 +40,7 @@ EspRxPipeline::EspRxPipeline(io::TunDevice& tun, io::UdpSocket& udp, const EspDa
       batch_({.slots = options.rx_batch, .capacity = kRxSlotCapacity, .headroom = 16, .tailroom = 0,
               .views = 3 * options.rx_batch}),
       sources_(options.learn_peer ? new io::SocketAddress[batch_.entries()] : nullptr),
-      open_items_(new EspOpenItem[batch_.entries()]), tun_since_(&tun) {}
+      open_items_(new EspOpenItem[batch_.entries()]), tun_since_(&tun), linger_(options.rx_linger, options.rx_batch) {}
 
 void EspRxPipeline::run() {
     for (;;) {
@@ -50,6 +50,10 @@ void EspRxPipeline::run() {
         const Clock::time_point now = Clock::now();
         retire_previous(now);
         if (!wait_for_work(control, udp_.fd(), poll_timeout_ms(now), failure)) return;
+        if (const auto wait = linger_.wait_after_wakeup(Clock::now()); wait.count() > 0) {
+            bump(counters.lingers);
+            sleep_for_linger(wait);
+        }
     }
 }
 
@@ -92,6 +96,9 @@ bool EspRxPipeline::drain_udp() {
         }
         mirror_receive_counters(udp_.counters(), counters);  // the receive-side fields are this thread's
         if (batch_.size() == 0) return true;
+        std::size_t bytes = 0;
+        for (std::size_t i = 0; i < batch_.size(); ++i) bytes += batch_.length(i);
+        linger_.received(batch_.size(), bytes);
         const bool ok = open_and_deliver();
         batch_.clear();
         if (!ok) return false;
@@ -153,6 +160,7 @@ bool EspRxPipeline::open_and_deliver() {
     if (kept == 0) return true;
     bump(counters.inner_packets, kept);
     bump(counters.inner_bytes, inner_bytes);
+    linger_.delivered(Clock::now());
     Result<std::size_t> writes = tun_.write_packets(batch_);
     if (!writes) {
         failure.set(writes.error().message);

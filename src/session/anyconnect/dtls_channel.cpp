@@ -10,6 +10,7 @@
 
 #include "protocols/tunnel/dpd_timer.h"
 #include "src/datapath/pipeline_threads.h"
+#include "src/datapath/rx_linger.h"
 #include "src/io/dtls_channel.h"
 #include "src/io/udp_socket.h"
 #include "src/log/logger.h"
@@ -189,6 +190,7 @@ private:
         const auto ms = ms_of(Clock::now() - t0);
         datapath::DtlsDatapathOptions d;
         d.deliver = [this](io::PacketBatch& batch) { sink_.deliver(batch); };
+        d.rx_linger = datapath::client_rx_linger();
         auto dp = datapath::DtlsDatapath::start(context_.tun, *live->udp, *live->channel, d);
         if (!dp) return dp.error();
         live->datapath = std::move(*dp);

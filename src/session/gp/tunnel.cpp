@@ -13,6 +13,7 @@
 #include "protocols/tunnel/dpd_timer.h"
 #include "protocols/gp/tunnel_mtu.h"
 #include "src/datapath/esp/esp_datapath.h"
+#include "src/datapath/rx_linger.h"
 #include "src/datapath/tls/tls_pump.h"
 #include "src/io/tun_device.h"
 #include "src/io/udp_socket.h"
@@ -223,6 +224,7 @@ private:
 
     Status start_esp(datapath::EspInitialSas sas, bool probe_answered) {
         const Clock::time_point now = Clock::now();
+        esp_options_.rx_linger = datapath::client_rx_linger();
         auto dp = datapath::EspDatapath::start(*tun_, *udp_, esp_options_, std::move(sas));
         if (!dp) return dp.error();
         std::lock_guard lock(mu_);

@@ -2,6 +2,7 @@
 // answers, stats output, the SA env file, batch compaction.
 #include <doctest/doctest.h>
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "src/datapath/stats_reporter.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/handover_queue.h"
+#include "src/datapath/rx_linger.h"
 #include "src/datapath/too_big.h"
 #include "src/io/packet_batch.h"
 #include "tests/unit/state_files_fake.h"
@@ -323,4 +325,71 @@ TEST_CASE("StatsReporter writes --stats-json through StateFiles (no fsync, mode 
     auto st = (*r)->write_json();
     REQUIRE_FALSE(st);
     CHECK(st.error().message == "stats: refused");
+}
+
+TEST_CASE("RxLinger waits only while a download arrives a few data-sized datagrams per wake-up") {
+    using namespace std::chrono;
+    const auto t0 = RxLinger::Clock::time_point() + hours(1);
+    const microseconds w(50);
+    RxLinger l(w, 64);
+    CHECK(l.wait_after_wakeup(t0) == microseconds(0));  // nothing seen yet
+
+    // A download: 3 datagrams of 1400 bytes delivered just now.
+    l.received(3, 3 * 1400);
+    l.received(40, 40 * 1400);  // later receives of the same wake-up do not count
+    l.delivered(t0);
+    CHECK(l.wait_after_wakeup(t0 + microseconds(200)) == w);
+    // Each wake-up is judged on its own first receive: none seen since.
+    CHECK(l.wait_after_wakeup(t0 + microseconds(300)) == microseconds(0));
+
+    SUBCASE("a full-enough batch: no wait") {
+        l.received(16, 16 * 1400);
+        l.delivered(t0);
+        CHECK(l.wait_after_wakeup(t0 + microseconds(10)) == microseconds(0));
+        l.received(15, 15 * 1400);
+        l.delivered(t0);
+        CHECK(l.wait_after_wakeup(t0 + microseconds(10)) == w);
+    }
+    SUBCASE("ACKs (an upload's return path): no wait") {
+        l.received(4, 4 * 80);
+        l.delivered(t0);
+        CHECK(l.wait_after_wakeup(t0 + microseconds(10)) == microseconds(0));
+        l.received(2, 1000 + 999);  // one short of data-sized on average
+        l.delivered(t0);
+        CHECK(l.wait_after_wakeup(t0 + microseconds(10)) == microseconds(0));
+    }
+    SUBCASE("after a pause (a ping, a lone packet): no wait") {
+        l.received(1, 1400);
+        l.delivered(t0);
+        CHECK(l.wait_after_wakeup(t0 + RxLinger::kStreamGap) == microseconds(0));
+        l.received(1, 1400);
+        l.delivered(t0);
+        CHECK(l.wait_after_wakeup(t0 + RxLinger::kStreamGap - microseconds(1)) == w);
+    }
+    SUBCASE("zero turns it off") {
+        RxLinger off(microseconds(0), 64);
+        off.received(1, 1400);
+        off.delivered(t0);
+        CHECK(off.wait_after_wakeup(t0) == microseconds(0));
+    }
+}
+
+TEST_CASE("client_rx_linger: 50 us, ESPVPN_RX_LINGER_US within 0-1000, garbage ignored") {
+    using std::chrono::microseconds;
+    const char* saved = std::getenv("ESPVPN_RX_LINGER_US");
+    const std::string keep = saved ? saved : "";
+    ::unsetenv("ESPVPN_RX_LINGER_US");
+    CHECK(client_rx_linger() == microseconds(50));
+    ::setenv("ESPVPN_RX_LINGER_US", "0", 1);
+    CHECK(client_rx_linger() == microseconds(0));
+    ::setenv("ESPVPN_RX_LINGER_US", "120", 1);
+    CHECK(client_rx_linger() == microseconds(120));
+    ::setenv("ESPVPN_RX_LINGER_US", "999999", 1);
+    CHECK(client_rx_linger() == microseconds(1000));
+    ::setenv("ESPVPN_RX_LINGER_US", "12x", 1);
+    CHECK(client_rx_linger() == microseconds(50));
+    ::setenv("ESPVPN_RX_LINGER_US", "-5", 1);
+    CHECK(client_rx_linger() == microseconds(50));
+    if (saved) ::setenv("ESPVPN_RX_LINGER_US", keep.c_str(), 1);
+    else ::unsetenv("ESPVPN_RX_LINGER_US");
 }

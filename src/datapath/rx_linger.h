@@ -1,0 +1,62 @@
+// The rx threads' short wait before receiving, for downloads that arrive one datagram at a time.
+//
+// Gateways that send one datagram per call (ASAs, PAN-OS, ocserv) wake the rx thread for a
+// few datagrams at a time, so each tun write carries few packets and the kernel runs its TCP
+// receive, and sends an ACK back through the tunnel, for each small write. Waiting a few tens
+// of microseconds after a wake-up lets the next datagrams arrive first; they then reach the
+// tun as one coalesced (GRO) packet: fewer receive passes, fewer ACKs, fewer wake-ups.
+//
+// It waits only while a download is running: the first receive after the last wake-up found
+// fewer than a quarter of a batch, those datagrams were data-sized (not ACKs: an upload's
+// ACK clock is not delayed), and something was delivered less than a millisecond ago (a
+// lone packet after a pause, a ping, an interactive session never wait).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+
+namespace espvpn::datapath {
+
+class RxLinger {
+public:
+    using Clock = std::chrono::steady_clock;
+    static constexpr std::size_t kDataSized = 1000;  // bytes per datagram, on average
+    static constexpr auto kStreamGap = std::chrono::milliseconds(1);
+
+    RxLinger(std::chrono::microseconds wait, std::size_t batch) : wait_(wait), batch_(batch) {}
+
+    // A non-empty receive: how many datagrams, how many bytes. The first after a wake-up counts.
+    void received(std::size_t datagrams, std::size_t bytes) {
+        if (first_datagrams_ > 0 || datagrams == 0) return;
+        first_datagrams_ = datagrams;
+        first_data_sized_ = bytes >= kDataSized * datagrams;
+    }
+    // Packets went to the tun.
+    void delivered(Clock::time_point now) { last_delivery_ = now; }
+
+    // After a wake-up: how long to wait before receiving (zero: receive now). Forgets the
+    // last wake-up's first receive, so the next one is judged on its own.
+    std::chrono::microseconds wait_after_wakeup(Clock::time_point now) {
+        const bool wait = wait_.count() > 0 && first_data_sized_ && first_datagrams_ * 4 < batch_ &&
+                          now - last_delivery_ < kStreamGap;
+        first_datagrams_ = 0;
+        first_data_sized_ = false;
+        return wait ? wait_ : std::chrono::microseconds(0);
+    }
+
+private:
+    std::chrono::microseconds wait_;
+    std::size_t batch_;
+    std::size_t first_datagrams_ = 0;
+    bool first_data_sized_ = false;
+    Clock::time_point last_delivery_{};
+};
+
+// The client's wait: 50 µs, or ESPVPN_RX_LINGER_US (0 turns it off; at most 1000).
+std::chrono::microseconds client_rx_linger();
+
+// Sleeps for `wait` (nothing for zero). The rx threads run with a 1 µs timer slack
+// (pipeline_threads.cpp), so the wait is that long, not up to 50 µs longer.
+void sleep_for_linger(std::chrono::microseconds wait);
+
+}  // namespace espvpn::datapath
