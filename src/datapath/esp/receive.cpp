@@ -96,9 +96,6 @@ bool EspRxPipeline::drain_udp() {
         }
         mirror_receive_counters(udp_.counters(), counters);  // the receive-side fields are this thread's
         if (batch_.size() == 0) return true;
-        std::size_t bytes = 0;
-        for (std::size_t i = 0; i < batch_.size(); ++i) bytes += batch_.length(i);
-        linger_.received(batch_.size(), bytes);
         const bool ok = open_and_deliver();
         batch_.clear();
         if (!ok) return false;
@@ -146,6 +143,7 @@ bool EspRxPipeline::open_and_deliver() {
     batch_.set_size(kept);
     bump(counters.udp_datagrams, n);
     bump(counters.udp_bytes, udp_bytes);
+    linger_.received(n, udp_bytes);
     if (authentic) {
         bump(counters.esp_ok, authentic);
         const Clock::time_point now = Clock::now();
