@@ -287,20 +287,27 @@ public:
         return *end_;
     }
 
+    // An IPv4 and an IPv6 socket from the host that take the way around the tunnel (and past
+    // the kill switch) into `route`'s v4 / v6; a family the host refuses is left out (logged).
+    template <class Route>
+    void open_probe_sockets(Route& route, const char* what) {
+        for (int family : {AF_INET, AF_INET6}) {
+            auto fd = host_.open_probe_socket(family);
+            if (!fd) {
+                LOG_DEBUG << what << ": " << fd.error().message;
+                continue;
+            }
+            (family == AF_INET ? route.v4 : route.v6) = std::move(*fd);
+        }
+    }
+
     // Captive portals: a reconnect attempt failed; is a portal in the way? (one probe at a time)
     void start_probe() {
         if (!o_.captive_probe || probe_) return;
         // The host's marked sockets take the way around the tunnel and past the kill switch.
         io::ProbeRoute route;
         if (probe_addresses_) route.addresses = probe_addresses_->get();
-        for (int family : {AF_INET, AF_INET6}) {
-            auto fd = host_.open_probe_socket(family);
-            if (!fd) {
-                LOG_DEBUG << "captive-portal probe: " << fd.error().message;
-                continue;
-            }
-            (family == AF_INET ? route.v4 : route.v6) = std::move(*fd);
-        }
+        open_probe_sockets(route, "captive-portal probe");
         probe_ = std::make_unique<BackgroundProbe>(*o_.captive_probe, std::move(route));
     }
     void finish_probe() {
@@ -340,14 +347,7 @@ public:
         for (std::size_t i = 0; i < rules.servers.size(); ++i) {
             io::TlsProbeRoute r;
             r.avoid_device = host_.tun().name();
-            for (int family : {AF_INET, AF_INET6}) {
-                auto fd = host_.open_probe_socket(family);
-                if (!fd) {
-                    LOG_DEBUG << "trusted-network check: " << fd.error().message;
-                    continue;
-                }
-                (family == AF_INET ? r.v4 : r.v6) = std::move(*fd);
-            }
+            open_probe_sockets(r, "trusted-network check");
             any = any || r.given();
             routes.push_back(std::move(r));
         }
