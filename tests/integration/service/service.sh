@@ -271,13 +271,13 @@ captive|captive_deadline|captive_login|captive_anyconnect)
   wait_listening "$nsg" tcp 80 10 || fail "the captive portal did not start"
   fake_routes=(--full-tunnel)
   probe=(--captive-probe "http://$portal/check_network_status.txt")
-  hotel() {
+  hotel() {  # [UDP_PORT]: the gateway's TCP 4443 refused, its UDP port (ESP 4501) dropped
     ip netns exec "$nsg" nft -f - <<NFT
 table inet hotel {
   chain input {
     type filter hook input priority filter;
     ip saddr $cl_ip ip daddr $gw_ip tcp dport 4443 reject with tcp reset
-    ip saddr $cl_ip ip daddr $gw_ip udp dport 4501 drop
+    ip saddr $cl_ip ip daddr $gw_ip udp dport ${1:-4501} drop
   }
 }
 NFT
@@ -290,15 +290,7 @@ NFT
     client_pid=$!; pids+=("$client_pid")
     wait_until 30 state_is connected || fail "AnyConnect: not connected: $(status_json)"
     wait_for "$work/espvpn.log" "data over DTLS" 20 "$client_pid" || fail "AnyConnect: no DTLS"
-    ip netns exec "$nsg" nft -f - <<NFT
-table inet hotel {
-  chain input {
-    type filter hook input priority filter;
-    ip saddr $cl_ip ip daddr $gw_ip tcp dport 4443 reject with tcp reset
-    ip saddr $cl_ip ip daddr $gw_ip udp dport 4443 drop
-  }
-}
-NFT
+    hotel 4443
     # The test gateway serves one tunnel at a time and would hold the old one until its DPD
     # gives up: it learns now that the client has gone (a real gateway takes the reconnect).
     ip netns exec "$nsg" ss -K src $gw_ip sport = :4443 dst $cl_ip >/dev/null 2>&1
