@@ -29,6 +29,19 @@ struct Argv {
 };
 
 Result<ClientOptions> parse(Argv& a) { return parse_options(a.argc(), a.argv()); }
+
+// `espvpn --config FILE gw.test` with FILE holding `text` (a fresh file, removed after).
+Result<ClientOptions> parse_config(const std::string& text) {
+    char path[] = "/tmp/espvpn-config-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    std::ofstream(path) << text;
+    Argv a({"--config", path, "gw.test"});
+    auto o = parse(a);
+    unlink(path);
+    return o;
+}
 }  // namespace
 
 TEST_CASE("NetworkManager-openconnect's argv, with options after the server URL") {
@@ -158,14 +171,7 @@ TEST_CASE("openconnect's other options: proxies, no-ops and implemented ones") {
 }
 
 TEST_CASE("--config reads long options without dashes") {
-    char path[] = "/tmp/espvpn-config-XXXXXX";
-    int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    close(fd);
-    std::ofstream(path) << "# a comment\nprotocol gp\nuser=bob\n  no-dtls  \nservercert pin-sha256:BBBB\n";
-    Argv a({"--config", path, "gw.test"});
-    auto o = parse(a);
-    unlink(path);
+    auto o = parse_config("# a comment\nprotocol gp\nuser=bob\n  no-dtls  \nservercert pin-sha256:BBBB\n");
     REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.error().message));
     CHECK(o->protocol == Protocol::gp);
     CHECK(o->user == "bob");
@@ -322,14 +328,7 @@ TEST_CASE("captive portals: --captive-probe URL[,EXPECTED], --no-captive-probe, 
         if (!r.ok()) CHECK(r.error().message.find("captive") != std::string::npos);
     }
     // and in a profile, as the service reads it
-    char path[] = "/tmp/espvpn-config-XXXXXX";
-    int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    close(fd);
-    std::ofstream(path) << "captive-probe http://192.0.2.80/\ncaptive-exception-timeout=120\n";
-    Argv c({"--config", path, "gw.test"});
-    auto p = parse(c);
-    unlink(path);
+    auto p = parse_config("captive-probe http://192.0.2.80/\ncaptive-exception-timeout=120\n");
     REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
     CHECK(p->captive_probe == "http://192.0.2.80/");
     CHECK(p->captive_exception_timeout_s == 120);
