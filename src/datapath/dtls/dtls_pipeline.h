@@ -73,7 +73,7 @@ public:
 private:
     bool drain_udp();
     bool open_and_deliver();
-    bool deliver();
+    bool deliver(Clock::time_point now);  // now: when the records were opened
 
     std::function<void(io::PacketBatch&)> deliver_;
     io::UdpSocket& udp_;

@@ -79,8 +79,9 @@ bool DtlsRxPipeline::open_and_deliver() {
         if (opened->peer_closed) peer_closed.store(true, std::memory_order_relaxed);
         if (opened->records) {
             bump(counters.records, opened->records);
-            last_rx.set(Clock::now());
-            if (!deliver()) return false;
+            const Clock::time_point now = Clock::now();
+            last_rx.set(now);
+            if (!deliver(now)) return false;
         }
         if (!opened->more) return true;
     }
@@ -88,7 +89,7 @@ bool DtlsRxPipeline::open_and_deliver() {
 
 // Acts on each record by its type; data packets stay at the front of out_
 // (type byte stripped) and go to the tun in one coalesced write.
-bool DtlsRxPipeline::deliver() {
+bool DtlsRxPipeline::deliver(Clock::time_point now) {
     using anyconnect::DtlsRecordKind;
     const std::size_t n = out_.size();
     std::size_t kept = 0;
@@ -129,7 +130,7 @@ bool DtlsRxPipeline::deliver() {
     if (kept == 0) return true;
     bump(counters.inner_packets, kept);
     bump(counters.inner_bytes, bytes);
-    linger_.delivered(Clock::now());
+    linger_.delivered(now);
     deliver_(out_);
     return true;
 }

@@ -144,9 +144,10 @@ bool EspRxPipeline::open_and_deliver() {
     bump(counters.udp_datagrams, n);
     bump(counters.udp_bytes, udp_bytes);
     linger_.received(n, udp_bytes);
+    Clock::time_point now{};  // set when something was authentic (always, when something is kept)
     if (authentic) {
         bump(counters.esp_ok, authentic);
-        const Clock::time_point now = Clock::now();
+        now = Clock::now();
         last_rx.set(now);
         if (probe_replies) {
             bump(counters.probe_replies, probe_replies);
@@ -158,7 +159,7 @@ bool EspRxPipeline::open_and_deliver() {
     if (kept == 0) return true;
     bump(counters.inner_packets, kept);
     bump(counters.inner_bytes, inner_bytes);
-    linger_.delivered(Clock::now());
+    linger_.delivered(now);
     Result<std::size_t> writes = tun_.write_packets(batch_);
     if (!writes) {
         failure.set(writes.error().message);
