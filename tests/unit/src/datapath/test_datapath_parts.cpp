@@ -374,6 +374,60 @@ TEST_CASE("RxLinger waits only while a download arrives a few data-sized datagra
     }
 }
 
+TEST_CASE("RxLinger: the wait follows the arrival rate, between the floor and 8 floors") {
+    using namespace std::chrono;
+    auto t = RxLinger::Clock::time_point() + hours(1);
+    const microseconds floor(50);
+    RxLinger l(floor, 64);
+    // One wake-up: its first receive finds `first`, then it asks how long to wait.
+    auto wake = [&](std::size_t first) {
+        t += microseconds(100);
+        l.received(first, first * 1400);
+        l.delivered(t);
+        return l.wait_after_wakeup(t + microseconds(10));
+    };
+    CHECK(wake(1) == floor);
+    // A slow paced download: each wait gathers 2 datagrams, so each next wait doubles, up to 400 us.
+    CHECK(wake(2) == microseconds(100));
+    CHECK(wake(2) == microseconds(200));
+    CHECK(wake(2) == microseconds(400));
+    CHECK(wake(2) == microseconds(400));
+    // Gathering kGather..2*kGather-1 keeps it.
+    CHECK(wake(RxLinger::kGather) == microseconds(400));
+    CHECK(wake(2 * RxLinger::kGather - 1) == microseconds(400));
+    // Gathering 2*kGather or more halves it (and that wake-up, a quarter batch, does not wait).
+    CHECK(wake(2 * RxLinger::kGather) == microseconds(0));
+    CHECK(l.current_wait() == microseconds(200));
+    // A receive after a wake-up that did not wait says nothing about the wait's length.
+    CHECK(wake(40) == microseconds(0));
+    CHECK(l.current_wait() == microseconds(200));
+    CHECK(wake(3) == microseconds(200));
+    CHECK(wake(12) == microseconds(200));
+    CHECK(wake(12) == microseconds(200));
+
+    SUBCASE("it never goes below the floor") {
+        RxLinger fast(floor, 64);
+        for (int i = 0; i < 3; ++i) {
+            fast.received(3, 3 * 1400);
+            fast.delivered(t);
+            CHECK(fast.wait_after_wakeup(t) == floor);
+            fast.received(20, 20 * 1400);  // the wait gathered many: halving would go below the floor
+            fast.delivered(t);
+            CHECK(fast.wait_after_wakeup(t) == microseconds(0));
+            CHECK(fast.current_wait() == floor);
+        }
+    }
+    SUBCASE("a floor above 125 us tops out at 1000 us") {
+        RxLinger big(microseconds(300), 64);
+        for (int i = 0; i < 5; ++i) {
+            big.received(1, 1400);
+            big.delivered(t);
+            (void)big.wait_after_wakeup(t);
+        }
+        CHECK(big.current_wait() == microseconds(1000));
+    }
+}
+
 TEST_CASE("client_rx_linger: 50 us, ESPVPN_RX_LINGER_US within 0-1000, garbage ignored") {
     using std::chrono::microseconds;
     const char* saved = std::getenv("ESPVPN_RX_LINGER_US");
