@@ -107,6 +107,7 @@ namespace espvpn::datapath {
     X(rx_dpd_requests)      /* DPD requests from the server (CSTP; answered by tx) */         \
     X(rx_dpd_responses)     /* answers to our DPD requests (CSTP) */                          \
     X(rx_tun_writes)        /* write(2) calls (after coalescing) */                           \
+    X(rx_lingers)           /* short waits before reading a download (rx_linger.h) */         \
     X(drop_rx_too_big)      /* frame larger than a tun slot */                                \
     X(drop_rx_not_ip)       /* frame type disagrees with the packet's IP version */           \
     X(drop_rx_tun_write)    /* the kernel refused a tun write */

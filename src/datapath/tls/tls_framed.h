@@ -37,6 +37,9 @@ struct TlsFramedOptions {
     std::size_t tun_mtu = 0;     // the tun's MTU if larger (slots must hold what it reads)
     std::size_t tx_batch = 128;  // packets per tun read batch
     std::size_t rx_batch = 64;   // packets per tun write batch
+    // The rx thread's wait before reading a download that arrives a few packets at a time
+    // (rx_linger.h; the client sets client_rx_linger(), a gateway keeps 0).
+    std::chrono::microseconds rx_linger{0};
     // The TCP send buffer full for this long: the connection is dead.
     std::chrono::milliseconds write_stall_limit{20000};
     unsigned icmp_too_big_per_second = 100;

@@ -134,6 +134,11 @@ TlsFramedOptions gp_pump_options(std::size_t mtu) {
 
 std::unique_ptr<TlsFraming> cstp_framing() { return std::make_unique<CstpFraming>(); }
 
+TlsFramedOptions client_pump_options(TlsFramedOptions o) {
+    o.rx_linger = client_rx_linger();
+    return o;
+}
+
 TlsFramedOptions cstp_pump_options(int mtu) {
     TlsFramedOptions o;
     o.max_inner_size = static_cast<std::size_t>(std::max(mtu, 576));
@@ -145,7 +150,7 @@ TlsPump::TlsPump(gnutls_session_t session, int fd, io::TunDevice& tun, std::uniq
                  const TlsFramedOptions& options)
     : session_(session), fd_(fd), tun_fd_(tun.fd()), framing_(std::move(framing)), options_(options),
       batcher_(session_, fd), tx_(tun, session_, batcher_, tx_control_, counters_, options, framing_->header_size()),
-      rx_(tun, batcher_, counters_, options, &tun_write_mutex_) {
+      rx_(tun, batcher_, counters_, options, &tun_write_mutex_), rx_linger_(options.rx_linger, options.rx_batch) {
     stamp(last_rx_ns_);
     stamp(last_tx_ns_);
 }
@@ -356,8 +361,26 @@ bool TlsPump::serve_rehandshake() {
     return !rx_control_.stop.load(std::memory_order_acquire);
 }
 
+// rx thread: the batch to the tun. What went since the last flush, everything read between
+// two polls (the read-ahead takes what the socket holds), is the wake-up's first receive for
+// the linger.
 void TlsPump::flush_rx() {
     if (Status st = rx_.deliver(); !st) LOG_DEBUG << "tun write: " << st.error().message;
+    const std::uint64_t packets = counters_.rx_packets.load(std::memory_order_relaxed);
+    if (packets == linger_packets_) return;
+    const std::uint64_t bytes = counters_.rx_bytes.load(std::memory_order_relaxed);
+    rx_linger_.received(packets - linger_packets_, bytes - linger_bytes_);
+    rx_linger_.delivered(Clock::now());
+    linger_packets_ = packets;
+    linger_bytes_ = bytes;
+}
+
+// rx thread, woken by the socket: a short wait while a download arrives a few packets at a time.
+void TlsPump::rx_wake_up() {
+    if (const auto wait = rx_linger_.wait_after_wakeup(Clock::now()); wait.count() > 0) {
+        bump(counters_.rx_lingers);
+        sleep_for_linger(wait);
+    }
 }
 
 // Returns false when the tunnel ends.
@@ -431,6 +454,7 @@ void TlsPump::rx_run() {
                 continue;
             }
             if (!(r[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            rx_wake_up();
         }
         const ssize_t n = rx_.read_record_into_slot(framing_->header_size());
         if (!owner_logged && batcher_.records_decided()) {

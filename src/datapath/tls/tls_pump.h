@@ -35,6 +35,7 @@
 #include "protocols/base/result.h"
 #include "src/datapath/datapath_stats.h"
 #include "src/datapath/pipeline_threads.h"
+#include "src/datapath/rx_linger.h"
 #include "src/datapath/tls/tls_framed.h"
 #include "src/datapath/tls/tls_rehandshake.h"
 #include "src/io/packet_batch.h"
@@ -100,6 +101,8 @@ std::unique_ptr<TlsFraming> cstp_framing();
 // The CSTP pump's options for a CSTP MTU of `mtu` (at least 576); the tun's slots hold
 // at least 1500 bytes, since its MTU may be above CSTP's (set by an earlier connection).
 TlsFramedOptions cstp_pump_options(int mtu);
+// The client's: the same with the rx linger (client_rx_linger()).
+TlsFramedOptions client_pump_options(TlsFramedOptions o);
 
 // Why the pump ended.
 enum class TlsPumpEnd { server_disconnect, connection_lost, error };
@@ -170,6 +173,7 @@ private:
     bool readable_now();
     bool serve_rehandshake();
     void flush_rx();
+    void rx_wake_up();
     bool on_frame(const TlsFraming::Frame& f);
     bool consume(std::span<const std::uint8_t> in);
     bool take_landed(std::size_t n);
@@ -187,6 +191,8 @@ private:
     TlsFrameSender tx_;
     TlsFrameReceiver rx_;
     TlsRehandshake rehandshake_;
+    RxLinger rx_linger_;                                  // rx thread
+    std::uint64_t linger_packets_ = 0, linger_bytes_ = 0;  // rx thread: the counters at the last poll
     std::vector<std::uint8_t> early_;
     std::atomic<unsigned> pending_{0};
     std::atomic<bool> logout_sent_{false};

@@ -88,7 +88,7 @@ Result<std::unique_ptr<CstpLink>> CstpLink::connect_on(std::unique_ptr<io::TlsSt
 
 void CstpLink::start(io::TunDevice& tun, int mtu, const DtlsSetup& dtls) {
     pump_ = std::make_unique<TlsPump>(tls_->native(), tls_->fd(), tun, datapath::cstp_framing(),
-                                      datapath::cstp_pump_options(mtu));
+                                      datapath::client_pump_options(datapath::cstp_pump_options(mtu)));
     dtls_ = dtls;
     tun_ = &tun;
     open_channel(mtu);

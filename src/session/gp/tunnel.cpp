@@ -370,7 +370,7 @@ Status GpDriver::start_https(std::unique_ptr<io::TlsStream> tls) {
     const std::string endpoint = tls->endpoint() + ", " + tls->description();
     const auto mtu = static_cast<std::size_t>(mtu_);
     auto pump = std::make_unique<datapath::TlsPump>(tls->native(), tls->fd(), *tun_, datapath::gp_framing(mtu),
-                                                    datapath::gp_pump_options(mtu));
+                                                    datapath::client_pump_options(datapath::gp_pump_options(mtu)));
     if (Status st = pump->start(); !st) return st;
     const Clock::time_point now = Clock::now();
     {
