@@ -56,6 +56,8 @@ udp_blocked)
   stats_check blocked "d['transport'] == 'cstp' and d['cstp']['tx_bytes'] > 1000000 and \
     d['cstp']['rx_bytes'] > 1000000 and d['dtls']['datapath']['tx']['inner_packets'] == 0" ||
     fail "the stats do not show CSTP carrying the data"
+  # ocserv writes a TLS record per packet: the CSTP rx thread lingered during the download.
+  stats_check blocked "d['cstp']['rx_lingers'] > 0" || fail "the CSTP rx thread never lingered during the download"
   grep -q "DTLS: .*data over CSTP, next DTLS attempt" "$work/blocked.log" || fail "no failed DTLS attempt logged"
   udp_unblock
   t0=$SECONDS
