@@ -1,4 +1,5 @@
-// The rx threads' short wait before receiving, for downloads that arrive one datagram at a time.
+// The rx threads' short wait before receiving, for downloads that arrive one datagram at a time
+// (the ESP and DTLS rx pipelines, and the TLS pump's rx thread for CSTP and GP's HTTPS tunnel).
 //
 // Gateways that send one datagram per call (ASAs, PAN-OS, ocserv) wake the rx thread for a
 // few datagrams at a time, so each tun write carries few packets and the kernel runs its TCP
