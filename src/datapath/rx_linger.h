@@ -35,7 +35,7 @@ public:
     static constexpr std::chrono::microseconds kMaxWait{1000};  // and never longer than this
 
     RxLinger(std::chrono::microseconds floor, std::size_t batch)
-        : floor_(floor), max_(std::min(floor * kMaxFactor, std::max(floor, kMaxWait))), wait_(floor), batch_(batch) {}
+        : floor_(floor), max_(std::max(floor, std::min(floor * kMaxFactor, kMaxWait))), wait_(floor), batch_(batch) {}
 
     // A non-empty receive: how many datagrams, how many bytes. The first after a wake-up counts.
     void received(std::size_t datagrams, std::size_t bytes) {
@@ -57,6 +57,9 @@ public:
         waited_ = wait;
         return wait ? wait_ : std::chrono::microseconds(0);
     }
+
+    // After a wake-up: waits as wait_after_wakeup() says; true when it did (for the caller's counter).
+    bool linger_after_wakeup(Clock::time_point now);
 
     // The wait the next linger would take (for tests and stats).
     std::chrono::microseconds current_wait() const { return wait_; }
@@ -80,9 +83,5 @@ private:
 
 // The client's shortest wait (the floor): 50 µs, or ESPVPN_RX_LINGER_US (0 turns it off; at most 1000).
 std::chrono::microseconds client_rx_linger();
-
-// Sleeps for `wait` (nothing for zero). The rx threads run with a 1 µs timer slack
-// (pipeline_threads.cpp), so the wait is that long, not up to 50 µs longer.
-void sleep_for_linger(std::chrono::microseconds wait);
 
 }  // namespace espvpn::datapath

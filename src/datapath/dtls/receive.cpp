@@ -40,10 +40,7 @@ void DtlsRxPipeline::run() {
         if (control.stop.load(std::memory_order_acquire)) return;
         if (!drain_udp()) return;
         if (!wait_for_work(control, udp_.fd(), -1, failure)) return;
-        if (const auto wait = linger_.wait_after_wakeup(Clock::now()); wait.count() > 0) {
-            bump(counters.lingers);
-            sleep_for_linger(wait);
-        }
+        if (linger_.linger_after_wakeup(Clock::now())) bump(counters.lingers);
     }
 }
 

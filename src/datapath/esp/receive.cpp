@@ -50,10 +50,7 @@ void EspRxPipeline::run() {
         const Clock::time_point now = Clock::now();
         retire_previous(now);
         if (!wait_for_work(control, udp_.fd(), poll_timeout_ms(now), failure)) return;
-        if (const auto wait = linger_.wait_after_wakeup(Clock::now()); wait.count() > 0) {
-            bump(counters.lingers);
-            sleep_for_linger(wait);
-        }
+        if (linger_.linger_after_wakeup(Clock::now())) bump(counters.lingers);
     }
 }
 

@@ -375,14 +375,6 @@ void TlsPump::flush_rx() {
     linger_bytes_ = bytes;
 }
 
-// rx thread, woken by the socket: a short wait while a download arrives a few packets at a time.
-void TlsPump::rx_wake_up() {
-    if (const auto wait = rx_linger_.wait_after_wakeup(Clock::now()); wait.count() > 0) {
-        bump(counters_.rx_lingers);
-        sleep_for_linger(wait);
-    }
-}
-
 // Returns false when the tunnel ends.
 bool TlsPump::on_frame(const Frame& f) {
     switch (f.kind) {
@@ -454,7 +446,8 @@ void TlsPump::rx_run() {
                 continue;
             }
             if (!(r[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            rx_wake_up();
+            // Woken by the socket: a short wait while a download arrives a few packets at a time.
+            if (rx_linger_.linger_after_wakeup(Clock::now())) bump(counters_.rx_lingers);
         }
         const ssize_t n = rx_.read_record_into_slot(framing_->header_size());
         if (!owner_logged && batcher_.records_decided()) {

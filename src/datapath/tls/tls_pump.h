@@ -173,7 +173,6 @@ private:
     bool readable_now();
     bool serve_rehandshake();
     void flush_rx();
-    void rx_wake_up();
     bool on_frame(const TlsFraming::Frame& f);
     bool consume(std::span<const std::uint8_t> in);
     bool take_landed(std::size_t n);
@@ -192,7 +191,7 @@ private:
     TlsFrameReceiver rx_;
     TlsRehandshake rehandshake_;
     RxLinger rx_linger_;                                  // rx thread
-    std::uint64_t linger_packets_ = 0, linger_bytes_ = 0;  // rx thread: the counters at the last poll
+    std::uint64_t linger_packets_ = 0, linger_bytes_ = 0;  // rx thread: the counters at the last flush
     std::vector<std::uint8_t> early_;
     std::atomic<unsigned> pending_{0};
     std::atomic<bool> logout_sent_{false};
