@@ -3,11 +3,15 @@
 # carries traffic over userspace ESP, in three namespaces of its own:
 #   client (espvpn)  --veth--  gateway (fake-gp-gateway + esp-gateway)  --veth--  lan
 #
-#   gp_tunnel.sh demo|suites|script|blocked|sigusr2|repeated_key|nodtls|rekey ESPVPN_BIN GATEWAY_BIN
+#   gp_tunnel.sh demo|suites|one_at_a_time|script|blocked|sigusr2|repeated_key|nodtls|rekey ESPVPN_BIN GATEWAY_BIN
 #   demo:   one suite, ping + short iperf3 both ways, the tunnel's counters (tools/demo)
 #   suites: GP_TUNNEL_SUITES (default aes-128-gcm aes-128-cbc:sha1 aes-256-cbc:sha256):
 #           login, probe answered, ping v4+v6, iperf3 TCP both ways, SIGINT: logout
 #           sent, tun removed, exit 0
+#   one_at_a_time: a gateway that sends one datagram at a time (esp-gateway --no-udp-offload, as
+#           ASAs and PAN-OS send): during a download the client's rx thread waits for more data
+#           after its wake-ups (rx.lingers grows, src/datapath/rx_linger.h), never during the
+#           upload before it (only ACKs arrive then); both directions carry their iperf3 run
 #   session_killed: the session process killed by SIGSYS with the tunnel up (--kill-switch, built-in
 #           DNS): the broker restores tun, routes, DNS and kill switch, exits non-zero, says why
 #   script: the same with --script (a minimal vpnc-script) instead of the built-in setup
@@ -180,6 +184,19 @@ suites)
     [[ $(cat "/etc/netns/$nsc/resolv.conf") == $'nameserver 192.0.2.53\nsearch home.test' ]] || fail "$suite: DNS not restored"
     echo "RESULT $suite: login, probe answered, ping v4+v6, iperf3 up $up Gbit/s down $down Gbit/s, SIGINT -> logout, tun removed"
   done
+  ;;
+one_at_a_time)
+  esp_gw_args=(--no-udp-offload)
+  start aes-128-gcm
+  ip netns exec "$nsc" ping -c 3 -i 0.2 -W 2 $lan_ip >/dev/null || fail "ping $lan_ip"
+  up=$(iperf_gbps 2) || exit 1
+  after_up=$(client_stat 'd["rx"]["lingers"]')
+  [[ $after_up -eq 0 ]] || fail "the rx thread waited $after_up times while only the upload's ACKs arrived"
+  down=$(iperf_gbps 2 -R) || exit 1
+  client_until 'd["rx"]["lingers"] > 0' || fail "the rx thread never waited during the download"
+  lingers=$(client_stat 'd["rx"]["lingers"]')
+  stop
+  echo "RESULT one_at_a_time: upload $up Gbit/s (0 rx lingers), download $down Gbit/s ($lingers rx lingers)"
   ;;
 session_killed)
   # The privilege split (docs/SECURITY.md): the session process dies by SIGSYS (what a seccomp
